@@ -1,0 +1,450 @@
+//! The event graph: segments as nodes, causal edges as edges, with the indexes the walk needs.
+//!
+//! ```text
+//!  segments (input order) ── node i of the petgraph is segments()[i]
+//!  by_id: node indices sorted by SegmentId = (tid, seq) ── one contiguous run per thread,
+//!         in trace order, so "next / previous segment of the thread" is ±1 in by_id
+//!  threads: Tid → (start, len, first_seq) into by_id; lookup of a SegmentId is O(1) when the
+//!         thread's ordinals are gapless, a binary search within the thread otherwise
+//! ```
+//!
+//! Loading does no per-node allocation: the segments are moved in, nodes carry no weight and
+//! edge weights are indices into [`Graph::edges`].
+
+use crate::Error;
+use argus_schema::{CausalEdge, EndCause, Nanos, Pid, Segment, SegmentId, Spin, ThreadInfo, Tid};
+use petgraph::graph::{DiGraph, EdgeIndex, NodeIndex};
+use petgraph::Direction;
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
+
+/// A multiplicative hasher for thread ids: the edge loader looks a thread up twice per edge,
+/// and SipHash would dominate the load time.
+#[derive(Default)]
+struct TidHasher(u64);
+
+impl Hasher for TidHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(5) ^ u64::from(b)).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+        }
+    }
+    fn write_i32(&mut self, v: i32) {
+        self.0 =
+            (self.0.rotate_left(5) ^ u64::from(v as u32)).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+}
+
+type TidMap<V> = HashMap<Tid, V, BuildHasherDefault<TidHasher>>;
+
+/// The in-memory tables of a snapshot, as the CLI reads them. The diagnosis takes ownership.
+#[derive(Clone, Debug, Default)]
+pub struct GraphInput {
+    /// Every segment, in any order.
+    pub segments: Vec<Segment>,
+    /// Every causal edge, in any order. Edges naming a segment that is not in `segments` are
+    /// dropped (and counted, see [`Graph::dropped_edges`]).
+    pub edges: Vec<CausalEdge>,
+    /// Spinning vertices.
+    pub spins: Vec<Spin>,
+    /// Thread names.
+    pub threads: Vec<ThreadInfo>,
+    /// The end of the trace: where open segments end. When smaller than the latest segment end
+    /// (for example zero when unknown) the latest segment end is used instead.
+    pub trace_end_ns: Nanos,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct ThreadRange {
+    start: u32,
+    len: u32,
+    first_seq: u32,
+}
+
+/// The event graph of one snapshot. Build it once with [`Graph::new`], then query it.
+#[derive(Debug)]
+pub struct Graph {
+    segments: Vec<Segment>,
+    edges: Vec<CausalEdge>,
+    spins: Vec<Spin>,
+    threads: Vec<ThreadInfo>,
+    trace_end_ns: Nanos,
+    graph: DiGraph<(), u32, u32>,
+    /// `(segment id, node)` sorted by id.
+    by_id: Vec<(u64, u32)>,
+    ranges: TidMap<ThreadRange>,
+    thread_info: TidMap<u32>,
+    dropped_edges: u64,
+    duplicate_segments: u64,
+}
+
+impl Graph {
+    /// Builds the graph: indexes segments by id and by thread, adds every edge whose two ends
+    /// exist. Fails only when the tables exceed the 32-bit node or edge index space.
+    pub fn new(input: GraphInput) -> Result<Graph, Error> {
+        let GraphInput {
+            segments,
+            edges,
+            spins,
+            threads,
+            trace_end_ns,
+        } = input;
+        let max = u32::MAX as usize - 1;
+        if segments.len() > max {
+            return Err(Error::TooLarge {
+                table: "segments",
+                rows: segments.len(),
+            });
+        }
+        if edges.len() > max {
+            return Err(Error::TooLarge {
+                table: "edges",
+                rows: edges.len(),
+            });
+        }
+
+        let mut graph = DiGraph::<(), u32, u32>::with_capacity(segments.len(), edges.len());
+        for _ in 0..segments.len() {
+            graph.add_node(());
+        }
+
+        // Sort node indices by id (a u64 key sort, no moves of the segments themselves).
+        let mut keyed: Vec<(u64, u32)> = segments
+            .iter()
+            .enumerate()
+            .map(|(i, s)| (s.id.0, i as u32))
+            .collect();
+        keyed.sort_unstable();
+        let before = keyed.len();
+        keyed.dedup_by_key(|(id, _)| *id);
+        let by_id = keyed;
+        let duplicate_segments = (before - by_id.len()) as u64;
+        if duplicate_segments > 0 {
+            tracing::warn!(
+                duplicates = duplicate_segments,
+                "segments table holds duplicate ids; keeping the first of each"
+            );
+        }
+
+        let mut ranges: TidMap<ThreadRange> = TidMap::default();
+        let mut i = 0usize;
+        while i < by_id.len() {
+            let first = SegmentId(by_id[i].0);
+            let tid = first.tid();
+            let mut j = i + 1;
+            while j < by_id.len() && SegmentId(by_id[j].0).tid() == tid {
+                j += 1;
+            }
+            ranges.insert(
+                tid,
+                ThreadRange {
+                    start: i as u32,
+                    len: (j - i) as u32,
+                    first_seq: first.seq(),
+                },
+            );
+            i = j;
+        }
+
+        let mut thread_info = TidMap::default();
+        for (i, t) in threads.iter().enumerate() {
+            thread_info.insert(t.tid, i as u32);
+        }
+
+        let trace_end_ns = segments
+            .iter()
+            .map(|s| s.end_ns)
+            .max()
+            .unwrap_or_default()
+            .max(trace_end_ns);
+
+        let mut g = Graph {
+            segments,
+            edges: Vec::new(),
+            spins,
+            threads,
+            trace_end_ns,
+            graph,
+            by_id,
+            ranges,
+            thread_info,
+            dropped_edges: 0,
+            duplicate_segments,
+        };
+
+        let mut kept = Vec::with_capacity(edges.len());
+        let mut dropped = 0u64;
+        for e in edges {
+            match (g.node_of(e.src), g.node_of(e.dst)) {
+                (Some(a), Some(b)) => {
+                    let w = kept.len() as u32;
+                    g.graph.add_edge(NodeIndex::new(a), NodeIndex::new(b), w);
+                    kept.push(e);
+                }
+                _ => dropped += 1,
+            }
+        }
+        if dropped > 0 {
+            tracing::warn!(
+                dropped,
+                "edges naming unknown segments were dropped from the event graph"
+            );
+        }
+        g.edges = kept;
+        g.dropped_edges = dropped;
+        Ok(g)
+    }
+
+    /// Position in `by_id` of a segment id.
+    fn pos_of(&self, id: SegmentId) -> Option<usize> {
+        let r = self.ranges.get(&id.tid())?;
+        let (start, len) = (r.start as usize, r.len as usize);
+        let guess = id.seq().checked_sub(r.first_seq).map(|d| d as usize);
+        if let Some(d) = guess.filter(|d| *d < len) {
+            if self.by_id[start + d].0 == id.0 {
+                return Some(start + d);
+            }
+        }
+        let slice = &self.by_id[start..start + len];
+        slice
+            .binary_search_by_key(&id.0, |&(k, _)| k)
+            .ok()
+            .map(|p| start + p)
+    }
+
+    fn node_of(&self, id: SegmentId) -> Option<usize> {
+        self.pos_of(id).map(|p| self.by_id[p].1 as usize)
+    }
+
+    fn thread_slice(&self, tid: Tid) -> &[(u64, u32)] {
+        match self.ranges.get(&tid) {
+            Some(r) => &self.by_id[r.start as usize..(r.start + r.len) as usize],
+            None => &[],
+        }
+    }
+
+    /// The segment with this id.
+    pub fn segment(&self, id: SegmentId) -> Option<&Segment> {
+        self.node_of(id).map(|n| &self.segments[n])
+    }
+
+    /// The petgraph node of a segment.
+    pub fn node(&self, id: SegmentId) -> Option<NodeIndex<u32>> {
+        self.node_of(id).map(NodeIndex::new)
+    }
+
+    /// The underlying petgraph: node `i` is `segments()[i]`, an edge's weight is its index in
+    /// [`Graph::edges`].
+    pub fn petgraph(&self) -> &DiGraph<(), u32, u32> {
+        &self.graph
+    }
+
+    /// Every segment, in input order (the node order).
+    pub fn segments(&self) -> &[Segment] {
+        &self.segments
+    }
+
+    /// Every edge kept in the graph.
+    pub fn edges(&self) -> &[CausalEdge] {
+        &self.edges
+    }
+
+    /// The spinning vertices of the snapshot.
+    pub fn spins(&self) -> &[Spin] {
+        &self.spins
+    }
+
+    /// The threads table.
+    pub fn threads(&self) -> &[ThreadInfo] {
+        &self.threads
+    }
+
+    /// The end of the trace (where open segments end).
+    pub fn trace_end_ns(&self) -> Nanos {
+        self.trace_end_ns
+    }
+
+    /// How many input edges named a segment that does not exist.
+    pub fn dropped_edges(&self) -> u64 {
+        self.dropped_edges
+    }
+
+    /// How many input segments repeated an id already seen (only the first is indexed).
+    pub fn duplicate_segments(&self) -> u64 {
+        self.duplicate_segments
+    }
+
+    /// When a segment ends: its `end_ns`, or the end of the trace for an open segment.
+    pub fn end_of(&self, s: &Segment) -> Nanos {
+        if s.end == EndCause::Open {
+            s.end_ns.max(self.trace_end_ns)
+        } else {
+            s.end_ns
+        }
+    }
+
+    /// The segments of a thread, in trace order.
+    pub fn thread_segments(
+        &self,
+        tid: Tid,
+    ) -> impl DoubleEndedIterator<Item = &Segment> + ExactSizeIterator + '_ {
+        self.thread_slice(tid)
+            .iter()
+            .map(move |&(_, n)| &self.segments[n as usize])
+    }
+
+    /// Every thread (and interrupt pseudo-thread) that has segments.
+    pub fn thread_ids(&self) -> impl Iterator<Item = Tid> + '_ {
+        self.ranges.keys().copied()
+    }
+
+    /// The next segment of the same thread.
+    pub fn next_in_thread(&self, id: SegmentId) -> Option<&Segment> {
+        let p = self.pos_of(id)?;
+        let next = self.segments.get(self.by_id.get(p + 1)?.1 as usize)?;
+        (next.id.tid() == id.tid()).then_some(next)
+    }
+
+    /// The previous segment of the same thread.
+    pub fn prev_in_thread(&self, id: SegmentId) -> Option<&Segment> {
+        let p = self.pos_of(id)?.checked_sub(1)?;
+        let prev = &self.segments[self.by_id[p].1 as usize];
+        (prev.id.tid() == id.tid()).then_some(prev)
+    }
+
+    /// The segment of `tid` running or waiting at time `t`: the last one that started at or
+    /// before `t`, else (the thread appeared later) its first segment.
+    pub fn segment_at(&self, tid: Tid, t: Nanos) -> Option<&Segment> {
+        let slice = self.thread_slice(tid);
+        let p = slice.partition_point(|&(_, n)| self.segments[n as usize].start_ns <= t);
+        let (_, n) = if p == 0 {
+            *slice.first()?
+        } else {
+            slice[p - 1]
+        };
+        Some(&self.segments[n as usize])
+    }
+
+    /// The segments of `tid` that overlap `[from, to)` (open segments reach the trace end).
+    pub fn segments_overlapping(
+        &self,
+        tid: Tid,
+        from: Nanos,
+        to: Nanos,
+    ) -> impl Iterator<Item = &Segment> + '_ {
+        let slice = self.thread_slice(tid);
+        let first = slice.partition_point(|&(_, n)| self.segments[n as usize].start_ns <= from);
+        let begin = first.saturating_sub(1);
+        slice[begin..]
+            .iter()
+            .map(move |&(_, n)| &self.segments[n as usize])
+            .take_while(move |s| s.start_ns < to)
+            .filter(move |s| self.end_of(s) > from)
+    }
+
+    /// The edges into a segment.
+    pub fn incoming(&self, id: SegmentId) -> impl Iterator<Item = &CausalEdge> + '_ {
+        self.adjacent(id, Direction::Incoming)
+    }
+
+    /// The edges out of a segment.
+    pub fn outgoing(&self, id: SegmentId) -> impl Iterator<Item = &CausalEdge> + '_ {
+        self.adjacent(id, Direction::Outgoing)
+    }
+
+    fn adjacent(&self, id: SegmentId, dir: Direction) -> impl Iterator<Item = &CausalEdge> + '_ {
+        let node = self.node_of(id);
+        node.into_iter().flat_map(move |n| {
+            self.graph
+                .edges_directed(NodeIndex::new(n), dir)
+                .map(move |e| &self.edges[*e.weight() as usize])
+        })
+    }
+
+    /// The edge behind a petgraph edge index.
+    pub fn edge(&self, e: EdgeIndex<u32>) -> Option<&CausalEdge> {
+        let w = *self.graph.edge_weight(e)?;
+        self.edges.get(w as usize)
+    }
+
+    /// The threads-table row of a thread.
+    pub fn thread(&self, tid: Tid) -> Option<&ThreadInfo> {
+        self.thread_info
+            .get(&tid)
+            .and_then(|&i| self.threads.get(i as usize))
+    }
+
+    /// The process of a thread, from the threads table, else from its segments.
+    pub fn pid_of(&self, tid: Tid) -> Option<Pid> {
+        self.thread(tid)
+            .map(|t| t.pid)
+            .or_else(|| self.thread_segments(tid).next().map(|s| s.pid))
+    }
+
+    /// The thread's name (`comm`); interrupt pseudo-threads are `irq/cpuN`.
+    pub fn comm(&self, tid: Tid) -> String {
+        if let Some(cpu) = tid.irq_cpu() {
+            return format!("irq/cpu{}", cpu.0);
+        }
+        match self.thread(tid) {
+            Some(t) => t.comm.clone(),
+            None => format!("tid {}", tid.0),
+        }
+    }
+
+    /// The process name of a thread (empty for interrupts and unknown threads).
+    pub fn process_name(&self, tid: Tid) -> String {
+        if tid.irq_cpu().is_some() {
+            return "kernel".to_string();
+        }
+        match self.thread(tid) {
+            Some(t) if !t.process.is_empty() => t.process.clone(),
+            Some(t) => t.comm.clone(),
+            None => String::new(),
+        }
+    }
+
+    /// A readable name of a thread: `hangdemo (pid 12)` for a main thread, `thread worker (tid
+    /// 13) of hangdemo` for another thread, `interrupts on cpu1` for a pseudo-thread.
+    pub fn describe(&self, tid: Tid) -> String {
+        if let Some(cpu) = tid.irq_cpu() {
+            return format!("interrupts on cpu{}", cpu.0);
+        }
+        match self.thread(tid) {
+            Some(t) if t.pid.0 == t.tid.0 => format!("{} (pid {})", t.comm, t.pid.0),
+            Some(t) => {
+                let process = if t.process.is_empty() {
+                    format!("pid {}", t.pid.0)
+                } else {
+                    t.process.clone()
+                };
+                format!("thread {} (tid {}) of {}", t.comm, t.tid.0, process)
+            }
+            None => match self.pid_of(tid) {
+                Some(p) if p.0 != tid.0 => format!("tid {} of pid {}", tid.0, p.0),
+                _ => format!("tid {}", tid.0),
+            },
+        }
+    }
+
+    /// The threads of a process: from the threads table and from the segments.
+    pub fn threads_of(&self, pid: Pid) -> Vec<Tid> {
+        let mut out: Vec<Tid> = self
+            .threads
+            .iter()
+            .filter(|t| t.pid == pid)
+            .map(|t| t.tid)
+            .collect();
+        for (&tid, r) in &self.ranges {
+            if tid.is_task() && self.segments[self.by_id[r.start as usize].1 as usize].pid == pid {
+                out.push(tid);
+            }
+        }
+        out.sort_unstable();
+        out.dedup();
+        out
+    }
+}

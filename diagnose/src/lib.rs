@@ -1,0 +1,304 @@
+//! # argus-diagnose — from a snapshot's tables to an explained hang
+//!
+//! This crate is the last stage of Argus: it loads the tables of a snapshot (segments, causal
+//! edges, spinning vertices, threads) into an event graph ([`Graph`], a petgraph), picks the
+//! hang of the thread the user names ([`find_hang`]), and walks the graph backwards from it
+//! (Algorithm 1 of the Argus paper with *interactive slicing*) to the root cause. Where the
+//! graph is ambiguous (several incoming edges, or a weak one) the walk asks an [`Oracle`]: a
+//! person at a terminal ([`TerminalOracle`]), a list of answers ([`ScriptedOracle`]) or the
+//! default policy ([`AutoOracle`]: the most recent strong edge). The result is a [`Report`]:
+//! the JSON contract of `argus debug --json` and a terminal explanation ([`Report::to_text`]).
+//!
+//! What the walk does per class of hang (see the `walk` module docs for the details):
+//! - **LongWait**: follow the wake-up that ended the wait back to its waker; a waker that was
+//!   running through the wait is a LongRunning culprit, one that was itself blocked is
+//!   explained recursively ("the culprit of the culprit"); timers lead to their armer (a
+//!   thread's own timer means "it slept"), device interrupts end the walk. A wait that was
+//!   never woken (open, or timed out) is compared with a **baseline**: the last short wait of
+//!   the same thread in the same syscall, whose waker is examined during the hang.
+//! - **LongRunning**: the hang is the culprit; the slice back one or two steps gives context.
+//! - **RepeatedYield**: the thread polls a data flag; the likely setter (the busiest other
+//!   thread of the process) is asked about and diagnosed in turn.
+//!
+//! Caller responsibilities: read the snapshot (the `argus` binary uses the Parquet reader of
+//! `argus-sinks`) into a [`GraphInput`], choose the [`Target`] and the oracle, print the
+//! report and map [`Outcome`] to the exit code. This crate does no I/O besides what a
+//! [`TerminalOracle`] is given, never sees timely, and never panics on bad data: dangling
+//! edges are dropped and counted, missing segments are [`Error`]s.
+//!
+//! Non-goals for now: beam search with look-back over all paths (the walk follows one path,
+//! asking at each fork), data-flag edges (RepeatedYield names a likely setter instead of
+//! following a watchpoint edge), call stacks.
+//!
+//! ```
+//! use argus_diagnose::{diagnose, AutoOracle, DiagnoseConfig, Graph, GraphInput, Outcome, Target};
+//! use argus_schema::*;
+//!
+//! // One thread blocked 3 s in nanosleep: a LongWait whose root cause is the sleep itself.
+//! let tid = Tid(100);
+//! let seg = Segment {
+//!     id: SegmentId::new(tid, 0), tid, pid: Pid(100), kind: SegmentKind::Task,
+//!     start_ns: Nanos(0), end_ns: Nanos(3_001_000_000),
+//!     start: StartCause::FirstSeen, end: EndCause::Woken,
+//!     wait_start_ns: Some(Nanos(1_000_000)), wait_state: b'S',
+//!     wait_syscall: syscalls::number("nanosleep").unwrap_or(35), wait_ret: Some(0),
+//!     on_cpu_ns: 1_000_000, preemptions: 0, yields: 0, syscalls: 1, events: 4,
+//!     syscall_seq: vec![35],
+//! };
+//! let spin = Spin {
+//!     segment: seg.id, last: seg.id, tid, pid: Pid(100), class: SpinClass::LongWait,
+//!     start_ns: Nanos(1_000_000), end_ns: seg.end_ns, open: false, on_cpu_ns: 0,
+//!     wait_ns: 3_000_000_000, segments: 1, wait_syscall: seg.wait_syscall,
+//! };
+//! let graph = Graph::new(GraphInput {
+//!     segments: vec![seg], spins: vec![spin], ..GraphInput::default()
+//! })?;
+//! let target = Target { pid: Pid(100), tid: None };
+//! let d = diagnose(&graph, Some(target), &mut AutoOracle, &DiagnoseConfig::default())?;
+//! assert_eq!(d.outcome(), Outcome::HangDiagnosed);
+//! let report = d.report.as_ref().expect("a hang");
+//! assert!(report.root_causes[0].reason.contains("slept 3.000 s in nanosleep"));
+//! # Ok::<(), argus_diagnose::Error>(())
+//! ```
+#![warn(missing_docs)]
+
+mod graph;
+mod oracle;
+mod report;
+mod walk;
+
+pub use graph::{Graph, GraphInput};
+pub use oracle::{AutoOracle, Oracle, Reply, ScriptedOracle, TerminalOracle};
+pub use report::{
+    secs, Answer, Candidate, CauseClass, Choice, HangInfo, PathEdge, PathEdgeKind, PathItem,
+    Question, Report, Role, RootCause,
+};
+pub use walk::DiagnoseConfig;
+
+use argus_schema::{Pid, SegmentId, Spin, Tid};
+use serde::{Deserialize, Serialize};
+
+/// Errors of the diagnosis.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// A spin names a segment that is not in the segments table.
+    #[error("spin names segment {segment} that is not in the segments table")]
+    MissingSegment {
+        /// The missing segment.
+        segment: SegmentId,
+    },
+    /// A table is larger than the graph's 32-bit indices.
+    #[error("{table} table has {rows} rows, more than the event graph can index")]
+    TooLarge {
+        /// Which table.
+        table: &'static str,
+        /// How many rows it has.
+        rows: usize,
+    },
+    /// A line of an answers file is not an answer.
+    #[error(
+        "answers file line {line}: expected a choice number, s/stop or d/default, got {text:?}"
+    )]
+    BadAnswer {
+        /// 1-based line number.
+        line: usize,
+        /// The line.
+        text: String,
+    },
+}
+
+/// The thread to diagnose: `tid`, else the main thread of `pid` (tid == pid).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Target {
+    /// Process.
+    pub pid: Pid,
+    /// Thread; `None` for the main thread.
+    pub tid: Option<Tid>,
+}
+
+impl Target {
+    /// The thread the target names.
+    pub fn thread(&self) -> Tid {
+        self.tid.unwrap_or(Tid(self.pid.0))
+    }
+}
+
+/// The length of a spin for ranking: open spins reach the trace end.
+fn spin_rank(graph: &Graph, s: &Spin) -> (u64, argus_schema::Nanos) {
+    let end = walk::spin_end(graph, s);
+    (s.start_ns.until(end), end)
+}
+
+/// The hang of a target thread: its longest spin (ties: the latest). `None`: no hang.
+pub fn find_hang(graph: &Graph, target: Target) -> Option<Spin> {
+    let tid = target.thread();
+    graph
+        .spins()
+        .iter()
+        .filter(|s| s.tid == tid)
+        .max_by_key(|s| (spin_rank(graph, s), s.segment))
+        .cloned()
+}
+
+/// With no target: the longest spin of any process' main thread (tid == pid), as the design
+/// watches main threads by default. Ties: the latest.
+pub fn find_any_hang(graph: &Graph) -> Option<Spin> {
+    graph
+        .spins()
+        .iter()
+        .filter(|s| s.tid.0 == s.pid.0)
+        .max_by_key(|s| (spin_rank(graph, s), s.segment))
+        .cloned()
+}
+
+/// The target named by a thread or process name (`--comm`): among the threads whose `comm`
+/// (or process name) matches, the one with the longest spin, else the first main thread.
+pub fn target_by_comm(graph: &Graph, name: &str) -> Option<Target> {
+    let matching: Vec<&argus_schema::ThreadInfo> = graph
+        .threads()
+        .iter()
+        .filter(|t| t.comm == name || t.process == name)
+        .collect();
+    let target_of = |t: &argus_schema::ThreadInfo| Target {
+        pid: t.pid,
+        tid: (t.tid.0 != t.pid.0).then_some(t.tid),
+    };
+    let best_spin = graph
+        .spins()
+        .iter()
+        .filter(|s| {
+            matching
+                .iter()
+                .any(|t| t.tid == s.tid && (t.comm == name || s.tid.0 == s.pid.0))
+        })
+        .max_by_key(|s| (spin_rank(graph, s), s.segment));
+    if let Some(s) = best_spin {
+        return Some(Target {
+            pid: s.pid,
+            tid: (s.tid.0 != s.pid.0).then_some(s.tid),
+        });
+    }
+    matching
+        .iter()
+        .find(|t| t.tid.0 == t.pid.0)
+        .or(matching.first())
+        .map(|t| target_of(t))
+}
+
+/// Whether a hang was found: the CLI's exit code (0 no hang, 1 hang diagnosed).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    /// No spinning vertex in the target.
+    NoHang,
+    /// A hang was found and diagnosed.
+    HangDiagnosed,
+}
+
+impl Outcome {
+    /// The exit code of `argus debug`.
+    pub fn exit_code(self) -> u8 {
+        match self {
+            Outcome::NoHang => 0,
+            Outcome::HangDiagnosed => 1,
+        }
+    }
+}
+
+/// The result of [`diagnose`]: the report of the hang, if there was one.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Diagnosis {
+    /// The target examined (`None`: every main thread).
+    pub target: Option<Target>,
+    /// Who was examined, in words.
+    pub subject: String,
+    /// The report; `None` when no hang was found.
+    pub report: Option<Report>,
+}
+
+impl Diagnosis {
+    /// No hang, or hang diagnosed.
+    pub fn outcome(&self) -> Outcome {
+        match self.report {
+            Some(_) => Outcome::HangDiagnosed,
+            None => Outcome::NoHang,
+        }
+    }
+
+    /// The terminal explanation.
+    pub fn to_text(&self) -> String {
+        match &self.report {
+            Some(r) => r.to_text(),
+            None => format!("No hang found in {}.\n", self.subject),
+        }
+    }
+
+    /// The `argus debug --json` object: the report plus `"outcome"`; with no hang, `hang` is
+    /// `null` and the lists are empty.
+    pub fn to_json(&self) -> serde_json::Value {
+        let mut v = match &self.report {
+            Some(r) => serde_json::to_value(r).unwrap_or(serde_json::Value::Null),
+            None => serde_json::json!({
+                "hang": null,
+                "path": [],
+                "root_causes": [],
+                "questions": [],
+                "candidates": [],
+                "advice": [],
+                "summary": format!("No hang found in {}.", self.subject),
+            }),
+        };
+        if let Some(obj) = v.as_object_mut() {
+            obj.insert(
+                "outcome".to_string(),
+                serde_json::to_value(self.outcome()).unwrap_or(serde_json::Value::Null),
+            );
+        }
+        v
+    }
+}
+
+/// Finds the hang of `target` (or of any main thread) and diagnoses it.
+pub fn diagnose(
+    graph: &Graph,
+    target: Option<Target>,
+    oracle: &mut dyn Oracle,
+    config: &DiagnoseConfig,
+) -> Result<Diagnosis, Error> {
+    let (spin, subject) = match target {
+        Some(t) => {
+            let tid = t.thread();
+            let who = match graph.thread(tid) {
+                Some(info) if tid.0 == info.pid.0 => {
+                    format!("the main thread of {} (pid {})", info.comm, info.pid.0)
+                }
+                _ => graph.describe(tid),
+            };
+            (find_hang(graph, t), who)
+        }
+        None => (
+            find_any_hang(graph),
+            "the main threads of all processes".to_string(),
+        ),
+    };
+    let report = match spin {
+        Some(s) => Some(diagnose_spin(graph, &s, oracle, config)?),
+        None => None,
+    };
+    Ok(Diagnosis {
+        target,
+        subject,
+        report,
+    })
+}
+
+/// Diagnoses one spinning vertex.
+pub fn diagnose_spin(
+    graph: &Graph,
+    spin: &Spin,
+    oracle: &mut dyn Oracle,
+    config: &DiagnoseConfig,
+) -> Result<Report, Error> {
+    walk::run(graph, spin, oracle, config)
+}

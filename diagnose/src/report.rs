@@ -1,0 +1,449 @@
+//! The diagnosis report: the JSON contract of `argus debug --json` (ARCHITECTURE.md §9) and
+//! its terminal rendering.
+//!
+//! Times are nanoseconds on the trace clock; ids are `u64` numbers with a human
+//! `segment_label` (`tid#seq`) beside them. Edge kinds and strengths are lowercase names
+//! (`wakeup`, `strong`) as in the Parquet tables; classes are the paper's names
+//! (`LongWait`).
+
+use argus_schema::{Nanos, Pid, SegmentId, SpinClass, Strength, Tid};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+/// Everything a diagnosis found.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Report {
+    /// The spinning vertex diagnosed.
+    pub hang: HangInfo,
+    /// From the hang back to the root cause (plus baseline, setter and context items).
+    pub path: Vec<PathItem>,
+    /// The culprits, in the order found: the first is nearest to the hang, the last the
+    /// deepest ("the culprit of the culprit").
+    pub root_causes: Vec<RootCause>,
+    /// The questions asked during the walk, with their answers.
+    pub questions: Vec<Question>,
+    /// Threads that could have ended the hang, with what they did during it (LongWait without
+    /// a wake-up, RepeatedYield).
+    pub candidates: Vec<Candidate>,
+    /// What to do next for more certainty.
+    pub advice: Vec<String>,
+    /// A plain-English paragraph.
+    pub summary: String,
+}
+
+/// The hang (spinning vertex) the report explains.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct HangInfo {
+    /// Process.
+    pub pid: Pid,
+    /// Thread.
+    pub tid: Tid,
+    /// Thread name.
+    pub comm: String,
+    /// Process name.
+    pub process: String,
+    /// Start of the spin.
+    pub start_ns: Nanos,
+    /// End of the spin (the trace end when still going).
+    pub end_ns: Nanos,
+    /// Duration in nanoseconds.
+    pub duration_ns: u64,
+    /// Class of the spin.
+    pub class: SpinClass,
+    /// The spinning segment (the first of a yield run).
+    pub segment: SegmentId,
+    /// `tid#seq` of `segment`.
+    pub segment_label: String,
+    /// The last segment of a yield run (equal to `segment` otherwise).
+    pub last_segment: SegmentId,
+    /// Whether it was still going when the trace ended.
+    pub open: bool,
+    /// The syscall of the (last) blocking wait, `-` when none.
+    pub wait_syscall: String,
+    /// Time on CPU within it.
+    pub on_cpu_ns: u64,
+}
+
+/// Why a path item is on the path.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Role {
+    /// The hang itself (the first item).
+    Hang,
+    /// A segment on the causal chain that delayed the hang.
+    Cause,
+    /// A thread that ended the same wait in a baseline (normal) run, as seen during the hang.
+    Baseline,
+    /// The likely setter of a data flag a RepeatedYield loop polls.
+    Setter,
+    /// Context of a LongRunning culprit: what started its run.
+    Context,
+}
+
+/// The kind of step taken to reach a path item.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PathEdgeKind {
+    /// A wake-up edge.
+    Wakeup,
+    /// A fork edge.
+    Fork,
+    /// A timer edge (armer → expiry).
+    Timer,
+    /// The previous segment of the same thread.
+    ThreadOrder,
+    /// Not an edge of the graph: the thread that ended the same wait in a baseline run.
+    Baseline,
+    /// Not an edge of the graph: a guessed data-flag setter.
+    Flag,
+}
+
+impl PathEdgeKind {
+    /// Stable lowercase name.
+    pub fn name(self) -> &'static str {
+        match self {
+            PathEdgeKind::Wakeup => "wakeup",
+            PathEdgeKind::Fork => "fork",
+            PathEdgeKind::Timer => "timer",
+            PathEdgeKind::ThreadOrder => "thread_order",
+            PathEdgeKind::Baseline => "baseline",
+            PathEdgeKind::Flag => "flag",
+        }
+    }
+}
+
+impl From<argus_schema::EdgeKind> for PathEdgeKind {
+    fn from(k: argus_schema::EdgeKind) -> PathEdgeKind {
+        match k {
+            argus_schema::EdgeKind::Wakeup => PathEdgeKind::Wakeup,
+            argus_schema::EdgeKind::Fork => PathEdgeKind::Fork,
+            argus_schema::EdgeKind::Timer => PathEdgeKind::Timer,
+            argus_schema::EdgeKind::ThreadOrder => PathEdgeKind::ThreadOrder,
+        }
+    }
+}
+
+/// The edge taken to reach a path item.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PathEdge {
+    /// Kind.
+    pub kind: PathEdgeKind,
+    /// Strength (`strong` / `weak`).
+    #[serde(with = "lower_strength")]
+    pub strength: Strength,
+    /// When the causing action happened.
+    pub ts: Nanos,
+}
+
+/// One step of the path.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PathItem {
+    /// Segment.
+    pub segment: SegmentId,
+    /// `tid#seq`.
+    pub segment_label: String,
+    /// Process.
+    pub pid: Pid,
+    /// Thread.
+    pub tid: Tid,
+    /// Thread name.
+    pub comm: String,
+    /// Process name.
+    pub process: String,
+    /// Segment kind (`task`, `timer`, `hardirq`, ...).
+    pub kind: String,
+    /// Segment start.
+    pub start_ns: Nanos,
+    /// Segment end (the trace end when open).
+    pub end_ns: Nanos,
+    /// The edge taken to get here from the previous item; `null` for the hang.
+    pub edge: Option<PathEdge>,
+    /// Why it is on the path.
+    pub role: Role,
+    /// What this segment did, in plain words.
+    pub description: String,
+}
+
+/// What kind of culprit a root cause is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum CauseClass {
+    /// Busy on a CPU (or runnable and starved of one).
+    LongRunning,
+    /// Polling a data flag in a loop of short waits.
+    RepeatedYield,
+    /// Blocked in a wait that nobody ended in time.
+    LongWait,
+    /// Slept or timed out by itself (its own timer).
+    Sleep,
+    /// Armed a timer that delayed another thread.
+    Timer,
+    /// A device interrupt, softirq or other interrupt-context work.
+    Interrupt,
+    /// The thread had exited.
+    Exited,
+}
+
+impl CauseClass {
+    /// The name used in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            CauseClass::LongRunning => "LongRunning",
+            CauseClass::RepeatedYield => "RepeatedYield",
+            CauseClass::LongWait => "LongWait",
+            CauseClass::Sleep => "Sleep",
+            CauseClass::Timer => "Timer",
+            CauseClass::Interrupt => "Interrupt",
+            CauseClass::Exited => "Exited",
+        }
+    }
+}
+
+/// A culprit.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RootCause {
+    /// Segment.
+    pub segment: SegmentId,
+    /// `tid#seq`.
+    pub segment_label: String,
+    /// Process.
+    pub pid: Pid,
+    /// Thread.
+    pub tid: Tid,
+    /// Thread name.
+    pub comm: String,
+    /// Process name.
+    pub process: String,
+    /// Class.
+    pub class: CauseClass,
+    /// Why, in plain words.
+    pub reason: String,
+}
+
+/// One choice offered by a question.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Choice {
+    /// The segment the walk would continue to.
+    pub segment: SegmentId,
+    /// `tid#seq`.
+    pub segment_label: String,
+    /// Its process.
+    pub pid: Pid,
+    /// Its thread.
+    pub tid: Tid,
+    /// Its thread name.
+    pub comm: String,
+    /// The edge kind (`wakeup`, `timer`, ...; `flag` for a guessed data-flag setter).
+    pub kind: String,
+    /// Edge strength.
+    #[serde(with = "lower_strength")]
+    pub strength: Strength,
+    /// When the causing action happened.
+    pub ts: Nanos,
+    /// What the choice means, in plain words.
+    pub description: String,
+}
+
+/// The answer to a question.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Answer {
+    /// Follow choice `n` (0-based index into `choices`). JSON: the number.
+    Choice(usize),
+    /// Stop the walk here. JSON: `"stop"`.
+    Stop,
+}
+
+impl Serialize for Answer {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Answer::Choice(n) => s.serialize_u64(*n as u64),
+            Answer::Stop => s.serialize_str("stop"),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Answer {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Answer, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            N(usize),
+            S(String),
+        }
+        match Raw::deserialize(d)? {
+            Raw::N(n) => Ok(Answer::Choice(n)),
+            Raw::S(s) if s == "stop" => Ok(Answer::Stop),
+            Raw::S(s) => Err(serde::de::Error::invalid_value(
+                serde::de::Unexpected::Str(&s),
+                &"a choice index or \"stop\"",
+            )),
+        }
+    }
+}
+
+/// A question the walk asked an [`Oracle`](crate::Oracle): several incoming edges, or a weak
+/// one. `answer` and `defaulted` are filled in once the oracle replied.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Question {
+    /// The segment whose cause is asked for.
+    pub about: SegmentId,
+    /// `tid#seq` of `about`.
+    pub about_label: String,
+    /// The question in plain words.
+    pub prompt: String,
+    /// The choices, oldest first.
+    pub choices: Vec<Choice>,
+    /// The default policy's choice: the most recent strong edge, else the most recent edge.
+    pub default: usize,
+    /// The answer.
+    pub answer: Answer,
+    /// Whether the answer is the default because nobody chose (`--auto`, end of input, end of
+    /// the answers file).
+    pub defaulted: bool,
+}
+
+/// A thread that could have ended the hang, and what it did during it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Candidate {
+    /// Thread.
+    pub tid: Tid,
+    /// Process.
+    pub pid: Pid,
+    /// Thread name.
+    pub comm: String,
+    /// Process name.
+    pub process: String,
+    /// Its segment that best shows what it did during the hang.
+    pub segment: Option<SegmentId>,
+    /// Time on CPU during the hang.
+    pub on_cpu_ns: u64,
+    /// What it did during the hang.
+    pub during_hang: String,
+    /// Whether it ended the same wait in the baseline.
+    pub baseline_waker: bool,
+}
+
+/// Seconds with millisecond precision: `3.004 s`.
+pub fn secs(ns: u64) -> String {
+    format!(
+        "{}.{:03} s",
+        ns / 1_000_000_000,
+        (ns % 1_000_000_000) / 1_000_000
+    )
+}
+
+impl Report {
+    /// A readable terminal explanation.
+    pub fn to_text(&self) -> String {
+        let mut out = String::new();
+        let hang = self.path.first().map_or("", |p| p.description.as_str());
+        out.push_str(&format!("Hang: {} ({})\n", hang, self.hang.class.name()));
+        for item in self.path.iter().skip(1) {
+            let arrow = match item.role {
+                Role::Cause | Role::Hang => "←",
+                Role::Baseline => "⇠ baseline:",
+                Role::Setter => "⇠ flag setter?",
+                Role::Context => "  context:",
+            };
+            let strength = match item.edge {
+                Some(e) if e.strength == Strength::Weak => " [weak]",
+                _ => "",
+            };
+            out.push_str(&format!("  {arrow} {}{strength}\n", item.description));
+        }
+        match self.root_causes.split_last() {
+            Some((last, others)) => {
+                out.push_str(&format!("Root cause: {}\n", sentence(&last.reason)));
+                for rc in others {
+                    out.push_str(&format!(
+                        "  also: {} ({})\n",
+                        sentence(&rc.reason),
+                        rc.class.name()
+                    ));
+                }
+            }
+            None => out.push_str("Root cause: not found\n"),
+        }
+        if !self.candidates.is_empty() {
+            out.push_str("Candidates that could have ended it:\n");
+            for c in &self.candidates {
+                let mark = if c.baseline_waker {
+                    " (baseline waker)"
+                } else {
+                    ""
+                };
+                out.push_str(&format!("  - {}{mark}: {}\n", c.comm, c.during_hang));
+            }
+        }
+        if !self.questions.is_empty() {
+            out.push_str("Questions:\n");
+            for q in &self.questions {
+                let ans = match q.answer {
+                    Answer::Choice(n) => q
+                        .choices
+                        .get(n)
+                        .map_or_else(|| format!("#{}", n + 1), |c| c.description.clone()),
+                    Answer::Stop => "stop".to_string(),
+                };
+                let how = if q.defaulted { " (default)" } else { "" };
+                out.push_str(&format!("  ? {}\n    → {ans}{how}\n", q.prompt));
+            }
+        }
+        for a in &self.advice {
+            out.push_str(&format!("Hint: {}\n", sentence(a)));
+        }
+        out
+    }
+}
+
+fn sentence(s: &str) -> String {
+    if s.ends_with('.') {
+        s.to_string()
+    } else {
+        format!("{s}.")
+    }
+}
+
+mod lower_strength {
+    use argus_schema::Strength;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(v: &Strength, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(v.name())
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Strength, D::Error> {
+        let s = String::deserialize(d)?;
+        match s.as_str() {
+            "strong" => Ok(Strength::Strong),
+            "weak" => Ok(Strength::Weak),
+            other => Err(serde::de::Error::unknown_variant(
+                other,
+                &["strong", "weak"],
+            )),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn seconds_have_millisecond_precision() {
+        assert_eq!(secs(3_004_400_000), "3.004 s");
+        assert_eq!(secs(999_999), "0.000 s");
+    }
+
+    #[test]
+    fn answers_round_trip_through_json() {
+        for a in [Answer::Choice(2), Answer::Stop] {
+            let j = serde_json::to_string(&a).expect("serialize");
+            let back: Answer = serde_json::from_str(&j).expect("deserialize");
+            assert_eq!(back, a);
+        }
+        assert_eq!(
+            serde_json::to_string(&Answer::Stop).expect("serialize"),
+            "\"stop\""
+        );
+        assert!(serde_json::from_str::<Answer>("\"go\"").is_err());
+    }
+}

@@ -1,0 +1,1604 @@
+//! The backward walk: Algorithm 1 of the paper with interactive slicing.
+//!
+//! ```text
+//!  LongWait   h0 = wait start ── blocked ── h1 = wake-up ─► next segment of the hang thread
+//!                                                   ▲ incoming Wakeup edge(s): the waker W
+//!  W (task)   started before h0 + slack?  yes ─► culprit: LongRunning (or CPU-starved)
+//!                                         no  ─► W's thread had waited: recurse on the edge
+//!                                                that started W, window [h0, W.start)
+//!  W (timer)  ─► Timer edge to the armer; armer's thread == woken thread ─► "it slept"
+//!  W (irq)    no incoming edge ─► device interrupt
+//!  open wait  no wake-up at all ─► baseline: the last short wait in the same syscall, who ended
+//!             it, and what that thread did during the hang (blocked ─► recurse on its wait)
+//!  RepeatedYield ─► the likely flag setter (a question), then recurse on it
+//!  LongRunning   ─► culprit itself; slice back one or two steps for context
+//! ```
+//!
+//! Every choice between several incoming edges, or of a weak edge, is a [`Question`] for the
+//! [`Oracle`]; a single strong edge is followed without asking.
+
+use crate::graph::Graph;
+use crate::oracle::{Oracle, Reply};
+use crate::report::{
+    secs, Answer, Candidate, CauseClass, Choice, HangInfo, PathEdge, PathEdgeKind, PathItem,
+    Question, Report, Role, RootCause,
+};
+use crate::Error;
+use argus_schema::syscalls;
+use argus_schema::{
+    CausalEdge, EdgeKind, EndCause, Nanos, Segment, SegmentId, SegmentKind, Spin, SpinClass,
+    StartCause, Strength, Tid,
+};
+use std::collections::HashSet;
+
+/// Tuning of the walk. The defaults follow the design notes.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DiagnoseConfig {
+    /// Stop explaining a delay shorter than this (ns)...
+    pub floor_ns: u64,
+    /// ...or shorter than this fraction of the hang, whichever is larger.
+    pub floor_fraction: f64,
+    /// A waker that started within this fraction of the window (or the floor) after the
+    /// window began was already there: it ran (or waited for a CPU) through the window.
+    pub running_slack: f64,
+    /// On-CPU fraction from which a thread counts as busy (below: runnable but starved), and
+    /// the fraction of a window a wait must cover to count as blocked through it.
+    pub busy_fraction: f64,
+    /// Most steps of the walk before it stops.
+    pub max_depth: usize,
+    /// How many steps to slice back from a LongRunning culprit for context.
+    pub context_steps: usize,
+    /// "Shortly before the end" of a RepeatedYield loop, for flag setters (ns).
+    pub near_ns: u64,
+    /// Most choices offered by one question (the most recent ones are kept).
+    pub max_choices: usize,
+    /// Most earlier segments of a thread examined when looking for a baseline.
+    pub baseline_scan: usize,
+}
+
+impl Default for DiagnoseConfig {
+    fn default() -> DiagnoseConfig {
+        DiagnoseConfig {
+            floor_ns: 10_000_000,
+            floor_fraction: 0.05,
+            running_slack: 0.10,
+            busy_fraction: 0.5,
+            max_depth: 24,
+            context_steps: 2,
+            near_ns: 5_000_000,
+            max_choices: 12,
+            baseline_scan: 100_000,
+        }
+    }
+}
+
+enum Chosen<'g> {
+    Edge(&'g CausalEdge),
+    Stop,
+    Nothing,
+}
+
+/// What a thread did during a window.
+struct Activity<'g> {
+    on_cpu_ns: u64,
+    segments: u32,
+    /// The segment with the most on-CPU time in the window.
+    busiest: Option<&'g Segment>,
+    /// The segment whose wait covers most of the window, and how much of it.
+    longest_block: Option<(&'g Segment, u64)>,
+    /// When the thread exited, if at or before the window's end.
+    exited_at: Option<(&'g Segment, Nanos)>,
+    /// Whether it stopped running (blocked or exited) shortly before the window's end.
+    ended_near: bool,
+    /// The segment active at the window's start (or the first after it).
+    at_start: Option<&'g Segment>,
+}
+
+fn overlap(a0: Nanos, a1: Nanos, b0: Nanos, b1: Nanos) -> u64 {
+    a0.max(b0).until(a1.min(b1))
+}
+
+fn plus(t: Nanos, ns: u64) -> Nanos {
+    Nanos(t.0.saturating_add(ns))
+}
+
+/// Whether `part` is at least the fraction `f` of a non-empty `whole`.
+fn at_least(part: u64, whole: u64, f: f64) -> bool {
+    whole > 0 && part as f64 >= whole as f64 * f
+}
+
+fn pct(part: u64, whole: u64) -> u64 {
+    if whole == 0 {
+        0
+    } else {
+        ((part as u128 * 100) / whole as u128) as u64
+    }
+}
+
+fn sc(nr: i32) -> String {
+    syscalls::name(nr)
+}
+
+fn softirq_name(vec: u32) -> &'static str {
+    match vec {
+        0 => "HI",
+        1 => "TIMER",
+        2 => "NET_TX",
+        3 => "NET_RX",
+        4 => "BLOCK",
+        5 => "IRQ_POLL",
+        6 => "TASKLET",
+        7 => "SCHED",
+        8 => "HRTIMER",
+        9 => "RCU",
+        _ => "unknown",
+    }
+}
+
+fn via(kind: EdgeKind) -> &'static str {
+    match kind {
+        EdgeKind::Wakeup => "woken by",
+        EdgeKind::Fork => "created by",
+        EdgeKind::Timer => "timer armed by",
+        EdgeKind::ThreadOrder => "after",
+    }
+}
+
+fn path_edge(e: &CausalEdge) -> PathEdge {
+    PathEdge {
+        kind: e.kind.into(),
+        strength: e.strength,
+        ts: e.ts,
+    }
+}
+
+fn capitalize(s: &str) -> String {
+    let mut c = s.chars();
+    match c.next() {
+        Some(f) => f.to_uppercase().chain(c).collect(),
+        None => String::new(),
+    }
+}
+
+/// The end of a spin: its `end_ns`, or the trace end when it is still going.
+pub(crate) fn spin_end(g: &Graph, spin: &Spin) -> Nanos {
+    if spin.open {
+        spin.end_ns.max(g.trace_end_ns())
+    } else {
+        spin.end_ns
+    }
+}
+
+struct Walk<'g, 'o> {
+    g: &'g Graph,
+    oracle: &'o mut dyn Oracle,
+    cfg: &'o DiagnoseConfig,
+    floor: u64,
+    hang_start: Nanos,
+    path: Vec<PathItem>,
+    root_causes: Vec<RootCause>,
+    questions: Vec<Question>,
+    candidates: Vec<Candidate>,
+    advice: Vec<String>,
+    visited: HashSet<SegmentId>,
+}
+
+/// Diagnoses one spinning vertex.
+pub(crate) fn run(
+    g: &Graph,
+    spin: &Spin,
+    oracle: &mut dyn Oracle,
+    cfg: &DiagnoseConfig,
+) -> Result<Report, Error> {
+    let first = g.segment(spin.segment).ok_or(Error::MissingSegment {
+        segment: spin.segment,
+    })?;
+    let end = spin_end(g, spin);
+    let dur = spin.start_ns.until(end);
+    let mut w = Walk {
+        g,
+        oracle,
+        cfg,
+        floor: cfg.floor_ns.max((dur as f64 * cfg.floor_fraction) as u64),
+        hang_start: spin.start_ns,
+        path: Vec::new(),
+        root_causes: Vec::new(),
+        questions: Vec::new(),
+        candidates: Vec::new(),
+        advice: Vec::new(),
+        visited: HashSet::new(),
+    };
+    w.visited.insert(first.id);
+    match spin.class {
+        SpinClass::LongWait => w.long_wait_hang(spin, first),
+        SpinClass::LongRunning => w.long_running_hang(spin, first, end),
+        SpinClass::RepeatedYield => w.repeated_yield_hang(spin, first, end),
+    }
+    let hang = HangInfo {
+        pid: spin.pid,
+        tid: spin.tid,
+        comm: g.comm(spin.tid),
+        process: g.process_name(spin.tid),
+        start_ns: spin.start_ns,
+        end_ns: end,
+        duration_ns: dur,
+        class: spin.class,
+        segment: spin.segment,
+        segment_label: spin.segment.to_string(),
+        last_segment: spin.last,
+        open: spin.open,
+        wait_syscall: sc(spin.wait_syscall),
+        on_cpu_ns: spin.on_cpu_ns,
+    };
+    let summary = w.summary(&hang);
+    Ok(Report {
+        hang,
+        path: w.path,
+        root_causes: w.root_causes,
+        questions: w.questions,
+        candidates: w.candidates,
+        advice: w.advice,
+        summary,
+    })
+}
+
+impl<'g> Walk<'g, '_> {
+    // ---- bookkeeping -------------------------------------------------------------------
+
+    fn who(&self, tid: Tid) -> String {
+        self.g.describe(tid)
+    }
+
+    fn hang_who(&self, tid: Tid) -> String {
+        match self.g.thread(tid) {
+            Some(t) if t.pid.0 == t.tid.0 => {
+                format!("main thread of {} (pid {})", t.comm, t.pid.0)
+            }
+            _ => self.who(tid),
+        }
+    }
+
+    /// A time relative to the start of the hang: `+1.234 s` / `-0.500 s`.
+    fn rel(&self, t: Nanos) -> String {
+        if t >= self.hang_start {
+            format!("+{}", secs(self.hang_start.until(t)))
+        } else {
+            format!("-{}", secs(t.until(self.hang_start)))
+        }
+    }
+
+    fn item(&self, s: &Segment, edge: Option<PathEdge>, role: Role, desc: String) -> PathItem {
+        PathItem {
+            segment: s.id,
+            segment_label: s.id.to_string(),
+            pid: s.pid,
+            tid: s.tid,
+            comm: self.g.comm(s.tid),
+            process: self.g.process_name(s.tid),
+            kind: s.kind.name().to_string(),
+            start_ns: s.start_ns,
+            end_ns: self.g.end_of(s),
+            edge,
+            role,
+            description: desc,
+        }
+    }
+
+    fn push(&mut self, s: &Segment, edge: Option<PathEdge>, role: Role, desc: String) -> usize {
+        let it = self.item(s, edge, role, desc);
+        self.path.push(it);
+        self.path.len() - 1
+    }
+
+    fn describe_item(&mut self, idx: usize, desc: String) {
+        if let Some(it) = self.path.get_mut(idx) {
+            it.description = desc;
+        }
+    }
+
+    fn root(&mut self, s: &Segment, class: CauseClass, reason: String) {
+        if self.root_causes.iter().any(|r| r.segment == s.id) {
+            return;
+        }
+        self.root_causes.push(RootCause {
+            segment: s.id,
+            segment_label: s.id.to_string(),
+            pid: s.pid,
+            tid: s.tid,
+            comm: self.g.comm(s.tid),
+            process: self.g.process_name(s.tid),
+            class,
+            reason,
+        });
+    }
+
+    fn classify(&self, s: &Segment) -> CauseClass {
+        if s.tid.irq_cpu().is_some() {
+            return CauseClass::Interrupt;
+        }
+        let run_end = s.wait_start_ns.unwrap_or_else(|| self.g.end_of(s));
+        let run = s.start_ns.until(run_end);
+        let wait = run_end.until(self.g.end_of(s));
+        if s.wait_start_ns.is_some() && wait > run {
+            if syscalls::is_sleep(s.wait_syscall) || s.wait_timed_out() {
+                CauseClass::Sleep
+            } else {
+                CauseClass::LongWait
+            }
+        } else {
+            CauseClass::LongRunning
+        }
+    }
+
+    /// How a segment acted through an edge: `thread x (tid 3) of p in write`, `a timer expiry
+    /// on cpu1`, `device interrupt irq 24 on cpu0`.
+    fn source_phrase(&self, s: &Segment, e: &CausalEdge) -> String {
+        match s.tid.irq_cpu() {
+            Some(cpu) => self.irq_phrase(s, cpu.0),
+            None => {
+                let mut d = self.who(s.tid);
+                if e.src_syscall >= 0 {
+                    d.push_str(" in ");
+                    d.push_str(&sc(e.src_syscall));
+                }
+                d
+            }
+        }
+    }
+
+    fn irq_phrase(&self, s: &Segment, cpu: u32) -> String {
+        match s.kind {
+            SegmentKind::Timer { .. } => format!("a timer expiry on cpu{cpu}"),
+            SegmentKind::HardIrq { irq } => format!("device interrupt irq {irq} on cpu{cpu}"),
+            SegmentKind::SoftIrq { vec } => {
+                format!("softirq {} on cpu{cpu}", softirq_name(vec))
+            }
+            SegmentKind::Interrupt | SegmentKind::Task => {
+                format!("interrupt work on cpu{cpu}")
+            }
+        }
+    }
+
+    // ---- questions ---------------------------------------------------------------------
+
+    /// Picks one of `edges` (the causes of `about`): follows a single strong edge, asks
+    /// otherwise.
+    fn choose(
+        &mut self,
+        about: &Segment,
+        prompt: String,
+        mut edges: Vec<&'g CausalEdge>,
+    ) -> Chosen<'g> {
+        if edges.is_empty() {
+            return Chosen::Nothing;
+        }
+        edges.sort_by_key(|e| (e.ts, e.src, e.kind));
+        edges.dedup_by_key(|e| (e.src, e.kind));
+        if edges.len() == 1 && edges[0].strength == Strength::Strong {
+            return Chosen::Edge(edges[0]);
+        }
+        if edges.len() > self.cfg.max_choices.max(1) {
+            let cut = edges.len() - self.cfg.max_choices.max(1);
+            edges.drain(..cut);
+        }
+        let default = edges
+            .iter()
+            .rposition(|e| e.strength == Strength::Strong)
+            .unwrap_or(edges.len() - 1);
+        let g = self.g;
+        let choices = edges
+            .iter()
+            .filter_map(|e| {
+                let s = g.segment(e.src)?;
+                Some(Choice {
+                    segment: s.id,
+                    segment_label: s.id.to_string(),
+                    pid: s.pid,
+                    tid: s.tid,
+                    comm: g.comm(s.tid),
+                    kind: e.kind.name().to_string(),
+                    strength: e.strength,
+                    ts: e.ts,
+                    description: format!(
+                        "{} {} at {}",
+                        via(e.kind),
+                        self.source_phrase(s, e),
+                        self.rel(e.ts)
+                    ),
+                })
+            })
+            .collect::<Vec<_>>();
+        if choices.len() != edges.len() {
+            // Edges are validated when the graph is built; this cannot happen.
+            return Chosen::Nothing;
+        }
+        match self.ask(about, prompt, choices, default) {
+            Some(i) => Chosen::Edge(edges[i]),
+            None => Chosen::Stop,
+        }
+    }
+
+    /// Asks the oracle; records the question. `None` means stop.
+    fn ask(
+        &mut self,
+        about: &Segment,
+        prompt: String,
+        choices: Vec<Choice>,
+        default: usize,
+    ) -> Option<usize> {
+        let n = choices.len();
+        let mut q = Question {
+            about: about.id,
+            about_label: about.id.to_string(),
+            prompt,
+            choices,
+            default,
+            answer: Answer::Choice(default),
+            defaulted: true,
+        };
+        let (answer, defaulted) = match self.oracle.ask(&q) {
+            Reply::Choice(i) if i < n => (Answer::Choice(i), false),
+            Reply::Stop => (Answer::Stop, false),
+            Reply::Choice(_) | Reply::Default => (Answer::Choice(default), true),
+        };
+        q.answer = answer;
+        q.defaulted = defaulted;
+        tracing::debug!(prompt = %q.prompt, ?answer, defaulted, "question answered");
+        self.questions.push(q);
+        match answer {
+            Answer::Choice(i) => Some(i),
+            Answer::Stop => None,
+        }
+    }
+
+    fn wake_prompt(&self, subject: String, edges: &[&CausalEdge]) -> String {
+        let strong = edges
+            .iter()
+            .filter(|e| e.strength == Strength::Strong)
+            .count();
+        if edges.len() == 1 {
+            format!(
+                "{subject}: the only wake-up is weak (it may be mere mutual exclusion). \
+                 Follow it, or stop here?"
+            )
+        } else {
+            format!(
+                "{subject}: {} candidate causes ({strong} strong). Which one caused it?",
+                edges.len()
+            )
+        }
+    }
+
+    // ---- the hang classes --------------------------------------------------------------
+
+    fn long_wait_hang(&mut self, spin: &Spin, s: &'g Segment) {
+        let w0 = s.wait_start_ns.unwrap_or(spin.start_ns);
+        let w1 = self.g.end_of(s);
+        let open = if s.end == EndCause::Open {
+            " (still blocked when the trace ended)"
+        } else {
+            ""
+        };
+        let desc = format!(
+            "{} blocked {} in {}{open}",
+            self.hang_who(s.tid),
+            secs(w0.until(w1)),
+            sc(s.wait_syscall)
+        );
+        self.push(s, None, Role::Hang, desc);
+        self.explain_wait(s, 0);
+    }
+
+    fn long_running_hang(&mut self, spin: &Spin, s: &'g Segment, end: Nanos) {
+        let dur = spin.start_ns.until(end);
+        let on = if spin.on_cpu_ns > 0 {
+            spin.on_cpu_ns
+        } else {
+            s.on_cpu_ns
+        };
+        let who = self.hang_who(s.tid);
+        self.push(
+            s,
+            None,
+            Role::Hang,
+            format!("{who} ran {} on CPU over {}", secs(on), secs(dur)),
+        );
+        let still = if spin.open {
+            " and was still running when the trace ended"
+        } else {
+            ""
+        };
+        let reason = if at_least(on, dur, self.cfg.busy_fraction) {
+            format!(
+                "{who} was busy on CPU for {} ({}% of the {} hang){still}",
+                secs(on),
+                pct(on, dur),
+                secs(dur)
+            )
+        } else {
+            format!(
+                "{who} was runnable but not running: only {} on CPU in {} \
+                 (CPU starved, {} preemptions){still}",
+                secs(on),
+                secs(dur),
+                s.preemptions
+            )
+        };
+        self.root(s, CauseClass::LongRunning, reason);
+        self.context(s);
+    }
+
+    fn repeated_yield_hang(&mut self, spin: &Spin, first: &'g Segment, h1: Nanos) {
+        let g = self.g;
+        let h0 = spin.start_ns;
+        let window = h0.until(h1);
+        let who = self.hang_who(first.tid);
+        let sys = sc(spin.wait_syscall);
+        self.push(
+            first,
+            None,
+            Role::Hang,
+            format!(
+                "{who} polled for {}: {} short waits in {sys}, {} on CPU",
+                secs(window),
+                spin.segments,
+                secs(spin.on_cpu_ns)
+            ),
+        );
+        self.advice.push(format!(
+            "{who} is polling a data flag. To be certain which thread sets it, record with a \
+             data-flag watchpoint (argus record --watch ADDR) or have the application write a \
+             marker to trace_marker when it sets the flag"
+        ));
+
+        // Candidate setters: the other threads of the process, and whoever woke the thread
+        // right after the loop ended.
+        let mut woke_after: Vec<Tid> = Vec::new();
+        let last = g.segment(spin.last).unwrap_or(first);
+        if let Some(next) = g.next_in_thread(last.id) {
+            for e in g.incoming(next.id).filter(|e| e.kind == EdgeKind::Wakeup) {
+                let t = e.src.tid();
+                if t.is_task() && t != first.tid {
+                    woke_after.push(t);
+                }
+            }
+        }
+        let mut tids: Vec<Tid> = g
+            .threads_of(first.pid)
+            .into_iter()
+            .filter(|t| *t != first.tid && t.is_task())
+            .collect();
+        tids.extend(woke_after.iter().copied());
+        tids.sort_unstable();
+        tids.dedup();
+
+        let mut cands: Vec<(Tid, Activity<'g>)> = Vec::new();
+        for tid in tids {
+            let act = self.activity(tid, h0, h1);
+            let near = act.ended_near || woke_after.contains(&tid);
+            self.add_candidate(tid, &act, h0, h1, false);
+            if act.on_cpu_ns > 0 || near {
+                cands.push((tid, act));
+            }
+        }
+        cands.sort_by_key(|(tid, a)| {
+            (
+                std::cmp::Reverse(a.on_cpu_ns),
+                std::cmp::Reverse(a.ended_near || woke_after.contains(tid)),
+                *tid,
+            )
+        });
+        cands.truncate(self.cfg.max_choices.max(1));
+        let process = g.process_name(first.tid);
+        if cands.is_empty() {
+            self.root(
+                first,
+                CauseClass::RepeatedYield,
+                format!(
+                    "{who} polls a data flag ({} short waits in {sys} over {}); no other thread \
+                     of {process} ran during the loop, so the flag's setter is not in the trace",
+                    spin.segments,
+                    secs(window)
+                ),
+            );
+            return;
+        }
+        let mut choices = Vec::new();
+        let mut segs = Vec::new();
+        for (tid, act) in &cands {
+            let Some(seg) = act.busiest.or(act.at_start) else {
+                continue;
+            };
+            segs.push(seg);
+            choices.push(Choice {
+                segment: seg.id,
+                segment_label: seg.id.to_string(),
+                pid: seg.pid,
+                tid: *tid,
+                comm: g.comm(*tid),
+                kind: PathEdgeKind::Flag.name().to_string(),
+                strength: Strength::Weak,
+                ts: seg.start_ns,
+                description: format!("{}: {}", self.who(*tid), self.during(act, h0, h1)),
+            });
+        }
+        if segs.is_empty() {
+            return;
+        }
+        let prompt = format!(
+            "{who} polls a data flag ({} in {sys}, {}). Which thread sets the flag?",
+            spin.class.name(),
+            secs(window)
+        );
+        let Some(i) = self.ask(first, prompt, choices, 0) else {
+            self.root(
+                first,
+                CauseClass::RepeatedYield,
+                format!(
+                    "{who} polls a data flag ({} short waits in {sys} over {}); the walk was \
+                     stopped before naming the setter",
+                    spin.segments,
+                    secs(window)
+                ),
+            );
+            return;
+        };
+        let Some((tid, act)) = cands
+            .iter()
+            .find(|(_, a)| a.busiest.or(a.at_start).map(|s| s.id) == Some(segs[i].id))
+        else {
+            return;
+        };
+        let seg = segs[i];
+        let setter = self.who(*tid);
+        let during = self.during(act, h0, h1);
+        self.visited.insert(seg.id);
+        self.push(
+            seg,
+            Some(PathEdge {
+                kind: PathEdgeKind::Flag,
+                strength: Strength::Weak,
+                ts: seg.start_ns,
+            }),
+            Role::Setter,
+            format!("likely sets the flag: {setter}, which during the loop was {during}"),
+        );
+        if at_least(act.on_cpu_ns, window, self.cfg.busy_fraction) {
+            self.root(
+                seg,
+                CauseClass::LongRunning,
+                format!(
+                    "{setter} ran {} on CPU during the {} poll loop of {who}: it is the likely \
+                     setter of the flag, and the loop lasts as long as its work",
+                    secs(act.on_cpu_ns),
+                    secs(window)
+                ),
+            );
+            self.context(seg);
+        } else if let Some((b, ns)) = act
+            .longest_block
+            .filter(|(_, ns)| at_least(*ns, window, self.cfg.busy_fraction))
+        {
+            if b.id != seg.id {
+                self.visited.insert(b.id);
+                self.push(
+                    b,
+                    Some(PathEdge {
+                        kind: PathEdgeKind::ThreadOrder,
+                        strength: Strength::Weak,
+                        ts: b.start_ns,
+                    }),
+                    Role::Cause,
+                    format!("{setter} blocked {} in {}", secs(ns), sc(b.wait_syscall)),
+                );
+            }
+            self.root(
+                b,
+                self.classify(b),
+                format!(
+                    "{setter}, the likely setter of the flag {who} polls, was blocked {} in {} \
+                     during the loop",
+                    secs(ns),
+                    sc(b.wait_syscall)
+                ),
+            );
+            self.explain_wait(b, 1);
+        } else {
+            self.root(
+                seg,
+                self.classify(seg),
+                format!("{setter} is the likely setter of the flag {who} polls: {during}"),
+            );
+        }
+    }
+
+    // ---- explaining waits and wakers ---------------------------------------------------
+
+    /// Why the wait at the end of `s` (already on the path) lasted: follow its wake-up, or
+    /// when none came, compare with a baseline.
+    fn explain_wait(&mut self, s: &'g Segment, depth: usize) {
+        let g = self.g;
+        let w0 = s.wait_start_ns.unwrap_or(s.start_ns);
+        let w1 = g.end_of(s);
+        let wait = w0.until(w1);
+        let who = self.who(s.tid);
+        let sys = sc(s.wait_syscall);
+        if depth > self.cfg.max_depth {
+            self.root(
+                s,
+                self.classify(s),
+                format!(
+                    "{who} blocked {} in {sys}; the walk stopped after {} steps",
+                    secs(wait),
+                    self.cfg.max_depth
+                ),
+            );
+            return;
+        }
+        if syscalls::is_sleep(s.wait_syscall) {
+            let still = if s.end == EndCause::Open {
+                " and was still sleeping when the trace ended"
+            } else {
+                ""
+            };
+            self.root(
+                s,
+                CauseClass::Sleep,
+                format!("{who} slept {} in {sys}{still}", secs(wait)),
+            );
+            return;
+        }
+        let next = match s.end {
+            EndCause::Woken => g.next_in_thread(s.id),
+            _ => None,
+        };
+        let Some(next) = next else {
+            let reason = if s.end == EndCause::Exit {
+                format!(
+                    "{who} blocked {} in {sys} and exited without being woken",
+                    secs(wait)
+                )
+            } else {
+                format!(
+                    "{who} blocked {} in {sys} and was never woken: still waiting when the \
+                     trace ended",
+                    secs(wait)
+                )
+            };
+            self.root(s, CauseClass::LongWait, reason);
+            self.baseline(s, depth);
+            return;
+        };
+        if s.wait_timed_out() {
+            self.root(
+                s,
+                CauseClass::Sleep,
+                format!(
+                    "{who} waited {} in {sys} until its timeout expired: nobody woke it",
+                    secs(wait)
+                ),
+            );
+            self.baseline(s, depth);
+            return;
+        }
+        let edges: Vec<&CausalEdge> = g
+            .incoming(next.id)
+            .filter(|e| e.kind == EdgeKind::Wakeup)
+            .collect();
+        let prompt = self.wake_prompt(
+            format!(
+                "The {} wait of {who} in {sys} ended at {}",
+                secs(wait),
+                self.rel(w1)
+            ),
+            &edges,
+        );
+        match self.choose(s, prompt, edges) {
+            Chosen::Edge(e) => self.follow(e, next, w0, depth + 1),
+            Chosen::Stop => self.root(
+                s,
+                CauseClass::LongWait,
+                format!(
+                    "{who} blocked {} in {sys}; the walk was stopped here",
+                    secs(wait)
+                ),
+            ),
+            Chosen::Nothing => self.root(
+                s,
+                CauseClass::LongWait,
+                format!(
+                    "{who} blocked {} in {sys}; the wake-up that ended it at {} was not traced",
+                    secs(wait),
+                    self.rel(w1)
+                ),
+            ),
+        }
+    }
+
+    /// Steps to the source of `e`, which started `woken`; the delay to explain is the window
+    /// `[h0, e.ts)`.
+    fn follow(&mut self, e: &'g CausalEdge, woken: &'g Segment, h0: Nanos, depth: usize) {
+        let g = self.g;
+        let Some(w) = g.segment(e.src) else {
+            return;
+        };
+        if !self.visited.insert(w.id) {
+            let who = self.who(w.tid);
+            self.push(
+                w,
+                Some(path_edge(e)),
+                Role::Cause,
+                format!("{} {}, again", via(e.kind), self.source_phrase(w, e)),
+            );
+            self.root(
+                w,
+                self.classify(w),
+                format!(
+                    "circular wait: {who} is already on the path, so these threads wait for \
+                     each other"
+                ),
+            );
+            return;
+        }
+        let idx = self.push(w, Some(path_edge(e)), Role::Cause, String::new());
+        if depth > self.cfg.max_depth {
+            let desc = format!("{} {}", via(e.kind), self.source_phrase(w, e));
+            self.describe_item(idx, desc);
+            self.root(
+                w,
+                self.classify(w),
+                format!(
+                    "{} is as far as the walk goes ({} steps)",
+                    self.who(w.tid),
+                    self.cfg.max_depth
+                ),
+            );
+            return;
+        }
+        match w.tid.irq_cpu() {
+            Some(cpu) => self.irq_waker(idx, w, cpu.0, woken, h0, depth),
+            None => self.task_waker(idx, w, e, woken, h0, depth),
+        }
+    }
+
+    fn task_waker(
+        &mut self,
+        idx: usize,
+        w: &'g Segment,
+        e: &'g CausalEdge,
+        woken: &'g Segment,
+        h0: Nanos,
+        depth: usize,
+    ) {
+        let g = self.g;
+        let len = h0.until(e.ts);
+        let by = format!("woken by {}", self.source_phrase(w, e));
+        let who = self.who(w.tid);
+        let woken_who = self.who(woken.tid);
+        let slack = ((len as f64 * self.cfg.running_slack) as u64).max(self.floor);
+        if len < self.floor || w.start_ns <= plus(h0, slack) {
+            // The waker was there through the window: it ran, or waited for a CPU.
+            let run_end = w.wait_start_ns.unwrap_or_else(|| g.end_of(w)).max(e.ts);
+            let run = w.start_ns.until(run_end).max(1);
+            if at_least(w.on_cpu_ns, run, self.cfg.busy_fraction) {
+                self.describe_item(
+                    idx,
+                    format!(
+                        "{by}, which was busy on CPU ({} of its {} run)",
+                        secs(w.on_cpu_ns),
+                        secs(run)
+                    ),
+                );
+                self.root(
+                    w,
+                    CauseClass::LongRunning,
+                    format!(
+                        "{who} ran {} on CPU ({}% of its {} run) before it woke {woken_who}",
+                        secs(w.on_cpu_ns),
+                        pct(w.on_cpu_ns, run),
+                        secs(run)
+                    ),
+                );
+            } else {
+                self.describe_item(
+                    idx,
+                    format!(
+                        "{by}, which was runnable but starved of CPU ({} on CPU in {})",
+                        secs(w.on_cpu_ns),
+                        secs(run)
+                    ),
+                );
+                self.root(
+                    w,
+                    CauseClass::LongRunning,
+                    format!(
+                        "{who} was runnable but not running: only {} on CPU in {} (CPU \
+                         starved, {} preemptions) before it woke {woken_who}",
+                        secs(w.on_cpu_ns),
+                        secs(run),
+                        w.preemptions
+                    ),
+                );
+            }
+            self.context(w);
+            return;
+        }
+
+        // The waker itself started late: its thread was blocked (or did not exist) before.
+        let prev = g.prev_in_thread(w.id).filter(|p| p.wait_start_ns.is_some());
+        let desc = match (prev, w.start) {
+            (Some(p), _) => {
+                let verb = if syscalls::is_sleep(p.wait_syscall) {
+                    "slept"
+                } else {
+                    "waited"
+                };
+                format!(
+                    "{by}, which had itself {verb} {} in {}",
+                    secs(p.wait_ns()),
+                    sc(p.wait_syscall)
+                )
+            }
+            (None, StartCause::Created) => {
+                format!(
+                    "{by}, whose thread was only created at {}",
+                    self.rel(w.start_ns)
+                )
+            }
+            (None, _) => format!(
+                "{by}, whose thread first appears in the trace at {}",
+                self.rel(w.start_ns)
+            ),
+        };
+        self.describe_item(idx, desc);
+        let edges: Vec<&CausalEdge> = g
+            .incoming(w.id)
+            .filter(|e| e.kind == EdgeKind::Wakeup)
+            .collect();
+        let waited = prev.map_or_else(String::new, |p| {
+            format!(" {} in {}", secs(p.wait_ns()), sc(p.wait_syscall))
+        });
+        if !edges.is_empty() {
+            let prompt = self.wake_prompt(
+                format!(
+                    "{who} started at {} after waiting{waited}",
+                    self.rel(w.start_ns)
+                ),
+                &edges,
+            );
+            match self.choose(w, prompt, edges) {
+                Chosen::Edge(e2) => self.follow(e2, w, h0, depth + 1),
+                Chosen::Stop | Chosen::Nothing => self.root(
+                    w,
+                    CauseClass::LongWait,
+                    format!(
+                        "{who} waited{waited} before it woke {woken_who}; the walk was stopped \
+                         here"
+                    ),
+                ),
+            }
+            return;
+        }
+        match prev {
+            Some(p) if syscalls::is_sleep(p.wait_syscall) || p.wait_timed_out() => {
+                let psys = sc(p.wait_syscall);
+                self.visited.insert(p.id);
+                self.push(
+                    p,
+                    Some(PathEdge {
+                        kind: PathEdgeKind::ThreadOrder,
+                        strength: Strength::Weak,
+                        ts: p.start_ns,
+                    }),
+                    Role::Cause,
+                    format!("{who} slept {} in {psys}", secs(p.wait_ns())),
+                );
+                self.root(
+                    p,
+                    CauseClass::Sleep,
+                    format!(
+                        "{who} slept {} in {psys} before it woke {woken_who}",
+                        secs(p.wait_ns())
+                    ),
+                );
+            }
+            Some(_) => self.root(
+                w,
+                CauseClass::LongWait,
+                format!(
+                    "{who} waited{waited} before it woke {woken_who}; the wake-up that ended \
+                     that wait was not traced"
+                ),
+            ),
+            None if w.start == StartCause::Created => self.created_late(w, woken, h0),
+            None => self.root(
+                w,
+                self.classify(w),
+                format!(
+                    "{who} first appears in the trace at {}, then woke {woken_who}; nothing \
+                     earlier is known",
+                    self.rel(w.start_ns)
+                ),
+            ),
+        }
+    }
+
+    /// The waker's thread was created during the window: follow the fork edge once.
+    fn created_late(&mut self, w: &'g Segment, woken: &'g Segment, h0: Nanos) {
+        let g = self.g;
+        let who = self.who(w.tid);
+        let woken_who = self.who(woken.tid);
+        let late = h0.until(w.start_ns);
+        let fork = g
+            .incoming(w.id)
+            .filter(|e| e.kind == EdgeKind::Fork)
+            .max_by_key(|e| (e.ts, e.src));
+        match fork.and_then(|e| Some((e, g.segment(e.src)?))) {
+            Some((e, parent)) if self.visited.insert(parent.id) => {
+                let pwho = self.who(parent.tid);
+                self.push(
+                    parent,
+                    Some(path_edge(e)),
+                    Role::Cause,
+                    format!("created by {}", self.source_phrase(parent, e)),
+                );
+                self.root(
+                    parent,
+                    self.classify(parent),
+                    format!(
+                        "{pwho} created {who} only {} after the wait began; {who} then woke \
+                         {woken_who}",
+                        secs(late)
+                    ),
+                );
+            }
+            _ => self.root(
+                w,
+                self.classify(w),
+                format!(
+                    "{who} was created only {} after the wait began (its creator was not \
+                     traced), then woke {woken_who}",
+                    secs(late)
+                ),
+            ),
+        }
+    }
+
+    fn irq_waker(
+        &mut self,
+        idx: usize,
+        w: &'g Segment,
+        cpu: u32,
+        woken: &'g Segment,
+        h0: Nanos,
+        depth: usize,
+    ) {
+        let g = self.g;
+        let what = self.irq_phrase(w, cpu);
+        let woken_who = self.who(woken.tid);
+        self.describe_item(idx, format!("woken by {what}"));
+        if let SegmentKind::Timer { .. } = w.kind {
+            let edges: Vec<&CausalEdge> = g
+                .incoming(w.id)
+                .filter(|e| e.kind == EdgeKind::Timer)
+                .collect();
+            let prompt = self.wake_prompt(format!("Who armed {what}"), &edges);
+            match self.choose(w, prompt, edges) {
+                Chosen::Edge(te) => self.timer_armer(te, w, woken),
+                Chosen::Stop => self.root(
+                    w,
+                    CauseClass::Interrupt,
+                    format!("{what} woke {woken_who}; the walk was stopped here"),
+                ),
+                Chosen::Nothing => self.root(
+                    w,
+                    CauseClass::Interrupt,
+                    format!("{what} woke {woken_who}; who armed the timer was not traced"),
+                ),
+            }
+            return;
+        }
+        let edges: Vec<&CausalEdge> = g
+            .incoming(w.id)
+            .filter(|e| e.kind != EdgeKind::ThreadOrder)
+            .collect();
+        let prompt = self.wake_prompt(format!("What raised {what}"), &edges);
+        match self.choose(w, prompt, edges) {
+            Chosen::Edge(e2) => self.follow(e2, w, h0, depth + 1),
+            Chosen::Stop => self.root(
+                w,
+                CauseClass::Interrupt,
+                format!("{what} woke {woken_who}; the walk was stopped here"),
+            ),
+            Chosen::Nothing => {
+                let len = h0.until(woken.start_ns);
+                let reason = match w.kind {
+                    SegmentKind::HardIrq { .. } => format!(
+                        "{what} woke {woken_who} after {}: it was waiting for the device",
+                        secs(len)
+                    ),
+                    _ => format!("{what} woke {woken_who} after {}", secs(len)),
+                };
+                self.root(w, CauseClass::Interrupt, reason);
+            }
+        }
+    }
+
+    /// The armer of a timer that woke `woken`. Armed by the woken thread itself: it slept.
+    fn timer_armer(&mut self, te: &'g CausalEdge, expiry: &'g Segment, woken: &'g Segment) {
+        let g = self.g;
+        let Some(a) = g.segment(te.src) else {
+            return;
+        };
+        let who = self.who(a.tid);
+        let woken_who = self.who(woken.tid);
+        let fired_after = te.ts.until(expiry.start_ns);
+        if a.tid == woken.tid {
+            let slept = if a.wait_start_ns.is_some() {
+                a.wait_ns()
+            } else {
+                fired_after
+            };
+            let asys = sc(a.wait_syscall);
+            let sleep = syscalls::is_sleep(a.wait_syscall) || a.wait_syscall < 0;
+            let verb = if sleep { "slept" } else { "waited" };
+            if self.visited.insert(a.id) {
+                self.push(
+                    a,
+                    Some(path_edge(te)),
+                    Role::Cause,
+                    format!(
+                        "timer armed by {who} itself, which then {verb} {} in {asys}",
+                        secs(slept)
+                    ),
+                );
+            }
+            let reason = if sleep {
+                format!("{who} slept {} in {asys} (its own timer)", secs(slept))
+            } else {
+                format!(
+                    "{who} waited {} in {asys} until its own timeout fired: nobody else woke it",
+                    secs(slept)
+                )
+            };
+            self.root(a, CauseClass::Sleep, reason);
+            return;
+        }
+        if !self.visited.insert(a.id) {
+            self.root(
+                a,
+                self.classify(a),
+                format!(
+                    "circular wait: {who} armed the timer that woke {woken_who} and is already \
+                     on the path"
+                ),
+            );
+            return;
+        }
+        self.push(
+            a,
+            Some(path_edge(te)),
+            Role::Cause,
+            format!(
+                "timer armed by {}, {} before it fired",
+                self.source_phrase(a, te),
+                secs(fired_after)
+            ),
+        );
+        let class = if a.tid.irq_cpu().is_some() {
+            CauseClass::Interrupt
+        } else {
+            CauseClass::Timer
+        };
+        self.root(
+            a,
+            class,
+            format!(
+                "{who} armed a timer that fired {} later and woke {woken_who}",
+                secs(fired_after)
+            ),
+        );
+    }
+
+    /// Context for a LongRunning culprit: what started its run, one or two steps back.
+    fn context(&mut self, start: &'g Segment) {
+        let g = self.g;
+        let mut cur = start;
+        for _ in 0..self.cfg.context_steps {
+            let edges: Vec<&CausalEdge> = g
+                .incoming(cur.id)
+                .filter(|e| matches!(e.kind, EdgeKind::Wakeup | EdgeKind::Fork | EdgeKind::Timer))
+                .collect();
+            let prompt = self.wake_prompt(
+                format!(
+                    "Context: what started the run of {} at {}",
+                    self.who(cur.tid),
+                    self.rel(cur.start_ns)
+                ),
+                &edges,
+            );
+            let Chosen::Edge(e) = self.choose(cur, prompt, edges) else {
+                break;
+            };
+            let Some(s) = g.segment(e.src) else {
+                break;
+            };
+            self.push(
+                s,
+                Some(path_edge(e)),
+                Role::Context,
+                format!(
+                    "its run began when {} {} at {}",
+                    match e.kind {
+                        EdgeKind::Fork => "it was created by",
+                        EdgeKind::Timer => "a timer fired, armed by",
+                        _ => "it was woken by",
+                    },
+                    self.source_phrase(s, e),
+                    self.rel(e.ts)
+                ),
+            );
+            if !self.visited.insert(s.id) {
+                break;
+            }
+            cur = s;
+        }
+    }
+
+    // ---- baselines and candidates ------------------------------------------------------
+
+    /// A wait that no wake-up ended: find the last short wait of the same thread in the same
+    /// syscall that a wake-up did end (the baseline), name its waker, and look at what that
+    /// waker did during the hang.
+    fn baseline(&mut self, s: &'g Segment, depth: usize) {
+        let g = self.g;
+        let w0 = s.wait_start_ns.unwrap_or(s.start_ns);
+        let w1 = g.end_of(s);
+        let hang_wait = w0.until(w1);
+        let who = self.who(s.tid);
+        let sys = sc(s.wait_syscall);
+        let short = ((hang_wait as f64 * self.cfg.running_slack) as u64).max(1);
+        let mut exact: Option<(&'g Segment, &'g Segment)> = None;
+        let mut similar: Option<(&'g Segment, &'g Segment)> = None;
+        for b in g
+            .thread_segments(s.tid)
+            .rev()
+            .filter(|b| b.id.seq() < s.id.seq())
+            .take(self.cfg.baseline_scan)
+        {
+            if b.wait_syscall != s.wait_syscall
+                || b.end != EndCause::Woken
+                || b.wait_start_ns.is_none()
+                || b.wait_ns() > short
+                || b.wait_timed_out()
+            {
+                continue;
+            }
+            let Some(nb) = g.next_in_thread(b.id) else {
+                continue;
+            };
+            if !g.incoming(nb.id).any(|e| e.kind == EdgeKind::Wakeup) {
+                continue;
+            }
+            if b.syscall_seq == s.syscall_seq {
+                exact = Some((b, nb));
+                break;
+            }
+            if similar.is_none() {
+                similar = Some((b, nb));
+            }
+        }
+        let Some((b, nb)) = exact.or(similar) else {
+            self.advice.push(format!(
+                "no baseline: no earlier wait of {who} in {sys} was ended quickly by a \
+                 wake-up; the candidates are the other threads of its process"
+            ));
+            self.add_process_candidates(s, w0, w1, None);
+            return;
+        };
+        let edges: Vec<&CausalEdge> = g
+            .incoming(nb.id)
+            .filter(|e| e.kind == EdgeKind::Wakeup)
+            .collect();
+        let prompt = self.wake_prompt(
+            format!(
+                "Baseline: the same wait of {who} in {sys} at {} ended after {}",
+                self.rel(b.wait_start_ns.unwrap_or(b.start_ns)),
+                secs(b.wait_ns())
+            ),
+            &edges,
+        );
+        let Chosen::Edge(e) = self.choose(b, prompt, edges) else {
+            self.add_process_candidates(s, w0, w1, None);
+            return;
+        };
+        let Some(x) = g.segment(e.src) else {
+            return;
+        };
+        let note = format!(
+            "normally woken by {} (the same wait at {} ended after {})",
+            self.source_phrase(x, e),
+            self.rel(b.wait_start_ns.unwrap_or(b.start_ns)),
+            secs(b.wait_ns())
+        );
+        let xt = x.tid;
+        if !xt.is_task() || xt == s.tid {
+            self.advice.push(format!(
+                "{who} is {note}; during the hang that did not happen"
+            ));
+            self.add_process_candidates(s, w0, w1, None);
+            return;
+        }
+        self.add_process_candidates(s, w0, w1, Some(xt));
+        let act = self.activity(xt, w0, w1);
+        let xwho = self.who(xt);
+        let edge = PathEdge {
+            kind: PathEdgeKind::Baseline,
+            strength: Strength::Weak,
+            ts: e.ts,
+        };
+        if let Some((seg, t)) = act.exited_at {
+            self.push(
+                seg,
+                Some(edge),
+                Role::Baseline,
+                format!("{note}; {xwho} exited at {}", self.rel(t)),
+            );
+            self.root(
+                seg,
+                CauseClass::Exited,
+                format!(
+                    "{xwho}, which normally wakes {who}, exited at {} so the wake-up never came",
+                    self.rel(t)
+                ),
+            );
+            return;
+        }
+        let blocked = act
+            .longest_block
+            .filter(|(_, ns)| at_least(*ns, hang_wait, self.cfg.busy_fraction));
+        if let Some((bseg, ns)) = blocked {
+            let bsys = sc(bseg.wait_syscall);
+            self.push(
+                bseg,
+                Some(edge),
+                Role::Baseline,
+                format!(
+                    "{note}; during the hang {xwho} was blocked {} in {bsys}",
+                    secs(ns)
+                ),
+            );
+            if !self.visited.insert(bseg.id) {
+                self.root(
+                    bseg,
+                    self.classify(bseg),
+                    format!(
+                        "circular wait: {xwho}, which normally wakes {who}, was blocked in \
+                         {bsys} and is already on the path"
+                    ),
+                );
+                return;
+            }
+            self.root(
+                bseg,
+                self.classify(bseg),
+                format!(
+                    "{xwho}, which normally wakes {who}, was itself blocked {} in {bsys} during \
+                     the hang",
+                    secs(ns)
+                ),
+            );
+            self.explain_wait(bseg, depth + 1);
+            return;
+        }
+        if at_least(act.on_cpu_ns, hang_wait, self.cfg.busy_fraction) {
+            if let Some(busy) = act.busiest {
+                self.visited.insert(busy.id);
+                self.push(
+                    busy,
+                    Some(edge),
+                    Role::Baseline,
+                    format!(
+                        "{note}; during the hang {xwho} was busy on CPU for {}",
+                        secs(act.on_cpu_ns)
+                    ),
+                );
+                self.root(
+                    busy,
+                    CauseClass::LongRunning,
+                    format!(
+                        "{xwho}, which normally wakes {who}, was busy on CPU for {} during the \
+                         hang instead",
+                        secs(act.on_cpu_ns)
+                    ),
+                );
+                self.context(busy);
+                return;
+            }
+        }
+        let during = self.during(&act, w0, w1);
+        if let Some(seg) = act.busiest.or(act.at_start) {
+            self.push(
+                seg,
+                Some(edge),
+                Role::Baseline,
+                format!("{note}; during the hang {xwho} was {during} but never woke it"),
+            );
+        }
+    }
+
+    /// What `tid` did during `[from, to)`.
+    fn activity(&self, tid: Tid, from: Nanos, to: Nanos) -> Activity<'g> {
+        let g = self.g;
+        let mut act = Activity {
+            on_cpu_ns: 0,
+            segments: 0,
+            busiest: None,
+            longest_block: None,
+            exited_at: None,
+            ended_near: false,
+            at_start: g.segment_at(tid, from),
+        };
+        let mut busiest_ns = 0u64;
+        let near_from = Nanos(to.0.saturating_sub(self.cfg.near_ns));
+        for s in g.segments_overlapping(tid, from, to) {
+            act.segments += 1;
+            let end = g.end_of(s);
+            let run_end = s.wait_start_ns.unwrap_or(end).min(end);
+            let run = s.start_ns.until(run_end);
+            let run_in = overlap(s.start_ns, run_end, from, to);
+            let cpu = if run == 0 {
+                0
+            } else {
+                ((s.on_cpu_ns.min(run) as u128 * run_in as u128) / run as u128) as u64
+            };
+            act.on_cpu_ns += cpu;
+            if cpu >= busiest_ns && (cpu > 0 || act.busiest.is_none()) {
+                busiest_ns = cpu;
+                act.busiest = Some(s);
+            }
+            if let Some(ws) = s.wait_start_ns {
+                let blocked = overlap(ws, end, from, to);
+                if blocked > act.longest_block.map_or(0, |(_, b)| b) {
+                    act.longest_block = Some((s, blocked));
+                }
+            }
+            let stopped = if s.wait_start_ns.is_some() || s.end == EndCause::Exit {
+                Some(run_end)
+            } else {
+                None
+            };
+            if stopped.is_some_and(|t| t >= near_from && t <= to) {
+                act.ended_near = true;
+            }
+            if s.end == EndCause::Exit && end <= to {
+                act.exited_at = Some((s, end));
+            }
+        }
+        if act.segments == 0 {
+            // Not running during the window: it exited before, or appears after.
+            if let Some(last) = g.thread_segments(tid).next_back() {
+                if last.end == EndCause::Exit && g.end_of(last) <= from {
+                    act.exited_at = Some((last, g.end_of(last)));
+                }
+            }
+        }
+        if act.exited_at.is_none() {
+            if let (Some(t), Some(last)) = (g.thread(tid), g.thread_segments(tid).next_back()) {
+                if let Some(x) = t.exit_ns.filter(|x| *x <= to) {
+                    act.exited_at = Some((last, x));
+                }
+            }
+        }
+        act
+    }
+
+    /// What a thread did during a window, in words.
+    fn during(&self, act: &Activity<'_>, from: Nanos, to: Nanos) -> String {
+        let window = from.until(to);
+        if let Some((_, t)) = act.exited_at {
+            return format!("exited at {}", self.rel(t));
+        }
+        if let Some((b, ns)) = act.longest_block {
+            if at_least(ns, window, self.cfg.busy_fraction) {
+                let still = if b.end == EndCause::Open {
+                    ", still waiting when the trace ended"
+                } else {
+                    ""
+                };
+                return format!("blocked {} in {}{still}", secs(ns), sc(b.wait_syscall));
+            }
+        }
+        if at_least(act.on_cpu_ns, window, self.cfg.busy_fraction) {
+            return format!("running on CPU for {}", secs(act.on_cpu_ns));
+        }
+        if act.segments == 0 {
+            return "not seen in the trace".to_string();
+        }
+        let near = if act.ended_near {
+            ", stopping shortly before the end"
+        } else {
+            ""
+        };
+        format!(
+            "active in {} segment(s) with {} on CPU{near}",
+            act.segments,
+            secs(act.on_cpu_ns)
+        )
+    }
+
+    fn add_candidate(&mut self, tid: Tid, act: &Activity<'_>, from: Nanos, to: Nanos, base: bool) {
+        if let Some(c) = self.candidates.iter_mut().find(|c| c.tid == tid) {
+            c.baseline_waker |= base;
+            return;
+        }
+        let g = self.g;
+        let during = self.during(act, from, to);
+        self.candidates.push(Candidate {
+            tid,
+            pid: g.pid_of(tid).unwrap_or_default(),
+            comm: g.comm(tid),
+            process: g.process_name(tid),
+            segment: act.busiest.or(act.at_start).map(|s| s.id),
+            on_cpu_ns: act.on_cpu_ns,
+            during_hang: during,
+            baseline_waker: base,
+        });
+    }
+
+    /// Candidates for a wake-up that never came: the baseline waker first, then the other
+    /// threads of the process.
+    fn add_process_candidates(&mut self, s: &Segment, from: Nanos, to: Nanos, base: Option<Tid>) {
+        let mut tids: Vec<Tid> = base.into_iter().collect();
+        tids.extend(
+            self.g
+                .threads_of(s.pid)
+                .into_iter()
+                .filter(|t| *t != s.tid && Some(*t) != base && t.is_task()),
+        );
+        for tid in tids.into_iter().take(self.cfg.max_choices.max(1) + 1) {
+            let act = self.activity(tid, from, to);
+            self.add_candidate(tid, &act, from, to, Some(tid) == base);
+        }
+    }
+
+    // ---- summary -----------------------------------------------------------------------
+
+    fn summary(&self, hang: &HangInfo) -> String {
+        let mut out = match self.path.first() {
+            Some(p) => format!("{} ({}).", capitalize(&p.description), hang.class.name()),
+            None => format!("{} hang of tid {}.", hang.class.name(), hang.tid.0),
+        };
+        let chain: Vec<&str> = self
+            .path
+            .iter()
+            .filter(|p| p.role == Role::Cause)
+            .map(|p| p.description.as_str())
+            .collect();
+        if !chain.is_empty() {
+            out.push_str(&format!(" Causal chain: {}.", chain.join("; ")));
+        }
+        for p in &self.path {
+            match p.role {
+                Role::Baseline => out.push_str(&format!(" Baseline: {}.", p.description)),
+                Role::Setter => out.push_str(&format!(" Flag: {}.", p.description)),
+                _ => {}
+            }
+        }
+        if let Some((last, others)) = self.root_causes.split_last() {
+            out.push_str(&format!(" Root cause: {}.", last.reason));
+            if !others.is_empty() {
+                let o: Vec<&str> = others.iter().map(|r| r.reason.as_str()).collect();
+                out.push_str(&format!(" Also implicated: {}.", o.join("; ")));
+            }
+        }
+        if !self.questions.is_empty() {
+            let d = self.questions.iter().filter(|q| q.defaulted).count();
+            out.push_str(&format!(
+                " {} question(s) asked, {d} answered by default.",
+                self.questions.len()
+            ));
+        }
+        out
+    }
+}

@@ -1,0 +1,8 @@
+//! Diagnosis on hand-made event graphs: each scenario is the smallest set of segments and
+//! edges that shows one rule of the walk. (The end-to-end tests on real traces live in the
+//! workspace's integration tests.)
+#![allow(clippy::unwrap_used)]
+
+mod builder;
+mod graph;
+mod scenarios;

@@ -1,0 +1,612 @@
+//! One scenario per rule of the walk.
+
+use crate::builder::{ms, nr, Seg, B};
+use argus_diagnose::{
+    diagnose, diagnose_spin, find_hang, Answer, AutoOracle, CauseClass, DiagnoseConfig, Graph,
+    Outcome, PathEdgeKind, Reply, Report, Role, ScriptedOracle, Target, TerminalOracle,
+};
+use argus_schema::{
+    EdgeKind, Pid, SegmentId, SegmentKind, Spin, SpinClass, StartCause, Strength, Tid,
+};
+use std::io::Cursor;
+
+fn run(g: &Graph, pid: i32, oracle: &mut dyn argus_diagnose::Oracle) -> Report {
+    let target = Target {
+        pid: Pid(pid),
+        tid: None,
+    };
+    let d = diagnose(g, Some(target), oracle, &DiagnoseConfig::default()).unwrap();
+    assert_eq!(d.outcome(), Outcome::HangDiagnosed);
+    assert_eq!(d.outcome().exit_code(), 1);
+    d.report.unwrap()
+}
+
+fn labels(r: &Report) -> Vec<String> {
+    r.path.iter().map(|p| p.segment_label.clone()).collect()
+}
+
+/// main (futex) ← worker (had waited in read) ← sleeper (wrote after its own 3 s nanosleep).
+struct Chain {
+    graph: Graph,
+    m0: SegmentId,
+    w1: SegmentId,
+    s0: SegmentId,
+    s1: SegmentId,
+    t: SegmentId,
+}
+
+fn chain() -> Chain {
+    let mut b = B::new(6000.0);
+    b.thread(1234, 1234, "hangdemo", "hangdemo");
+    b.thread(1236, 1234, "worker", "hangdemo");
+    b.thread(1237, 1237, "sleeper", "sleeper");
+    let m0 = b.task(1234, 0.0, 1000.0, 4004.0, "futex", 900.0);
+    let m1 = b.open(1234, 4004.0, Some(4010.0), "epoll_wait", 5.0);
+    let w0 = b.task(1236, 0.0, 1000.5, 4002.5, "read", 500.0);
+    let w1 = b.open(1236, 4002.5, Some(4004.5), "read", 1.5);
+    let s0 = b.task(1237, 0.0, 1001.0, 4002.0, "clock_nanosleep", 600.0);
+    let s1 = b.open(1237, 4002.0, Some(4002.6), "clock_nanosleep", 0.5);
+    let t = b.irq(
+        1,
+        SegmentKind::Timer {
+            timer: 0xffff_0001,
+            function: 0xffff_0002,
+        },
+        4001.95,
+        4002.0,
+    );
+    b.edge(
+        s0,
+        t,
+        EdgeKind::Timer,
+        Strength::Strong,
+        1000.9,
+        "clock_nanosleep",
+    );
+    b.wake(t, s1, 4002.0, "");
+    b.wake(s1, w1, 4002.5, "write");
+    b.wake(w1, m1, 4004.0, "futex");
+    for (a, c) in [(m0, m1), (w0, w1), (s0, s1)] {
+        let ts = b.segments.iter().find(|s| s.id == c).unwrap().start_ns.0 as f64 / 1e6;
+        b.edge(a, c, EdgeKind::ThreadOrder, Strength::Weak, ts, "");
+    }
+    b.long_wait(m0);
+    Chain {
+        graph: b.graph(),
+        m0,
+        w1,
+        s0,
+        s1,
+        t,
+    }
+}
+
+#[test]
+fn a_chain_of_waits_ends_at_the_thread_that_slept_on_its_own_timer() {
+    let c = chain();
+    let r = run(&c.graph, 1234, &mut AutoOracle);
+    assert_eq!(r.hang.class, SpinClass::LongWait);
+    assert_eq!(r.hang.segment, c.m0);
+    assert_eq!(
+        r.path.iter().map(|p| p.segment).collect::<Vec<_>>(),
+        vec![c.m0, c.w1, c.s1, c.t, c.s0],
+        "{:?}",
+        labels(&r)
+    );
+    assert!(r.path[0].edge.is_none());
+    let kinds: Vec<PathEdgeKind> = r.path[1..].iter().map(|p| p.edge.unwrap().kind).collect();
+    assert_eq!(
+        kinds,
+        vec![
+            PathEdgeKind::Wakeup,
+            PathEdgeKind::Wakeup,
+            PathEdgeKind::Wakeup,
+            PathEdgeKind::Timer
+        ]
+    );
+    assert_eq!(
+        r.path[1].description,
+        "woken by thread worker (tid 1236) of hangdemo in futex, which had itself waited \
+         3.002 s in read"
+    );
+    assert_eq!(r.root_causes.len(), 1);
+    let rc = &r.root_causes[0];
+    assert_eq!(rc.segment, c.s0);
+    assert_eq!(rc.class, CauseClass::Sleep);
+    assert_eq!(rc.comm, "sleeper");
+    assert_eq!(
+        rc.reason,
+        "sleeper (pid 1237) slept 3.001 s in clock_nanosleep (its own timer)"
+    );
+    assert!(r.questions.is_empty(), "single strong edges are followed");
+    let text = r.to_text();
+    assert!(
+        text.starts_with(
+            "Hang: main thread of hangdemo (pid 1234) blocked 3.004 s in futex (LongWait)\n"
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            "Root cause: sleeper (pid 1237) slept 3.001 s in clock_nanosleep (its own timer).\n"
+        ),
+        "{text}"
+    );
+    assert!(
+        r.summary.contains("Root cause: sleeper (pid 1237) slept"),
+        "{}",
+        r.summary
+    );
+}
+
+#[test]
+fn a_waker_busy_through_the_wait_is_a_long_running_culprit_with_context() {
+    let mut b = B::new(6000.0);
+    b.thread(100, 100, "app", "app");
+    b.thread(101, 100, "cruncher", "app");
+    let m0 = b.task(100, 0.0, 500.0, 3600.0, "futex", 400.0);
+    let m1 = b.open(100, 3600.0, Some(3700.0), "poll", 50.0);
+    b.task(101, 0.0, 10.0, 450.0, "futex", 5.0);
+    let k1 = b.task(101, 450.0, 3600.5, 5000.0, "futex", 3100.0);
+    b.wake(m0, k1, 450.0, "futex");
+    b.wake(k1, m1, 3600.0, "futex");
+    b.long_wait(m0);
+    let r = run(&b.graph(), 100, &mut AutoOracle);
+    assert_eq!(r.root_causes.len(), 1);
+    let rc = &r.root_causes[0];
+    assert_eq!((rc.segment, rc.class), (k1, CauseClass::LongRunning));
+    assert_eq!(
+        rc.reason,
+        "thread cruncher (tid 101) of app ran 3.100 s on CPU (98% of its 3.150 s run) before \
+         it woke app (pid 100)"
+    );
+    assert_eq!(r.path[1].segment, k1);
+    assert_eq!(r.path[1].role, Role::Cause);
+    // Context: the cruncher's run began when main handed it the work.
+    let ctx = r.path.last().unwrap();
+    assert_eq!((ctx.segment, ctx.role), (m0, Role::Context));
+    assert!(ctx.description.contains("woken by app (pid 100) in futex"));
+}
+
+#[test]
+fn a_starved_waker_is_reported_as_runnable_but_not_running() {
+    let mut b = B::new(6000.0);
+    b.thread(100, 100, "app", "app");
+    b.thread(101, 100, "lowprio", "app");
+    let m0 = b.task(100, 0.0, 500.0, 3600.0, "futex", 400.0);
+    let m1 = b.open(100, 3600.0, None, "", 50.0);
+    let k0 = b.task(101, 400.0, 3600.5, 5000.0, "futex", 40.0);
+    b.wake(k0, m1, 3600.0, "futex");
+    b.long_wait(m0);
+    let r = run(&b.graph(), 100, &mut AutoOracle);
+    let rc = &r.root_causes[0];
+    assert_eq!((rc.segment, rc.class), (k0, CauseClass::LongRunning));
+    assert!(
+        rc.reason.contains("runnable but not running"),
+        "{}",
+        rc.reason
+    );
+    assert!(rc.reason.contains("CPU starved"), "{}", rc.reason);
+}
+
+/// main polls with 1 ms nanosleeps for 3 s while `busy` computes and `idle` sleeps.
+fn yield_loop() -> (Graph, SegmentId) {
+    let mut b = B::new(6000.0);
+    b.thread(200, 200, "poller", "poller");
+    b.thread(201, 200, "busy", "poller");
+    b.thread(202, 200, "idle", "poller");
+    b.task(200, 0.0, 900.0, 1000.0, "futex", 100.0);
+    let mut first = None;
+    let mut last = None;
+    for i in 0..3000 {
+        let t = 1000.0 + i as f64;
+        let s = b.task(200, t, t + 0.02, t + 1.0, "nanosleep", 0.02);
+        first.get_or_insert(s);
+        last = Some(s);
+    }
+    b.open(200, 4000.0, Some(4100.0), "epoll_wait", 50.0);
+    b.task(201, 0.0, 10.0, 900.0, "futex", 5.0);
+    let busy = b.task(201, 900.0, 3999.0, 5000.0, "futex", 3050.0);
+    b.open(202, 0.0, Some(10.0), "epoll_wait", 1.0);
+    let (first, last) = (first.unwrap(), last.unwrap());
+    b.spins.push(Spin {
+        segment: first,
+        last,
+        tid: Tid(200),
+        pid: Pid(200),
+        class: SpinClass::RepeatedYield,
+        start_ns: ms(1000.0),
+        end_ns: ms(4000.0),
+        open: false,
+        on_cpu_ns: ms(60.0).0,
+        wait_ns: ms(2940.0).0,
+        segments: 3000,
+        wait_syscall: nr("nanosleep"),
+    });
+    (b.graph(), busy)
+}
+
+#[test]
+fn a_yield_loop_names_the_busy_thread_of_the_process_as_the_flag_setter() {
+    let (g, busy) = yield_loop();
+    let r = run(&g, 200, &mut AutoOracle);
+    assert_eq!(r.hang.class, SpinClass::RepeatedYield);
+    assert_eq!(r.hang.last_segment.tid(), Tid(200));
+    assert!(r.path[0]
+        .description
+        .contains("3000 short waits in nanosleep"));
+    assert_eq!(r.questions.len(), 1);
+    let q = &r.questions[0];
+    assert_eq!(
+        q.choices.len(),
+        1,
+        "the idle thread never ran: not a setter"
+    );
+    assert_eq!(q.choices[0].tid, Tid(201));
+    assert_eq!(q.choices[0].kind, "flag");
+    assert!(q.defaulted);
+    let setter = r.path.iter().find(|p| p.role == Role::Setter).unwrap();
+    assert_eq!(setter.segment, busy);
+    assert_eq!(setter.edge.unwrap().kind, PathEdgeKind::Flag);
+    let rc = &r.root_causes[0];
+    assert_eq!((rc.segment, rc.class), (busy, CauseClass::LongRunning));
+    assert!(
+        rc.reason.contains("likely setter of the flag"),
+        "{}",
+        rc.reason
+    );
+    assert!(r
+        .advice
+        .iter()
+        .any(|a| a.contains("argus record --watch ADDR")));
+    let names: Vec<&str> = r.candidates.iter().map(|c| c.comm.as_str()).collect();
+    assert_eq!(names, vec!["busy", "idle"]);
+    assert!(r.to_text().contains("flag setter?"), "{}", r.to_text());
+}
+
+/// main's read is never answered; before, `feeder` ended the same read in 0.4 ms.
+#[test]
+fn an_open_wait_is_compared_with_the_baseline_waker() {
+    let mut b = B::new(3300.0);
+    b.thread(300, 300, "viewer", "viewer");
+    b.thread(302, 300, "feeder", "viewer");
+    b.task(300, 0.0, 100.0, 100.4, "read", 50.0);
+    let m1 = b.open(300, 100.4, Some(200.0), "read", 60.0);
+    let f0 = b.task(302, 0.0, 100.5, 150.0, "read", 90.0);
+    let f1 = b.open(302, 150.0, Some(190.0), "read", 30.0);
+    b.wake(f0, m1, 100.4, "write");
+    b.long_wait(m1);
+    let r = run(&b.graph(), 300, &mut AutoOracle);
+    assert!(r.hang.open);
+    assert_eq!(r.root_causes[0].segment, m1);
+    assert_eq!(r.root_causes[0].class, CauseClass::LongWait);
+    assert!(r.root_causes[0].reason.contains("never woken"));
+    let rc = r.root_causes.iter().find(|c| c.segment == f1).unwrap();
+    assert_eq!(rc.class, CauseClass::LongWait);
+    assert_eq!(
+        rc.reason,
+        "thread feeder (tid 302) of viewer, which normally wakes viewer (pid 300), was itself \
+         blocked 3.100 s in read during the hang"
+    );
+    let item = r.path.iter().find(|p| p.role == Role::Baseline).unwrap();
+    assert_eq!(item.segment, f1);
+    assert_eq!(item.edge.unwrap().kind, PathEdgeKind::Baseline);
+    assert!(
+        item.description.starts_with(
+            "normally woken by thread feeder (tid 302) of viewer in write (the same wait at \
+             -0.100 s ended after 0.000 s)"
+        ),
+        "{}",
+        item.description
+    );
+    assert!(item.description.ends_with("was blocked 3.100 s in read"));
+    let c = &r.candidates[0];
+    assert_eq!(c.tid, Tid(302));
+    assert!(c.baseline_waker);
+    assert_eq!(
+        c.during_hang,
+        "blocked 3.100 s in read, still waiting when the trace ended"
+    );
+}
+
+#[test]
+fn a_timed_out_wait_is_its_own_root_cause() {
+    let mut b = B::new(5000.0);
+    b.thread(10, 10, "app", "app");
+    let m0 = b.seg(Seg {
+        tid: 10,
+        start: 0.0,
+        wait: Some(100.0),
+        end: Some(3100.0),
+        sys: "futex",
+        on_cpu: 90.0,
+        ret: Some(-110),
+    });
+    let t = b.irq(
+        0,
+        SegmentKind::Timer {
+            timer: 1,
+            function: 2,
+        },
+        3099.9,
+        3100.0,
+    );
+    let m1 = b.open(10, 3100.0, None, "", 5.0);
+    b.wake(t, m1, 3100.0, "");
+    b.edge(m0, t, EdgeKind::Timer, Strength::Strong, 99.0, "futex");
+    b.long_wait(m0);
+    let r = run(&b.graph(), 10, &mut AutoOracle);
+    assert_eq!(r.root_causes.len(), 1);
+    assert_eq!(r.root_causes[0].segment, m0);
+    assert_eq!(r.root_causes[0].class, CauseClass::Sleep);
+    assert_eq!(
+        r.root_causes[0].reason,
+        "app (pid 10) waited 3.000 s in futex until its timeout expired: nobody woke it"
+    );
+}
+
+#[test]
+fn a_poll_timeout_seen_only_through_its_own_timer_is_a_self_sleep() {
+    // No return value recorded: the self-cycle through the timer says it timed out.
+    let mut b = B::new(5000.0);
+    b.thread(10, 10, "app", "app");
+    let m0 = b.seg(Seg {
+        tid: 10,
+        start: 0.0,
+        wait: Some(100.0),
+        end: Some(3100.0),
+        sys: "poll",
+        on_cpu: 90.0,
+        ret: None,
+    });
+    let t = b.irq(
+        0,
+        SegmentKind::Timer {
+            timer: 1,
+            function: 2,
+        },
+        3099.9,
+        3100.0,
+    );
+    let m1 = b.open(10, 3100.0, None, "", 5.0);
+    b.wake(t, m1, 3100.0, "");
+    b.edge(m0, t, EdgeKind::Timer, Strength::Strong, 99.0, "poll");
+    b.long_wait(m0);
+    let r = run(&b.graph(), 10, &mut AutoOracle);
+    assert_eq!(labels(&r), vec!["10#0", "irq@cpu0#0"]);
+    assert_eq!(r.root_causes[0].segment, m0);
+    assert_eq!(
+        r.root_causes[0].reason,
+        "app (pid 10) waited 3.000 s in poll until its own timeout fired: nobody else woke it"
+    );
+}
+
+#[test]
+fn a_device_interrupt_with_no_cause_ends_the_walk() {
+    let mut b = B::new(5000.0);
+    b.thread(10, 10, "app", "app");
+    let m0 = b.task(10, 0.0, 100.0, 3100.0, "read", 90.0);
+    let m1 = b.open(10, 3100.0, None, "", 5.0);
+    let irq = b.irq(0, SegmentKind::HardIrq { irq: 24 }, 3099.9, 3100.0);
+    b.wake(irq, m1, 3100.0, "");
+    b.long_wait(m0);
+    let r = run(&b.graph(), 10, &mut AutoOracle);
+    let rc = &r.root_causes[0];
+    assert_eq!((rc.segment, rc.class), (irq, CauseClass::Interrupt));
+    assert_eq!(
+        rc.reason,
+        "device interrupt irq 24 on cpu0 woke app (pid 10) after 3.000 s: it was waiting for \
+         the device"
+    );
+}
+
+#[test]
+fn a_waker_created_late_leads_to_its_creator() {
+    let mut b = B::new(5000.0);
+    b.thread(10, 10, "app", "app");
+    b.thread(20, 20, "launcher", "launcher");
+    b.thread(21, 21, "helper", "helper");
+    let m0 = b.task(10, 0.0, 100.0, 3100.0, "wait4", 90.0);
+    let m1 = b.open(10, 3100.0, None, "", 5.0);
+    let l0 = b.task(20, 0.0, 3000.0, 4000.0, "futex", 2900.0);
+    let h0 = b.open(21, 3000.0, None, "", 100.0);
+    b.set_start(h0, StartCause::Created);
+    b.edge(l0, h0, EdgeKind::Fork, Strength::Strong, 3000.0, "clone");
+    b.wake(h0, m1, 3100.0, "exit_group");
+    b.long_wait(m0);
+    let r = run(&b.graph(), 10, &mut AutoOracle);
+    assert_eq!(labels(&r), vec!["10#0", "21#0", "20#0"]);
+    let rc = &r.root_causes[0];
+    assert_eq!((rc.segment, rc.class), (l0, CauseClass::LongRunning));
+    assert!(
+        rc.reason
+            .starts_with("launcher (pid 20) created helper (pid 21) only 2.900 s after"),
+        "{}",
+        rc.reason
+    );
+}
+
+#[test]
+fn a_long_running_hang_is_its_own_culprit_sliced_back_to_its_input() {
+    let mut b = B::new(5000.0);
+    b.thread(10, 10, "app", "app");
+    b.thread(30, 30, "Xorg", "Xorg");
+    let x0 = b.task(30, 0.0, 50.0, 200.0, "epoll_wait", 40.0);
+    b.task(10, 0.0, 10.0, 100.0, "poll", 5.0);
+    let m1 = b.open(10, 100.0, None, "", 3900.0);
+    b.wake(x0, m1, 100.0, "writev");
+    b.spins.push(Spin {
+        segment: m1,
+        last: m1,
+        tid: Tid(10),
+        pid: Pid(10),
+        class: SpinClass::LongRunning,
+        start_ns: ms(100.0),
+        end_ns: ms(5000.0),
+        open: true,
+        on_cpu_ns: ms(3900.0).0,
+        wait_ns: 0,
+        segments: 1,
+        wait_syscall: -1,
+    });
+    let r = run(&b.graph(), 10, &mut AutoOracle);
+    assert_eq!(r.hang.class, SpinClass::LongRunning);
+    assert_eq!(r.root_causes[0].segment, m1);
+    assert_eq!(
+        r.root_causes[0].reason,
+        "main thread of app (pid 10) was busy on CPU for 3.900 s (79% of the 4.900 s hang) \
+         and was still running when the trace ended"
+    );
+    assert_eq!(labels(&r), vec!["10#1", "30#0"]);
+    assert_eq!(r.path[1].role, Role::Context);
+    assert!(r.path[1].description.contains("Xorg (pid 30) in writev"));
+}
+
+/// main's futex wait ended with two wake-ups: `alpha` (strong, running all along) and `beta`
+/// (weak and more recent, after its own 3 s nanosleep).
+fn two_wakers() -> (Graph, SegmentId, SegmentId, SegmentId) {
+    let mut b = B::new(6000.0);
+    b.thread(400, 400, "gui", "gui");
+    b.thread(401, 400, "alpha", "gui");
+    b.thread(402, 400, "beta", "gui");
+    let m0 = b.task(400, 0.0, 1000.0, 4000.0, "futex", 900.0);
+    let m1 = b.open(400, 4000.0, Some(4100.0), "poll", 10.0);
+    let a0 = b.task(401, 0.0, 3995.0, 6000.0, "futex", 3900.0);
+    let b0 = b.task(402, 0.0, 990.0, 3998.0, "nanosleep", 5.0);
+    let b1 = b.open(402, 3998.0, Some(4001.0), "futex", 2.0);
+    b.wake(a0, m1, 3990.0, "futex");
+    b.edge(b1, m1, EdgeKind::Wakeup, Strength::Weak, 4000.0, "futex");
+    b.long_wait(m0);
+    (b.graph(), m0, a0, b0)
+}
+
+#[test]
+fn two_wake_ups_make_a_question_whose_default_is_the_most_recent_strong_edge() {
+    let (g, m0, a0, _) = two_wakers();
+    let r = run(&g, 400, &mut AutoOracle);
+    assert_eq!(r.questions.len(), 1);
+    let q = &r.questions[0];
+    assert_eq!(q.about, m0);
+    assert_eq!(q.choices.len(), 2);
+    assert_eq!(q.choices[0].comm, "alpha");
+    assert_eq!(q.choices[1].strength, Strength::Weak);
+    assert_eq!(q.default, 0);
+    assert_eq!((q.answer, q.defaulted), (Answer::Choice(0), true));
+    assert_eq!(r.root_causes[0].segment, a0);
+    assert_eq!(r.root_causes[0].class, CauseClass::LongRunning);
+    assert!(r
+        .summary
+        .contains("1 question(s) asked, 1 answered by default"));
+}
+
+#[test]
+fn a_scripted_answer_picking_the_other_edge_changes_the_root_cause() {
+    let (g, _, _, b0) = two_wakers();
+    let mut o = ScriptedOracle::new([Reply::Choice(1)]);
+    let r = run(&g, 400, &mut o);
+    assert_eq!(
+        (r.questions[0].answer, r.questions[0].defaulted),
+        (Answer::Choice(1), false)
+    );
+    let rc = &r.root_causes[0];
+    assert_eq!((rc.segment, rc.class), (b0, CauseClass::Sleep));
+    assert_eq!(
+        rc.reason,
+        "thread beta (tid 402) of gui slept 3.008 s in nanosleep before it woke gui (pid 400)"
+    );
+    assert_eq!(r.path[1].edge.unwrap().strength, Strength::Weak);
+    assert!(r.to_text().contains("[weak]"));
+}
+
+#[test]
+fn a_terminal_answer_after_garbage_is_taken() {
+    let (g, _, _, b0) = two_wakers();
+    let mut out = Vec::new();
+    let r = {
+        let mut o = TerminalOracle::new(Cursor::new("9\nfoo\n2\n"), &mut out);
+        run(&g, 400, &mut o)
+    };
+    let text = String::from_utf8(out).unwrap();
+    assert_eq!(text.matches("please answer").count(), 2, "{text}");
+    assert!(text.contains("2) [wakeup weak] woken by thread beta (tid 402) of gui in futex"));
+    assert_eq!(r.questions[0].answer, Answer::Choice(1));
+    assert!(!r.questions[0].defaulted);
+    assert_eq!(r.root_causes[0].segment, b0);
+}
+
+#[test]
+fn stopping_makes_the_asked_segment_the_root_cause() {
+    let (g, m0, _, _) = two_wakers();
+    let mut o = ScriptedOracle::parse("s\n").unwrap();
+    let r = run(&g, 400, &mut o);
+    assert_eq!(r.questions[0].answer, Answer::Stop);
+    assert_eq!(r.root_causes[0].segment, m0);
+    assert!(r.root_causes[0]
+        .reason
+        .ends_with("the walk was stopped here"));
+    assert_eq!(r.path.len(), 1);
+}
+
+#[test]
+fn the_json_report_has_every_contract_field() {
+    let (g, m0, _, _) = two_wakers();
+    let spin = find_hang(
+        &g,
+        Target {
+            pid: Pid(400),
+            tid: None,
+        },
+    )
+    .unwrap();
+    let r = diagnose_spin(&g, &spin, &mut AutoOracle, &DiagnoseConfig::default()).unwrap();
+    let j = serde_json::to_value(&r).unwrap();
+    let hang = &j["hang"];
+    for k in [
+        "pid", "tid", "comm", "start_ns", "end_ns", "class", "segment",
+    ] {
+        assert!(!hang[k].is_null(), "hang.{k} missing: {hang}");
+    }
+    assert_eq!(hang["class"], "LongWait");
+    assert_eq!(hang["segment"], m0.0);
+    assert_eq!(hang["segment_label"], "400#0");
+    assert_eq!(hang["pid"], 400);
+    assert_eq!(hang["start_ns"], ms(1000.0).0);
+    let path = j["path"].as_array().unwrap();
+    assert!(path.len() >= 2);
+    for p in path {
+        for k in [
+            "segment",
+            "pid",
+            "tid",
+            "comm",
+            "start_ns",
+            "end_ns",
+            "description",
+        ] {
+            assert!(!p[k].is_null(), "path item {k} missing: {p}");
+        }
+        assert!(p.as_object().unwrap().contains_key("edge"));
+    }
+    assert!(path[0]["edge"].is_null());
+    assert_eq!(path[1]["edge"]["kind"], "wakeup");
+    assert_eq!(path[1]["edge"]["strength"], "strong");
+    let rc = &j["root_causes"][0];
+    for k in ["segment", "pid", "tid", "comm", "class", "reason"] {
+        assert!(!rc[k].is_null(), "root cause {k} missing: {rc}");
+    }
+    assert_eq!(rc["class"], "LongRunning");
+    let q = &j["questions"][0];
+    for k in ["prompt", "choices", "answer", "defaulted"] {
+        assert!(!q[k].is_null(), "question {k} missing: {q}");
+    }
+    assert_eq!(q["answer"], 0);
+    assert_eq!(q["defaulted"], true);
+    assert_eq!(q["choices"][1]["strength"], "weak");
+    assert!(j["summary"]
+        .as_str()
+        .unwrap()
+        .starts_with("Main thread of gui (pid 400)"));
+    // Round trip.
+    let back: Report = serde_json::from_value(j).unwrap();
+    assert_eq!(back, r);
+}

@@ -1,0 +1,193 @@
+//! The recorder's error type.
+
+use std::io;
+use std::path::PathBuf;
+
+/// Why a live recording could not start, continue or close cleanly.
+///
+/// Prerequisite failures (`NotRoot`, `NoTracefs`, `OutputNotEmpty`, `EventUnavailable`) are
+/// detected before anything is created, and their messages say how to fix them.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RecordError {
+    /// The process is not root, so it cannot create a tracefs instance.
+    #[error(
+        "recording needs root (run with sudo): tracefs instances can only be created by root, \
+         and this process runs with effective uid {euid}"
+    )]
+    NotRoot {
+        /// The effective user id of this process.
+        euid: u32,
+    },
+    /// tracefs is not mounted where the recorder looks for it.
+    #[error(
+        "tracefs is not mounted at {} (no {}): run `mount -t tracefs nodev /sys/kernel/tracing` \
+         as root",
+        tracefs.display(),
+        missing.display()
+    )]
+    NoTracefs {
+        /// The tracefs mount point that was tried.
+        tracefs: PathBuf,
+        /// The file or directory that was missing there.
+        missing: PathBuf,
+    },
+    /// The output directory exists and already holds files.
+    #[error(
+        "output directory {} is not empty: refusing to mix two recordings (choose a new \
+         directory or remove it)",
+        path.display()
+    )]
+    OutputNotEmpty {
+        /// The output directory.
+        path: PathBuf,
+    },
+    /// The output path exists and is not a directory.
+    #[error("output path {} exists and is not a directory", path.display())]
+    OutputNotDirectory {
+        /// The output path.
+        path: PathBuf,
+    },
+    /// An event name is not of the form `system/event`.
+    #[error("event name {event:?} is not of the form system/event (e.g. sched/sched_switch)")]
+    BadEventName {
+        /// The name as given.
+        event: String,
+    },
+    /// The kernel has no such trace event (or it cannot be enabled).
+    #[error(
+        "event {event} is not available in this kernel (no {}): see {}/available_events",
+        missing.display(),
+        tracefs.display()
+    )]
+    EventUnavailable {
+        /// The event as `system/event`.
+        event: String,
+        /// The tracefs file that was missing.
+        missing: PathBuf,
+        /// The tracefs mount point.
+        tracefs: PathBuf,
+    },
+    /// A numeric setting is out of range.
+    #[error("invalid recorder setting {setting} = {value}: {reason}")]
+    InvalidSetting {
+        /// The `RecordConfig` field.
+        setting: &'static str,
+        /// The value given.
+        value: u64,
+        /// What is allowed.
+        reason: &'static str,
+    },
+    /// The instance name cannot be used as a tracefs directory name.
+    #[error(
+        "invalid tracefs instance name {name:?}: it must be a non-empty single path component"
+    )]
+    BadInstanceName {
+        /// The name as given.
+        name: String,
+    },
+    /// The `-- CMD` argument list is empty.
+    #[error("the command to record is empty")]
+    EmptyCommand,
+    /// A tracefs instance with the chosen name already exists.
+    #[error(
+        "tracefs instance {} already exists (another recorder with the same name is running?)",
+        path.display()
+    )]
+    InstanceExists {
+        /// The instance directory.
+        path: PathBuf,
+    },
+    /// Writing a tracefs control file failed.
+    #[error("writing {value:?} to {}: {source}", path.display())]
+    TracefsWrite {
+        /// The control file.
+        path: PathBuf,
+        /// What was written.
+        value: String,
+        /// The error.
+        #[source]
+        source: io::Error,
+    },
+    /// A tracefs control file did not take the value written to it.
+    #[error("{} reads {actual:?} after writing {expected:?}", path.display())]
+    TracefsMismatch {
+        /// The control file.
+        path: PathBuf,
+        /// What was written.
+        expected: String,
+        /// What it reads back.
+        actual: String,
+    },
+    /// Reading, writing or creating a file failed.
+    #[error("{action} {}: {source}", path.display())]
+    Io {
+        /// What was being done (`reading`, `writing`, `creating`...).
+        action: &'static str,
+        /// The file.
+        path: PathBuf,
+        /// The error.
+        #[source]
+        source: io::Error,
+    },
+    /// A file could not be parsed.
+    #[error("parsing {}: {reason}", path.display())]
+    Parse {
+        /// The file.
+        path: PathBuf,
+        /// What was wrong.
+        reason: String,
+    },
+    /// Serializing a JSON document failed.
+    #[error("serializing {}: {source}", path.display())]
+    Json {
+        /// The file being written.
+        path: PathBuf,
+        /// The error.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// Compressing a chunk failed.
+    #[error("compressing chunk {}: {source}", path.display())]
+    Compress {
+        /// The chunk file.
+        path: PathBuf,
+        /// The error.
+        #[source]
+        source: io::Error,
+    },
+    /// The command to record could not be started.
+    #[error("starting command {command:?}: {source}")]
+    Spawn {
+        /// The argv.
+        command: Vec<String>,
+        /// The error.
+        #[source]
+        source: io::Error,
+    },
+    /// A system call needed for control (eventfd, sigaction, poll, waitpid) failed.
+    #[error("{call} failed: {source}")]
+    Sys {
+        /// The system call.
+        call: &'static str,
+        /// The error.
+        #[source]
+        source: io::Error,
+    },
+    /// A per-CPU reader thread panicked (a bug: it should return errors).
+    #[error("the reader thread of cpu {cpu} panicked")]
+    ReaderPanicked {
+        /// The CPU.
+        cpu: u32,
+    },
+}
+
+impl RecordError {
+    pub(crate) fn io(action: &'static str, path: impl Into<PathBuf>, source: io::Error) -> Self {
+        RecordError::Io {
+            action,
+            path: path.into(),
+            source,
+        }
+    }
+}

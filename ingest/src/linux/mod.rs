@@ -1,0 +1,1122 @@
+//! Live Linux collector: records tracefs ring-buffer pages into a trace directory
+//! (`docs/trace-dir.md`).
+//!
+//! The recorder works in its own tracefs instance so it never disturbs other tracing users
+//! (`trace-cmd`, `perf`, a second recorder):
+//!
+//! ```text
+//!  /sys/kernel/tracing/instances/argus-<pid>/        created by mkdir, removed by rmdir on
+//!    trace_clock = mono                               every exit path (Drop guard); stale
+//!    buffer_size_kb = RecordConfig::buffer_size_kb    argus-<dead pid> instances are removed
+//!    events/<sys>/<event>/enable = 1                  at start
+//!    set_event_notrace_pid = every thread of this process (options/event-fork = 0)
+//!    trace_marker   ← apps write ftrace/print markers here
+//!    per_cpu/cpuN/trace_pipe_raw ──► reader thread N ──► TRACE_DIR/cpuN/NNNNNN.chunk.zst
+//! ```
+//!
+//! Order at start: check prerequisites (root, tracefs, empty output dir, events exist) →
+//! create the instance with tracing off → configure → copy formats, write `kallsyms.zst` →
+//! start one reader per CPU → exclude this process's threads → enable events → tracing on →
+//! write `meta.json` (status `recording`) → snapshot `/proc` into `proc.json` (after tracing
+//! is on, so every thread is either in `proc.json` or has its creation traced) → spawn the
+//! command, if any.
+//!
+//! Order at stop: terminate the command if it still runs (SIGTERM, then SIGKILL after 2 s) →
+//! tracing off → every reader drains its CPU to `EAGAIN` (partial last page included) and
+//! flushes its last chunk → read lost counts from `per_cpu/cpuN/stats` → remove the instance
+//! → rewrite `meta.json` with status `complete`. A recording that fails midway leaves
+//! `meta.json` at `recording`, which is how replay tells a damaged trace.
+//!
+//! **Markers.** Writes to the top-level `/sys/kernel/tracing/trace_marker` do not reach an
+//! instance. Applications must write to `instances/<name>/trace_marker`
+//! ([`Recording::marker_path`], also logged at start). On kernels that have
+//! `options/copy_trace_marker` (6.17+), the recorder sets it while tracing is on, so
+//! top-level markers are copied into the instance as well
+//! ([`RecordConfig::copy_top_level_markers`]).
+//!
+//! ```no_run
+//! use argus_ingest::linux::{RecordConfig, Recorder};
+//! use std::time::Duration;
+//!
+//! # fn main() -> Result<(), argus_ingest::linux::RecordError> {
+//! // `argus record -o /tmp/trace -- sh -c 'sleep 1'`
+//! let mut config = RecordConfig::new("/tmp/trace");
+//! config.command = Some(vec!["sh".into(), "-c".into(), "sleep 1".into()]);
+//! config.duration = Some(Duration::from_secs(60)); // at most
+//! config.handle_signals = true; // Ctrl-C closes the trace cleanly
+//! let summary = Recorder::new(config).run()?;
+//! println!("{summary}");
+//!
+//! // Driving it from a library: start, do something, stop.
+//! let recording = Recorder::new(RecordConfig::new("/tmp/trace2")).start()?;
+//! std::fs::write(recording.marker_path(), "phase 1").ok();
+//! let summary = recording.stop()?;
+//! assert_eq!(summary.command_status, None);
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! **Own threads.** `set_event_notrace_pid` hides this process's threads, re-scanned every
+//! 250 ms so threads created later are hidden too. The kernel still records
+//! `sched_switch` when the *other* task of the switch is traced, and `sched_waking` /
+//! `sched_wakeup*` when the woken task is traced (`kernel/trace/trace_events.c`,
+//! `event_filter_pid_sched_switch_probe_pre`), so a recorder thread can appear as
+//! `common_pid` of those records only.
+
+mod error;
+mod reader;
+mod signals;
+mod sysinfo;
+mod tracefs;
+
+pub use error::RecordError;
+
+use crate::tracedir::{self, TraceMeta};
+use reader::{Reader, ReaderStats};
+use signals::SignalGuard;
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+use std::fs::{self, File, OpenOptions};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::process::ExitStatusExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+use tracefs::Instance;
+
+/// The events recorded when none are configured: scheduling, task lifetime, syscalls,
+/// interrupts, hrtimers and `trace_marker` writes (`ftrace/print`).
+pub const DEFAULT_EVENTS: &[&str] = &[
+    "sched/sched_switch",
+    "sched/sched_waking",
+    "sched/sched_wakeup_new",
+    "sched/sched_process_fork",
+    "sched/sched_process_exit",
+    "sched/sched_process_exec",
+    "task/task_newtask",
+    "task/task_rename",
+    "raw_syscalls/sys_enter",
+    "raw_syscalls/sys_exit",
+    "irq/irq_handler_entry",
+    "irq/irq_handler_exit",
+    "irq/softirq_entry",
+    "irq/softirq_exit",
+    "timer/hrtimer_start",
+    "timer/hrtimer_expire_entry",
+    "timer/hrtimer_expire_exit",
+    "ftrace/print",
+];
+
+/// Where tracefs is normally mounted.
+pub const DEFAULT_TRACEFS: &str = "/sys/kernel/tracing";
+/// Default per-CPU ring-buffer size in KiB.
+pub const DEFAULT_BUFFER_SIZE_KB: u32 = 8192;
+/// Default chunk size in pages (4 MiB of 4 KiB pages).
+pub const DEFAULT_CHUNK_PAGES: u32 = 1024;
+
+/// The `ftrace/print` event: `trace_marker` writes. It has no `enable` file; it is on while
+/// `options/markers` is.
+const PRINT_EVENT: &str = "ftrace/print";
+/// How often the control loop checks its stop conditions.
+const CONTROL_TICK: Duration = Duration::from_millis(10);
+/// How often new threads of this process are added to `set_event_notrace_pid`.
+const EXCLUDE_RESCAN: Duration = Duration::from_millis(250);
+/// How long the command gets to exit after SIGTERM before SIGKILL.
+const COMMAND_GRACE: Duration = Duration::from_secs(2);
+
+/// Numbers the instances of this process after the first (`argus-<pid>-<n>`).
+static INSTANCE_COUNTER: AtomicU32 = AtomicU32::new(0);
+
+/// What to record and where. Build with [`RecordConfig::new`] and adjust the fields.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RecordConfig {
+    /// The trace directory to create. It must not exist or be empty.
+    pub output_dir: PathBuf,
+    /// Stop after this long (whatever the command does).
+    pub duration: Option<Duration>,
+    /// Spawn this command once tracing is on and stop when it exits (`argv[0]` looked up in
+    /// `PATH`).
+    pub command: Option<Vec<String>>,
+    /// Events as `system/event` ([`DEFAULT_EVENTS`] by default). Duplicates are ignored.
+    pub events: Vec<String>,
+    /// Per-CPU ring-buffer size in KiB ([`DEFAULT_BUFFER_SIZE_KB`]).
+    pub buffer_size_kb: u32,
+    /// Pages per chunk file ([`DEFAULT_CHUNK_PAGES`]).
+    pub chunk_pages: u32,
+    /// tracefs instance name; `None` picks `argus-<pid>` (then `argus-<pid>-<n>` for further
+    /// recorders in the same process). Names starting with `argus-<pid>` are removed at the
+    /// start of a later recording once that pid is dead.
+    pub instance: Option<String>,
+    /// Install SIGINT/SIGTERM handlers that stop the recording cleanly (what the CLI wants;
+    /// off by default because handlers are process-wide).
+    pub handle_signals: bool,
+    /// Also write a partial chunk when the oldest buffered page is this old, so a reader
+    /// following the directory sees data at low event rates. `None`: only full chunks (and
+    /// the last one at close).
+    pub flush_interval: Option<Duration>,
+    /// The tracefs mount point ([`DEFAULT_TRACEFS`]).
+    pub tracefs: PathBuf,
+    /// When recording `ftrace/print` on a kernel with `options/copy_trace_marker` (6.17+),
+    /// also record writes to the top-level `trace_marker` (default true).
+    pub copy_top_level_markers: bool,
+}
+
+impl RecordConfig {
+    /// The defaults: [`DEFAULT_EVENTS`], 8 MiB per CPU, 1024-page chunks, record until
+    /// stopped through a [`StopHandle`].
+    pub fn new(output_dir: impl Into<PathBuf>) -> Self {
+        RecordConfig {
+            output_dir: output_dir.into(),
+            duration: None,
+            command: None,
+            events: DEFAULT_EVENTS.iter().map(|e| e.to_string()).collect(),
+            buffer_size_kb: DEFAULT_BUFFER_SIZE_KB,
+            chunk_pages: DEFAULT_CHUNK_PAGES,
+            instance: None,
+            handle_signals: false,
+            flush_interval: None,
+            tracefs: PathBuf::from(DEFAULT_TRACEFS),
+            copy_top_level_markers: true,
+        }
+    }
+}
+
+/// Stops a recording from another thread: the recording closes cleanly at the next control
+/// tick (10 ms).
+#[derive(Clone, Debug, Default)]
+pub struct StopHandle(Arc<AtomicBool>);
+
+impl StopHandle {
+    /// Asks the recording to stop.
+    pub fn stop(&self) {
+        self.0.store(true, Ordering::SeqCst);
+    }
+
+    /// Whether [`StopHandle::stop`] was called.
+    pub fn is_stopped(&self) -> bool {
+        self.0.load(Ordering::SeqCst)
+    }
+}
+
+/// Why a recording ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum StopReason {
+    /// [`RecordConfig::duration`] elapsed.
+    DurationElapsed,
+    /// The recorded command exited.
+    CommandExited,
+    /// SIGINT or SIGTERM (the number) arrived.
+    Signal(i32),
+    /// [`StopHandle::stop`] (or [`Recording::stop`]) was called.
+    Requested,
+}
+
+/// One CPU's share of a recording.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CpuSummary {
+    /// Ring-buffer pages written.
+    pub pages: u64,
+    /// Chunk files written.
+    pub chunks: u32,
+    /// Bytes on disk (compressed chunks).
+    pub compressed_bytes: u64,
+    /// Events the kernel lost on this CPU (overrun + dropped).
+    pub lost: u64,
+}
+
+/// What a finished recording wrote; `Display` gives a one-paragraph summary for the CLI.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RecordSummary {
+    /// The trace directory.
+    pub output_dir: PathBuf,
+    /// The tracefs instance used (now removed).
+    pub instance: String,
+    /// Where applications had to write markers.
+    pub marker_path: PathBuf,
+    /// Ring-buffer page size in bytes.
+    pub page_size: u32,
+    /// Pages written, all CPUs.
+    pub pages: u64,
+    /// Raw page bytes (`pages * page_size`).
+    pub bytes: u64,
+    /// Bytes on disk in chunk files.
+    pub compressed_bytes: u64,
+    /// Per CPU.
+    pub cpus: BTreeMap<u32, CpuSummary>,
+    /// Lost events per CPU (as in `meta.json`).
+    pub lost: BTreeMap<u32, u64>,
+    /// Wall time from tracing on to tracing off.
+    pub duration: Duration,
+    /// `CLOCK_MONOTONIC` at tracing on.
+    pub start_ns: u64,
+    /// `CLOCK_MONOTONIC` at close.
+    pub end_ns: u64,
+    /// Why it stopped.
+    pub stop_reason: StopReason,
+    /// The recorded command's pid.
+    pub command_pid: Option<i32>,
+    /// Its exit status, or 128 + signal.
+    pub command_status: Option<i32>,
+    /// Threads of this process hidden from the trace (`set_event_notrace_pid`).
+    pub excluded_tids: Vec<i32>,
+}
+
+impl RecordSummary {
+    /// Lost events on all CPUs.
+    pub fn lost_total(&self) -> u64 {
+        self.lost.values().sum()
+    }
+}
+
+impl fmt::Display for RecordSummary {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        const MIB: f64 = 1024.0 * 1024.0;
+        write!(
+            f,
+            "recorded {} pages ({:.1} MiB, {:.1} MiB compressed) from {} cpus in {:.2} s into {}",
+            self.pages,
+            self.bytes as f64 / MIB,
+            self.compressed_bytes as f64 / MIB,
+            self.cpus.len(),
+            self.duration.as_secs_f64(),
+            self.output_dir.display()
+        )?;
+        let lost = self.lost_total();
+        if lost > 0 {
+            let per_cpu: Vec<String> = self
+                .lost
+                .iter()
+                .map(|(cpu, n)| format!("cpu{cpu}: {n}"))
+                .collect();
+            write!(
+                f,
+                "; LOST {lost} events ({}): raise --buffer-size",
+                per_cpu.join(", ")
+            )?;
+        } else {
+            write!(f, "; no events lost")?;
+        }
+        match (self.command_pid, self.command_status) {
+            (Some(pid), Some(status)) => write!(f, "; command pid {pid} exited with {status}"),
+            (Some(pid), None) => write!(f, "; command pid {pid} still running"),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// Records a trace directory. `Recorder::new(config).run()` does everything; use
+/// [`Recorder::start`] to do something while recording (write markers, run a workload).
+#[derive(Debug)]
+pub struct Recorder {
+    config: RecordConfig,
+    stop: StopHandle,
+}
+
+impl Recorder {
+    /// A recorder for `config` (nothing happens until [`Recorder::start`] or
+    /// [`Recorder::run`]).
+    pub fn new(config: RecordConfig) -> Self {
+        Recorder {
+            config,
+            stop: StopHandle::default(),
+        }
+    }
+
+    /// A handle that stops the recording from any thread, valid before and after `start`.
+    pub fn stop_handle(&self) -> StopHandle {
+        self.stop.clone()
+    }
+
+    /// Records until a stop condition (duration, command exit, signal, stop handle) and
+    /// closes the trace.
+    pub fn run(self) -> Result<RecordSummary, RecordError> {
+        self.start()?.wait()
+    }
+
+    /// Checks prerequisites, sets up the instance and the trace directory, turns tracing on
+    /// and spawns the command. Returns once tracing is on.
+    pub fn start(self) -> Result<Recording, RecordError> {
+        let Recorder { config, stop } = self;
+        let events = validate(&config)?;
+        check_root()?;
+        check_tracefs(&config.tracefs)?;
+        check_events(&config.tracefs, &events)?;
+        prepare_output(&config.output_dir)?;
+        tracefs::remove_stale_instances(&config.tracefs);
+
+        let page_size = page_size();
+        let name = instance_name(&config);
+        let instance = Instance::create(&config.tracefs, &name)?;
+        let marker_path = instance.file("trace_marker");
+        let (release, machine, hostname) = sysinfo::uname();
+        let meta = TraceMeta {
+            format: tracedir::FORMAT_NAME.to_string(),
+            version: tracedir::FORMAT_VERSION,
+            status: "recording".to_string(),
+            clock: "mono".to_string(),
+            page_size: page_size as u32,
+            cpus: Vec::new(),
+            kernel: release,
+            machine,
+            hostname,
+            start_ns: 0,
+            end_ns: 0,
+            events: events.clone(),
+            recorder_pid: std::process::id() as i32,
+            command: config.command.clone(),
+            command_pid: None,
+            command_status: None,
+            lost: BTreeMap::new(),
+            chunks: BTreeMap::new(),
+        };
+        // SAFETY: eventfd has no memory-safety preconditions.
+        let wake = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
+        if wake < 0 {
+            return Err(RecordError::Sys {
+                call: "eventfd",
+                source: std::io::Error::last_os_error(),
+            });
+        }
+        // SAFETY: `wake` is a fresh descriptor that nothing else owns.
+        let wake = unsafe { OwnedFd::from_raw_fd(wake) };
+        let signals = if config.handle_signals {
+            Some(SignalGuard::install()?)
+        } else {
+            None
+        };
+        // From here on, any error drops `recording`, whose Drop stops the readers and
+        // removes the instance.
+        let mut recording = Recording {
+            config,
+            events,
+            stop,
+            signals,
+            meta,
+            started: Instant::now(),
+            page_size,
+            readers: Vec::new(),
+            drain: Arc::new(AtomicBool::new(false)),
+            wake,
+            child: None,
+            command_status: None,
+            excluded: BTreeSet::new(),
+            marker_path,
+            instance_name: name,
+            instance_dir: instance.path().to_path_buf(),
+            copies_markers: false,
+            instance: Some(instance),
+        };
+        recording.setup()?;
+        Ok(recording)
+    }
+}
+
+/// A recording in progress (tracing is on). Finish it with [`Recording::wait`] or
+/// [`Recording::stop`]; dropping it instead still turns tracing off, stops the readers,
+/// sends SIGTERM to a running command and removes the instance, but leaves `meta.json` at
+/// status `recording`.
+#[derive(Debug)]
+pub struct Recording {
+    config: RecordConfig,
+    events: Vec<String>,
+    stop: StopHandle,
+    signals: Option<SignalGuard>,
+    meta: TraceMeta,
+    started: Instant,
+    page_size: usize,
+    readers: Vec<(u32, JoinHandle<Result<ReaderStats, RecordError>>)>,
+    drain: Arc<AtomicBool>,
+    wake: OwnedFd,
+    child: Option<Child>,
+    command_status: Option<i32>,
+    excluded: BTreeSet<i32>,
+    marker_path: PathBuf,
+    instance_name: String,
+    instance_dir: PathBuf,
+    /// Whether `options/copy_trace_marker` is on.
+    copies_markers: bool,
+    /// Removes the instance when dropped; `None` once closed.
+    instance: Option<Instance>,
+}
+
+impl Recording {
+    /// The tracefs instance name (`argus-<pid>`...).
+    pub fn instance_name(&self) -> &str {
+        &self.instance_name
+    }
+
+    /// The `trace_marker` file of the instance: where applications must write markers
+    /// (`ftrace/print` records) for them to be recorded.
+    pub fn marker_path(&self) -> &Path {
+        &self.marker_path
+    }
+
+    /// The trace directory.
+    pub fn output_dir(&self) -> &Path {
+        &self.config.output_dir
+    }
+
+    /// The recorded command's pid.
+    pub fn command_pid(&self) -> Option<i32> {
+        self.meta.command_pid
+    }
+
+    /// Threads of this process hidden from the trace so far.
+    pub fn excluded_tids(&self) -> Vec<i32> {
+        self.excluded.iter().copied().collect()
+    }
+
+    /// A handle that stops this recording from any thread.
+    pub fn stop_handle(&self) -> StopHandle {
+        self.stop.clone()
+    }
+
+    /// Stops now and closes the trace.
+    pub fn stop(self) -> Result<RecordSummary, RecordError> {
+        self.stop.stop();
+        self.wait()
+    }
+
+    /// Waits for a stop condition (duration, command exit, signal, stop handle, or a reader
+    /// failing), then closes the trace and returns the summary.
+    pub fn wait(mut self) -> Result<RecordSummary, RecordError> {
+        let deadline = self.config.duration.map(|d| self.started + d);
+        let mut last_rescan = Instant::now();
+        let mut rescan_warned = false;
+        let reason = loop {
+            if self.stop.is_stopped() {
+                break StopReason::Requested;
+            }
+            if let Some(signal) = self.signals.as_ref().and_then(SignalGuard::received) {
+                break StopReason::Signal(signal);
+            }
+            if deadline.is_some_and(|d| Instant::now() >= d) {
+                break StopReason::DurationElapsed;
+            }
+            if let Some(status) = self.poll_command()? {
+                self.command_status = Some(status);
+                break StopReason::CommandExited;
+            }
+            if self.readers.iter().any(|(_, handle)| handle.is_finished()) {
+                // A reader only ends early on an error; close and report it.
+                break StopReason::Requested;
+            }
+            if last_rescan.elapsed() >= EXCLUDE_RESCAN {
+                // Not fatal: a missed thread only adds records to the trace.
+                if let Err(err) = self.exclude_own_threads() {
+                    if !rescan_warned {
+                        tracing::warn!(error = %err, "cannot exclude new recorder threads");
+                        rescan_warned = true;
+                    }
+                }
+                last_rescan = Instant::now();
+            }
+            std::thread::sleep(CONTROL_TICK);
+        };
+        self.close(reason)
+    }
+
+    /// Everything between creating the instance and returning from `start`.
+    fn setup(&mut self) -> Result<(), RecordError> {
+        let instance_events = self.file("events");
+        let dir = self.config.output_dir.clone();
+
+        // Sub-buffer size = page size, so every trace_pipe_raw read is one page of the size
+        // written to meta.json (6.8+ kernels allow other sub-buffer sizes).
+        let subbuf = self.file("buffer_subbuf_size_kb");
+        if subbuf.exists() {
+            let kb = (self.page_size / 1024).to_string();
+            if tracefs::read(&subbuf)?.trim() != kb {
+                tracefs::write_checked(&subbuf, &kb)?;
+            }
+        }
+        tracefs::write(
+            &self.file("buffer_size_kb"),
+            &self.config.buffer_size_kb.to_string(),
+        )?;
+        tracefs::write_checked(&self.file("trace_clock"), "mono")?;
+        // With event-fork on, children of excluded pids would be excluded too, and the
+        // recorded command is our child.
+        tracefs::write_checked(&self.file("options/event-fork"), "0")?;
+        if self.events.iter().any(|e| e == PRINT_EVENT) {
+            tracefs::write_checked(&self.file("options/markers"), "1")?;
+        }
+
+        let cpus = self.cpus()?;
+        self.meta.cpus = cpus.clone();
+        sysinfo::copy_formats(&dir, &instance_events, &self.events)?;
+        sysinfo::write_kallsyms(&dir)?;
+        for &cpu in &cpus {
+            let cpu_dir = tracedir::cpu_dir(&dir, cpu);
+            fs::create_dir_all(&cpu_dir)
+                .map_err(|source| RecordError::io("creating", &cpu_dir, source))?;
+        }
+
+        // Readers first, so their threads exist when the exclusion list is written.
+        let mut pipes = Vec::with_capacity(cpus.len());
+        for &cpu in &cpus {
+            let path = self.file(&format!("per_cpu/cpu{cpu}/trace_pipe_raw"));
+            let pipe = OpenOptions::new()
+                .read(true)
+                .custom_flags(libc::O_NONBLOCK)
+                .open(&path)
+                .map_err(|source| RecordError::io("opening", &path, source))?;
+            pipes.push((cpu, pipe, path));
+        }
+        self.spawn_readers(pipes)?;
+
+        self.exclude_own_threads()?;
+        for event in &self.events {
+            if event != PRINT_EVENT {
+                tracefs::write(&instance_events.join(event).join("enable"), "1")?;
+            }
+        }
+
+        self.meta.start_ns = sysinfo::monotonic_ns();
+        self.started = Instant::now();
+        tracefs::write(&self.file("tracing_on"), "1")?;
+        self.set_copy_markers(true)?;
+        sysinfo::write_meta(&dir, &self.meta)?;
+        tracing::info!(
+            instance = %self.instance_name,
+            dir = %dir.display(),
+            marker = %self.marker_path.display(),
+            copies_top_level_markers = self.copies_markers,
+            "tracing on; applications write markers to {}",
+            self.marker_path.display()
+        );
+
+        let threads = sysinfo::scan_threads();
+        sysinfo::write_proc(&dir, &threads)?;
+
+        if let Some(argv) = self.config.command.clone() {
+            let child = spawn(&argv)?;
+            self.meta.command_pid = Some(child.id() as i32);
+            self.child = Some(child);
+            sysinfo::write_meta(&dir, &self.meta)?;
+        }
+        Ok(())
+    }
+
+    /// Sets `options/copy_trace_marker` (6.17+), so writes to the top-level `trace_marker`
+    /// reach this instance too. It is only on while tracing is: the kernel fails a top-level
+    /// marker write with `EBADF` when any instance it copies into has tracing off (seen on
+    /// 6.18), which would break other programs' markers during our setup and drain.
+    fn set_copy_markers(&mut self, on: bool) -> Result<(), RecordError> {
+        if on {
+            let copy = self.file("options/copy_trace_marker");
+            if self.config.copy_top_level_markers
+                && self.events.iter().any(|e| e == PRINT_EVENT)
+                && copy.exists()
+            {
+                tracefs::write_checked(&copy, "1")?;
+                self.copies_markers = true;
+            }
+        } else if self.copies_markers {
+            self.copies_markers = false;
+            tracefs::write(&self.file("options/copy_trace_marker"), "0")?;
+        }
+        Ok(())
+    }
+
+    /// A file of the instance.
+    fn file(&self, relative: &str) -> PathBuf {
+        self.instance_dir.join(relative)
+    }
+
+    /// Online CPUs that have a per-CPU directory in the instance.
+    fn cpus(&self) -> Result<Vec<u32>, RecordError> {
+        Ok(tracefs::online_cpus()?
+            .into_iter()
+            .filter(|cpu| {
+                self.file(&format!("per_cpu/cpu{cpu}/trace_pipe_raw"))
+                    .exists()
+            })
+            .collect())
+    }
+
+    fn spawn_readers(&mut self, pipes: Vec<(u32, File, PathBuf)>) -> Result<(), RecordError> {
+        let (tid_tx, tid_rx) = crossbeam_channel::unbounded();
+        for (cpu, pipe, pipe_path) in pipes {
+            let reader = Reader {
+                cpu,
+                pipe,
+                pipe_path,
+                page_size: self.page_size,
+                chunk_pages: self.config.chunk_pages as usize,
+                out_dir: self.config.output_dir.clone(),
+                flush_interval: self.config.flush_interval,
+                drain: self.drain.clone(),
+                wake_fd: self.wake.as_raw_fd(),
+            };
+            let tid_tx = tid_tx.clone();
+            let handle = std::thread::Builder::new()
+                .name(format!("argus-rec-cpu{cpu}"))
+                .spawn(move || {
+                    // SAFETY: gettid has no preconditions.
+                    let _ = tid_tx.send(unsafe { libc::gettid() });
+                    drop(tid_tx);
+                    reader.run()
+                })
+                .map_err(|source| RecordError::Sys {
+                    call: "pthread_create",
+                    source,
+                })?;
+            self.readers.push((cpu, handle));
+        }
+        drop(tid_tx);
+        // Wait until every reader thread runs, so /proc/self/task lists it.
+        for _ in 0..self.readers.len() {
+            let _ = tid_rx.recv();
+        }
+        Ok(())
+    }
+
+    /// Adds threads of this process not yet in `set_event_notrace_pid` (the first call
+    /// replaces the list, later calls append).
+    fn exclude_own_threads(&mut self) -> Result<(), RecordError> {
+        let task_dir = Path::new("/proc/self/task");
+        let entries = fs::read_dir(task_dir)
+            .map_err(|source| RecordError::io("reading", task_dir, source))?;
+        let new: Vec<i32> = entries
+            .flatten()
+            .filter_map(|e| e.file_name().to_str()?.parse().ok())
+            .filter(|tid| !self.excluded.contains(tid))
+            .collect();
+        if new.is_empty() {
+            return Ok(());
+        }
+        let list = new.iter().map(i32::to_string).collect::<Vec<_>>().join(" ");
+        let path = self.file("set_event_notrace_pid");
+        if self.excluded.is_empty() {
+            tracefs::write(&path, &list)?;
+            let own = std::process::id().to_string();
+            let listed = tracefs::read(&path)?;
+            if !listed.split_ascii_whitespace().any(|p| p == own) {
+                return Err(RecordError::TracefsMismatch {
+                    path,
+                    expected: list,
+                    actual: listed.trim().to_string(),
+                });
+            }
+        } else {
+            tracefs::append(&path, &list)?;
+        }
+        tracing::debug!(tids = %list, "excluded own threads from tracing");
+        self.excluded.extend(new);
+        Ok(())
+    }
+
+    /// The command's exit status once it has exited.
+    fn poll_command(&mut self) -> Result<Option<i32>, RecordError> {
+        let Some(child) = self.child.as_mut() else {
+            return Ok(None);
+        };
+        match child.try_wait() {
+            Ok(Some(status)) => Ok(Some(exit_code(status))),
+            Ok(None) => Ok(None),
+            Err(source) => Err(RecordError::Sys {
+                call: "waitpid",
+                source,
+            }),
+        }
+    }
+
+    /// Terminates a still-running command: SIGTERM, then SIGKILL after the grace period.
+    fn finish_command(&mut self) -> Option<i32> {
+        if self.command_status.is_some() {
+            return self.command_status;
+        }
+        let child = self.child.as_mut()?;
+        if let Ok(Some(status)) = child.try_wait() {
+            return Some(exit_code(status));
+        }
+        // SAFETY: kill has no memory-safety preconditions; the pid is our unreaped child.
+        unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };
+        let deadline = Instant::now() + COMMAND_GRACE;
+        while Instant::now() < deadline {
+            match child.try_wait() {
+                Ok(Some(status)) => return Some(exit_code(status)),
+                Ok(None) => std::thread::sleep(CONTROL_TICK),
+                Err(_) => return None,
+            }
+        }
+        let _ = child.kill();
+        child.wait().ok().map(exit_code)
+    }
+
+    /// Tells the readers to drain and wakes them from poll.
+    fn signal_drain(&self) {
+        self.drain.store(true, Ordering::SeqCst);
+        let one: u64 = 1;
+        // SAFETY: writes 8 bytes from a valid u64 to our eventfd.
+        unsafe {
+            libc::write(
+                self.wake.as_raw_fd(),
+                (&one as *const u64).cast(),
+                std::mem::size_of::<u64>(),
+            )
+        };
+    }
+
+    fn close(mut self, reason: StopReason) -> Result<RecordSummary, RecordError> {
+        let command_status = self.finish_command();
+        self.command_status = command_status;
+        let mut first_error = self.set_copy_markers(false).err();
+        let instance = self.instance.take();
+        if let Some(instance) = &instance {
+            if let Err(err) = tracefs::write(&instance.file("tracing_on"), "0") {
+                first_error.get_or_insert(err);
+            }
+        }
+        let end_ns = sysinfo::monotonic_ns();
+        let duration = self.started.elapsed();
+        self.signal_drain();
+        let mut cpus = BTreeMap::new();
+        for (cpu, handle) in std::mem::take(&mut self.readers) {
+            match handle.join() {
+                Ok(Ok(stats)) => {
+                    cpus.insert(
+                        cpu,
+                        CpuSummary {
+                            pages: stats.pages,
+                            chunks: stats.chunks,
+                            compressed_bytes: stats.compressed_bytes,
+                            lost: 0,
+                        },
+                    );
+                }
+                Ok(Err(err)) => {
+                    first_error.get_or_insert(err);
+                }
+                Err(_) => {
+                    first_error.get_or_insert(RecordError::ReaderPanicked { cpu });
+                }
+            }
+        }
+        if let Some(instance) = &instance {
+            for (cpu, summary) in cpus.iter_mut() {
+                match tracefs::lost_events(&instance.file(&format!("per_cpu/cpu{cpu}/stats"))) {
+                    Ok(lost) => summary.lost = lost,
+                    Err(err) => {
+                        first_error.get_or_insert(err);
+                    }
+                }
+            }
+        }
+        // rmdir now that every descriptor into the instance is closed.
+        drop(instance);
+        self.signals = None;
+        if let Some(err) = first_error {
+            return Err(err);
+        }
+
+        let lost: BTreeMap<u32, u64> = cpus.iter().map(|(&c, s)| (c, s.lost)).collect();
+        self.meta.status = "complete".to_string();
+        self.meta.end_ns = end_ns;
+        self.meta.lost = lost.clone();
+        self.meta.chunks = cpus.iter().map(|(&c, s)| (c, s.chunks)).collect();
+        self.meta.command_status = command_status;
+        sysinfo::write_meta(&self.config.output_dir, &self.meta)?;
+
+        let pages: u64 = cpus.values().map(|s| s.pages).sum();
+        let summary = RecordSummary {
+            output_dir: self.config.output_dir.clone(),
+            instance: self.instance_name.clone(),
+            marker_path: self.marker_path.clone(),
+            page_size: self.page_size as u32,
+            pages,
+            bytes: pages * self.page_size as u64,
+            compressed_bytes: cpus.values().map(|s| s.compressed_bytes).sum(),
+            cpus,
+            lost,
+            duration,
+            start_ns: self.meta.start_ns,
+            end_ns,
+            stop_reason: reason,
+            command_pid: self.meta.command_pid,
+            command_status,
+            excluded_tids: self.excluded_tids(),
+        };
+        if summary.lost_total() > 0 {
+            tracing::warn!(lost = ?summary.lost, "the kernel lost events: raise buffer_size_kb");
+        }
+        tracing::info!(?reason, pages, "recording complete");
+        Ok(summary)
+    }
+}
+
+impl Drop for Recording {
+    fn drop(&mut self) {
+        if self.instance.is_none() && self.readers.is_empty() {
+            return; // closed normally
+        }
+        let _ = self.set_copy_markers(false);
+        if let Some(instance) = &self.instance {
+            let _ = fs::write(instance.file("tracing_on"), "0");
+        }
+        self.signal_drain();
+        for (_, handle) in std::mem::take(&mut self.readers) {
+            let _ = handle.join();
+        }
+        if let Some(child) = self.child.as_mut() {
+            if matches!(child.try_wait(), Ok(None)) {
+                // SAFETY: kill has no memory-safety preconditions; the pid is our child.
+                unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };
+            }
+        }
+        // Dropping the instance removes it (readers have closed their descriptors).
+        self.instance = None;
+    }
+}
+
+fn exit_code(status: std::process::ExitStatus) -> i32 {
+    status
+        .code()
+        .or_else(|| status.signal().map(|s| 128 + s))
+        .unwrap_or(-1)
+}
+
+fn spawn(argv: &[String]) -> Result<Child, RecordError> {
+    let (program, args) = argv.split_first().ok_or(RecordError::EmptyCommand)?;
+    Command::new(program)
+        .args(args)
+        .spawn()
+        .map_err(|source| RecordError::Spawn {
+            command: argv.to_vec(),
+            source,
+        })
+}
+
+/// Checks the settings; returns the deduplicated event list.
+fn validate(config: &RecordConfig) -> Result<Vec<String>, RecordError> {
+    if config.chunk_pages == 0 || config.chunk_pages > 65_536 {
+        return Err(RecordError::InvalidSetting {
+            setting: "chunk_pages",
+            value: config.chunk_pages.into(),
+            reason: "must be between 1 and 65536",
+        });
+    }
+    if config.buffer_size_kb < 4 {
+        return Err(RecordError::InvalidSetting {
+            setting: "buffer_size_kb",
+            value: config.buffer_size_kb.into(),
+            reason: "must be at least 4 (one page)",
+        });
+    }
+    if let Some(command) = &config.command {
+        if command.is_empty() {
+            return Err(RecordError::EmptyCommand);
+        }
+    }
+    if let Some(name) = &config.instance {
+        if name.is_empty() || name.contains('/') || name == "." || name == ".." {
+            return Err(RecordError::BadInstanceName { name: name.clone() });
+        }
+    }
+    let mut events: Vec<String> = Vec::new();
+    for event in &config.events {
+        let valid = match event.split_once('/') {
+            Some((sys, name)) => {
+                !sys.is_empty()
+                    && !name.is_empty()
+                    && !name.contains('/')
+                    && sys != ".."
+                    && name != ".."
+                    && sys != "."
+                    && name != "."
+            }
+            None => false,
+        };
+        if !valid {
+            return Err(RecordError::BadEventName {
+                event: event.clone(),
+            });
+        }
+        if !events.contains(event) {
+            events.push(event.clone());
+        }
+    }
+    Ok(events)
+}
+
+fn check_root() -> Result<(), RecordError> {
+    // SAFETY: geteuid has no preconditions.
+    let euid = unsafe { libc::geteuid() };
+    if euid != 0 {
+        return Err(RecordError::NotRoot { euid });
+    }
+    Ok(())
+}
+
+fn check_tracefs(tracefs: &Path) -> Result<(), RecordError> {
+    for needed in ["instances", "events/header_page"] {
+        let path = tracefs.join(needed);
+        if !path.exists() {
+            return Err(RecordError::NoTracefs {
+                tracefs: tracefs.to_path_buf(),
+                missing: path,
+            });
+        }
+    }
+    Ok(())
+}
+
+fn check_events(tracefs: &Path, events: &[String]) -> Result<(), RecordError> {
+    for event in events {
+        let dir = tracefs.join("events").join(event);
+        let needed = if event == PRINT_EVENT {
+            dir.join("format")
+        } else {
+            dir.join("enable")
+        };
+        if !needed.exists() {
+            return Err(RecordError::EventUnavailable {
+                event: event.clone(),
+                missing: needed,
+                tracefs: tracefs.to_path_buf(),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Creates the output directory, or checks that an existing one is empty.
+fn prepare_output(dir: &Path) -> Result<(), RecordError> {
+    if dir.exists() {
+        if !dir.is_dir() {
+            return Err(RecordError::OutputNotDirectory {
+                path: dir.to_path_buf(),
+            });
+        }
+        let mut entries =
+            fs::read_dir(dir).map_err(|source| RecordError::io("reading", dir, source))?;
+        if entries.next().is_some() {
+            return Err(RecordError::OutputNotEmpty {
+                path: dir.to_path_buf(),
+            });
+        }
+        return Ok(());
+    }
+    fs::create_dir_all(dir).map_err(|source| RecordError::io("creating", dir, source))
+}
+
+fn instance_name(config: &RecordConfig) -> String {
+    if let Some(name) = &config.instance {
+        return name.clone();
+    }
+    let pid = std::process::id();
+    match INSTANCE_COUNTER.fetch_add(1, Ordering::SeqCst) {
+        0 => format!("{}{pid}", tracefs::INSTANCE_PREFIX),
+        n => format!("{}{pid}-{n}", tracefs::INSTANCE_PREFIX),
+    }
+}
+
+fn page_size() -> usize {
+    // SAFETY: sysconf has no preconditions.
+    let size = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    if size > 0 {
+        size as usize
+    } else {
+        4096
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bad_event_names_are_refused_before_touching_the_system() {
+        for bad in ["sched", "/x", "x/", "a/b/c", "../x", "sched/.."] {
+            let mut config = RecordConfig::new("/nonexistent/argus-test");
+            config.events = vec![bad.to_string()];
+            let err = validate(&config).expect_err(bad);
+            assert!(
+                matches!(err, RecordError::BadEventName { .. }),
+                "{bad}: {err}"
+            );
+            assert!(err.to_string().contains(bad), "{err}");
+        }
+    }
+
+    #[test]
+    fn settings_are_checked() {
+        let mut config = RecordConfig::new("/tmp/x");
+        config.chunk_pages = 0;
+        assert!(matches!(
+            validate(&config),
+            Err(RecordError::InvalidSetting {
+                setting: "chunk_pages",
+                ..
+            })
+        ));
+        let mut config = RecordConfig::new("/tmp/x");
+        config.command = Some(Vec::new());
+        assert!(matches!(validate(&config), Err(RecordError::EmptyCommand)));
+        let mut config = RecordConfig::new("/tmp/x");
+        config.instance = Some("a/b".into());
+        assert!(matches!(
+            validate(&config),
+            Err(RecordError::BadInstanceName { .. })
+        ));
+        let mut config = RecordConfig::new("/tmp/x");
+        config.events.push("sched/sched_switch".into());
+        assert_eq!(
+            validate(&config).expect("valid").len(),
+            DEFAULT_EVENTS.len()
+        );
+    }
+
+    #[test]
+    fn missing_tracefs_says_how_to_mount() {
+        let err = check_tracefs(Path::new("/nonexistent/tracefs")).expect_err("missing");
+        let message = err.to_string();
+        assert!(
+            message.contains("mount -t tracefs nodev /sys/kernel/tracing"),
+            "{message}"
+        );
+    }
+
+    #[test]
+    fn non_empty_output_is_refused() {
+        let dir = std::env::temp_dir().join(format!("argus-out-test-{}", std::process::id()));
+        fs::create_dir_all(&dir).expect("dir");
+        fs::write(dir.join("old"), b"x").expect("file");
+        let err = prepare_output(&dir).expect_err("non-empty");
+        assert!(err.to_string().contains(&dir.display().to_string()));
+        fs::remove_dir_all(&dir).expect("cleanup");
+    }
+
+    #[test]
+    fn summary_display() {
+        let summary = RecordSummary {
+            output_dir: PathBuf::from("/t"),
+            instance: "argus-1".into(),
+            marker_path: PathBuf::from("/m"),
+            page_size: 4096,
+            pages: 256,
+            bytes: 1 << 20,
+            compressed_bytes: 1 << 18,
+            cpus: BTreeMap::from([(0, CpuSummary::default())]),
+            lost: BTreeMap::from([(0, 3)]),
+            duration: Duration::from_millis(1500),
+            start_ns: 1,
+            end_ns: 2,
+            stop_reason: StopReason::CommandExited,
+            command_pid: Some(7),
+            command_status: Some(0),
+            excluded_tids: vec![1],
+        };
+        assert_eq!(
+            summary.to_string(),
+            "recorded 256 pages (1.0 MiB, 0.2 MiB compressed) from 1 cpus in 1.50 s into /t; \
+             LOST 3 events (cpu0: 3): raise --buffer-size; command pid 7 exited with 0"
+        );
+    }
+}

@@ -1,0 +1,247 @@
+//! The side files of a trace directory: `meta.json`, `proc.json`, `kallsyms.zst`, `formats/`.
+
+use super::error::RecordError;
+use crate::tracedir::{self, ProcEntry, TraceMeta};
+use std::ffi::CStr;
+use std::fs;
+use std::io::Write;
+use std::path::Path;
+
+/// `PF_KTHREAD` in `include/linux/sched.h`: the task is a kernel thread.
+const PF_KTHREAD: u64 = 0x0020_0000;
+
+/// zstd level for `kallsyms.zst`: written once per recording (about 5 MB of text on a
+/// distribution kernel, 60 ms at level 6), so a slower level that saves ~20% is worth it.
+const KALLSYMS_ZSTD_LEVEL: i32 = 6;
+
+/// `CLOCK_MONOTONIC` now, in nanoseconds (the clock of `trace_clock=mono`).
+pub(crate) fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec; CLOCK_MONOTONIC always exists on Linux.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    (ts.tv_sec as u64)
+        .saturating_mul(1_000_000_000)
+        .saturating_add(ts.tv_nsec as u64)
+}
+
+/// `uname`: (release, machine, nodename).
+pub(crate) fn uname() -> (String, String, String) {
+    // SAFETY: utsname is plain old data; all-zero is a valid value.
+    let mut uts: libc::utsname = unsafe { std::mem::zeroed() };
+    // SAFETY: `uts` is a valid, writable utsname.
+    let rc = unsafe { libc::uname(&mut uts) };
+    if rc != 0 {
+        return (String::new(), String::new(), String::new());
+    }
+    let field = |chars: &[libc::c_char]| {
+        // SAFETY: uname NUL-terminates every field within its array.
+        unsafe { CStr::from_ptr(chars.as_ptr()) }
+            .to_string_lossy()
+            .into_owned()
+    };
+    (
+        field(&uts.release),
+        field(&uts.machine),
+        field(&uts.nodename),
+    )
+}
+
+/// Writes `bytes` to `path` through `path.tmp` + rename, so readers never see half a file.
+pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), RecordError> {
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(".tmp");
+    let tmp = std::path::PathBuf::from(tmp);
+    fs::write(&tmp, bytes).map_err(|source| RecordError::io("writing", &tmp, source))?;
+    fs::rename(&tmp, path).map_err(|source| RecordError::io("renaming", &tmp, source))
+}
+
+/// Writes `meta.json`.
+pub(crate) fn write_meta(dir: &Path, meta: &TraceMeta) -> Result<(), RecordError> {
+    let path = tracedir::meta_path(dir);
+    let mut bytes = serde_json::to_vec_pretty(meta).map_err(|source| RecordError::Json {
+        path: path.clone(),
+        source,
+    })?;
+    bytes.push(b'\n');
+    write_atomic(&path, &bytes)
+}
+
+/// Copies `header_page`, `header_event` and each event's `format` from the instance's
+/// `events/` directory into `formats/`.
+pub(crate) fn copy_formats(
+    dir: &Path,
+    instance_events: &Path,
+    events: &[String],
+) -> Result<(), RecordError> {
+    let formats = tracedir::formats_dir(dir);
+    for header in ["header_page", "header_event"] {
+        copy_file(&instance_events.join(header), &formats.join(header))?;
+    }
+    for event in events {
+        copy_file(
+            &instance_events.join(event).join("format"),
+            &formats.join("events").join(event).join("format"),
+        )?;
+    }
+    Ok(())
+}
+
+fn copy_file(from: &Path, to: &Path) -> Result<(), RecordError> {
+    // tracefs files report size 0 (`fs::copy` would copy nothing) and some of them only
+    // answer the first read: see `tracefs::read_bytes`.
+    let bytes = super::tracefs::read_bytes(from)?;
+    if let Some(parent) = to.parent() {
+        fs::create_dir_all(parent).map_err(|source| RecordError::io("creating", parent, source))?;
+    }
+    fs::write(to, bytes).map_err(|source| RecordError::io("writing", to, source))
+}
+
+/// Writes `kallsyms.zst`: the text symbols (`t`/`T`) of `/proc/kallsyms`, which is what
+/// names kernel callbacks (hrtimer functions, irq handlers). Data symbols are dropped.
+pub(crate) fn write_kallsyms(dir: &Path) -> Result<(), RecordError> {
+    let source_path = Path::new("/proc/kallsyms");
+    let text =
+        fs::read(source_path).map_err(|source| RecordError::io("reading", source_path, source))?;
+    let mut kept = Vec::with_capacity(text.len());
+    for line in text.split(|&b| b == b'\n') {
+        // "ffffffff81000000 T _stext [module]"
+        let mut fields = line.split(|&b| b == b' ');
+        let _address = fields.next();
+        if matches!(fields.next(), Some(b"t") | Some(b"T")) {
+            kept.extend_from_slice(line);
+            kept.push(b'\n');
+        }
+    }
+    let path = tracedir::kallsyms_path(dir);
+    let compressed = zstd::bulk::compress(&kept, KALLSYMS_ZSTD_LEVEL).map_err(|source| {
+        RecordError::Compress {
+            path: path.clone(),
+            source,
+        }
+    })?;
+    write_atomic(&path, &compressed)
+}
+
+/// Every thread of every process in `/proc`, sorted by (pid, tid). Threads that exit while
+/// being read are skipped.
+pub(crate) fn scan_threads() -> Vec<ProcEntry> {
+    let mut threads = Vec::new();
+    let Ok(procs) = fs::read_dir("/proc") else {
+        return threads;
+    };
+    for proc_entry in procs.flatten() {
+        let Some(pid) = numeric_name(&proc_entry.file_name()) else {
+            continue;
+        };
+        let Ok(tasks) = fs::read_dir(proc_entry.path().join("task")) else {
+            continue;
+        };
+        for task in tasks.flatten() {
+            let Some(tid) = numeric_name(&task.file_name()) else {
+                continue;
+            };
+            if let Some(entry) = read_thread(&task.path(), pid, tid) {
+                threads.push(entry);
+            }
+        }
+    }
+    threads.sort_by_key(|t| (t.pid, t.tid));
+    threads
+}
+
+fn numeric_name(name: &std::ffi::OsStr) -> Option<i32> {
+    name.to_str()?.parse().ok()
+}
+
+fn read_thread(task_dir: &Path, pid: i32, tid: i32) -> Option<ProcEntry> {
+    let comm = fs::read_to_string(task_dir.join("comm")).ok()?;
+    let status = fs::read_to_string(task_dir.join("status")).ok()?;
+    let stat = fs::read(task_dir.join("stat")).ok()?;
+    let (tgid, ppid) = parse_status(&status);
+    Some(ProcEntry {
+        tid,
+        pid: tgid.unwrap_or(pid),
+        ppid: ppid.unwrap_or(0),
+        comm: comm.trim_end_matches('\n').to_string(),
+        kernel: stat_flags(&stat).is_some_and(|flags| flags & PF_KTHREAD != 0),
+    })
+}
+
+/// `Tgid:` and `PPid:` of a `/proc/PID/task/TID/status` file.
+fn parse_status(status: &str) -> (Option<i32>, Option<i32>) {
+    let mut tgid = None;
+    let mut ppid = None;
+    for line in status.lines() {
+        if let Some(v) = line.strip_prefix("Tgid:") {
+            tgid = v.trim().parse().ok();
+        } else if let Some(v) = line.strip_prefix("PPid:") {
+            ppid = v.trim().parse().ok();
+        }
+    }
+    (tgid, ppid)
+}
+
+/// Field 9 (`flags`) of a `stat` line. `comm` (field 2) may hold spaces and parentheses, so
+/// the fields are counted from the *last* `)`: state is field 3, flags the 7th after it.
+fn stat_flags(stat: &[u8]) -> Option<u64> {
+    let close = stat.iter().rposition(|&b| b == b')')?;
+    let rest = std::str::from_utf8(&stat[close + 1..]).ok()?;
+    rest.split_ascii_whitespace().nth(6)?.parse().ok()
+}
+
+/// Writes `proc.json`.
+pub(crate) fn write_proc(dir: &Path, threads: &[ProcEntry]) -> Result<(), RecordError> {
+    let path = tracedir::proc_path(dir);
+    let mut bytes = Vec::with_capacity(threads.len() * 80);
+    bytes.push(b'[');
+    for (i, thread) in threads.iter().enumerate() {
+        if i > 0 {
+            bytes.extend_from_slice(b",\n");
+        }
+        serde_json::to_writer(&mut bytes, thread).map_err(|source| RecordError::Json {
+            path: path.clone(),
+            source,
+        })?;
+    }
+    bytes.extend_from_slice(b"]\n");
+    let mut file =
+        fs::File::create(&path).map_err(|source| RecordError::io("creating", &path, source))?;
+    file.write_all(&bytes)
+        .map_err(|source| RecordError::io("writing", &path, source))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stat_flags_after_last_paren() {
+        let stat = b"77 (we (ird) name) S 2 0 0 0 -1 2129984 0 0 0 0";
+        assert_eq!(stat_flags(stat), Some(2_129_984));
+        assert!(stat_flags(stat).is_some_and(|f| f & PF_KTHREAD != 0));
+        let user = b"1 (systemd) S 0 1 1 0 -1 4194560 1 2";
+        assert_eq!(stat_flags(user), Some(4_194_560));
+        assert!(stat_flags(user).is_some_and(|f| f & PF_KTHREAD == 0));
+        assert_eq!(stat_flags(b"1 (x) S 0"), None);
+        assert_eq!(stat_flags(b"no paren"), None);
+    }
+
+    #[test]
+    fn status_fields() {
+        let status =
+            "Name:\tbash\nUmask:\t0022\nState:\tS\nTgid:\t10\nNgid:\t0\nPid:\t11\nPPid:\t3\n";
+        assert_eq!(parse_status(status), (Some(10), Some(3)));
+        assert_eq!(parse_status(""), (None, None));
+    }
+
+    #[test]
+    fn scan_sees_init_and_this_thread() {
+        let threads = scan_threads();
+        assert!(threads.iter().any(|t| t.tid == 1 && t.pid == 1));
+        let own = std::process::id() as i32;
+        assert!(threads.iter().any(|t| t.tid == own && t.pid == own));
+    }
+}

@@ -1,0 +1,748 @@
+//! The snapshot writer: six Parquet files and a manifest, written into a hidden temporary
+//! directory next to the target and renamed into place.
+
+use crate::encode::{
+    EdgeEncoder, Encoder, ErrorEncoder, EventEncoder, SegmentEncoder, SpinEncoder, ThreadEncoder,
+};
+use crate::error::SinkError;
+use crate::manifest::{Manifest, SnapshotInfo, TableCounts, MANIFEST_FILE};
+use crate::table::Table;
+use argus_schema::{
+    CausalEdge, ErrorRecord, Event, Nanos, Segment, Spin, ThreadInfo, SCHEMA_VERSION,
+};
+use arrow::array::RecordBatch;
+use arrow::datatypes::DataType;
+use arrow::datatypes::SchemaRef;
+use parquet::arrow::arrow_writer::{
+    compute_leaves, ArrowColumnWriter, ArrowLeafColumn, ArrowRowGroupWriterFactory,
+};
+use parquet::arrow::ArrowWriter;
+use parquet::basic::{Compression, Encoding, ZstdLevel};
+use parquet::errors::ParquetError;
+use parquet::file::properties::WriterProperties;
+use parquet::file::writer::SerializedFileWriter;
+use parquet::schema::types::ColumnPath;
+use std::borrow::Borrow;
+use std::fs::{self, File};
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Mutex;
+
+/// Tuning of the Parquet output. The defaults suit every table; tests shrink them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WriterOptions {
+    /// Rows buffered in Arrow builders before they are handed to Parquet as one batch.
+    pub batch_rows: usize,
+    /// Maximum rows per Parquet row group.
+    pub row_group_rows: usize,
+    /// zstd compression level (1 is fast and already shrinks event tables ~10×).
+    pub zstd_level: i32,
+    /// Threads encoding the columns of a batch in parallel (the calling thread included;
+    /// 1 encodes inline).
+    pub encode_threads: usize,
+}
+
+impl Default for WriterOptions {
+    fn default() -> Self {
+        WriterOptions {
+            batch_rows: 64 * 1024,
+            row_group_rows: 1024 * 1024,
+            zstd_level: 1,
+            encode_threads: std::thread::available_parallelism()
+                .map_or(1, |n| n.get())
+                .min(4),
+        }
+    }
+}
+
+/// Removes the temporary directory unless disarmed: a writer that is dropped, fails, or
+/// panics leaves nothing behind.
+struct TempDir {
+    path: PathBuf,
+    armed: bool,
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        if self.armed {
+            if let Err(e) = fs::remove_dir_all(&self.path) {
+                if e.kind() != std::io::ErrorKind::NotFound {
+                    tracing::warn!(path = %self.path.display(), error = %e,
+                        "could not remove the temporary snapshot directory");
+                }
+            }
+        }
+    }
+}
+
+/// Columns written without a dictionary, and whether they are (nearly) sorted so delta
+/// encoding suits them.
+fn high_cardinality_columns(table: Table) -> &'static [(&'static str, bool)] {
+    match table {
+        Table::Events => &[
+            ("ts_ns", true),
+            ("seq", true),
+            ("arg0", false),
+            ("arg1", false),
+            ("ret", false),
+        ],
+        Table::Segments => &[
+            ("id", false),
+            ("start_ns", false),
+            ("end_ns", false),
+            ("wait_start_ns", false),
+            ("on_cpu_ns", false),
+        ],
+        Table::Edges => &[("src", false), ("dst", false), ("ts_ns", false)],
+        Table::Spins | Table::Threads | Table::Errors => &[],
+    }
+}
+
+/// One open Parquet file and the builders filling its next batch.
+///
+/// Uses the column-level API of `parquet` rather than `ArrowWriter::write` so that the
+/// columns of each batch are encoded (dictionary, statistics, zstd) on several threads:
+/// encoding is ~75% of the cost of writing events.
+struct TableWriter<E: Encoder> {
+    path: PathBuf,
+    schema: SchemaRef,
+    file: SerializedFileWriter<BufWriter<File>>,
+    factory: ArrowRowGroupWriterFactory,
+    /// Column writers of the row group being filled.
+    group: Option<Vec<ArrowColumnWriter>>,
+    group_rows: usize,
+    row_group_rows: usize,
+    threads: usize,
+    enc: E,
+    batch_rows: usize,
+    rows: u64,
+}
+
+impl<E: Encoder> TableWriter<E> {
+    fn create(dir: &Path, options: &WriterOptions) -> Result<Self, SinkError> {
+        let path = dir.join(E::TABLE.file_name());
+        let pq = |source| SinkError::Parquet {
+            path: path.clone(),
+            source,
+        };
+        let file = File::create(&path).map_err(|e| SinkError::io(&path, "creating", e))?;
+        let level = ZstdLevel::try_new(options.zstd_level).map_err(pq)?;
+        let row_group_rows = options.row_group_rows.max(1);
+        let mut props = WriterProperties::builder()
+            .set_compression(Compression::ZSTD(level))
+            .set_max_row_group_row_count(Some(row_group_rows));
+        // Columns of (nearly) unique values: a dictionary only costs hashing until the
+        // writer gives up on it. Monotonic ones delta-encode to a few bits per row.
+        for &(column, delta) in high_cardinality_columns(E::TABLE) {
+            let column = ColumnPath::from(column);
+            props = props.set_column_dictionary_enabled(column.clone(), false);
+            if delta {
+                props = props.set_column_encoding(column, Encoding::DELTA_BINARY_PACKED);
+            }
+        }
+        let schema = E::TABLE.schema();
+        // ArrowWriter embeds the Arrow schema in the footer metadata (readers get the exact
+        // types back: UInt32, Utf8...); then its lower-level parts do the writing.
+        let (file, factory) = ArrowWriter::try_new(
+            BufWriter::with_capacity(1 << 20, file),
+            schema.clone(),
+            Some(props.build()),
+        )
+        .and_then(|w| w.into_serialized_writer())
+        .map_err(pq)?;
+        let batch_rows = options.batch_rows.max(1);
+        // Small tables (threads, errors) do not need a full batch of capacity up front.
+        let capacity = if E::TABLE == Table::Events {
+            batch_rows
+        } else {
+            batch_rows.min(4096)
+        };
+        Ok(TableWriter {
+            path,
+            schema,
+            file,
+            factory,
+            group: None,
+            group_rows: 0,
+            row_group_rows,
+            threads: options.encode_threads.max(1),
+            enc: E::with_capacity(capacity),
+            batch_rows,
+            rows: 0,
+        })
+    }
+
+    fn parquet_error(&self, source: ParquetError) -> SinkError {
+        SinkError::Parquet {
+            path: self.path.clone(),
+            source,
+        }
+    }
+
+    fn push(&mut self, row: &E::Row) -> Result<(), SinkError> {
+        self.enc.push(row);
+        if self.enc.len() >= self.batch_rows {
+            self.flush_batch()?;
+        }
+        Ok(())
+    }
+
+    fn flush_batch(&mut self) -> Result<(), SinkError> {
+        let n = self.enc.len();
+        if n == 0 {
+            return Ok(());
+        }
+        let batch =
+            RecordBatch::try_new(self.schema.clone(), self.enc.finish()).map_err(|source| {
+                SinkError::Arrow {
+                    path: self.path.clone(),
+                    source,
+                }
+            })?;
+        // Cut the batch at row-group boundaries.
+        let mut offset = 0;
+        while offset < n {
+            let take = (n - offset).min(self.row_group_rows - self.group_rows);
+            self.encode(&batch.slice(offset, take))?;
+            self.group_rows += take;
+            offset += take;
+            if self.group_rows >= self.row_group_rows {
+                self.flush_group()?;
+            }
+        }
+        self.rows += n as u64;
+        Ok(())
+    }
+
+    /// Encodes one batch into the current row group's column writers.
+    fn encode(&mut self, batch: &RecordBatch) -> Result<(), SinkError> {
+        let mut leaves = Vec::with_capacity(batch.num_columns());
+        let mut costs = Vec::with_capacity(batch.num_columns());
+        for (field, column) in self.schema.fields().iter().zip(batch.columns()) {
+            let column_leaves = compute_leaves(field, column).map_err(|e| self.parquet_error(e))?;
+            // Every column of our schemas is one leaf; cost it by its bytes, strings (hashed
+            // for the dictionary, compared for statistics) weigh more.
+            let weight = if matches!(field.data_type(), DataType::Utf8) {
+                4
+            } else {
+                1
+            };
+            for leaf in column_leaves {
+                costs.push(column.get_buffer_memory_size() * weight);
+                leaves.push(leaf);
+            }
+        }
+        if self.group.is_none() {
+            let index = self.file.flushed_row_groups().len();
+            let writers = self
+                .factory
+                .create_column_writers(index)
+                .map_err(|e| self.parquet_error(e))?;
+            self.group = Some(writers);
+        }
+        let Some(writers) = self.group.as_mut() else {
+            return Ok(());
+        };
+        if writers.len() != leaves.len() {
+            return Err(SinkError::Parquet {
+                path: self.path.clone(),
+                source: ParquetError::General(format!(
+                    "{} leaf columns for {} column writers",
+                    leaves.len(),
+                    writers.len()
+                )),
+            });
+        }
+        let result = if self.threads <= 1 {
+            writers
+                .iter_mut()
+                .zip(&leaves)
+                .try_for_each(|(w, leaf)| w.write(leaf))
+        } else {
+            encode_parallel(writers, leaves, costs, self.threads)
+        };
+        result.map_err(|e| self.parquet_error(e))
+    }
+
+    fn flush_group(&mut self) -> Result<(), SinkError> {
+        self.group_rows = 0;
+        let Some(writers) = self.group.take() else {
+            return Ok(());
+        };
+        let close = || -> Result<(), ParquetError> {
+            let mut group = self.file.next_row_group()?;
+            for w in writers {
+                w.close()?.append_to_row_group(&mut group)?;
+            }
+            group.close()?;
+            Ok(())
+        };
+        close().map_err(|e| self.parquet_error(e))
+    }
+
+    /// Writes the footer and fsyncs; returns the number of rows.
+    fn close(mut self) -> Result<u64, SinkError> {
+        self.flush_batch()?;
+        self.flush_group()?;
+        let path = self.path;
+        let buf = self
+            .file
+            .into_inner()
+            .map_err(|source| SinkError::Parquet {
+                path: path.clone(),
+                source,
+            })?;
+        let file = buf
+            .into_inner()
+            .map_err(|e| SinkError::io(&path, "writing", e.into_error()))?;
+        file.sync_all()
+            .map_err(|e| SinkError::io(&path, "syncing", e))?;
+        Ok(self.rows)
+    }
+}
+
+/// Encodes the leaves into their writers on `threads` threads (the caller's included),
+/// costliest first, each thread taking the next column when done (longest-processing-time
+/// scheduling). Returns the first error.
+fn encode_parallel(
+    writers: &mut [ArrowColumnWriter],
+    leaves: Vec<ArrowLeafColumn>,
+    costs: Vec<usize>,
+    threads: usize,
+) -> Result<(), ParquetError> {
+    let mut jobs: Vec<(usize, &mut ArrowColumnWriter, ArrowLeafColumn)> = writers
+        .iter_mut()
+        .zip(leaves)
+        .zip(costs)
+        .map(|((w, leaf), cost)| (cost, w, leaf))
+        .collect();
+    jobs.sort_by_key(|job| std::cmp::Reverse(job.0));
+    let jobs: Vec<Mutex<Option<(&mut ArrowColumnWriter, ArrowLeafColumn)>>> = jobs
+        .into_iter()
+        .map(|(_, w, leaf)| Mutex::new(Some((w, leaf))))
+        .collect();
+    let next = AtomicUsize::new(0);
+    let work = || -> Result<(), ParquetError> {
+        loop {
+            let i = next.fetch_add(1, Ordering::Relaxed);
+            let Some(slot) = jobs.get(i) else {
+                return Ok(());
+            };
+            // Each slot is taken exactly once; a poisoned lock means another thread
+            // panicked, and the scope re-raises that panic anyway.
+            let job = match slot.lock() {
+                Ok(mut guard) => guard.take(),
+                Err(poisoned) => poisoned.into_inner().take(),
+            };
+            if let Some((writer, leaf)) = job {
+                writer.write(&leaf)?;
+            }
+        }
+    };
+    std::thread::scope(|scope| {
+        let helpers: Vec<_> = (1..threads.min(jobs.len()))
+            .map(|_| scope.spawn(work))
+            .collect();
+        let mut result = work();
+        for helper in helpers {
+            let r = match helper.join() {
+                Ok(r) => r,
+                Err(panic) => std::panic::resume_unwind(panic),
+            };
+            if result.is_ok() {
+                result = r;
+            }
+        }
+        result
+    })
+}
+
+/// Writes one snapshot directory, table by table, then installs it atomically.
+///
+/// ```text
+///  new(target)          creates  <parent>/.<name>.tmp-<pid>-<n>/  with six open Parquet files
+///  write_events(..)*    streams rows through 64k-row Arrow batches (any number of calls)
+///  write_segments(..)*  … likewise for every other table (tables never written stay empty)
+///  finish(info)         footers, fsync, manifest.json, fsync, rename into place
+///  drop without finish  removes the temporary directory; the target is untouched
+/// ```
+///
+/// Replacing: if `target` exists and holds a `manifest.json` (a previous snapshot) it is
+/// renamed away, the new one renamed in, and the old one deleted; an empty directory is
+/// replaced; anything else is refused with [`SinkError::NotASnapshot`] (checked both by
+/// [`SnapshotWriter::new`] and by [`SnapshotWriter::finish`]).
+///
+/// After any failed call the writer is poisoned: later calls return
+/// [`SinkError::WriterFailed`] and the snapshot is never installed.
+pub struct SnapshotWriter {
+    target: PathBuf,
+    temp: TempDir,
+    events: TableWriter<EventEncoder>,
+    segments: TableWriter<SegmentEncoder>,
+    edges: TableWriter<EdgeEncoder>,
+    spins: TableWriter<SpinEncoder>,
+    threads: TableWriter<ThreadEncoder>,
+    errors: TableWriter<ErrorEncoder>,
+    ts_range: Option<(Nanos, Nanos)>,
+    failed: bool,
+}
+
+static WRITER_SERIAL: AtomicU64 = AtomicU64::new(0);
+
+/// The parent directory and final name of a target path.
+fn split_target(target: &Path) -> Result<(PathBuf, String), SinkError> {
+    let name = target
+        .file_name()
+        .and_then(|n| n.to_str())
+        .filter(|n| *n != "." && *n != "..")
+        .ok_or_else(|| SinkError::BadTarget {
+            path: target.to_path_buf(),
+        })?
+        .to_string();
+    let parent = match target.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    Ok((parent, name))
+}
+
+/// What is at the target path now.
+enum TargetState {
+    Absent,
+    EmptyDir,
+    Snapshot,
+}
+
+fn target_state(target: &Path) -> Result<TargetState, SinkError> {
+    let meta = match fs::symlink_metadata(target) {
+        Ok(m) => m,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(TargetState::Absent),
+        Err(e) => return Err(SinkError::io(target, "inspecting", e)),
+    };
+    if !meta.is_dir() {
+        return Err(SinkError::NotASnapshot {
+            path: target.to_path_buf(),
+        });
+    }
+    if target.join(MANIFEST_FILE).is_file() {
+        return Ok(TargetState::Snapshot);
+    }
+    let mut entries = fs::read_dir(target).map_err(|e| SinkError::io(target, "listing", e))?;
+    if entries.next().is_none() {
+        Ok(TargetState::EmptyDir)
+    } else {
+        Err(SinkError::NotASnapshot {
+            path: target.to_path_buf(),
+        })
+    }
+}
+
+fn sync_dir(dir: &Path) -> Result<(), SinkError> {
+    File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(|e| SinkError::io(dir, "syncing directory", e))
+}
+
+fn rename(from: &Path, to: &Path) -> Result<(), SinkError> {
+    fs::rename(from, to)
+        .map_err(|e| SinkError::io(from, format!("renaming to {}", to.display()), e))
+}
+
+impl SnapshotWriter {
+    /// Starts a snapshot that [`SnapshotWriter::finish`] will install at `target`, with the
+    /// default [`WriterOptions`].
+    pub fn new(target: impl AsRef<Path>) -> Result<SnapshotWriter, SinkError> {
+        SnapshotWriter::with_options(target, WriterOptions::default())
+    }
+
+    /// Like [`SnapshotWriter::new`] with explicit Parquet options.
+    pub fn with_options(
+        target: impl AsRef<Path>,
+        options: WriterOptions,
+    ) -> Result<SnapshotWriter, SinkError> {
+        let target = target.as_ref().to_path_buf();
+        let (parent, name) = split_target(&target)?;
+        target_state(&target)?;
+        let serial = WRITER_SERIAL.fetch_add(1, Ordering::Relaxed);
+        let path = parent.join(format!(".{name}.tmp-{}-{serial}", std::process::id()));
+        fs::create_dir(&path).map_err(|e| SinkError::io(&path, "creating directory", e))?;
+        let temp = TempDir { path, armed: true };
+        let dir = temp.path.clone();
+        Ok(SnapshotWriter {
+            target,
+            events: TableWriter::create(&dir, &options)?,
+            segments: TableWriter::create(&dir, &options)?,
+            edges: TableWriter::create(&dir, &options)?,
+            spins: TableWriter::create(&dir, &options)?,
+            threads: TableWriter::create(&dir, &options)?,
+            errors: TableWriter::create(&dir, &options)?,
+            temp,
+            ts_range: None,
+            failed: false,
+        })
+    }
+
+    /// Where the snapshot will be installed.
+    pub fn target(&self) -> &Path {
+        &self.target
+    }
+
+    /// The hidden directory being written (removed on drop unless installed).
+    pub fn temp_dir(&self) -> &Path {
+        &self.temp.path
+    }
+
+    fn check_alive(&self) -> Result<(), SinkError> {
+        if self.failed {
+            Err(SinkError::WriterFailed {
+                path: self.target.clone(),
+            })
+        } else {
+            Ok(())
+        }
+    }
+
+    fn poison_on_err<T>(&mut self, r: Result<T, SinkError>) -> Result<T, SinkError> {
+        if r.is_err() {
+            self.failed = true;
+        }
+        r
+    }
+
+    /// Appends events (streaming: memory stays bounded by one batch whatever the iterator's
+    /// length). May be called any number of times; rows keep the iterator's order. Returns the
+    /// number of rows this call wrote.
+    ///
+    /// `SysEnter` keeps only `args[0]` and `args[1]`; see `docs/snapshot.md`.
+    pub fn write_events<I>(&mut self, events: I) -> Result<u64, SinkError>
+    where
+        I: IntoIterator,
+        I::Item: Borrow<Event>,
+    {
+        self.try_write_events(events.into_iter().map(Ok::<_, std::convert::Infallible>))
+    }
+
+    /// Like [`SnapshotWriter::write_events`] for a fallible source (a decoder, a channel):
+    /// the first `Err` stops writing, poisons the writer and is returned as
+    /// [`SinkError::Input`].
+    pub fn try_write_events<I, B, E>(&mut self, events: I) -> Result<u64, SinkError>
+    where
+        I: IntoIterator<Item = Result<B, E>>,
+        B: Borrow<Event>,
+        E: Into<Box<dyn std::error::Error + Send + Sync + 'static>>,
+    {
+        self.check_alive()?;
+        let mut n = 0u64;
+        let mut range = self.ts_range;
+        let run = || -> Result<(), SinkError> {
+            for item in events {
+                let event = item.map_err(|e| SinkError::Input {
+                    table: Table::Events.file_name(),
+                    source: e.into(),
+                })?;
+                let event = event.borrow();
+                range = Some(match range {
+                    None => (event.ts, event.ts),
+                    Some((lo, hi)) => (lo.min(event.ts), hi.max(event.ts)),
+                });
+                self.events.push(event)?;
+                n += 1;
+            }
+            Ok(())
+        };
+        let r = run();
+        self.ts_range = range;
+        self.poison_on_err(r).map(|()| n)
+    }
+
+    /// Appends segments. Returns the number of rows written.
+    pub fn write_segments<I>(&mut self, rows: I) -> Result<u64, SinkError>
+    where
+        I: IntoIterator,
+        I::Item: Borrow<Segment>,
+    {
+        self.check_alive()?;
+        let r = write_all(&mut self.segments, rows);
+        self.poison_on_err(r)
+    }
+
+    /// Appends causal edges. Returns the number of rows written.
+    pub fn write_edges<I>(&mut self, rows: I) -> Result<u64, SinkError>
+    where
+        I: IntoIterator,
+        I::Item: Borrow<CausalEdge>,
+    {
+        self.check_alive()?;
+        let r = write_all(&mut self.edges, rows);
+        self.poison_on_err(r)
+    }
+
+    /// Appends spinning vertices. Returns the number of rows written.
+    pub fn write_spins<I>(&mut self, rows: I) -> Result<u64, SinkError>
+    where
+        I: IntoIterator,
+        I::Item: Borrow<Spin>,
+    {
+        self.check_alive()?;
+        let r = write_all(&mut self.spins, rows);
+        self.poison_on_err(r)
+    }
+
+    /// Appends threads. Returns the number of rows written.
+    pub fn write_threads<I>(&mut self, rows: I) -> Result<u64, SinkError>
+    where
+        I: IntoIterator,
+        I::Item: Borrow<ThreadInfo>,
+    {
+        self.check_alive()?;
+        let r = write_all(&mut self.threads, rows);
+        self.poison_on_err(r)
+    }
+
+    /// Appends error records. Returns the number of rows written.
+    pub fn write_errors<I>(&mut self, rows: I) -> Result<u64, SinkError>
+    where
+        I: IntoIterator,
+        I::Item: Borrow<ErrorRecord>,
+    {
+        self.check_alive()?;
+        let r = write_all(&mut self.errors, rows);
+        self.poison_on_err(r)
+    }
+
+    /// Closes every table, writes `manifest.json`, fsyncs, and installs the directory at the
+    /// target. Returns the manifest written.
+    pub fn finish(self, info: SnapshotInfo) -> Result<Manifest, SinkError> {
+        self.check_alive()?;
+        let SnapshotWriter {
+            target,
+            mut temp,
+            events,
+            segments,
+            edges,
+            spins,
+            threads,
+            errors,
+            ts_range,
+            failed: _,
+        } = self;
+        let counts = TableCounts {
+            events: events.close()?,
+            segments: segments.close()?,
+            edges: edges.close()?,
+            spins: spins.close()?,
+            threads: threads.close()?,
+            errors: errors.close()?,
+        };
+        let manifest = Manifest {
+            schema_version: SCHEMA_VERSION,
+            created_by: info.created_by,
+            sources: info
+                .sources
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect(),
+            trace_start_ns: info.trace_start_ns.or(ts_range.map(|r| r.0)),
+            trace_end_ns: info.trace_end_ns.or(ts_range.map(|r| r.1)),
+            epoch: info.epoch,
+            watermark_ns: info.watermark_ns,
+            counts,
+            lost_events: info.lost_events,
+            unknown_events: info.unknown_events,
+            threshold_ns: info.threshold_ns,
+            workers: info.workers,
+        };
+        let path = temp.path.join(MANIFEST_FILE);
+        let json = serde_json::to_vec_pretty(&manifest).map_err(|source| SinkError::Manifest {
+            path: path.clone(),
+            source,
+        })?;
+        let mut file = File::create(&path).map_err(|e| SinkError::io(&path, "creating", e))?;
+        file.write_all(&json)
+            .and_then(|()| file.write_all(b"\n"))
+            .map_err(|e| SinkError::io(&path, "writing", e))?;
+        file.sync_all()
+            .map_err(|e| SinkError::io(&path, "syncing", e))?;
+        drop(file);
+        sync_dir(&temp.path)?;
+        install(&temp.path, &target)?;
+        temp.armed = false;
+        tracing::debug!(target = %target.display(), events = counts.events,
+            segments = counts.segments, "snapshot written");
+        Ok(manifest)
+    }
+}
+
+fn write_all<E, I>(tw: &mut TableWriter<E>, rows: I) -> Result<u64, SinkError>
+where
+    E: Encoder,
+    I: IntoIterator,
+    I::Item: Borrow<E::Row>,
+{
+    let mut n = 0;
+    for row in rows {
+        tw.push(row.borrow())?;
+        n += 1;
+    }
+    Ok(n)
+}
+
+/// Moves the finished temporary directory to `target` (see [`SnapshotWriter`]).
+fn install(temp: &Path, target: &Path) -> Result<(), SinkError> {
+    let (parent, name) = split_target(target)?;
+    match target_state(target)? {
+        // rename(2) replaces an empty directory atomically.
+        TargetState::Absent | TargetState::EmptyDir => rename(temp, target)?,
+        TargetState::Snapshot => {
+            let serial = WRITER_SERIAL.fetch_add(1, Ordering::Relaxed);
+            let old = parent.join(format!(".{name}.old-{}-{serial}", std::process::id()));
+            rename(target, &old)?;
+            if let Err(e) = rename(temp, target) {
+                // Put the previous snapshot back so the target is never left missing.
+                if let Err(back) = fs::rename(&old, target) {
+                    tracing::error!(old = %old.display(), error = %back,
+                        "could not restore the previous snapshot");
+                }
+                return Err(e);
+            }
+            if let Err(e) = fs::remove_dir_all(&old) {
+                tracing::warn!(path = %old.display(), error = %e,
+                    "could not delete the replaced snapshot");
+            }
+        }
+    }
+    sync_dir(&parent)
+}
+
+/// Everything a snapshot holds, in memory, for [`write_snapshot`].
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SnapshotData {
+    /// Manifest fields supplied by the caller.
+    pub info: SnapshotInfo,
+    /// Decoded events.
+    pub events: Vec<Event>,
+    /// Segments.
+    pub segments: Vec<Segment>,
+    /// Causal edges.
+    pub edges: Vec<CausalEdge>,
+    /// Spinning vertices.
+    pub spins: Vec<Spin>,
+    /// Threads.
+    pub threads: Vec<ThreadInfo>,
+    /// Unusable records.
+    pub errors: Vec<ErrorRecord>,
+}
+
+/// Writes a whole in-memory snapshot to `dir` (see [`SnapshotWriter`] for the streaming
+/// form and the replacement rules).
+pub fn write_snapshot(dir: &Path, snap: &SnapshotData) -> Result<Manifest, SinkError> {
+    let mut w = SnapshotWriter::new(dir)?;
+    w.write_events(&snap.events)?;
+    w.write_segments(&snap.segments)?;
+    w.write_edges(&snap.edges)?;
+    w.write_spins(&snap.spins)?;
+    w.write_threads(&snap.threads)?;
+    w.write_errors(&snap.errors)?;
+    w.finish(snap.info.clone())
+}

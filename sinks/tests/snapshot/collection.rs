@@ -1,0 +1,85 @@
+//! CollectionSink: consolidation of differential updates.
+
+use argus_schema::{Epoch, UpdateSink};
+use argus_sinks::{CollectionSink, SinkError};
+
+#[test]
+fn insert_retract_pairs_cancel() {
+    let mut sink = CollectionSink::new("segments");
+    sink.apply(
+        Epoch(0),
+        &mut vec![("b", 1), ("a", 1), ("c", 1)].into_iter(),
+    );
+    sink.apply(Epoch(1), &mut vec![("a", -1), ("d", 1)].into_iter());
+    sink.apply(
+        Epoch(2),
+        &mut vec![("c", -1), ("c", 1), ("e", 1), ("e", -1)].into_iter(),
+    );
+    assert_eq!(sink.contents(), vec!["b", "c", "d"]);
+    assert_eq!(sink.len(), 3);
+    assert_eq!(sink.count(&"a"), 0);
+    assert_eq!(sink.epoch(), Some(Epoch(2)));
+    assert_eq!(sink.updates(), 9);
+    sink.check().unwrap();
+}
+
+#[test]
+fn retraction_before_insertion_consolidates() {
+    // Differential may deliver the -1 of a record before its +1 within an epoch.
+    let mut sink = CollectionSink::new("edges");
+    sink.apply(Epoch(3), &mut vec![(7u64, -1)].into_iter());
+    assert!(sink.check().is_err());
+    sink.apply(Epoch(3), &mut vec![(7u64, 1)].into_iter());
+    assert!(sink.is_empty());
+    sink.check().unwrap();
+}
+
+#[test]
+fn check_catches_a_double_insert() {
+    let mut sink = CollectionSink::new("spins");
+    sink.apply(
+        Epoch(0),
+        &mut vec![(5u32, 1), (9, 1), (5, 1), (2, -1)].into_iter(),
+    );
+    let err = sink.check().unwrap_err();
+    assert!(
+        matches!(
+            err,
+            SinkError::Multiplicity {
+                records: 2,
+                count: -1,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    assert_eq!(
+        err.to_string(),
+        "collection 'spins': 2 records with multiplicity other than 0 or 1, first: 2 has count -1"
+    );
+    // contents still shows the multiset as it stands.
+    assert_eq!(sink.contents(), vec![5, 5, 9]);
+}
+
+#[test]
+fn worker_shares_absorb_into_one() {
+    let mut a = CollectionSink::new("segments");
+    let mut b = CollectionSink::new("segments");
+    a.apply(Epoch(1), &mut vec![(1, 1), (2, 1)].into_iter());
+    b.apply(Epoch(4), &mut vec![(2, -1), (3, 1)].into_iter());
+    a.absorb(b);
+    assert_eq!(a.contents(), vec![1, 3]);
+    assert_eq!(a.epoch(), Some(Epoch(4)));
+    assert_eq!(a.updates(), 4);
+    a.check().unwrap();
+}
+
+#[test]
+fn works_through_the_trait_object() {
+    let mut sink = CollectionSink::new("threads");
+    {
+        let dyn_sink: &mut dyn UpdateSink<String> = &mut sink;
+        dyn_sink.apply(Epoch(0), &mut vec![("x".to_string(), 1)].into_iter());
+    }
+    assert_eq!(sink.contents(), vec!["x".to_string()]);
+}

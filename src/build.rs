@@ -1,0 +1,359 @@
+//! `argus build`: trace directories → merged events → dataflow → Parquet snapshot.
+//!
+//! ```text
+//!  this thread: replay (decode + merge) ──tee──► events.parquet (streamed)
+//!                                         └────► batches ──► dataflow thread(s)
+//!  collector thread: dataflow updates ──► CollectionSinks (segments, edges, spins)
+//! ```
+//! Decoding, the dataflow and the collection of its output run concurrently.
+
+use crate::cli::BuildArgs;
+use anyhow::{bail, Context, Result};
+use argus_ingest::replay::TraceReader;
+use argus_pipeline::dataflow::{self, Batch, DataflowConfig, Message, Update};
+use argus_pipeline::rules::RulesConfig;
+use argus_schema::UpdateSink;
+use argus_schema::{CausalEdge, Epoch, ErrorRecord, Event, Nanos, Segment, Spin, ThreadInfo};
+use argus_sinks::{CollectionSink, SnapshotInfo, SnapshotWriter};
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+/// What `argus build` does.
+#[derive(Clone, Debug)]
+pub struct BuildConfig {
+    /// Trace directories, in any order (they are chained by time).
+    pub traces: Vec<PathBuf>,
+    /// Snapshot directory to write.
+    pub output: PathBuf,
+    /// Events per epoch.
+    pub batch: usize,
+    /// The dataflow's placement.
+    pub dataflow: DataflowConfig,
+}
+
+impl Default for BuildConfig {
+    fn default() -> Self {
+        BuildConfig {
+            traces: Vec::new(),
+            output: PathBuf::new(),
+            batch: 100_000,
+            dataflow: DataflowConfig::default(),
+        }
+    }
+}
+
+impl BuildConfig {
+    /// From the command line.
+    pub fn from_args(args: &BuildArgs) -> Result<BuildConfig> {
+        if !(args.threshold.is_finite() && args.threshold > 0.0) {
+            bail!("--threshold must be a positive number of seconds");
+        }
+        if args.workers == 0 {
+            bail!("--workers must be at least 1");
+        }
+        Ok(BuildConfig {
+            traces: args.traces.clone(),
+            output: args.output.clone(),
+            batch: args.batch.max(1),
+            dataflow: DataflowConfig {
+                rules: RulesConfig {
+                    spin_threshold_ns: (args.threshold * 1e9) as u64,
+                    ..RulesConfig::default()
+                },
+                workers: args.workers,
+                ..DataflowConfig::default()
+            },
+        })
+    }
+}
+
+/// What a build did.
+#[derive(Clone, Debug, Default)]
+pub struct BuildSummary {
+    /// Events decoded.
+    pub events: u64,
+    /// Epochs run.
+    pub epochs: u64,
+    /// Rows per table.
+    pub segments: usize,
+    /// Edges.
+    pub edges: usize,
+    /// Spins.
+    pub spins: usize,
+    /// Threads.
+    pub threads: usize,
+    /// Events lost by the kernel, per CPU.
+    pub lost: BTreeMap<u32, u64>,
+    /// Records of unknown kinds skipped.
+    pub unknown: u64,
+    /// Wall time.
+    pub elapsed: Duration,
+    /// Where.
+    pub output: PathBuf,
+}
+
+impl fmt::Display for BuildSummary {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let secs = self.elapsed.as_secs_f64().max(1e-9);
+        write!(
+            f,
+            "argus: built {}: {} events in {} epochs → {} segments, {} edges, {} spins, {} threads in {:.2} s ({:.2} M events/s)",
+            self.output.display(),
+            self.events,
+            self.epochs,
+            self.segments,
+            self.edges,
+            self.spins,
+            self.threads,
+            secs,
+            self.events as f64 / secs / 1e6,
+        )?;
+        if self.unknown > 0 {
+            write!(
+                f,
+                "\nargus: note: {} records of event types without a format file were skipped",
+                self.unknown
+            )?;
+        }
+        let lost: u64 = self.lost.values().sum();
+        if lost > 0 {
+            write!(
+                f,
+                "\nargus: warning: the kernel lost {lost} events ({}); edges near the gaps may be missing — record with a larger --buffer-kb",
+                self.lost
+                    .iter()
+                    .filter(|(_, n)| **n > 0)
+                    .map(|(c, n)| format!("cpu{c}: {n}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )?;
+        }
+        Ok(())
+    }
+}
+
+/// The dataflow's output, consolidated.
+struct Collected {
+    segments: CollectionSink<Segment>,
+    edges: CollectionSink<CausalEdge>,
+    spins: CollectionSink<Spin>,
+    epochs: u64,
+    last_epoch: Epoch,
+    watermark: Nanos,
+}
+
+fn collect(rx: crossbeam_channel::Receiver<Message>) -> Collected {
+    let mut c = Collected {
+        segments: CollectionSink::new("segments"),
+        edges: CollectionSink::new("edges"),
+        spins: CollectionSink::new("spins"),
+        epochs: 0,
+        last_epoch: Epoch(0),
+        watermark: Nanos(0),
+    };
+    for msg in rx {
+        match msg {
+            Message::Updates { epoch, updates } => {
+                let mut segs = Vec::new();
+                let mut edges = Vec::new();
+                let mut spins = Vec::new();
+                for (u, d) in updates {
+                    match u {
+                        Update::Segment(s) => segs.push((s, d)),
+                        Update::Edge(e) => edges.push((e, d)),
+                        Update::Spin(s) => spins.push((s, d)),
+                    }
+                }
+                c.segments.apply(epoch, &mut segs.into_iter());
+                c.edges.apply(epoch, &mut edges.into_iter());
+                c.spins.apply(epoch, &mut spins.into_iter());
+            }
+            Message::EpochDone {
+                epoch, watermark, ..
+            } => {
+                c.epochs += 1;
+                c.last_epoch = epoch;
+                c.watermark = watermark;
+            }
+        }
+    }
+    c
+}
+
+/// Opens the traces and orders them by start time; overlapping traces are refused (they
+/// would need a merge of two recordings of the same CPUs).
+fn open_traces(paths: &[PathBuf]) -> Result<Vec<TraceReader>> {
+    let mut readers = Vec::new();
+    for p in paths {
+        let r = TraceReader::open(p).with_context(|| format!("opening trace {}", p.display()))?;
+        readers.push(r);
+    }
+    readers.sort_by_key(|r| r.meta().start_ns);
+    for w in readers.windows(2) {
+        let (a, b) = (&w[0], &w[1]);
+        if a.meta().end_ns == 0 || b.meta().start_ns < a.meta().end_ns {
+            bail!(
+                "traces {} and {} overlap in time; build them separately",
+                a.dir().display(),
+                b.dir().display()
+            );
+        }
+    }
+    Ok(readers)
+}
+
+/// Runs a build.
+pub fn build(cfg: &BuildConfig) -> Result<BuildSummary> {
+    let started = Instant::now();
+    let readers = open_traces(&cfg.traces)?;
+    let mut writer = SnapshotWriter::new(&cfg.output)
+        .with_context(|| format!("creating snapshot {}", cfg.output.display()))?;
+
+    let (batch_tx, batch_rx) = crossbeam_channel::bounded::<Batch>(4);
+    let (out_tx, out_rx) = crossbeam_channel::unbounded::<Message>();
+    let dcfg = cfg.dataflow.clone();
+    let flow = std::thread::Builder::new()
+        .name("argus-dataflow".into())
+        .spawn(move || dataflow::run(&dcfg, batch_rx, out_tx))?;
+    let collector = std::thread::Builder::new()
+        .name("argus-collect".into())
+        .spawn(move || collect(out_rx))?;
+
+    let mut threads: BTreeMap<i32, ThreadInfo> = BTreeMap::new();
+    let mut lost: BTreeMap<u32, u64> = BTreeMap::new();
+    let mut unknown = 0u64;
+    let mut errors: Vec<ErrorRecord> = Vec::new();
+    let mut events_total = 0u64;
+    let mut seq_base = 0u64;
+    let mut trace_start: Option<Nanos> = None;
+    let mut trace_end = Nanos(0);
+    let mut batch: Vec<Event> = Vec::with_capacity(cfg.batch);
+    let mut feed_failed = false;
+
+    let mut result: Result<()> = Ok(());
+    for reader in readers {
+        let dir = reader.dir().to_path_buf();
+        let meta = reader.meta().clone();
+        trace_start =
+            Some(trace_start.map_or(Nanos(meta.start_ns), |s| s.min(Nanos(meta.start_ns))));
+        trace_end = trace_end.max(Nanos(meta.end_ns));
+        let mut events = reader.events();
+        let base = seq_base;
+        let mut last_seq = None;
+        let tee = (&mut events).map(|r| {
+            r.map(|mut ev| {
+                ev.seq += base;
+                last_seq = Some(ev.seq);
+                if !feed_failed {
+                    batch.push(ev.clone());
+                    if batch.len() >= cfg.batch {
+                        let events = std::mem::replace(&mut batch, Vec::with_capacity(cfg.batch));
+                        let watermark = events.last().map(|e| e.ts).unwrap_or_default();
+                        if batch_tx.send(Batch { events, watermark }).is_err() {
+                            feed_failed = true;
+                        }
+                    }
+                }
+                ev
+            })
+        });
+        let written = writer
+            .try_write_events(tee)
+            .with_context(|| format!("decoding {}", dir.display()));
+        let summary = events.finish();
+        if let Err(e) = written {
+            result = Err(e);
+            break;
+        }
+        events_total += summary.events;
+        seq_base = last_seq.map_or(seq_base, |s| s + 1);
+        for t in summary.threads.iter().cloned() {
+            threads.insert(t.tid.0, t);
+        }
+        for (cpu, n) in summary.lost() {
+            let rec = summary.recorder_lost.get(&cpu).copied().unwrap_or(0);
+            *lost.entry(cpu).or_insert(0) += n.max(rec);
+        }
+        unknown += summary.skipped.unknown_ids.values().sum::<u64>();
+        for (cpu, st) in &summary.cpus {
+            if st.lost > 0 || st.lost_unknown_pages > 0 {
+                errors.push(ErrorRecord {
+                    source: format!("{}/cpu{cpu}", dir.display()),
+                    offset: None,
+                    ts: None,
+                    message: format!(
+                        "kernel lost {} events ({} pages flagged without a count): edges across the gaps may be missing",
+                        st.lost, st.lost_unknown_pages
+                    ),
+                });
+            }
+        }
+    }
+    if result.is_ok() && !batch.is_empty() && !feed_failed {
+        let events = std::mem::take(&mut batch);
+        let watermark = events.last().map(|e| e.ts).unwrap_or_default();
+        if batch_tx.send(Batch { events, watermark }).is_err() {
+            feed_failed = true;
+        }
+    }
+    drop(batch_tx);
+    let flow_result = flow
+        .join()
+        .map_err(|_| anyhow::anyhow!("the dataflow thread panicked"))?;
+    let collected = collector
+        .join()
+        .map_err(|_| anyhow::anyhow!("the output collector panicked"))?;
+    result?;
+    flow_result.context("running the dataflow")?;
+    if feed_failed {
+        bail!("the dataflow stopped reading its input");
+    }
+    for (name, check) in [
+        ("segments", collected.segments.check()),
+        ("edges", collected.edges.check()),
+        ("spins", collected.spins.check()),
+    ] {
+        check.with_context(|| format!("the dataflow's {name} are inconsistent"))?;
+    }
+    let segments = collected.segments.contents();
+    let edges = collected.edges.contents();
+    let spins = collected.spins.contents();
+    let threads: Vec<ThreadInfo> = threads.into_values().collect();
+    let summary = BuildSummary {
+        events: events_total,
+        epochs: collected.epochs,
+        segments: segments.len(),
+        edges: edges.len(),
+        spins: spins.len(),
+        threads: threads.len(),
+        lost: lost.clone(),
+        unknown,
+        elapsed: Duration::ZERO,
+        output: cfg.output.clone(),
+    };
+    writer.write_segments(&segments)?;
+    writer.write_edges(&edges)?;
+    writer.write_spins(&spins)?;
+    writer.write_threads(&threads)?;
+    writer.write_errors(&errors)?;
+    writer
+        .finish(SnapshotInfo {
+            sources: cfg.traces.clone(),
+            trace_start_ns: trace_start,
+            trace_end_ns: (trace_end.0 > 0).then_some(trace_end),
+            epoch: collected.last_epoch,
+            watermark_ns: collected.watermark,
+            lost_events: lost,
+            unknown_events: unknown,
+            threshold_ns: cfg.dataflow.rules.spin_threshold_ns,
+            workers: cfg.dataflow.workers as u32,
+            ..SnapshotInfo::default()
+        })
+        .with_context(|| format!("writing snapshot {}", cfg.output.display()))?;
+    Ok(BuildSummary {
+        elapsed: started.elapsed(),
+        ..summary
+    })
+}

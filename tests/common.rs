@@ -1,0 +1,139 @@
+//! Helpers shared by the integration tests.
+
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::{Mutex, MutexGuard, OnceLock};
+
+/// The binary under test.
+pub fn argus() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_argus"))
+}
+
+/// Runs the binary and returns its output (never panics on a non-zero exit).
+pub fn run(args: &[&str]) -> Output {
+    argus().args(args).output().expect("the argus binary runs")
+}
+
+/// Why this machine cannot record, if it cannot.
+fn cannot_trace() -> Option<String> {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        return Some("not root".into());
+    }
+    if !Path::new("/sys/kernel/tracing/events/sched/sched_switch").exists() {
+        return Some("tracefs not mounted at /sys/kernel/tracing".into());
+    }
+    None
+}
+
+/// True when live tests can run. Otherwise prints a loud skip line, or panics when
+/// `ARGUS_REQUIRE_LIVE=1`.
+pub fn live_or_skip(test: &str) -> bool {
+    match cannot_trace() {
+        None => true,
+        Some(why) => {
+            if std::env::var("ARGUS_REQUIRE_LIVE").as_deref() == Ok("1") {
+                panic!("{test}: live test cannot run here ({why}) but ARGUS_REQUIRE_LIVE=1");
+            }
+            eprintln!("SKIP {test}: cannot trace on this machine ({why})");
+            false
+        }
+    }
+}
+
+/// Recordings are system-wide: one at a time keeps each workload's ground truth clean.
+pub fn recording_lock() -> MutexGuard<'static, ()> {
+    static LOCK: Mutex<()> = Mutex::new(());
+    LOCK.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// A recorded workload: its trace, its snapshot, and what it printed about itself.
+pub struct Recorded {
+    /// Keeps the directory alive.
+    pub _dir: tempfile::TempDir,
+    /// The trace directory.
+    pub trace: PathBuf,
+    /// The snapshot directory.
+    pub snapshot: PathBuf,
+    /// The workload's pid (from meta.json).
+    pub pid: i32,
+    /// The workload's own JSON line.
+    pub truth: Value,
+}
+
+/// Records `argus workload NAME`, then builds the snapshot.
+pub fn record_workload(name: &str) -> Recorded {
+    let exe = env!("CARGO_BIN_EXE_argus");
+    record_command(&[exe, "workload", name])
+}
+
+/// Records `cmd` (which prints one JSON line on stdout), then builds the snapshot.
+pub fn record_command(cmd: &[&str]) -> Recorded {
+    let _guard = recording_lock();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let trace = dir.path().join("trace");
+    let snapshot = dir.path().join("snapshot");
+    let mut args = vec!["record", "-o", trace.to_str().expect("utf-8 path"), "--"];
+    args.extend_from_slice(cmd);
+    let out = run(&args);
+    assert!(
+        out.status.success(),
+        "argus record failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let truth: Value = stdout
+        .lines()
+        .find_map(|l| serde_json::from_str(l).ok())
+        .unwrap_or_else(|| panic!("workload printed no JSON line: {stdout}"));
+    let meta: Value =
+        serde_json::from_slice(&std::fs::read(trace.join("meta.json")).expect("meta.json exists"))
+            .expect("meta.json parses");
+    let pid = meta["command_pid"].as_i64().expect("command_pid") as i32;
+    let out = run(&[
+        "build",
+        trace.to_str().expect("utf-8"),
+        "-o",
+        snapshot.to_str().expect("utf-8"),
+    ]);
+    assert!(
+        out.status.success(),
+        "argus build failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Recorded {
+        _dir: dir,
+        trace,
+        snapshot,
+        pid,
+        truth,
+    }
+}
+
+/// The chain workload, recorded once for every test that needs a real trace.
+pub fn chain() -> &'static Recorded {
+    static CHAIN: OnceLock<Recorded> = OnceLock::new();
+    CHAIN.get_or_init(|| record_workload("chain"))
+}
+
+/// `argus debug SNAPSHOT --pid P --auto --json`: exit code and report.
+pub fn debug_json(snapshot: &Path, pid: i32) -> (i32, Value) {
+    let out = run(&[
+        "debug",
+        snapshot.to_str().expect("utf-8"),
+        "--pid",
+        &pid.to_string(),
+        "--auto",
+        "--json",
+    ]);
+    let code = out.status.code().unwrap_or(-1);
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "debug --json printed no JSON ({e}); stdout: {} stderr: {}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    (code, report)
+}

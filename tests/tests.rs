@@ -1,0 +1,11 @@
+//! End-to-end tests of the `argus` binary on the real kernel: record → build → debug.
+//!
+//! Live tests need root and tracefs. Where the machine cannot trace they print one loud
+//! `SKIP` line and pass, unless `ARGUS_REQUIRE_LIVE=1` (set by `.ci/run`), which turns the
+//! skip into a failure.
+
+mod bad_input;
+mod common;
+mod demo;
+mod live;
+mod oracle_real;
