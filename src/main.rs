@@ -10,7 +10,7 @@ mod workload;
 use anyhow::{bail, Context, Result};
 use clap::Parser;
 use cli::{Cli, Command, DebugArgs, DemoArgs, RecordArgs};
-use std::io::{IsTerminal, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
@@ -37,6 +37,9 @@ fn is_broken_pipe(e: &anyhow::Error) -> bool {
     e.chain().any(|c| {
         c.downcast_ref::<std::io::Error>()
             .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+            || c.downcast_ref::<serde_json::Error>()
+                .and_then(|j| j.io_error_kind())
+                .is_some_and(|k| k == std::io::ErrorKind::BrokenPipe)
     })
 }
 
@@ -182,14 +185,15 @@ fn debug(args: &DebugArgs) -> Result<u8> {
         }
     }
     let config = argus_diagnose::DiagnoseConfig::default();
-    let interactive = !args.auto && std::io::stdin().is_terminal();
     let diagnosis = if let Some(file) = &args.answers {
         let text = std::fs::read_to_string(file)
             .with_context(|| format!("reading answers {}", file.display()))?;
         let mut oracle = argus_diagnose::ScriptedOracle::parse(&text)
             .with_context(|| format!("parsing answers {}", file.display()))?;
         argus_diagnose::diagnose(&graph, target, &mut oracle, &config)?
-    } else if interactive {
+    } else if !args.auto {
+        // Questions go to stderr and answers come from stdin, a terminal or a pipe; at the
+        // end of input every remaining question takes its default answer.
         let stdin = std::io::stdin();
         let mut oracle = argus_diagnose::TerminalOracle::new(stdin.lock(), std::io::stderr());
         argus_diagnose::diagnose(&graph, target, &mut oracle, &config)?
