@@ -93,8 +93,19 @@ pub enum PathEdgeKind {
     ThreadOrder,
     /// Not an edge of the graph: the thread that ended the same wait in a baseline run.
     Baseline,
-    /// Not an edge of the graph: a guessed data-flag setter.
+    /// A data-flag edge (watchpoint write → read), or, outside the graph, a guessed
+    /// data-flag setter.
     Flag,
+    /// A message (pipe, socket) edge.
+    Message,
+    /// Queued work.
+    Queue,
+    /// A signal.
+    Signal,
+    /// A child's exit ending its parent's wait.
+    Exit,
+    /// A user rule's edge.
+    Rule,
 }
 
 impl PathEdgeKind {
@@ -107,6 +118,11 @@ impl PathEdgeKind {
             PathEdgeKind::ThreadOrder => "thread_order",
             PathEdgeKind::Baseline => "baseline",
             PathEdgeKind::Flag => "flag",
+            PathEdgeKind::Message => "message",
+            PathEdgeKind::Queue => "queue",
+            PathEdgeKind::Signal => "signal",
+            PathEdgeKind::Exit => "exit",
+            PathEdgeKind::Rule => "rule",
         }
     }
 }
@@ -118,6 +134,12 @@ impl From<argus_schema::EdgeKind> for PathEdgeKind {
             argus_schema::EdgeKind::Fork => PathEdgeKind::Fork,
             argus_schema::EdgeKind::Timer => PathEdgeKind::Timer,
             argus_schema::EdgeKind::ThreadOrder => PathEdgeKind::ThreadOrder,
+            argus_schema::EdgeKind::Message => PathEdgeKind::Message,
+            argus_schema::EdgeKind::Queue => PathEdgeKind::Queue,
+            argus_schema::EdgeKind::Signal => PathEdgeKind::Signal,
+            argus_schema::EdgeKind::Exit => PathEdgeKind::Exit,
+            argus_schema::EdgeKind::Flag => PathEdgeKind::Flag,
+            argus_schema::EdgeKind::Rule => PathEdgeKind::Rule,
         }
     }
 }

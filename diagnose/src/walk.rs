@@ -141,6 +141,12 @@ fn via(kind: EdgeKind) -> &'static str {
         EdgeKind::Fork => "created by",
         EdgeKind::Timer => "timer armed by",
         EdgeKind::ThreadOrder => "after",
+        EdgeKind::Message => "sent data by",
+        EdgeKind::Queue => "work queued by",
+        EdgeKind::Signal => "signalled by",
+        EdgeKind::Exit => "released by the exit of",
+        EdgeKind::Flag => "flag set by",
+        EdgeKind::Rule => "linked by a rule to",
     }
 }
 
@@ -356,6 +362,7 @@ impl<'g> Walk<'g, '_> {
             SegmentKind::Interrupt | SegmentKind::Task => {
                 format!("interrupt work on cpu{cpu}")
             }
+            SegmentKind::WorkItem { .. } => format!("a kernel work item on cpu{cpu}"),
         }
     }
 

@@ -150,6 +150,18 @@ pub fn route(ev: &Event, mut f: impl FnMut(Key, Role)) {
                 f(Key::Thread(ev.tid), Role::Own)
             }
         }
+        // Records the first rules do not use yet: they go to their actor so that its
+        // segment counts them.
+        EventKind::WorkQueue { .. }
+        | EventKind::WorkStart { .. }
+        | EventKind::WorkEnd { .. }
+        | EventKind::TimerStart { .. }
+        | EventKind::TimerExpire { .. }
+        | EventKind::TimerExpireExit { .. }
+        | EventKind::SignalGenerate { .. }
+        | EventKind::SignalDeliver { .. }
+        | EventKind::Stack { .. }
+        | EventKind::FlagAccess { .. } => f(actor(), Role::Own),
     }
 }
 
@@ -217,7 +229,14 @@ pub fn wake_edge(src: &Src, dst: &Dst) -> CausalEdge {
             }
         }
         EdgeKind::ThreadOrder => Strength::Weak,
-        EdgeKind::Fork | EdgeKind::Timer => Strength::Strong,
+        EdgeKind::Fork
+        | EdgeKind::Timer
+        | EdgeKind::Message
+        | EdgeKind::Queue
+        | EdgeKind::Signal
+        | EdgeKind::Exit
+        | EdgeKind::Flag
+        | EdgeKind::Rule => Strength::Strong,
     };
     CausalEdge {
         src: src.seg,

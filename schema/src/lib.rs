@@ -40,7 +40,7 @@ use serde::{Deserialize, Serialize};
 use std::fmt;
 
 /// Version of the snapshot layout written to `manifest.json`.
-pub const SCHEMA_VERSION: u32 = 1;
+pub const SCHEMA_VERSION: u32 = 2;
 
 /// A time on the trace clock (`CLOCK_MONOTONIC`, tracefs `trace_clock=mono`), in nanoseconds.
 #[derive(
@@ -346,6 +346,73 @@ pub enum EventKind {
         /// The marker text.
         text: String,
     },
+    /// `workqueue:workqueue_queue_work`: the current task (or interrupt) queues kernel work.
+    WorkQueue {
+        /// Address of the `struct work_struct`.
+        work: u64,
+        /// Address of the work function.
+        function: u64,
+    },
+    /// `workqueue:workqueue_execute_start`: a worker starts a work item.
+    WorkStart {
+        /// Address of the `struct work_struct`.
+        work: u64,
+        /// Address of the work function.
+        function: u64,
+    },
+    /// `workqueue:workqueue_execute_end`: a worker finished a work item.
+    WorkEnd {
+        /// Address of the `struct work_struct`.
+        work: u64,
+    },
+    /// `timer:timer_start`: a (wheel) timer is armed.
+    TimerStart {
+        /// Address of the `struct timer_list`.
+        timer: u64,
+        /// Address of the callback.
+        function: u64,
+        /// Expiry in jiffies.
+        expires: u64,
+    },
+    /// `timer:timer_expire_entry`: a wheel timer's callback starts (softirq context).
+    TimerExpire {
+        /// Address of the `struct timer_list`.
+        timer: u64,
+        /// Address of the callback.
+        function: u64,
+    },
+    /// `timer:timer_expire_exit`.
+    TimerExpireExit {
+        /// Address of the `struct timer_list`.
+        timer: u64,
+    },
+    /// `signal:signal_generate`: the current task (or interrupt) sends `sig` to `target`.
+    SignalGenerate {
+        /// Signal number.
+        sig: i32,
+        /// Receiving task.
+        target: Tid,
+    },
+    /// `signal:signal_deliver`: the current task takes delivery of `sig`.
+    SignalDeliver {
+        /// Signal number.
+        sig: i32,
+    },
+    /// A call stack recorded for the previous record on the same CPU (tracefs
+    /// `stacktrace` / `userstacktrace`), innermost frame first.
+    Stack {
+        /// Kernel stack (true) or user stack (false).
+        kernel: bool,
+        /// Return addresses.
+        ips: Vec<u64>,
+    },
+    /// A hardware watchpoint hit on a shared data flag (perf breakpoint event).
+    FlagAccess {
+        /// The watched address.
+        addr: u64,
+        /// Whether the access was a write.
+        write: bool,
+    },
 }
 
 impl EventKind {
@@ -368,6 +435,16 @@ impl EventKind {
             EventKind::HrtimerExpire { .. } => "hrtimer_expire",
             EventKind::HrtimerExpireExit { .. } => "hrtimer_expire_exit",
             EventKind::Marker { .. } => "marker",
+            EventKind::WorkQueue { .. } => "work_queue",
+            EventKind::WorkStart { .. } => "work_start",
+            EventKind::WorkEnd { .. } => "work_end",
+            EventKind::TimerStart { .. } => "timer_start",
+            EventKind::TimerExpire { .. } => "timer_expire",
+            EventKind::TimerExpireExit { .. } => "timer_expire_exit",
+            EventKind::SignalGenerate { .. } => "signal_generate",
+            EventKind::SignalDeliver { .. } => "signal_deliver",
+            EventKind::Stack { .. } => "stack",
+            EventKind::FlagAccess { .. } => "flag_access",
         }
     }
 }
@@ -399,6 +476,13 @@ pub enum SegmentKind {
     },
     /// Interrupt-context work with no enclosing handler record (IPIs, the local timer vector).
     Interrupt,
+    /// A kernel work item run by a worker thread (`workqueue_execute_start..end`).
+    WorkItem {
+        /// Address of the `struct work_struct`.
+        work: u64,
+        /// Address of the work function.
+        function: u64,
+    },
 }
 
 impl SegmentKind {
@@ -410,6 +494,7 @@ impl SegmentKind {
             SegmentKind::SoftIrq { .. } => "softirq",
             SegmentKind::Timer { .. } => "timer",
             SegmentKind::Interrupt => "interrupt",
+            SegmentKind::WorkItem { .. } => "work_item",
         }
     }
 }
@@ -555,6 +640,34 @@ pub enum EdgeKind {
     Timer,
     /// The previous segment of the same thread (weak).
     ThreadOrder,
+    /// Data sent by `src` (pipe, socket, eventfd) received by `dst`.
+    Message,
+    /// Work queued by `src` run as `dst`.
+    Queue,
+    /// A signal sent by `src` delivered in `dst`.
+    Signal,
+    /// A child's exit (`src`) ending its parent's `wait4` (`dst`).
+    Exit,
+    /// A write to a watched data flag in `src` read in `dst`.
+    Flag,
+    /// An edge added by a user rule (`argus build --rules`).
+    Rule,
+}
+
+impl EdgeKind {
+    /// Every kind, in declaration order.
+    pub const ALL: [EdgeKind; 10] = [
+        EdgeKind::Wakeup,
+        EdgeKind::Fork,
+        EdgeKind::Timer,
+        EdgeKind::ThreadOrder,
+        EdgeKind::Message,
+        EdgeKind::Queue,
+        EdgeKind::Signal,
+        EdgeKind::Exit,
+        EdgeKind::Flag,
+        EdgeKind::Rule,
+    ];
 }
 
 impl EdgeKind {
@@ -565,6 +678,12 @@ impl EdgeKind {
             EdgeKind::Fork => "fork",
             EdgeKind::Timer => "timer",
             EdgeKind::ThreadOrder => "thread_order",
+            EdgeKind::Message => "message",
+            EdgeKind::Queue => "queue",
+            EdgeKind::Signal => "signal",
+            EdgeKind::Exit => "exit",
+            EdgeKind::Flag => "flag",
+            EdgeKind::Rule => "rule",
         }
     }
 }
@@ -577,8 +696,17 @@ pub enum Strength {
     /// Maybe causal: ask the user before relying on it.
     #[default]
     Weak,
+    /// A weak edge promoted because syscall semantics or stacks show one piece of work
+    /// split by a heuristic (Argus's "boosted" edges): followed like a strong edge, reported
+    /// as boosted.
+    Boosted,
     /// Surely causal.
     Strong,
+}
+
+impl Strength {
+    /// Every strength, weakest first.
+    pub const ALL: [Strength; 3] = [Strength::Weak, Strength::Boosted, Strength::Strong];
 }
 
 impl Strength {
@@ -586,6 +714,7 @@ impl Strength {
     pub fn name(&self) -> &'static str {
         match self {
             Strength::Weak => "weak",
+            Strength::Boosted => "boosted",
             Strength::Strong => "strong",
         }
     }

@@ -146,6 +146,10 @@ pub(crate) fn decode_events(
     let nr = at.prim::<Int32Type>(batch, "nr")?;
     let arg0 = at.prim::<UInt64Type>(batch, "arg0")?;
     let arg1 = at.prim::<UInt64Type>(batch, "arg1")?;
+    let arg2 = at.prim::<UInt64Type>(batch, "arg2")?;
+    let arg3 = at.prim::<UInt64Type>(batch, "arg3")?;
+    let arg4 = at.prim::<UInt64Type>(batch, "arg4")?;
+    let arg5 = at.prim::<UInt64Type>(batch, "arg5")?;
     let ret = at.prim::<Int64Type>(batch, "ret")?;
     let state = at.string(batch, "state")?;
     let text = at.string(batch, "text")?;
@@ -204,8 +208,14 @@ pub(crate) fn decode_events(
             EventKindTag::Exit => EventKind::Exit,
             EventKindTag::SysEnter => EventKind::SysEnter {
                 nr: need_nr()?,
-                // Only the first two argument registers are stored.
-                args: [need_arg0()?, need_arg1()?, 0, 0, 0, 0],
+                args: [
+                    need_arg0()?,
+                    need_arg1()?,
+                    opt(arg2, i).ok_or_else(|| at.missing(i, "arg2", name))?,
+                    opt(arg3, i).ok_or_else(|| at.missing(i, "arg3", name))?,
+                    opt(arg4, i).ok_or_else(|| at.missing(i, "arg4", name))?,
+                    opt(arg5, i).ok_or_else(|| at.missing(i, "arg5", name))?,
+                ],
             },
             EventKindTag::SysExit => EventKind::SysExit {
                 nr: need_nr()?,
@@ -236,6 +246,71 @@ pub(crate) fn decode_events(
                     .ok_or_else(|| at.missing(i, "text", name))?
                     .to_string(),
             },
+            EventKindTag::WorkQueue => EventKind::WorkQueue {
+                work: need_arg0()?,
+                function: need_arg1()?,
+            },
+            EventKindTag::WorkStart => EventKind::WorkStart {
+                work: need_arg0()?,
+                function: need_arg1()?,
+            },
+            EventKindTag::WorkEnd => EventKind::WorkEnd { work: need_arg0()? },
+            EventKindTag::TimerStart => EventKind::TimerStart {
+                timer: need_arg0()?,
+                function: need_arg1()?,
+                expires: need_ret()? as u64,
+            },
+            EventKindTag::TimerExpire => EventKind::TimerExpire {
+                timer: need_arg0()?,
+                function: need_arg1()?,
+            },
+            EventKindTag::TimerExpireExit => EventKind::TimerExpireExit {
+                timer: need_arg0()?,
+            },
+            EventKindTag::SignalGenerate => EventKind::SignalGenerate {
+                sig: need_nr()?,
+                target: Tid(need_target()?),
+            },
+            EventKindTag::SignalDeliver => EventKind::SignalDeliver { sig: need_nr()? },
+            EventKindTag::Stack => {
+                let letter = opt_str(state, i).ok_or_else(|| at.missing(i, "state", name))?;
+                let kernel = match letter {
+                    "k" => true,
+                    "u" => false,
+                    _ => {
+                        return Err(at.bad(
+                            i,
+                            "state",
+                            format!("stack kind '{letter}' is not k or u"),
+                        ))
+                    }
+                };
+                let list = opt_str(text, i).ok_or_else(|| at.missing(i, "text", name))?;
+                let mut ips = Vec::new();
+                for part in list.split(',').filter(|p| !p.is_empty()) {
+                    ips.push(u64::from_str_radix(part, 16).map_err(|_| {
+                        at.bad(i, "text", format!("'{part}' is not a hexadecimal address"))
+                    })?);
+                }
+                EventKind::Stack { kernel, ips }
+            }
+            EventKindTag::FlagAccess => {
+                let letter = opt_str(state, i).ok_or_else(|| at.missing(i, "state", name))?;
+                EventKind::FlagAccess {
+                    addr: need_arg0()?,
+                    write: match letter {
+                        "w" => true,
+                        "r" => false,
+                        _ => {
+                            return Err(at.bad(
+                                i,
+                                "state",
+                                format!("access '{letter}' is not r or w"),
+                            ))
+                        }
+                    },
+                }
+            }
         };
         let ctx_name = ctx.value(i);
         out.push(Event {
@@ -314,6 +389,11 @@ pub(crate) fn decode_segments(
             }
             SegmentKindTag::Timer => SegmentKind::Timer {
                 timer: need_irq()? as u64,
+                function: opt(timer_function, i)
+                    .ok_or_else(|| at.missing(i, "timer_function", name))?,
+            },
+            SegmentKindTag::WorkItem => SegmentKind::WorkItem {
+                work: need_irq()? as u64,
                 function: opt(timer_function, i)
                     .ok_or_else(|| at.missing(i, "timer_function", name))?,
             },

@@ -50,6 +50,10 @@ pub(crate) struct EventEncoder {
     nr: Int32Builder,
     arg0: UInt64Builder,
     arg1: UInt64Builder,
+    arg2: UInt64Builder,
+    arg3: UInt64Builder,
+    arg4: UInt64Builder,
+    arg5: UInt64Builder,
     ret: Int64Builder,
     state: StringBuilder,
     text: StringBuilder,
@@ -73,6 +77,10 @@ impl Encoder for EventEncoder {
             nr: Int32Builder::with_capacity(n),
             arg0: UInt64Builder::with_capacity(n),
             arg1: UInt64Builder::with_capacity(n),
+            arg2: UInt64Builder::with_capacity(n),
+            arg3: UInt64Builder::with_capacity(n),
+            arg4: UInt64Builder::with_capacity(n),
+            arg5: UInt64Builder::with_capacity(n),
             ret: Int64Builder::with_capacity(n),
             state: StringBuilder::with_capacity(n, n),
             text: StringBuilder::new(),
@@ -94,7 +102,9 @@ impl Encoder for EventEncoder {
         let mut nr = None;
         let mut arg0 = None;
         let mut arg1 = None;
+        let mut rest: Option<[u64; 4]> = None;
         let mut ret = None;
+        let stack_text;
         let mut state = None;
         let mut text = None;
         match &e.kind {
@@ -121,10 +131,10 @@ impl Encoder for EventEncoder {
             }
             EventKind::Exec | EventKind::Exit => {}
             EventKind::SysEnter { nr: n, args } => {
-                // args[2..6] are not kept: the schema has no columns for them.
                 nr = Some(*n);
                 arg0 = Some(args[0]);
                 arg1 = Some(args[1]);
+                rest = Some([args[2], args[3], args[4], args[5]]);
             }
             EventKind::SysExit { nr: n, ret: r } => {
                 nr = Some(*n);
@@ -149,11 +159,52 @@ impl Encoder for EventEncoder {
             }
             EventKind::HrtimerExpireExit { timer } => arg0 = Some(*timer),
             EventKind::Marker { text: t } => text = Some(t.as_str()),
+            EventKind::WorkQueue { work, function } | EventKind::WorkStart { work, function } => {
+                arg0 = Some(*work);
+                arg1 = Some(*function);
+            }
+            EventKind::WorkEnd { work } => arg0 = Some(*work),
+            EventKind::TimerStart {
+                timer,
+                function,
+                expires,
+            } => {
+                arg0 = Some(*timer);
+                arg1 = Some(*function);
+                ret = Some(*expires as i64);
+            }
+            EventKind::TimerExpire { timer, function } => {
+                arg0 = Some(*timer);
+                arg1 = Some(*function);
+            }
+            EventKind::TimerExpireExit { timer } => arg0 = Some(*timer),
+            EventKind::SignalGenerate { sig, target: t } => {
+                nr = Some(*sig);
+                target = Some(t.0);
+            }
+            EventKind::SignalDeliver { sig } => nr = Some(*sig),
+            EventKind::Stack { kernel, ips } => {
+                state = Some(if *kernel { b'k' } else { b'u' });
+                stack_text = ips
+                    .iter()
+                    .map(|ip| format!("{ip:x}"))
+                    .collect::<Vec<_>>()
+                    .join(",");
+                text = Some(stack_text.as_str());
+            }
+            EventKind::FlagAccess { addr, write } => {
+                arg0 = Some(*addr);
+                state = Some(if *write { b'w' } else { b'r' });
+            }
         }
         self.target.append_option(target);
         self.nr.append_option(nr);
         self.arg0.append_option(arg0);
         self.arg1.append_option(arg1);
+        self.arg2.append_option(rest.map(|r| r[0]));
+        self.arg3.append_option(rest.map(|r| r[1]));
+        self.arg4.append_option(rest.map(|r| r[2]));
+        self.arg5.append_option(rest.map(|r| r[3]));
         self.ret.append_option(ret);
         match state {
             Some(s) => self.state.append_value(state_letter(s, &mut [0; 4])),
@@ -180,6 +231,10 @@ impl Encoder for EventEncoder {
             fin(&mut self.nr),
             fin(&mut self.arg0),
             fin(&mut self.arg1),
+            fin(&mut self.arg2),
+            fin(&mut self.arg3),
+            fin(&mut self.arg4),
+            fin(&mut self.arg5),
             fin(&mut self.ret),
             fin(&mut self.state),
             fin(&mut self.text),
@@ -268,6 +323,7 @@ impl Encoder for SegmentEncoder {
             SegmentKind::HardIrq { irq } => (Some(i64::from(irq)), None),
             SegmentKind::SoftIrq { vec } => (Some(i64::from(vec)), None),
             SegmentKind::Timer { timer, function } => (Some(timer as i64), Some(function)),
+            SegmentKind::WorkItem { work, function } => (Some(work as i64), Some(function)),
         };
         self.irq.append_option(irq);
         self.start_ns.append_value(s.start_ns.0);

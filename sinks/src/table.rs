@@ -95,21 +95,12 @@ pub fn parse_end_cause(name: &str) -> Option<EndCause> {
 
 /// Parses an [`EdgeKind::name`] back.
 pub fn parse_edge_kind(name: &str) -> Option<EdgeKind> {
-    [
-        EdgeKind::Wakeup,
-        EdgeKind::Fork,
-        EdgeKind::Timer,
-        EdgeKind::ThreadOrder,
-    ]
-    .into_iter()
-    .find(|c| c.name() == name)
+    EdgeKind::ALL.into_iter().find(|c| c.name() == name)
 }
 
 /// Parses a [`Strength::name`] back.
 pub fn parse_strength(name: &str) -> Option<Strength> {
-    [Strength::Weak, Strength::Strong]
-        .into_iter()
-        .find(|c| c.name() == name)
+    Strength::ALL.into_iter().find(|c| c.name() == name)
 }
 
 /// Parses a [`SpinClass::name`] back.
@@ -144,6 +135,16 @@ pub enum EventKindTag {
     HrtimerExpire,
     HrtimerExpireExit,
     Marker,
+    WorkQueue,
+    WorkStart,
+    WorkEnd,
+    TimerStart,
+    TimerExpire,
+    TimerExpireExit,
+    SignalGenerate,
+    SignalDeliver,
+    Stack,
+    FlagAccess,
 }
 
 /// Parses an [`argus_schema::EventKind::name`] back to its tag.
@@ -166,6 +167,16 @@ pub fn parse_event_kind(name: &str) -> Option<EventKindTag> {
         "hrtimer_expire" => HrtimerExpire,
         "hrtimer_expire_exit" => HrtimerExpireExit,
         "marker" => Marker,
+        "work_queue" => WorkQueue,
+        "work_start" => WorkStart,
+        "work_end" => WorkEnd,
+        "timer_start" => TimerStart,
+        "timer_expire" => TimerExpire,
+        "timer_expire_exit" => TimerExpireExit,
+        "signal_generate" => SignalGenerate,
+        "signal_deliver" => SignalDeliver,
+        "stack" => Stack,
+        "flag_access" => FlagAccess,
         _ => return None,
     })
 }
@@ -179,6 +190,7 @@ pub enum SegmentKindTag {
     SoftIrq,
     Timer,
     Interrupt,
+    WorkItem,
 }
 
 /// Parses an [`argus_schema::SegmentKind::name`] back to its tag.
@@ -189,6 +201,7 @@ pub fn parse_segment_kind(name: &str) -> Option<SegmentKindTag> {
         "softirq" => SegmentKindTag::SoftIrq,
         "timer" => SegmentKindTag::Timer,
         "interrupt" => SegmentKindTag::Interrupt,
+        "work_item" => SegmentKindTag::WorkItem,
         _ => return None,
     })
 }

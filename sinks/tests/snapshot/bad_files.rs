@@ -221,8 +221,9 @@ fn other_schema_version_is_refused() {
     assert_eq!(
         err.to_string(),
         format!(
-            "{}: schema_version 99 is not supported (this build reads version 1)",
-            target.join("manifest.json").display()
+            "{}: schema_version 99 is not supported (this build reads version {})",
+            target.join("manifest.json").display(),
+            argus_schema::SCHEMA_VERSION
         )
     );
 }
@@ -302,6 +303,10 @@ fn missing_event_payload_is_reported() {
             Arc::new(Int32Array::from(vec![None::<i32>])),
             Arc::new(Int32Array::from(vec![None::<i32>])),
             Arc::new(UInt64Array::from(vec![Some(1u64)])),
+            Arc::new(UInt64Array::from(vec![None::<u64>])),
+            Arc::new(UInt64Array::from(vec![None::<u64>])),
+            Arc::new(UInt64Array::from(vec![None::<u64>])),
+            Arc::new(UInt64Array::from(vec![None::<u64>])),
             Arc::new(UInt64Array::from(vec![None::<u64>])),
             Arc::new(arrow::array::Int64Array::from(vec![None::<i64>])),
             Arc::new(StringArray::from(vec![Some("S")])),
