@@ -31,6 +31,10 @@ pub struct BuildConfig {
     pub batch: usize,
     /// The dataflow's placement.
     pub dataflow: DataflowConfig,
+    /// Only the last this much of each trace (`--last`).
+    pub last: Option<Duration>,
+    /// Compute and report graph statistics (`--stats`).
+    pub stats: bool,
 }
 
 impl Default for BuildConfig {
@@ -40,6 +44,8 @@ impl Default for BuildConfig {
             output: PathBuf::new(),
             batch: 100_000,
             dataflow: DataflowConfig::default(),
+            last: None,
+            stats: false,
         }
     }
 }
@@ -53,20 +59,75 @@ impl BuildConfig {
         if args.workers == 0 {
             bail!("--workers must be at least 1");
         }
+        let (processes, hosts) = crate::start::cluster_hosts(args)?;
+        let mut rules = RulesConfig {
+            spin_threshold_ns: (args.threshold * 1e9) as u64,
+            ..RulesConfig::default()
+        };
+        if let Some(file) = &args.rules {
+            let text = std::fs::read_to_string(file)
+                .with_context(|| format!("reading rules {}", file.display()))?;
+            argus_pipeline::rulesfile::parse(&text, &file.display().to_string())?.apply(&mut rules);
+        }
         Ok(BuildConfig {
             traces: args.traces.clone(),
             output: args.output.clone(),
             batch: args.batch.max(1),
             dataflow: DataflowConfig {
-                rules: RulesConfig {
-                    spin_threshold_ns: (args.threshold * 1e9) as u64,
-                    ..RulesConfig::default()
-                },
+                rules,
                 workers: args.workers,
-                ..DataflowConfig::default()
+                processes,
+                process_id: args.process_id,
+                hosts,
             },
+            last: args.last,
+            stats: args.stats,
         })
     }
+}
+
+/// The dataflow's configuration for these traces: the rules also learn, from each trace's
+/// thread table and kallsyms, which threads are kernel delegates (their thread-order edges
+/// are pruned) and which callbacks are kernel maintenance (the tick, RCU, ...: culled).
+/// Every process of a cluster must compute the same, so all of them call this.
+fn dataflow_config(cfg: &BuildConfig, readers: &[TraceReader]) -> DataflowConfig {
+    let mut dcfg = cfg.dataflow.clone();
+    for r in readers {
+        dcfg.rules.classify_threads(
+            r.procs()
+                .iter()
+                .map(|p| (argus_schema::Tid(p.tid), p.comm.as_str(), p.kernel)),
+        );
+        if let Some(k) = r.kallsyms() {
+            dcfg.rules.cull_symbols(k.iter());
+        }
+    }
+    dcfg
+}
+
+/// Cluster mode, a process other than 0: runs its share of the dataflow with an input that
+/// is closed at once (process 0's worker 0 feeds every event) and writes nothing.
+pub fn serve_cluster(cfg: &BuildConfig) -> Result<()> {
+    let readers = open_traces(&cfg.traces, cfg.last)?;
+    let dcfg = dataflow_config(cfg, &readers);
+    drop(readers);
+    let (batch_tx, batch_rx) = crossbeam_channel::bounded::<Batch>(1);
+    drop(batch_tx);
+    let (out_tx, out_rx) = crossbeam_channel::unbounded::<Message>();
+    dataflow::run(&dcfg, batch_rx, out_tx).with_context(|| {
+        format!(
+            "running process {} of {} of the dataflow",
+            cfg.dataflow.process_id, cfg.dataflow.processes
+        )
+    })?;
+    // Only process 0 receives output; anything here would be a contract violation.
+    if out_rx.try_iter().next().is_some() {
+        bail!(
+            "process {} received dataflow output meant for process 0",
+            cfg.dataflow.process_id
+        );
+    }
+    Ok(())
 }
 
 /// What a build did.
@@ -86,6 +147,10 @@ pub struct BuildSummary {
     pub threads: usize,
     /// Events lost by the kernel, per CPU.
     pub lost: BTreeMap<u32, u64>,
+    /// Where: (cpu, from ns, to ns, events if counted), from `meta.json` `lost_ranges`.
+    pub lost_ranges: Vec<(u32, u64, u64, Option<u64>)>,
+    /// Graph statistics, with `--stats`.
+    pub stats: Option<argus_pipeline::stats::GraphStats>,
     /// Records of unknown kinds skipped.
     pub unknown: u64,
     /// Wall time.
@@ -113,7 +178,7 @@ impl fmt::Display for BuildSummary {
         if self.unknown > 0 {
             write!(
                 f,
-                "\nargus: note: {} records of event types without a format file were skipped",
+                "\nargus: note: {} records of event types Argus does not use (or has no format file for) were skipped",
                 self.unknown
             )?;
         }
@@ -129,6 +194,26 @@ impl fmt::Display for BuildSummary {
                     .collect::<Vec<_>>()
                     .join(", ")
             )?;
+            const SHOWN: usize = 8;
+            for (cpu, from, to, n) in self.lost_ranges.iter().take(SHOWN) {
+                let n = n.map_or("some".to_string(), |n| n.to_string());
+                write!(
+                    f,
+                    "\nargus:   cpu{cpu}: {n} events lost between {:.6} s and {:.6} s",
+                    *from as f64 / 1e9,
+                    *to as f64 / 1e9
+                )?;
+            }
+            if self.lost_ranges.len() > SHOWN {
+                write!(
+                    f,
+                    "\nargus:   ... {} more ranges",
+                    self.lost_ranges.len() - SHOWN
+                )?;
+            }
+        }
+        if let Some(stats) = &self.stats {
+            write!(f, "\n{stats}")?;
         }
         Ok(())
     }
@@ -142,6 +227,7 @@ struct Collected {
     epochs: u64,
     last_epoch: Epoch,
     watermark: Nanos,
+    counts: argus_pipeline::rules::Counts,
 }
 
 fn collect(rx: crossbeam_channel::Receiver<Message>) -> Collected {
@@ -152,6 +238,7 @@ fn collect(rx: crossbeam_channel::Receiver<Message>) -> Collected {
         epochs: 0,
         last_epoch: Epoch(0),
         watermark: Nanos(0),
+        counts: argus_pipeline::rules::Counts::default(),
     };
     for msg in rx {
         match msg {
@@ -171,8 +258,14 @@ fn collect(rx: crossbeam_channel::Receiver<Message>) -> Collected {
                 c.spins.apply(epoch, &mut spins.into_iter());
             }
             Message::EpochDone {
-                epoch, watermark, ..
+                epoch,
+                watermark,
+                counts,
+                ..
             } => {
+                for (total, n) in c.counts.values.iter_mut().zip(counts.values) {
+                    *total += n;
+                }
                 c.epochs += 1;
                 c.last_epoch = epoch;
                 c.watermark = watermark;
@@ -182,12 +275,38 @@ fn collect(rx: crossbeam_channel::Receiver<Message>) -> Collected {
     c
 }
 
+/// Appends `ev` to the epoch being filled and sends the epoch to the dataflow once it holds
+/// `size` events. A closed channel sets `failed` (the dataflow stopped).
+fn feed(
+    batch: &mut Vec<Event>,
+    ev: &Event,
+    size: usize,
+    tx: &crossbeam_channel::Sender<Batch>,
+    failed: &mut bool,
+) {
+    if *failed {
+        return;
+    }
+    batch.push(ev.clone());
+    if batch.len() >= size {
+        let events = std::mem::replace(batch, Vec::with_capacity(size));
+        let watermark = events.last().map(|e| e.ts).unwrap_or_default();
+        if tx.send(Batch { events, watermark }).is_err() {
+            *failed = true;
+        }
+    }
+}
+
 /// Opens the traces and orders them by start time; overlapping traces are refused (they
 /// would need a merge of two recordings of the same CPUs).
-fn open_traces(paths: &[PathBuf]) -> Result<Vec<TraceReader>> {
+fn open_traces(paths: &[PathBuf], last: Option<Duration>) -> Result<Vec<TraceReader>> {
     let mut readers = Vec::new();
     for p in paths {
-        let r = TraceReader::open(p).with_context(|| format!("opening trace {}", p.display()))?;
+        let r = match last {
+            Some(window) => TraceReader::open_window(p, window),
+            None => TraceReader::open(p),
+        }
+        .with_context(|| format!("opening trace {}", p.display()))?;
         readers.push(r);
     }
     readers.sort_by_key(|r| r.meta().start_ns);
@@ -207,13 +326,37 @@ fn open_traces(paths: &[PathBuf]) -> Result<Vec<TraceReader>> {
 /// Runs a build.
 pub fn build(cfg: &BuildConfig) -> Result<BuildSummary> {
     let started = Instant::now();
-    let readers = open_traces(&cfg.traces)?;
+    let imported = match cfg.traces.as_slice() {
+        [one] if argus_ingest::import::is_importable(one) => Some(
+            argus_ingest::import::open(one)
+                .with_context(|| format!("importing {}", one.display()))?,
+        ),
+        many if many.iter().any(|p| argus_ingest::import::is_importable(p)) => bail!(
+            "import other tools' recordings one file at a time (argus build FILE -o SNAPSHOT)"
+        ),
+        _ => None,
+    };
+    let readers = if imported.is_some() {
+        Vec::new()
+    } else {
+        open_traces(&cfg.traces, cfg.last)?
+    };
+    let mut dcfg = dataflow_config(cfg, &readers);
+    if let Some(imp) = &imported {
+        dcfg.rules.classify_threads(
+            imp.threads()
+                .iter()
+                .map(|t| (t.tid, t.comm.as_str(), t.kernel)),
+        );
+        if let Some(k) = imp.kallsyms() {
+            dcfg.rules.cull_symbols(k.iter());
+        }
+    }
     let mut writer = SnapshotWriter::new(&cfg.output)
         .with_context(|| format!("creating snapshot {}", cfg.output.display()))?;
 
     let (batch_tx, batch_rx) = crossbeam_channel::bounded::<Batch>(4);
     let (out_tx, out_rx) = crossbeam_channel::unbounded::<Message>();
-    let dcfg = cfg.dataflow.clone();
     let flow = std::thread::Builder::new()
         .name("argus-dataflow".into())
         .spawn(move || dataflow::run(&dcfg, batch_rx, out_tx))?;
@@ -223,6 +366,7 @@ pub fn build(cfg: &BuildConfig) -> Result<BuildSummary> {
 
     let mut threads: BTreeMap<i32, ThreadInfo> = BTreeMap::new();
     let mut lost: BTreeMap<u32, u64> = BTreeMap::new();
+    let mut lost_ranges: Vec<(u32, u64, u64, Option<u64>)> = Vec::new();
     let mut unknown = 0u64;
     let mut errors: Vec<ErrorRecord> = Vec::new();
     let mut events_total = 0u64;
@@ -231,31 +375,41 @@ pub fn build(cfg: &BuildConfig) -> Result<BuildSummary> {
     let mut trace_end = Nanos(0);
     let mut batch: Vec<Event> = Vec::with_capacity(cfg.batch);
     let mut feed_failed = false;
+    let progress = crate::progress::BuildProgress::new();
 
     let mut result: Result<()> = Ok(());
     for reader in readers {
         let dir = reader.dir().to_path_buf();
         let meta = reader.meta().clone();
-        trace_start =
-            Some(trace_start.map_or(Nanos(meta.start_ns), |s| s.min(Nanos(meta.start_ns))));
+        let start = Nanos(reader.start_ns());
+        trace_start = Some(trace_start.map_or(start, |s| s.min(start)));
+        for (cpu, from) in reader.complete_from() {
+            errors.push(ErrorRecord {
+                source: format!("{}/cpu{cpu}", dir.display()),
+                offset: None,
+                ts: Some(Nanos(*from)),
+                message:
+                    "the recorder's ring deleted this cpu's older chunks: its data starts here"
+                        .to_string(),
+            });
+        }
+        for (cpu, ranges) in &reader.meta_ext().lost_ranges {
+            for r in ranges {
+                lost_ranges.push((*cpu, r.from_ns, r.to_ns, r.events));
+            }
+        }
         trace_end = trace_end.max(Nanos(meta.end_ns));
         let mut events = reader.events();
         let base = seq_base;
         let mut last_seq = None;
+        let mut last_ts = Nanos(0);
         let tee = (&mut events).map(|r| {
             r.map(|mut ev| {
                 ev.seq += base;
                 last_seq = Some(ev.seq);
-                if !feed_failed {
-                    batch.push(ev.clone());
-                    if batch.len() >= cfg.batch {
-                        let events = std::mem::replace(&mut batch, Vec::with_capacity(cfg.batch));
-                        let watermark = events.last().map(|e| e.ts).unwrap_or_default();
-                        if batch_tx.send(Batch { events, watermark }).is_err() {
-                            feed_failed = true;
-                        }
-                    }
-                }
+                last_ts = ev.ts;
+                progress.tick();
+                feed(&mut batch, &ev, cfg.batch, &batch_tx, &mut feed_failed);
                 ev
             })
         });
@@ -269,6 +423,10 @@ pub fn build(cfg: &BuildConfig) -> Result<BuildSummary> {
         }
         events_total += summary.events;
         seq_base = last_seq.map_or(seq_base, |s| s + 1);
+        if meta.end_ns == 0 {
+            // Still recording, or the recorder died: the trace ends with its last event.
+            trace_end = trace_end.max(last_ts);
+        }
         for t in summary.threads.iter().cloned() {
             threads.insert(t.tid.0, t);
         }
@@ -291,6 +449,39 @@ pub fn build(cfg: &BuildConfig) -> Result<BuildSummary> {
             }
         }
     }
+    if let Some(imp) = &imported {
+        let sum = imp.summary();
+        trace_start = sum.start_ns.or(trace_start);
+        trace_end = trace_end.max(sum.end_ns.unwrap_or_default());
+        for e in imp.errors() {
+            // Lines that could not be read are skipped, kept in errors.parquet, and counted.
+            errors.push(e.to_error_record());
+        }
+        if !imp.errors().is_empty() {
+            eprintln!(
+                "argus: warning: {} lines of {} could not be read and were skipped (first: {}); see errors.parquet",
+                imp.errors().len(),
+                imp.path().display(),
+                imp.errors()[0]
+            );
+        }
+        let tee = imp.event_slice().iter().map(|ev| {
+            progress.tick();
+            feed(&mut batch, ev, cfg.batch, &batch_tx, &mut feed_failed);
+            Ok::<_, std::convert::Infallible>(ev)
+        });
+        match writer.try_write_events(tee) {
+            Ok(n) => events_total += n,
+            Err(e) => result = Err(e.into()),
+        }
+        for t in imp.threads() {
+            threads.insert(t.tid.0, t.clone());
+        }
+        if sum.lost > 0 {
+            *lost.entry(0).or_insert(0) += sum.lost;
+        }
+        unknown += sum.unknown.values().sum::<u64>();
+    }
     if result.is_ok() && !batch.is_empty() && !feed_failed {
         let events = std::mem::take(&mut batch);
         let watermark = events.last().map(|e| e.ts).unwrap_or_default();
@@ -299,6 +490,7 @@ pub fn build(cfg: &BuildConfig) -> Result<BuildSummary> {
         }
     }
     drop(batch_tx);
+    progress.finish();
     let flow_result = flow
         .join()
         .map_err(|_| anyhow::anyhow!("the dataflow thread panicked"))?;
@@ -321,7 +513,16 @@ pub fn build(cfg: &BuildConfig) -> Result<BuildSummary> {
     let edges = collected.edges.contents();
     let spins = collected.spins.contents();
     let threads: Vec<ThreadInfo> = threads.into_values().collect();
+    let stats = cfg.stats.then(|| {
+        argus_pipeline::stats::GraphStats::of(&argus_pipeline::Graph {
+            segments: segments.clone(),
+            edges: edges.clone(),
+            spins: spins.clone(),
+            counts: collected.counts.clone(),
+        })
+    });
     let summary = BuildSummary {
+        stats,
         events: events_total,
         epochs: collected.epochs,
         segments: segments.len(),
@@ -329,6 +530,7 @@ pub fn build(cfg: &BuildConfig) -> Result<BuildSummary> {
         spins: spins.len(),
         threads: threads.len(),
         lost: lost.clone(),
+        lost_ranges,
         unknown,
         elapsed: Duration::ZERO,
         output: cfg.output.clone(),

@@ -28,6 +28,10 @@ pub enum Command {
     Build(BuildArgs),
     /// Find the hang in a process and explain its root cause.
     Debug(DebugArgs),
+    /// Write a snapshot (and its diagnosed hang) as Perfetto JSON or Graphviz DOT.
+    Export(crate::export::ExportArgs),
+    /// The continuous job: record, feed the dataflow live, write periodic snapshots.
+    Start(crate::start::StartArgs),
     /// Record a bundled hang, diagnose it and explain it.
     Demo(DemoArgs),
     /// Run a bundled hang workload (used by `demo` and the tests).
@@ -55,6 +59,16 @@ pub struct RecordArgs {
     /// Per-CPU ring-buffer size in KiB.
     #[arg(long, default_value_t = 8192)]
     pub buffer_kb: u32,
+    /// Events: `default`, `full` (adds workqueue, timer-wheel and signal events), or a
+    /// comma-separated list of `system/event` names and set names.
+    #[arg(long, default_value = "default")]
+    pub events: String,
+    /// Cap on the trace directory (e.g. 512M, 2G): the oldest chunks are deleted to hold it.
+    #[arg(long, default_value = "2G", value_parser = argus_ingest::linux::parse_size)]
+    pub ring_size: u64,
+    /// Seconds between flushes (and fdatasyncs) of buffered pages to the chunk files.
+    #[arg(long, default_value_t = 1.0)]
+    pub flush_interval: f64,
     /// The command to record; recording stops when it exits.
     #[arg(last = true)]
     pub command: Vec<String>,
@@ -78,6 +92,27 @@ pub struct BuildArgs {
     /// Spinning-vertex threshold in seconds.
     #[arg(long, default_value_t = 2.0)]
     pub threshold: f64,
+    /// Cluster mode: number of timely processes (see docs/cluster.md).
+    #[arg(long, default_value_t = 1)]
+    pub processes: usize,
+    /// Cluster mode: this process's index (0 feeds the input and writes the snapshot).
+    #[arg(long, default_value_t = 0)]
+    pub process_id: usize,
+    /// Cluster mode: a file with one `host:port` per process, in process order.
+    #[arg(long)]
+    pub hosts: Option<PathBuf>,
+    /// Only the last DURATION of each trace (e.g. 5m, 30s): the tail of a ring, also while
+    /// the recorder is still writing it.
+    #[arg(long, value_parser = argus_ingest::replay::parse_duration)]
+    pub last: Option<std::time::Duration>,
+    /// A rules file (TOML): user segment boundaries and edges (condition variables, splits,
+    /// worker pools, pipes, kernel threads). See `docs/rules.md`.
+    #[arg(long)]
+    pub rules: Option<PathBuf>,
+    /// Print graph statistics (vertices, edges by kind and strength, what the rules split,
+    /// pruned, culled and added), like the Argus paper's Table 2.
+    #[arg(long)]
+    pub stats: bool,
 }
 
 /// `argus debug`.
@@ -104,6 +139,32 @@ pub struct DebugArgs {
     /// Print the report as JSON.
     #[arg(long)]
     pub json: bool,
+    /// SNAPSHOT is an `argus start` directory: re-diagnose on each new snapshot (its
+    /// `latest`) and print what changed, until interrupted.
+    #[arg(long)]
+    pub follow: bool,
+    /// With --follow: stop after this many seconds.
+    #[arg(long, requires = "follow")]
+    pub follow_for: Option<f64>,
+    /// Hang threshold in seconds: a watched thread's segment (or yield loop) longer than this.
+    #[arg(long, default_value_t = 2.0)]
+    pub threshold: f64,
+    /// The watched thread's event-loop wait syscall (default: learned from the trace).
+    #[arg(long)]
+    pub loop_wait: Option<String>,
+    /// Beam width β of the path ranking.
+    #[arg(long = "beam", default_value_t = 8)]
+    pub beam: usize,
+    /// Look-back depth of the beam search (levels expanded before pruning).
+    #[arg(long, default_value_t = 2)]
+    pub lookback: usize,
+    /// How many ranked paths to report.
+    #[arg(long, default_value_t = 3)]
+    pub top: usize,
+    /// Save explicit answers as rules to this file (read first when it exists: its rules
+    /// answer questions of the same pattern without asking).
+    #[arg(long)]
+    pub save_answers: Option<PathBuf>,
 }
 
 /// `argus demo`.

@@ -5,6 +5,12 @@
 mod build;
 mod bundle;
 mod cli;
+mod export;
+mod follow;
+mod hangs;
+mod patterns;
+mod progress;
+mod start;
 mod workload;
 
 use anyhow::{bail, Context, Result};
@@ -71,13 +77,20 @@ fn run(cli: Cli) -> Result<u8> {
         }
         Command::Build(args) => {
             let cfg = build::BuildConfig::from_args(&args)?;
+            if cfg.dataflow.process_id != 0 {
+                build::serve_cluster(&cfg)?;
+                return Ok(0);
+            }
             let summary = build::build(&cfg)?;
             if !cli.quiet {
                 eprintln!("{summary}");
             }
             Ok(0)
         }
+        Command::Debug(args) if args.follow => follow::run(&args),
         Command::Debug(args) => debug(&args),
+        Command::Export(args) => export::run(&args),
+        Command::Start(args) => start::run(&start::StartConfig::from_args(&args)?, cli.quiet),
         Command::Demo(args) => demo(&args, cli.quiet),
         Command::Bundle { dir, out } => {
             let bytes = bundle::pack(&dir)?;
@@ -91,19 +104,32 @@ fn run(cli: Cli) -> Result<u8> {
             Ok(0)
         }
         Command::Workload(args) => {
-            workload::run(&args.name, args.secs)?;
+            if hangs::is_hang(&args.name) {
+                hangs::run(&args.name, args.secs)?;
+            } else {
+                workload::run(&args.name, args.secs)?;
+            }
             Ok(0)
         }
     }
 }
 
-fn record_config(args: &RecordArgs) -> argus_ingest::linux::RecordConfig {
+fn record_config(args: &RecordArgs) -> Result<argus_ingest::linux::RecordConfig> {
     let mut cfg = argus_ingest::linux::RecordConfig::new(&args.output);
     cfg.duration = args.duration.map(Duration::from_secs_f64);
     cfg.command = (!args.command.is_empty()).then(|| args.command.clone());
     cfg.buffer_size_kb = args.buffer_kb;
     cfg.handle_signals = true;
-    cfg
+    cfg.events = argus_ingest::linux::event_set(&args.events).context("--events")?;
+    cfg.ring_size = Some(args.ring_size);
+    if !(args.flush_interval.is_finite() && args.flush_interval > 0.0) {
+        bail!(
+            "--flush-interval must be a positive number of seconds, got {}",
+            args.flush_interval
+        );
+    }
+    cfg.flush_interval = Some(Duration::from_secs_f64(args.flush_interval));
+    Ok(cfg)
 }
 
 fn record(args: &RecordArgs, announce: bool) -> Result<argus_ingest::linux::RecordSummary> {
@@ -112,7 +138,7 @@ fn record(args: &RecordArgs, announce: bool) -> Result<argus_ingest::linux::Reco
             bail!("--duration must be a positive number of seconds, got {d}");
         }
     }
-    let cfg = record_config(args);
+    let cfg = record_config(args)?;
     let recorder = argus_ingest::linux::Recorder::new(cfg);
     let recording = recorder
         .start()
@@ -138,7 +164,7 @@ fn record(args: &RecordArgs, announce: bool) -> Result<argus_ingest::linux::Reco
     Ok(summary)
 }
 
-fn load_graph(snapshot: &Path) -> Result<argus_diagnose::Graph> {
+pub(crate) fn load_graph(snapshot: &Path) -> Result<argus_diagnose::Graph> {
     let snap = argus_sinks::read_snapshot_tables(snapshot, false)
         .with_context(|| format!("reading snapshot {}", snapshot.display()))?;
     let input = argus_diagnose::GraphInput {
@@ -153,7 +179,9 @@ fn load_graph(snapshot: &Path) -> Result<argus_diagnose::Graph> {
 }
 
 fn debug(args: &DebugArgs) -> Result<u8> {
-    let graph = load_graph(&args.snapshot)?;
+    let snapshot = follow::resolve_snapshot(&args.snapshot)?;
+    let mut graph = load_graph(&snapshot)?;
+    export::attach_app_events(&mut graph, &snapshot)?;
     let target = match (args.pid, args.tid, &args.comm) {
         (Some(pid), tid, _) => Some(argus_diagnose::Target {
             pid: argus_schema::Pid(pid),
@@ -184,29 +212,16 @@ fn debug(args: &DebugArgs) -> Result<u8> {
             );
         }
     }
-    let config = argus_diagnose::DiagnoseConfig::default();
-    let diagnosis = if let Some(file) = &args.answers {
-        let text = std::fs::read_to_string(file)
-            .with_context(|| format!("reading answers {}", file.display()))?;
-        let mut oracle = argus_diagnose::ScriptedOracle::parse(&text)
-            .with_context(|| format!("parsing answers {}", file.display()))?;
-        argus_diagnose::diagnose(&graph, target, &mut oracle, &config)?
-    } else if !args.auto {
-        // Questions go to stderr and answers come from stdin, a terminal or a pipe; at the
-        // end of input every remaining question takes its default answer.
-        let stdin = std::io::stdin();
-        let mut oracle = argus_diagnose::TerminalOracle::new(stdin.lock(), std::io::stderr());
-        argus_diagnose::diagnose(&graph, target, &mut oracle, &config)?
-    } else {
-        let mut oracle = argus_diagnose::AutoOracle;
-        argus_diagnose::diagnose(&graph, target, &mut oracle, &config)?
-    };
+    let diagnosis = export::diagnose_with(args, &graph, target)?;
     let mut out = std::io::stdout().lock();
     if args.json {
         serde_json::to_writer_pretty(&mut out, &diagnosis.to_json())?;
         writeln!(out)?;
     } else {
         write!(out, "{}", diagnosis.to_text())?;
+        if let Some(r) = &diagnosis.report {
+            write!(out, "{}", r.to_picture())?;
+        }
     }
     out.flush()?;
     Ok(diagnosis.outcome().exit_code())
@@ -260,6 +275,9 @@ fn demo(args: &DemoArgs, quiet: bool) -> Result<u8> {
                 output: trace.clone(),
                 duration: None,
                 buffer_kb: 8192,
+                events: "default".into(),
+                ring_size: argus_ingest::linux::DEFAULT_RING_SIZE,
+                flush_interval: 1.0,
                 command: vec![
                     exe.to_string_lossy().into_owned(),
                     "workload".into(),

@@ -123,14 +123,20 @@ pub fn run(name: &str, secs: f64) -> Result<()> {
                 "{{\"workload\":\"yield\",\"main_tid\":{main_tid},\"worker_tid\":{worker_tid},\"root_cause_comm\":\"argus-setter\",\"polls\":{spins}}}"
             );
         }
-        other => bail!(
-            "unknown workload {other:?}; known: {}",
-            WORKLOADS
-                .iter()
-                .map(|(n, _)| *n)
-                .collect::<Vec<_>>()
-                .join(", ")
-        ),
+        other => {
+            if let Some(r) = crate::patterns::run(other, secs) {
+                return r;
+            }
+            bail!(
+                "unknown workload {other:?}; known: {}",
+                WORKLOADS
+                    .iter()
+                    .chain(crate::patterns::PATTERNS)
+                    .map(|(n, _)| *n)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        }
     }
     Ok(())
 }

@@ -57,10 +57,21 @@ fn chain_across_threads_and_processes_ends_in_the_sleep() {
     for item in &items[1..] {
         let kind = item["edge"]["kind"].as_str().unwrap_or("");
         assert!(
-            ["wakeup", "timer", "fork", "thread_order"].contains(&kind),
+            [
+                "wakeup",
+                "timer",
+                "fork",
+                "thread_order",
+                "exit",
+                "message",
+                "signal",
+                "queue"
+            ]
+            .contains(&kind),
             "edge kind {kind:?}"
         );
-        assert!(["weak", "strong"].contains(&item["edge"]["strength"].as_str().unwrap_or("")));
+        assert!(["weak", "boosted", "strong"]
+            .contains(&item["edge"]["strength"].as_str().unwrap_or("")));
     }
     // The futex hand-off from the worker is a weak edge, so --auto answered a question.
     let qs = r["questions"].as_array().expect("questions");

@@ -5,7 +5,16 @@
 //! skip into a failure.
 
 mod bad_input;
+mod build_flags;
+mod cluster;
+mod collector;
 mod common;
+mod conformance;
+mod continuous;
 mod demo;
+mod diagnosis;
+mod graph_rules;
+mod hang_suite;
 mod live;
+mod notebook;
 mod oracle_real;

@@ -57,6 +57,82 @@ pub struct GraphInput {
     pub trace_end_ns: Nanos,
 }
 
+/// An application marker (`trace_marker` write), e.g. `argus:hang-begin`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Marker {
+    /// When it was written.
+    pub ts: Nanos,
+    /// Writing process.
+    pub pid: Pid,
+    /// Writing thread.
+    pub tid: Tid,
+    /// The text, trailing newline removed.
+    pub text: String,
+}
+
+/// A hit of a hardware watchpoint on a shared data flag.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FlagHit {
+    /// When.
+    pub ts: Nanos,
+    /// Accessing process.
+    pub pid: Pid,
+    /// Accessing thread.
+    pub tid: Tid,
+    /// The watched address.
+    pub addr: u64,
+    /// A write (else a read).
+    pub write: bool,
+}
+
+/// The application-level events of a trace the diagnosis uses: markers and data-flag
+/// accesses. Read from the events table only when wanted (it is the largest table).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct AppEvents {
+    /// Markers, in time order.
+    pub markers: Vec<Marker>,
+    /// Data-flag accesses, in time order.
+    pub flags: Vec<FlagHit>,
+}
+
+impl AppEvents {
+    /// Picks the markers and flag accesses out of decoded events.
+    pub fn from_events<'a>(events: impl IntoIterator<Item = &'a argus_schema::Event>) -> AppEvents {
+        let mut out = AppEvents::default();
+        for e in events {
+            out.push(e);
+        }
+        out.sort();
+        out
+    }
+
+    /// Adds one event if it is a marker or a flag access.
+    pub fn push(&mut self, e: &argus_schema::Event) {
+        match &e.kind {
+            argus_schema::EventKind::Marker { text } => self.markers.push(Marker {
+                ts: e.ts,
+                pid: e.pid,
+                tid: e.tid,
+                text: text.trim_end().to_string(),
+            }),
+            argus_schema::EventKind::FlagAccess { addr, write } => self.flags.push(FlagHit {
+                ts: e.ts,
+                pid: e.pid,
+                tid: e.tid,
+                addr: *addr,
+                write: *write,
+            }),
+            _ => {}
+        }
+    }
+
+    /// Sorts both lists by time.
+    pub fn sort(&mut self) {
+        self.markers.sort_by_key(|m| (m.ts, m.tid));
+        self.flags.sort_by_key(|f| (f.ts, f.tid));
+    }
+}
+
 #[derive(Clone, Copy, Debug)]
 struct ThreadRange {
     start: u32,
@@ -79,6 +155,7 @@ pub struct Graph {
     thread_info: TidMap<u32>,
     dropped_edges: u64,
     duplicate_segments: u64,
+    app: AppEvents,
 }
 
 impl Graph {
@@ -173,6 +250,7 @@ impl Graph {
             thread_info,
             dropped_edges: 0,
             duplicate_segments,
+            app: AppEvents::default(),
         };
 
         let mut kept = Vec::with_capacity(edges.len());
@@ -196,6 +274,17 @@ impl Graph {
         g.edges = kept;
         g.dropped_edges = dropped;
         Ok(g)
+    }
+
+    /// Attaches the trace's markers and data-flag accesses (see [`AppEvents`]).
+    pub fn set_app_events(&mut self, mut app: AppEvents) {
+        app.sort();
+        self.app = app;
+    }
+
+    /// The markers and data-flag accesses attached with [`Graph::set_app_events`].
+    pub fn app_events(&self) -> &AppEvents {
+        &self.app
     }
 
     /// Position in `by_id` of a segment id.

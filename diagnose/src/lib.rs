@@ -26,9 +26,24 @@
 //! [`TerminalOracle`] is given, never sees timely, and never panics on bad data: dangling
 //! edges are dropped and counted, missing segments are [`Error`]s.
 //!
-//! Non-goals for now: beam search with look-back over all paths (the walk follows one path,
-//! asking at each fork), data-flag edges (RepeatedYield names a likely setter instead of
-//! following a watchpoint edge), call stacks.
+//! Around the walk:
+//! - **Finding the hang** ([`find_hangs`], module `hangs`): the watched thread's segments
+//!   longer than the threshold (or yield runs), minus idleness in the thread's own event-loop
+//!   wait *learned from the trace*, plus hangs the application marked with
+//!   `argus:hang-begin` / `argus:hang-end` markers; each with the evidence for its class.
+//! - **Ranking** ([`beam`]): beam search with look-back (width β, look-back depth, penalties
+//!   per edge kind and strength) gives the report's top-k `ranked_paths` and the default
+//!   answer of every question, so that under `--auto` the walk's path follows the best one.
+//! - **Baselines**: similar vertices by signature (wait syscall, syscall sequence, connection
+//!   kinds; a short wait ended by a wake-up is normal), the user's pick (default the most
+//!   recent), the baseline's wake-up path, and what each of its threads did during the hang.
+//! - **Saved answers** ([`SavedAnswers`], [`RuleOracle`]): explicit answers kept as rules keyed
+//!   by the question's pattern (no ids), reused on the next hang of the same shape.
+//! - **Pictures**: [`Report::to_picture`] draws the path as lanes per thread for a terminal;
+//!   [`Report::highlight`] gives the segments and edges to mark in a Perfetto or DOT export.
+//!
+//! Non-goals for now: call stacks in questions (the schema has stack events but segments do
+//! not carry symbols yet).
 //!
 //! ```
 //! use argus_diagnose::{diagnose, AutoOracle, DiagnoseConfig, Graph, GraphInput, Outcome, Target};
@@ -62,16 +77,24 @@
 //! ```
 #![warn(missing_docs)]
 
+mod answers;
+pub mod beam;
 mod graph;
+pub mod hangs;
 mod oracle;
+mod picture;
 mod report;
 mod walk;
 
-pub use graph::{Graph, GraphInput};
+pub use answers::{RuleOracle, SavedAnswers, SavedPick, SavedRule};
+pub use beam::{BeamConfig, Penalties};
+pub use graph::{AppEvents, FlagHit, Graph, GraphInput, Marker};
+pub use hangs::{find_hangs, Hang, HangConfig, HangSource, LoopWait};
 pub use oracle::{AutoOracle, Oracle, Reply, ScriptedOracle, TerminalOracle};
+pub use picture::Highlight;
 pub use report::{
-    secs, Answer, Candidate, CauseClass, Choice, HangInfo, PathEdge, PathEdgeKind, PathItem,
-    Question, Report, Role, RootCause,
+    secs, Answer, BaselineInfo, Candidate, CauseClass, Choice, HangInfo, PathEdge, PathEdgeKind,
+    PathItem, Question, RankedPath, RankedStep, Report, Role, RootCause, ThreadComparison,
 };
 pub use walk::DiagnoseConfig;
 
@@ -95,6 +118,12 @@ pub enum Error {
         table: &'static str,
         /// How many rows it has.
         rows: usize,
+    },
+    /// A saved-answers file (`--save-answers`) is not valid JSON of the expected shape.
+    #[error("saved answers: {message}")]
+    BadSavedAnswers {
+        /// What the JSON parser said.
+        message: String,
     },
     /// A line of an answers file is not an answer.
     #[error(
@@ -266,7 +295,7 @@ pub fn diagnose(
     oracle: &mut dyn Oracle,
     config: &DiagnoseConfig,
 ) -> Result<Diagnosis, Error> {
-    let (spin, subject) = match target {
+    let (tids, subject) = match target {
         Some(t) => {
             let tid = t.thread();
             let who = match graph.thread(tid) {
@@ -275,16 +304,64 @@ pub fn diagnose(
                 }
                 _ => graph.describe(tid),
             };
-            (find_hang(graph, t), who)
+            (vec![tid], who)
         }
         None => (
-            find_any_hang(graph),
+            main_threads(graph),
             "the main threads of all processes".to_string(),
         ),
     };
-    let report = match spin {
-        Some(s) => Some(diagnose_spin(graph, &s, oracle, config)?),
+    diagnose_watched(graph, &tids, subject, target, oracle, config)
+}
+
+/// Every process' main thread (tid == pid) that has segments.
+pub fn main_threads(graph: &Graph) -> Vec<Tid> {
+    let mut tids: Vec<Tid> = graph
+        .thread_ids()
+        .filter(|t| t.is_task() && graph.pid_of(*t).is_some_and(|p| p.0 == t.0))
+        .collect();
+    tids.sort_unstable();
+    tids
+}
+
+/// Finds the hang among the watched threads `tids` (marked hangs first, then the longest)
+/// and diagnoses it. `subject` names the watched threads in the "no hang" message.
+pub fn diagnose_watched(
+    graph: &Graph,
+    tids: &[Tid],
+    subject: String,
+    target: Option<Target>,
+    oracle: &mut dyn Oracle,
+    config: &DiagnoseConfig,
+) -> Result<Diagnosis, Error> {
+    let mut best: Option<Hang> = None;
+    for &tid in tids {
+        if let Some(h) = find_hangs(graph, tid, &config.hang).into_iter().next() {
+            let key = |h: &Hang| {
+                (
+                    h.source == HangSource::Marker,
+                    h.spin.start_ns.until(h.spin.end_ns),
+                    h.spin.segment,
+                )
+            };
+            if best.as_ref().is_none_or(|b| key(&h) > key(b)) {
+                best = Some(h);
+            }
+        }
+    }
+    let report = match best {
+        Some(h) => Some(walk::run(graph, &h, oracle, config)?),
         None => None,
+    };
+    let subject = match (&report, tids) {
+        (None, [tid]) => match hangs::idle_waits(graph, *tid, &config.hang) {
+            Some((lw, n)) if n > 0 => format!(
+                "{subject} ({n} long wait(s) in {}, its event-loop wait, are idleness)",
+                argus_schema::syscalls::name(lw.syscall)
+            ),
+            _ => subject,
+        },
+        _ => subject,
     };
     Ok(Diagnosis {
         target,
@@ -300,5 +377,14 @@ pub fn diagnose_spin(
     oracle: &mut dyn Oracle,
     config: &DiagnoseConfig,
 ) -> Result<Report, Error> {
-    walk::run(graph, spin, oracle, config)
+    let mut spin = spin.clone();
+    spin.end_ns = walk::spin_end(graph, &spin);
+    let lw = hangs::learn_loop_wait(graph, spin.tid, &config.hang);
+    let hang = Hang {
+        evidence: hangs::class_evidence(graph, &spin, lw.as_ref()),
+        spin,
+        source: HangSource::Spins,
+        loop_wait: lw,
+    };
+    walk::run(graph, &hang, oracle, config)
 }

@@ -18,6 +18,11 @@ pub enum Reply {
     Stop,
     /// Let the default policy answer (the report marks the answer `defaulted`).
     Default,
+    /// Follow choice `n` (0-based) because a saved answer says so (the report marks it
+    /// `by_rule`).
+    Rule(usize),
+    /// Stop because a saved answer says so.
+    RuleStop,
 }
 
 /// Answers the questions of the interactive slicing.
@@ -198,6 +203,8 @@ mod tests {
             default: n - 1,
             answer: Answer::Choice(n - 1),
             defaulted: true,
+            pattern: "wake|main|futex|wakeup/strong".into(),
+            by_rule: false,
         }
     }
 

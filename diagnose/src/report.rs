@@ -28,6 +28,90 @@ pub struct Report {
     pub advice: Vec<String>,
     /// A plain-English paragraph.
     pub summary: String,
+    /// The best causal paths from the hang found by beam search with look-back, best first
+    /// (lowest score). `path` is the walk's explanation; when every question took its
+    /// default, its causal steps follow `ranked_paths[0]`.
+    #[serde(default)]
+    pub ranked_paths: Vec<RankedPath>,
+    /// The baseline (a similar vertex that did not hang) the hang was compared with, if one
+    /// was needed and found.
+    #[serde(default)]
+    pub baseline: Option<BaselineInfo>,
+}
+
+/// One path ranked by the beam search.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RankedPath {
+    /// 1 for the best path.
+    pub rank: usize,
+    /// Sum of the step penalties minus the relevance rewards: lower is better.
+    pub score: f64,
+    /// From the hang (first, no edge) back to the path's root (last).
+    pub steps: Vec<RankedStep>,
+    /// Why this path ranks where it does, in plain words.
+    pub evidence: Vec<String>,
+}
+
+/// One step of a ranked path.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RankedStep {
+    /// Segment.
+    pub segment: SegmentId,
+    /// `tid#seq`.
+    pub segment_label: String,
+    /// Process.
+    pub pid: Pid,
+    /// Thread.
+    pub tid: Tid,
+    /// Thread name.
+    pub comm: String,
+    /// The edge taken to reach this step from the previous one (`null` for the first).
+    pub edge: Option<PathEdge>,
+    /// Penalty of the edge minus the reward for how much of the hang this segment covers.
+    pub cost: f64,
+    /// What the segment did, in plain words.
+    pub description: String,
+}
+
+/// The baseline comparison of a wait that never ended (or timed out).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct BaselineInfo {
+    /// The wait that hung (the segment ending in it).
+    pub hang_segment: SegmentId,
+    /// The similar segment whose same wait ended quickly.
+    pub segment: SegmentId,
+    /// `tid#seq` of `segment`.
+    pub segment_label: String,
+    /// Its thread.
+    pub tid: Tid,
+    /// Its thread name.
+    pub comm: String,
+    /// How long its wait lasted.
+    pub wait_ns: u64,
+    /// Signature similarity with the hang's vertex, 0 to 1.
+    pub similarity: f64,
+    /// How many similar normal vertices were found (the user picks when several).
+    pub similar_found: usize,
+    /// The baseline's wake-up path, from the baseline back.
+    pub wake_path: Vec<RankedStep>,
+    /// For each thread on the wake-up path: what it did during the hang.
+    pub threads: Vec<ThreadComparison>,
+}
+
+/// What a thread of the baseline's wake-up path did during the hang.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ThreadComparison {
+    /// The thread on the baseline path.
+    pub baseline_tid: Tid,
+    /// The thread examined during the hang (the same, or one with the same role when the
+    /// baseline's thread no longer existed).
+    pub tid: Tid,
+    /// Its name.
+    pub comm: String,
+    /// What it did during the hang.
+    pub during_hang: String,
+    /// Whether that was abnormal (blocked, busy or gone): a culprit.
+    pub abnormal: bool,
 }
 
 /// The hang (spinning vertex) the report explains.
@@ -61,6 +145,18 @@ pub struct HangInfo {
     pub wait_syscall: String,
     /// Time on CPU within it.
     pub on_cpu_ns: u64,
+    /// Why this is a hang of this class: durations, shares, the thread's event-loop wait.
+    #[serde(default)]
+    pub evidence: Vec<String>,
+    /// Where the spinning vertex came from: `segments` (found by the diagnosis with its
+    /// threshold), `spins` (the snapshot's spins table) or `marker` (the application marked
+    /// the hang through `trace_marker`).
+    #[serde(default)]
+    pub source: String,
+    /// The thread's own event-loop wait learned from the trace (`poll`, `epoll_wait`…),
+    /// whose long waits are idleness, not hangs.
+    #[serde(default)]
+    pub loop_wait: Option<String>,
 }
 
 /// Why a path item is on the path.
@@ -77,6 +173,9 @@ pub enum Role {
     Setter,
     /// Context of a LongRunning culprit: what started its run.
     Context,
+    /// The input that started the work of a LongRunning culprit (a message, a pipe read,
+    /// an application marker).
+    Input,
 }
 
 /// The kind of step taken to reach a path item.
@@ -320,6 +419,13 @@ pub struct Question {
     /// Whether the answer is the default because nobody chose (`--auto`, end of input, end of
     /// the answers file).
     pub defaulted: bool,
+    /// The question's pattern: what it is about without ids (kind of question, thread name,
+    /// wait syscall, edge kinds offered). Saved answers are keyed by it.
+    #[serde(default)]
+    pub pattern: String,
+    /// Whether a saved answer (`--save-answers`) answered it, so nobody was asked.
+    #[serde(default)]
+    pub by_rule: bool,
 }
 
 /// A thread that could have ended the hang, and what it did during it.
@@ -358,12 +464,16 @@ impl Report {
         let mut out = String::new();
         let hang = self.path.first().map_or("", |p| p.description.as_str());
         out.push_str(&format!("Hang: {} ({})\n", hang, self.hang.class.name()));
+        for e in &self.hang.evidence {
+            out.push_str(&format!("  · {e}\n"));
+        }
         for item in self.path.iter().skip(1) {
             let arrow = match item.role {
                 Role::Cause | Role::Hang => "←",
                 Role::Baseline => "⇠ baseline:",
                 Role::Setter => "⇠ flag setter?",
                 Role::Context => "  context:",
+                Role::Input => "  input:",
             };
             let strength = match item.edge {
                 Some(e) if e.strength == Strength::Weak => " [weak]",
@@ -383,6 +493,67 @@ impl Report {
                 }
             }
             None => out.push_str("Root cause: not found\n"),
+        }
+        if let Some(b) = &self.baseline {
+            out.push_str(&format!(
+                "Baseline: {} ({} similar normal wait(s), similarity {:.2}, its wait lasted {})\n",
+                b.wake_path
+                    .first()
+                    .map_or(b.segment_label.as_str(), |s| s.description.as_str()),
+                b.similar_found,
+                b.similarity,
+                secs(b.wait_ns)
+            ));
+            let chain: Vec<String> = b
+                .wake_path
+                .iter()
+                .skip(1)
+                .map(|s| match s.edge {
+                    Some(e) => format!(
+                        "{} {} [{} {}]",
+                        s.comm,
+                        s.tid,
+                        e.kind.name(),
+                        e.strength.name()
+                    ),
+                    None => format!("{} {}", s.comm, s.tid),
+                })
+                .collect();
+            if !chain.is_empty() {
+                out.push_str(&format!("  its wake-up path: ← {}\n", chain.join(" ← ")));
+            }
+            for t in &b.threads {
+                let mark = if t.abnormal { "abnormal" } else { "normal" };
+                out.push_str(&format!(
+                    "  during the hang, {} {}: {} ({mark})\n",
+                    t.comm, t.tid, t.during_hang
+                ));
+            }
+        }
+        if !self.ranked_paths.is_empty() {
+            out.push_str("Ranked paths (beam search with look-back; lower score is better):\n");
+            for p in &self.ranked_paths {
+                let chain: Vec<String> = p
+                    .steps
+                    .iter()
+                    .map(|s| match s.edge {
+                        Some(e) => format!(
+                            "[{} {}] {} {}",
+                            e.kind.name(),
+                            e.strength.name(),
+                            s.comm,
+                            s.tid
+                        ),
+                        None => format!("{} {}", s.comm, s.tid),
+                    })
+                    .collect();
+                out.push_str(&format!(
+                    "  {}. score {:.2}: {}\n",
+                    p.rank,
+                    p.score,
+                    chain.join(" ← ")
+                ));
+            }
         }
         if !self.candidates.is_empty() {
             out.push_str("Candidates that could have ended it:\n");
@@ -405,7 +576,13 @@ impl Report {
                         .map_or_else(|| format!("#{}", n + 1), |c| c.description.clone()),
                     Answer::Stop => "stop".to_string(),
                 };
-                let how = if q.defaulted { " (default)" } else { "" };
+                let how = if q.by_rule {
+                    " (saved answer)"
+                } else if q.defaulted {
+                    " (default)"
+                } else {
+                    ""
+                };
                 out.push_str(&format!("  ? {}\n    → {ans}{how}\n", q.prompt));
             }
         }
@@ -436,10 +613,11 @@ mod lower_strength {
         let s = String::deserialize(d)?;
         match s.as_str() {
             "strong" => Ok(Strength::Strong),
+            "boosted" => Ok(Strength::Boosted),
             "weak" => Ok(Strength::Weak),
             other => Err(serde::de::Error::unknown_variant(
                 other,
-                &["strong", "weak"],
+                &["strong", "boosted", "weak"],
             )),
         }
     }

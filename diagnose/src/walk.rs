@@ -17,11 +17,13 @@
 //! Every choice between several incoming edges, or of a weak edge, is a [`Question`] for the
 //! [`Oracle`]; a single strong edge is followed without asking.
 
+use crate::beam::{self, BeamConfig};
 use crate::graph::Graph;
+use crate::hangs::{Hang, HangConfig};
 use crate::oracle::{Oracle, Reply};
 use crate::report::{
-    secs, Answer, Candidate, CauseClass, Choice, HangInfo, PathEdge, PathEdgeKind, PathItem,
-    Question, Report, Role, RootCause,
+    secs, Answer, BaselineInfo, Candidate, CauseClass, Choice, HangInfo, PathEdge, PathEdgeKind,
+    PathItem, Question, RankedPath, RankedStep, Report, Role, RootCause, ThreadComparison,
 };
 use crate::Error;
 use argus_schema::syscalls;
@@ -54,6 +56,16 @@ pub struct DiagnoseConfig {
     pub max_choices: usize,
     /// Most earlier segments of a thread examined when looking for a baseline.
     pub baseline_scan: usize,
+    /// Most steps of a baseline's wake-up path.
+    pub baseline_depth: usize,
+    /// Most steps sliced back from a LongRunning hang to the input that started it.
+    pub input_depth: usize,
+    /// Ask before recursing into the culprit of a culprit (Algorithm 1 line 19).
+    pub confirm_recursion: bool,
+    /// Finding the spinning vertex.
+    pub hang: HangConfig,
+    /// Ranking paths and default answers.
+    pub beam: BeamConfig,
 }
 
 impl Default for DiagnoseConfig {
@@ -68,6 +80,11 @@ impl Default for DiagnoseConfig {
             near_ns: 5_000_000,
             max_choices: 12,
             baseline_scan: 100_000,
+            baseline_depth: 6,
+            input_depth: 6,
+            confirm_recursion: true,
+            hang: HangConfig::default(),
+            beam: BeamConfig::default(),
         }
     }
 }
@@ -150,6 +167,21 @@ fn via(kind: EdgeKind) -> &'static str {
     }
 }
 
+/// Kinds of edge that end a wait: everything but creation, timer arming and thread order.
+fn wakes(k: EdgeKind) -> bool {
+    !matches!(k, EdgeKind::ThreadOrder | EdgeKind::Fork | EdgeKind::Timer)
+}
+
+/// How much an edge kind says beyond "a wake-up happened".
+fn specific(k: EdgeKind) -> u8 {
+    match k {
+        EdgeKind::ThreadOrder => 0,
+        EdgeKind::Wakeup => 1,
+        EdgeKind::Rule => 2,
+        _ => 3,
+    }
+}
+
 fn path_edge(e: &CausalEdge) -> PathEdge {
     PathEdge {
         kind: e.kind.into(),
@@ -187,15 +219,21 @@ struct Walk<'g, 'o> {
     candidates: Vec<Candidate>,
     advice: Vec<String>,
     visited: HashSet<SegmentId>,
+    /// The hang window, for beam scores.
+    window: (Nanos, Nanos),
+    baseline_info: Option<BaselineInfo>,
+    /// The baseline's next segment (where its wake-up landed), for ranking.
+    baseline_next: Option<SegmentId>,
 }
 
 /// Diagnoses one spinning vertex.
 pub(crate) fn run(
     g: &Graph,
-    spin: &Spin,
+    found: &Hang,
     oracle: &mut dyn Oracle,
     cfg: &DiagnoseConfig,
 ) -> Result<Report, Error> {
+    let spin = &found.spin;
     let first = g.segment(spin.segment).ok_or(Error::MissingSegment {
         segment: spin.segment,
     })?;
@@ -213,6 +251,9 @@ pub(crate) fn run(
         candidates: Vec::new(),
         advice: Vec::new(),
         visited: HashSet::new(),
+        window: (spin.start_ns, end),
+        baseline_info: None,
+        baseline_next: None,
     };
     w.visited.insert(first.id);
     match spin.class {
@@ -235,8 +276,12 @@ pub(crate) fn run(
         open: spin.open,
         wait_syscall: sc(spin.wait_syscall),
         on_cpu_ns: spin.on_cpu_ns,
+        evidence: found.evidence.clone(),
+        source: found.source.name().to_string(),
+        loop_wait: found.loop_wait.map(|l| sc(l.syscall)),
     };
     let summary = w.summary(&hang);
+    let ranked_paths = w.ranked(spin, first);
     Ok(Report {
         hang,
         path: w.path,
@@ -245,6 +290,8 @@ pub(crate) fn run(
         candidates: w.candidates,
         advice: w.advice,
         summary,
+        ranked_paths,
+        baseline: w.baseline_info,
     })
 }
 
@@ -372,6 +419,7 @@ impl<'g> Walk<'g, '_> {
     /// otherwise.
     fn choose(
         &mut self,
+        tag: &str,
         about: &Segment,
         prompt: String,
         mut edges: Vec<&'g CausalEdge>,
@@ -379,8 +427,11 @@ impl<'g> Walk<'g, '_> {
         if edges.is_empty() {
             return Chosen::Nothing;
         }
+        // One choice per source: the strongest, most specific edge (a message or exit edge
+        // says more than the bare wake-up that comes with it).
+        edges.sort_by_key(|e| (e.src, std::cmp::Reverse((e.strength, specific(e.kind)))));
+        edges.dedup_by_key(|e| e.src);
         edges.sort_by_key(|e| (e.ts, e.src, e.kind));
-        edges.dedup_by_key(|e| (e.src, e.kind));
         if edges.len() == 1 && edges[0].strength == Strength::Strong {
             return Chosen::Edge(edges[0]);
         }
@@ -388,10 +439,7 @@ impl<'g> Walk<'g, '_> {
             let cut = edges.len() - self.cfg.max_choices.max(1);
             edges.drain(..cut);
         }
-        let default = edges
-            .iter()
-            .rposition(|e| e.strength == Strength::Strong)
-            .unwrap_or(edges.len() - 1);
+        let default = self.beam_default(&edges);
         let g = self.g;
         let choices = edges
             .iter()
@@ -419,21 +467,61 @@ impl<'g> Walk<'g, '_> {
             // Edges are validated when the graph is built; this cannot happen.
             return Chosen::Nothing;
         }
-        match self.ask(about, prompt, choices, default) {
+        match self.ask(tag, about, prompt, choices, default) {
             Some(i) => Chosen::Edge(edges[i]),
             None => Chosen::Stop,
         }
     }
 
+    /// The default answer among `edges` (oldest first): the edge starting the best path of a
+    /// shallow beam search (edge penalty, relevance to the hang, best continuation); ties go
+    /// to the most recent strong edge.
+    fn beam_default(&self, edges: &[&'g CausalEdge]) -> usize {
+        let g = self.g;
+        let cfg = &self.cfg.beam;
+        let mut best: Option<(f64, bool, usize)> = None;
+        for (i, e) in edges.iter().enumerate() {
+            let Some(src) = g.segment(e.src) else {
+                continue;
+            };
+            let score = beam::step_cost(g, cfg, e, src, self.window)
+                + beam::best_from(g, src, self.window, cfg);
+            let strong = e.strength == Strength::Strong;
+            let better = match best {
+                None => true,
+                Some((b, bs, _)) => {
+                    score < b - 1e-9 || ((score - b).abs() <= 1e-9 && (strong || !bs))
+                }
+            };
+            if better {
+                best = Some((score, strong, i));
+            }
+        }
+        best.map_or(edges.len().saturating_sub(1), |(_, _, i)| i)
+    }
+
     /// Asks the oracle; records the question. `None` means stop.
     fn ask(
         &mut self,
+        tag: &str,
         about: &Segment,
         prompt: String,
         choices: Vec<Choice>,
         default: usize,
     ) -> Option<usize> {
         let n = choices.len();
+        let mut kinds: Vec<String> = choices
+            .iter()
+            .map(|c| format!("{}/{}", c.kind, c.strength.name()))
+            .collect();
+        kinds.sort_unstable();
+        kinds.dedup();
+        let pattern = format!(
+            "{tag}|{}|{}|{}",
+            self.g.comm(about.tid),
+            sc(about.wait_syscall),
+            kinds.join(",")
+        );
         let mut q = Question {
             about: about.id,
             about_label: about.id.to_string(),
@@ -442,14 +530,21 @@ impl<'g> Walk<'g, '_> {
             default,
             answer: Answer::Choice(default),
             defaulted: true,
+            pattern,
+            by_rule: false,
         };
-        let (answer, defaulted) = match self.oracle.ask(&q) {
-            Reply::Choice(i) if i < n => (Answer::Choice(i), false),
-            Reply::Stop => (Answer::Stop, false),
-            Reply::Choice(_) | Reply::Default => (Answer::Choice(default), true),
+        let (answer, defaulted, by_rule) = match self.oracle.ask(&q) {
+            Reply::Choice(i) if i < n => (Answer::Choice(i), false, false),
+            Reply::Rule(i) if i < n => (Answer::Choice(i), false, true),
+            Reply::Stop => (Answer::Stop, false, false),
+            Reply::RuleStop => (Answer::Stop, false, true),
+            Reply::Choice(_) | Reply::Rule(_) | Reply::Default => {
+                (Answer::Choice(default), true, false)
+            }
         };
         q.answer = answer;
         q.defaulted = defaulted;
+        q.by_rule = by_rule;
         tracing::debug!(prompt = %q.prompt, ?answer, defaulted, "question answered");
         self.questions.push(q);
         match answer {
@@ -532,7 +627,7 @@ impl<'g> Walk<'g, '_> {
             )
         };
         self.root(s, CauseClass::LongRunning, reason);
-        self.context(s);
+        self.slice_to_input(s);
     }
 
     fn repeated_yield_hang(&mut self, spin: &Spin, first: &'g Segment, h1: Nanos) {
@@ -552,10 +647,18 @@ impl<'g> Walk<'g, '_> {
                 secs(spin.on_cpu_ns)
             ),
         );
+        if let Some((ws, at, how)) = self.flag_setter(spin, first, h1) {
+            self.explain_setter(first, ws, at, how);
+            return;
+        }
         self.advice.push(format!(
-            "{who} is polling a data flag. To be certain which thread sets it, record with a \
-             data-flag watchpoint (argus record --watch ADDR) or have the application write a \
-             marker to trace_marker when it sets the flag"
+            "{who} is polling a data flag and the trace has no record of it (no flag edge, \
+             watchpoint hit or argus:flag-set marker), so the setter below is a guess. To trace \
+             the flag: find its address (gdb: `info address NAME` or `p &NAME`), record again \
+             with a hardware watchpoint on it (perf_event_open PERF_TYPE_BREAKPOINT, e.g. \
+             `perf record -e mem:ADDR:rw -p PID`), or have the setter write \
+             `argus:flag-set NAME` to the trace_marker printed by `argus record`, and reproduce \
+             the hang"
         ));
 
         // Candidate setters: the other threads of the process, and whoever woke the thread
@@ -563,7 +666,7 @@ impl<'g> Walk<'g, '_> {
         let mut woke_after: Vec<Tid> = Vec::new();
         let last = g.segment(spin.last).unwrap_or(first);
         if let Some(next) = g.next_in_thread(last.id) {
-            for e in g.incoming(next.id).filter(|e| e.kind == EdgeKind::Wakeup) {
+            for e in g.incoming(next.id).filter(|e| wakes(e.kind)) {
                 let t = e.src.tid();
                 if t.is_task() && t != first.tid {
                     woke_after.push(t);
@@ -637,7 +740,7 @@ impl<'g> Walk<'g, '_> {
             spin.class.name(),
             secs(window)
         );
-        let Some(i) = self.ask(first, prompt, choices, 0) else {
+        let Some(i) = self.ask("flag", first, prompt, choices, 0) else {
             self.root(
                 first,
                 CauseClass::RepeatedYield,
@@ -719,6 +822,265 @@ impl<'g> Walk<'g, '_> {
         }
     }
 
+    /// Algorithm 1's LongRunning case: slice back from the busy segment to the input that
+    /// started its work — a message or data written to it (a send syscall), the creation of
+    /// its thread, or an application marker — asking where the slice is ambiguous.
+    fn slice_to_input(&mut self, start: &'g Segment) {
+        let g = self.g;
+        let mut cur = start;
+        for _ in 0..self.cfg.input_depth {
+            if let Some(m) = g.app_events().markers.iter().rev().find(|m| {
+                m.text.starts_with("argus:input")
+                    && m.ts <= cur.start_ns
+                    && m.ts
+                        >= cur
+                            .start_ns
+                            .0
+                            .checked_sub(self.cfg.near_ns)
+                            .map_or(Nanos(0), Nanos)
+            }) {
+                self.advice.push(format!(
+                    "the work started with the application's input marker {:?} of {} at {}",
+                    m.text,
+                    self.who(m.tid),
+                    self.rel(m.ts)
+                ));
+                return;
+            }
+            let edges: Vec<&CausalEdge> = g
+                .incoming(cur.id)
+                .filter(|e| e.kind != EdgeKind::ThreadOrder)
+                .collect();
+            if edges.is_empty() {
+                let why = match cur.start {
+                    StartCause::FirstSeen => "it was already running when the trace began",
+                    _ => "no traced edge leads into it",
+                };
+                self.advice.push(format!(
+                    "the input that started the work of {} was not found: {why}",
+                    self.who(cur.tid)
+                ));
+                return;
+            }
+            let prompt = self.wake_prompt(
+                format!(
+                    "Input: what started the run of {} at {}",
+                    self.who(cur.tid),
+                    self.rel(cur.start_ns)
+                ),
+                &edges,
+            );
+            let Chosen::Edge(e) = self.choose("input", cur, prompt, edges) else {
+                return;
+            };
+            let Some(s) = g.segment(e.src) else { return };
+            if !self.visited.insert(s.id) {
+                return;
+            }
+            let input = matches!(
+                e.kind,
+                EdgeKind::Message | EdgeKind::Fork | EdgeKind::Queue | EdgeKind::Signal
+            ) || (e.src_syscall >= 0 && syscalls::is_send(e.src_syscall));
+            let what = match e.kind {
+                EdgeKind::Fork => "it was created by".to_string(),
+                EdgeKind::Message => "it received data from".to_string(),
+                EdgeKind::Timer => "a timer fired, armed by".to_string(),
+                _ if input => "it was sent input by".to_string(),
+                _ => "it was woken by".to_string(),
+            };
+            let role = if input { Role::Input } else { Role::Context };
+            let ts = self.rel(e.ts);
+            let src_phrase = self.source_phrase(s, e);
+            self.push(
+                s,
+                Some(path_edge(e)),
+                role,
+                format!("its run began when {what} {src_phrase} at {ts}"),
+            );
+            if input {
+                self.advice.push(format!(
+                    "the work of {} started with the input {what} {src_phrase} at {ts}",
+                    self.who(start.tid)
+                ));
+                return;
+            }
+            cur = s;
+        }
+    }
+
+    /// Data-flag evidence for a polling loop `[h0, h1]` of `tid`: a flag edge into the loop,
+    /// a watchpoint write read by the loop, or an `argus:flag-set` marker of another thread.
+    /// Returns the setter's segment, the time it set the flag and how it is known.
+    fn flag_setter(
+        &self,
+        spin: &Spin,
+        first: &'g Segment,
+        h1: Nanos,
+    ) -> Option<(&'g Segment, Nanos, String)> {
+        let g = self.g;
+        let tid = first.tid;
+        let h0 = spin.start_ns;
+        let late = plus(h1, self.cfg.near_ns);
+        // 1. Flag edges of the graph into the loop's segments or the one after it.
+        let mut segs: Vec<&'g Segment> = g
+            .thread_segments(tid)
+            .filter(|s| s.id >= spin.segment && s.id <= spin.last)
+            .collect();
+        if let Some(n) = g.segment(spin.last).and_then(|l| g.next_in_thread(l.id)) {
+            segs.push(n);
+        }
+        let edge = segs
+            .iter()
+            .flat_map(|s| g.incoming(s.id))
+            .filter(|e| e.kind == EdgeKind::Flag && e.src.tid() != tid)
+            .max_by_key(|e| (e.ts, e.src));
+        if let Some(e) = edge {
+            if let Some(src) = g.segment(e.src) {
+                return Some((
+                    src,
+                    e.ts,
+                    format!("a flag edge of the graph ({})", e.strength.name()),
+                ));
+            }
+        }
+        // 2. Watchpoint hits: addresses the loop read, written by another thread.
+        let app = g.app_events();
+        let mut addrs: Vec<u64> = app
+            .flags
+            .iter()
+            .filter(|f| f.tid == tid && !f.write && f.ts >= h0 && f.ts <= late)
+            .map(|f| f.addr)
+            .collect();
+        addrs.sort_unstable();
+        addrs.dedup();
+        if let Some(w) = app
+            .flags
+            .iter()
+            .filter(|f| f.write && f.tid != tid && addrs.contains(&f.addr) && f.ts <= late)
+            .max_by_key(|f| f.ts)
+        {
+            if let Some(seg) = g.segment_at(w.tid, w.ts) {
+                return Some((
+                    seg,
+                    w.ts,
+                    format!("a watchpoint write to {:#x} the loop reads", w.addr),
+                ));
+            }
+        }
+        // 3. An application marker saying the flag was set.
+        if let Some(m) = app
+            .markers
+            .iter()
+            .filter(|m| {
+                m.text.starts_with("argus:flag-set") && m.tid != tid && m.ts >= h0 && m.ts <= late
+            })
+            .max_by_key(|m| m.ts)
+        {
+            if let Some(seg) = g.segment_at(m.tid, m.ts) {
+                return Some((seg, m.ts, format!("the application marker {:?}", m.text)));
+            }
+        }
+        None
+    }
+
+    /// The loop's flag setter is known: explain why it set the flag so late.
+    fn explain_setter(&mut self, first: &'g Segment, ws: &'g Segment, at: Nanos, how: String) {
+        let g = self.g;
+        let h0 = self.hang_start;
+        let who = self.hang_who(first.tid);
+        let setter = self.who(ws.tid);
+        self.visited.insert(ws.id);
+        self.push(
+            ws,
+            Some(PathEdge {
+                kind: PathEdgeKind::Flag,
+                strength: Strength::Strong,
+                ts: at,
+            }),
+            Role::Setter,
+            format!(
+                "flag set by {setter} at {} (known from {how})",
+                self.rel(at)
+            ),
+        );
+        let window = h0.until(at);
+        let slack = ((window as f64 * self.cfg.running_slack) as u64).max(self.floor);
+        if ws.start_ns <= plus(h0, slack) {
+            // The setter ran through the loop: its work is what the loop waited for.
+            let act = self.activity(ws.tid, h0, at);
+            let class = if at_least(act.on_cpu_ns, window, self.cfg.busy_fraction) {
+                CauseClass::LongRunning
+            } else {
+                self.classify(ws)
+            };
+            self.root(
+                ws,
+                class,
+                format!(
+                    "{setter} sets the flag {who} polls, {} after the loop began; it ran {} on \
+                     CPU meanwhile",
+                    secs(window),
+                    secs(act.on_cpu_ns)
+                ),
+            );
+            self.context(ws);
+            return;
+        }
+        // What kept the setter from setting the flag earlier: its longest wait during the
+        // loop (a short wait just before the write explains little of it).
+        let act = self.activity(ws.tid, h0, at);
+        let longest = act
+            .longest_block
+            .filter(|(b, ns)| b.id != ws.id && at_least(*ns, window, self.cfg.busy_fraction))
+            .map(|(b, _)| b);
+        match longest.or_else(|| {
+            g.prev_in_thread(ws.id)
+                .filter(|p| p.wait_start_ns.is_some())
+        }) {
+            Some(p) => {
+                let psys = sc(p.wait_syscall);
+                self.root(
+                    p,
+                    self.classify(p),
+                    format!(
+                        "{setter}, which sets the flag {who} polls, was itself blocked {} in \
+                         {psys} before setting it",
+                        secs(p.wait_ns())
+                    ),
+                );
+                self.visited.insert(p.id);
+                self.push(
+                    p,
+                    Some(PathEdge {
+                        kind: PathEdgeKind::ThreadOrder,
+                        strength: Strength::Weak,
+                        ts: p.start_ns,
+                    }),
+                    Role::Cause,
+                    format!("{setter} blocked {} in {psys}", secs(p.wait_ns())),
+                );
+                if self.confirm(
+                    p,
+                    format!(
+                        "{setter} was blocked {} in {psys} before it set the flag: diagnose why \
+                         (the culprit of the culprit)?",
+                        secs(p.wait_ns())
+                    ),
+                ) {
+                    self.explain_wait(p, 1);
+                }
+            }
+            None => self.root(
+                ws,
+                self.classify(ws),
+                format!(
+                    "{setter} sets the flag {who} polls; it started only at {}",
+                    self.rel(ws.start_ns)
+                ),
+            ),
+        }
+    }
+
     // ---- explaining waits and wakers ---------------------------------------------------
 
     /// Why the wait at the end of `s` (already on the path) lasted: follow its wake-up, or
@@ -788,10 +1150,7 @@ impl<'g> Walk<'g, '_> {
             self.baseline(s, depth);
             return;
         }
-        let edges: Vec<&CausalEdge> = g
-            .incoming(next.id)
-            .filter(|e| e.kind == EdgeKind::Wakeup)
-            .collect();
+        let edges: Vec<&CausalEdge> = g.incoming(next.id).filter(|e| wakes(e.kind)).collect();
         let prompt = self.wake_prompt(
             format!(
                 "The {} wait of {who} in {sys} ended at {}",
@@ -800,7 +1159,7 @@ impl<'g> Walk<'g, '_> {
             ),
             &edges,
         );
-        match self.choose(s, prompt, edges) {
+        match self.choose("wake", s, prompt, edges) {
             Chosen::Edge(e) => self.follow(e, next, w0, depth + 1),
             Chosen::Stop => self.root(
                 s,
@@ -879,7 +1238,11 @@ impl<'g> Walk<'g, '_> {
     ) {
         let g = self.g;
         let len = h0.until(e.ts);
-        let by = format!("woken by {}", self.source_phrase(w, e));
+        let by = if e.kind == EdgeKind::ThreadOrder {
+            format!("continuing the previous segment of {}", self.who(w.tid))
+        } else {
+            format!("{} {}", via(e.kind), self.source_phrase(w, e))
+        };
         let who = self.who(w.tid);
         let woken_who = self.who(woken.tid);
         let slack = ((len as f64 * self.cfg.running_slack) as u64).max(self.floor);
@@ -931,6 +1294,34 @@ impl<'g> Walk<'g, '_> {
             return;
         }
 
+        // Split by a heuristic (a batching server loop cut where its peers change): the thread
+        // did not block between its previous segment and this one, so continue there, after
+        // asking, since the thread-order edge is weak.
+        let split = g.prev_in_thread(w.id).filter(|p| {
+            p.wait_start_ns.is_none() && p.end_ns == w.start_ns && p.end != EndCause::Exit
+        });
+        if let Some(p) = split.filter(|_| !g.incoming(w.id).any(|e| wakes(e.kind))) {
+            if let Some(te) = g
+                .incoming(w.id)
+                .find(|e| e.kind == EdgeKind::ThreadOrder && e.src == p.id)
+            {
+                let prompt = format!(
+                    "{who} started a new segment at {} without blocking: the segment was split \
+                     by a heuristic (a batching loop changing peers). Continue with its previous \
+                     segment, or stop here?",
+                    self.rel(w.start_ns)
+                );
+                if let Chosen::Edge(te) = self.choose("split", w, prompt, vec![te]) {
+                    self.describe_item(
+                        idx,
+                        format!("{by}, in a segment split from its previous one (no wait between)"),
+                    );
+                    self.follow(te, woken, h0, depth + 1);
+                    return;
+                }
+            }
+        }
+
         // The waker itself started late: its thread was blocked (or did not exist) before.
         let prev = g.prev_in_thread(w.id).filter(|p| p.wait_start_ns.is_some());
         let desc = match (prev, w.start) {
@@ -958,10 +1349,7 @@ impl<'g> Walk<'g, '_> {
             ),
         };
         self.describe_item(idx, desc);
-        let edges: Vec<&CausalEdge> = g
-            .incoming(w.id)
-            .filter(|e| e.kind == EdgeKind::Wakeup)
-            .collect();
+        let edges: Vec<&CausalEdge> = g.incoming(w.id).filter(|e| wakes(e.kind)).collect();
         let waited = prev.map_or_else(String::new, |p| {
             format!(" {} in {}", secs(p.wait_ns()), sc(p.wait_syscall))
         });
@@ -973,7 +1361,7 @@ impl<'g> Walk<'g, '_> {
                 ),
                 &edges,
             );
-            match self.choose(w, prompt, edges) {
+            match self.choose("wake", w, prompt, edges) {
                 Chosen::Edge(e2) => self.follow(e2, w, h0, depth + 1),
                 Chosen::Stop | Chosen::Nothing => self.root(
                     w,
@@ -1017,7 +1405,7 @@ impl<'g> Walk<'g, '_> {
                      that wait was not traced"
                 ),
             ),
-            None if w.start == StartCause::Created => self.created_late(w, woken, h0),
+            None if w.start == StartCause::Created => self.created_late(w, woken, h0, depth),
             None => self.root(
                 w,
                 self.classify(w),
@@ -1031,7 +1419,7 @@ impl<'g> Walk<'g, '_> {
     }
 
     /// The waker's thread was created during the window: follow the fork edge once.
-    fn created_late(&mut self, w: &'g Segment, woken: &'g Segment, h0: Nanos) {
+    fn created_late(&mut self, w: &'g Segment, woken: &'g Segment, h0: Nanos, depth: usize) {
         let g = self.g;
         let who = self.who(w.tid);
         let woken_who = self.who(woken.tid);
@@ -1040,7 +1428,16 @@ impl<'g> Walk<'g, '_> {
             .incoming(w.id)
             .filter(|e| e.kind == EdgeKind::Fork)
             .max_by_key(|e| (e.ts, e.src));
+        let slack = ((h0.until(w.start_ns) as f64 * self.cfg.running_slack) as u64).max(self.floor);
         match fork.and_then(|e| Some((e, g.segment(e.src)?))) {
+            // The creator itself only got going late: what delayed it explains the wait.
+            Some((e, parent))
+                if parent.tid.is_task()
+                    && parent.start_ns > plus(h0, slack)
+                    && !self.visited.contains(&parent.id) =>
+            {
+                self.follow(e, w, h0, depth + 1);
+            }
             Some((e, parent)) if self.visited.insert(parent.id) => {
                 let pwho = self.who(parent.tid);
                 self.push(
@@ -1090,8 +1487,8 @@ impl<'g> Walk<'g, '_> {
                 .filter(|e| e.kind == EdgeKind::Timer)
                 .collect();
             let prompt = self.wake_prompt(format!("Who armed {what}"), &edges);
-            match self.choose(w, prompt, edges) {
-                Chosen::Edge(te) => self.timer_armer(te, w, woken),
+            match self.choose("timer", w, prompt, edges) {
+                Chosen::Edge(te) => self.timer_armer(te, w, woken, h0, depth),
                 Chosen::Stop => self.root(
                     w,
                     CauseClass::Interrupt,
@@ -1110,7 +1507,7 @@ impl<'g> Walk<'g, '_> {
             .filter(|e| e.kind != EdgeKind::ThreadOrder)
             .collect();
         let prompt = self.wake_prompt(format!("What raised {what}"), &edges);
-        match self.choose(w, prompt, edges) {
+        match self.choose("irq", w, prompt, edges) {
             Chosen::Edge(e2) => self.follow(e2, w, h0, depth + 1),
             Chosen::Stop => self.root(
                 w,
@@ -1118,6 +1515,16 @@ impl<'g> Walk<'g, '_> {
                 format!("{what} woke {woken_who}; the walk was stopped here"),
             ),
             Chosen::Nothing => {
+                // An untraced timer interrupt ending the thread's own sleep: it slept.
+                let slept = g.prev_in_thread(woken.id).filter(|p| {
+                    p.end_ns == woken.start_ns
+                        && p.wait_start_ns.is_some()
+                        && (syscalls::is_sleep(p.wait_syscall) || p.wait_timed_out())
+                });
+                if let Some(p) = slept.filter(|_| !matches!(w.kind, SegmentKind::HardIrq { .. })) {
+                    self.own_sleep(p, woken, h0, depth);
+                    return;
+                }
                 let len = h0.until(woken.start_ns);
                 let reason = match w.kind {
                     SegmentKind::HardIrq { .. } => format!(
@@ -1131,8 +1538,70 @@ impl<'g> Walk<'g, '_> {
         }
     }
 
+    /// `p` slept (its timer fired in an interrupt the trace does not explain) and then
+    /// woke `woken`'s thread: it slept, unless the sleep began long after the window did, in
+    /// which case what started it so late is followed.
+    fn own_sleep(&mut self, p: &'g Segment, woken: &'g Segment, h0: Nanos, depth: usize) {
+        let g = self.g;
+        let who = self.who(p.tid);
+        let psys = sc(p.wait_syscall);
+        if !self.visited.insert(p.id) {
+            return;
+        }
+        self.push(
+            p,
+            Some(PathEdge {
+                kind: PathEdgeKind::ThreadOrder,
+                strength: Strength::Weak,
+                ts: p.wait_start_ns.unwrap_or(p.start_ns),
+            }),
+            Role::Cause,
+            format!(
+                "{who} slept {} in {psys} (its timer fired in an untraced interrupt)",
+                secs(p.wait_ns())
+            ),
+        );
+        let slack =
+            ((h0.until(woken.start_ns) as f64 * self.cfg.running_slack) as u64).max(self.floor);
+        if p.start_ns > plus(h0, slack) && depth <= self.cfg.max_depth {
+            let edges: Vec<&CausalEdge> = g
+                .incoming(p.id)
+                .filter(|e| wakes(e.kind) || e.kind == EdgeKind::Fork)
+                .collect();
+            if !edges.is_empty() {
+                let prompt = self.wake_prompt(
+                    format!(
+                        "{who} only started the {} sleep at {}; what started it",
+                        secs(p.wait_ns()),
+                        self.rel(p.start_ns)
+                    ),
+                    &edges,
+                );
+                if let Chosen::Edge(e2) = self.choose("late-sleep", p, prompt, edges) {
+                    self.follow(e2, p, h0, depth + 1);
+                    return;
+                }
+            }
+        }
+        self.root(
+            p,
+            CauseClass::Sleep,
+            format!(
+                "{who} slept {} in {psys} (its own timer)",
+                secs(p.wait_ns())
+            ),
+        );
+    }
+
     /// The armer of a timer that woke `woken`. Armed by the woken thread itself: it slept.
-    fn timer_armer(&mut self, te: &'g CausalEdge, expiry: &'g Segment, woken: &'g Segment) {
+    fn timer_armer(
+        &mut self,
+        te: &'g CausalEdge,
+        expiry: &'g Segment,
+        woken: &'g Segment,
+        h0: Nanos,
+        depth: usize,
+    ) {
         let g = self.g;
         let Some(a) = g.segment(te.src) else {
             return;
@@ -1159,6 +1628,31 @@ impl<'g> Walk<'g, '_> {
                         secs(slept)
                     ),
                 );
+            }
+            // A short sleep that began long after the window: what made the thread start it
+            // so late is the real delay (a relay: lock hand-offs, a shell running `sleep`).
+            let slack = ((h0.until(te.ts) as f64 * self.cfg.running_slack) as u64).max(self.floor);
+            if a.start_ns > plus(h0, slack) && depth <= self.cfg.max_depth {
+                let edges: Vec<&CausalEdge> = g
+                    .incoming(a.id)
+                    .filter(|e| wakes(e.kind) || e.kind == EdgeKind::Fork)
+                    .collect();
+                if !edges.is_empty() {
+                    let prompt = self.wake_prompt(
+                        format!(
+                            "{who} only started the {} sleep at {}, {} after the wait began; \
+                             what started it",
+                            secs(slept),
+                            self.rel(te.ts),
+                            secs(h0.until(te.ts))
+                        ),
+                        &edges,
+                    );
+                    if let Chosen::Edge(e2) = self.choose("late-sleep", a, prompt, edges) {
+                        self.follow(e2, a, h0, depth + 1);
+                        return;
+                    }
+                }
             }
             let reason = if sleep {
                 format!("{who} slept {} in {asys} (its own timer)", secs(slept))
@@ -1214,7 +1708,7 @@ impl<'g> Walk<'g, '_> {
         for _ in 0..self.cfg.context_steps {
             let edges: Vec<&CausalEdge> = g
                 .incoming(cur.id)
-                .filter(|e| matches!(e.kind, EdgeKind::Wakeup | EdgeKind::Fork | EdgeKind::Timer))
+                .filter(|e| wakes(e.kind) || matches!(e.kind, EdgeKind::Fork | EdgeKind::Timer))
                 .collect();
             let prompt = self.wake_prompt(
                 format!(
@@ -1224,7 +1718,7 @@ impl<'g> Walk<'g, '_> {
                 ),
                 &edges,
             );
-            let Chosen::Edge(e) = self.choose(cur, prompt, edges) else {
+            let Chosen::Edge(e) = self.choose("context", cur, prompt, edges) else {
                 break;
             };
             let Some(s) = g.segment(e.src) else {
@@ -1254,9 +1748,12 @@ impl<'g> Walk<'g, '_> {
 
     // ---- baselines and candidates ------------------------------------------------------
 
-    /// A wait that no wake-up ended: find the last short wait of the same thread in the same
-    /// syscall that a wake-up did end (the baseline), name its waker, and look at what that
-    /// waker did during the hang.
+    /// A wait that no wake-up ended (or that timed out): Algorithm 1's LongWait case. Find
+    /// similar vertices that did not hang (same wait syscall, similar syscall sequence and
+    /// connection kinds, a short wait ended by a wake-up), let the user pick one (default: the
+    /// most recent), slice its wake-up path back, and for each thread on that path look at
+    /// what it did during the hang; the first abnormal one (blocked, busy, gone) is a culprit,
+    /// diagnosed recursively after a confirmation.
     fn baseline(&mut self, s: &'g Segment, depth: usize) {
         let g = self.g;
         let w0 = s.wait_start_ns.unwrap_or(s.start_ns);
@@ -1264,99 +1761,173 @@ impl<'g> Walk<'g, '_> {
         let hang_wait = w0.until(w1);
         let who = self.who(s.tid);
         let sys = sc(s.wait_syscall);
-        let short = ((hang_wait as f64 * self.cfg.running_slack) as u64).max(1);
-        let mut exact: Option<(&'g Segment, &'g Segment)> = None;
-        let mut similar: Option<(&'g Segment, &'g Segment)> = None;
-        for b in g
-            .thread_segments(s.tid)
-            .rev()
-            .filter(|b| b.id.seq() < s.id.seq())
-            .take(self.cfg.baseline_scan)
-        {
-            if b.wait_syscall != s.wait_syscall
-                || b.end != EndCause::Woken
-                || b.wait_start_ns.is_none()
-                || b.wait_ns() > short
-                || b.wait_timed_out()
-            {
-                continue;
-            }
-            let Some(nb) = g.next_in_thread(b.id) else {
-                continue;
-            };
-            if !g.incoming(nb.id).any(|e| e.kind == EdgeKind::Wakeup) {
-                continue;
-            }
-            if b.syscall_seq == s.syscall_seq {
-                exact = Some((b, nb));
-                break;
-            }
-            if similar.is_none() {
-                similar = Some((b, nb));
-            }
-        }
-        let Some((b, nb)) = exact.or(similar) else {
+        let sims = self.similar(s, hang_wait);
+        if sims.is_empty() {
             self.advice.push(format!(
-                "no baseline: no earlier wait of {who} in {sys} was ended quickly by a \
-                 wake-up; the candidates are the other threads of its process"
+                "no baseline: no similar wait of {who} in {sys} (or of a thread with the same \
+                 name) was ended quickly by a wake-up; the candidates are the other threads of \
+                 its process"
             ));
             self.add_process_candidates(s, w0, w1, None);
             return;
+        }
+        let pick = if sims.len() == 1 {
+            Some(0)
+        } else {
+            let choices = sims
+                .iter()
+                .map(|(b, _, score)| Choice {
+                    segment: b.id,
+                    segment_label: b.id.to_string(),
+                    pid: b.pid,
+                    tid: b.tid,
+                    comm: g.comm(b.tid),
+                    kind: PathEdgeKind::Baseline.name().to_string(),
+                    strength: Strength::Weak,
+                    ts: b.wait_start_ns.unwrap_or(b.start_ns),
+                    description: format!(
+                        "the same wait of {} in {sys} at {} ended after {} (similarity {:.2})",
+                        self.who(b.tid),
+                        self.rel(b.wait_start_ns.unwrap_or(b.start_ns)),
+                        secs(b.wait_ns()),
+                        score
+                    ),
+                })
+                .collect();
+            let prompt = format!(
+                "The {} wait of {who} in {sys} never ended normally: {} similar waits that did \
+                 end quickly. Which one is the baseline to compare with?",
+                secs(hang_wait),
+                sims.len()
+            );
+            self.ask("baseline", s, prompt, choices, 0)
         };
-        let edges: Vec<&CausalEdge> = g
-            .incoming(nb.id)
-            .filter(|e| e.kind == EdgeKind::Wakeup)
-            .collect();
-        let prompt = self.wake_prompt(
-            format!(
-                "Baseline: the same wait of {who} in {sys} at {} ended after {}",
-                self.rel(b.wait_start_ns.unwrap_or(b.start_ns)),
-                secs(b.wait_ns())
-            ),
-            &edges,
-        );
-        let Chosen::Edge(e) = self.choose(b, prompt, edges) else {
+        let Some(i) = pick else {
+            self.advice
+                .push("the baseline comparison was stopped before a baseline was picked".into());
             self.add_process_candidates(s, w0, w1, None);
             return;
         };
-        let Some(x) = g.segment(e.src) else {
+        let (b, nb, similarity) = sims[i];
+        let similar_found = sims.len();
+        self.baseline_next.get_or_insert(nb.id);
+        let bw0 = b.wait_start_ns.unwrap_or(b.start_ns);
+        let steps = self.baseline_slice(b, nb);
+        let mut info = BaselineInfo {
+            hang_segment: s.id,
+            segment: b.id,
+            segment_label: b.id.to_string(),
+            tid: b.tid,
+            comm: g.comm(b.tid),
+            wait_ns: b.wait_ns(),
+            similarity,
+            similar_found,
+            wake_path: Vec::new(),
+            threads: Vec::new(),
+        };
+        info.wake_path.push(self.ranked_step(b, None, 0.0));
+        for (e, x) in &steps {
+            info.wake_path
+                .push(self.ranked_step(x, Some(path_edge(e)), 0.0));
+        }
+        // The threads on the baseline path, nearest first, once each.
+        let mut tids: Vec<(Tid, &'g Segment, &'g CausalEdge)> = Vec::new();
+        for (e, x) in &steps {
+            if x.tid.is_task() && x.tid != s.tid && !tids.iter().any(|(t, _, _)| *t == x.tid) {
+                tids.push((x.tid, x, e));
+            }
+        }
+        if tids.is_empty() {
+            self.advice.push(format!(
+                "{who} is normally woken {} (the same wait at {} ended after {}); during the \
+                 hang that did not happen",
+                match steps.first() {
+                    Some((e, x)) => format!("by {}", self.source_phrase(x, e)),
+                    None => "by an untraced cause".to_string(),
+                },
+                self.rel(bw0),
+                secs(b.wait_ns())
+            ));
+            self.add_process_candidates(s, w0, w1, None);
+            self.baseline_info = self.baseline_info.take().or(Some(info));
+            return;
+        }
+        self.add_process_candidates(s, w0, w1, Some(tids[0].0));
+        let mut culprit: Option<(Tid, Tid, &'g CausalEdge, &'g Segment)> = None;
+        for (bt, x, e) in &tids {
+            let (t, role_note) = self.same_role(*bt, w0, w1);
+            let act = self.activity(t, w0, w1);
+            let abnormal = self.abnormal(&act, w0, w1, hang_wait);
+            info.threads.push(ThreadComparison {
+                baseline_tid: *bt,
+                tid: t,
+                comm: g.comm(t),
+                during_hang: format!("{}{role_note}", self.during(&act, w0, w1)),
+                abnormal,
+            });
+            if abnormal && culprit.is_none() {
+                culprit = Some((*bt, t, e, x));
+            }
+        }
+        self.baseline_info = self.baseline_info.take().or(Some(info));
+        let Some((bt, t, e, x)) = culprit else {
+            let names: Vec<String> = tids.iter().map(|(t, _, _)| self.g.comm(*t)).collect();
+            self.advice.push(format!(
+                "every thread on the baseline's wake-up path ({}) ran normally during the hang; \
+                 the missing wake-up is not explained by them",
+                names.join(", ")
+            ));
             return;
         };
         let note = format!(
             "normally woken by {} (the same wait at {} ended after {})",
             self.source_phrase(x, e),
-            self.rel(b.wait_start_ns.unwrap_or(b.start_ns)),
+            self.rel(bw0),
             secs(b.wait_ns())
         );
-        let xt = x.tid;
-        if !xt.is_task() || xt == s.tid {
-            self.advice.push(format!(
-                "{who} is {note}; during the hang that did not happen"
-            ));
-            self.add_process_candidates(s, w0, w1, None);
-            return;
-        }
-        self.add_process_candidates(s, w0, w1, Some(xt));
-        let act = self.activity(xt, w0, w1);
-        let xwho = self.who(xt);
+        self.compare_culprit(s, t, bt, note, w0, w1, depth);
+    }
+
+    /// The culprit of a baseline comparison: `t` (with the role of `bt` on the baseline path)
+    /// was abnormal during `[w0, w1)`.
+    #[allow(clippy::too_many_arguments)]
+    fn compare_culprit(
+        &mut self,
+        s: &'g Segment,
+        t: Tid,
+        bt: Tid,
+        note: String,
+        w0: Nanos,
+        w1: Nanos,
+        depth: usize,
+    ) {
+        let hang_wait = w0.until(w1);
+        let act = self.activity(t, w0, w1);
+        let who = self.who(s.tid);
+        let xwho = self.who(t);
+        let same = if t == bt {
+            String::new()
+        } else {
+            format!(" ({xwho} has the role {} had)", self.who(bt))
+        };
         let edge = PathEdge {
             kind: PathEdgeKind::Baseline,
             strength: Strength::Weak,
-            ts: e.ts,
+            ts: w0,
         };
-        if let Some((seg, t)) = act.exited_at {
+        if let Some((seg, at)) = act.exited_at {
             self.push(
                 seg,
                 Some(edge),
                 Role::Baseline,
-                format!("{note}; {xwho} exited at {}", self.rel(t)),
+                format!("{note}{same}; {xwho} exited at {}", self.rel(at)),
             );
             self.root(
                 seg,
                 CauseClass::Exited,
                 format!(
                     "{xwho}, which normally wakes {who}, exited at {} so the wake-up never came",
-                    self.rel(t)
+                    self.rel(at)
                 ),
             );
             return;
@@ -1371,7 +1942,7 @@ impl<'g> Walk<'g, '_> {
                 Some(edge),
                 Role::Baseline,
                 format!(
-                    "{note}; during the hang {xwho} was blocked {} in {bsys}",
+                    "{note}{same}; during the hang {xwho} was blocked {} in {bsys}",
                     secs(ns)
                 ),
             );
@@ -1395,33 +1966,51 @@ impl<'g> Walk<'g, '_> {
                     secs(ns)
                 ),
             );
-            self.explain_wait(bseg, depth + 1);
+            if self.confirm(
+                bseg,
+                format!(
+                    "{xwho} was blocked {} in {bsys} during the hang: diagnose why (the culprit \
+                     of the culprit)?",
+                    secs(ns)
+                ),
+            ) {
+                self.explain_wait(bseg, depth + 1);
+            }
             return;
         }
-        if at_least(act.on_cpu_ns, hang_wait, self.cfg.busy_fraction) {
-            if let Some(busy) = act.busiest {
-                self.visited.insert(busy.id);
-                self.push(
-                    busy,
-                    Some(edge),
-                    Role::Baseline,
-                    format!(
-                        "{note}; during the hang {xwho} was busy on CPU for {}",
-                        secs(act.on_cpu_ns)
-                    ),
-                );
-                self.root(
-                    busy,
-                    CauseClass::LongRunning,
-                    format!(
-                        "{xwho}, which normally wakes {who}, was busy on CPU for {} during the \
-                         hang instead",
-                        secs(act.on_cpu_ns)
-                    ),
-                );
+        if let Some(busy) = act
+            .busiest
+            .filter(|_| at_least(act.on_cpu_ns, hang_wait, self.cfg.busy_fraction))
+        {
+            self.visited.insert(busy.id);
+            self.push(
+                busy,
+                Some(edge),
+                Role::Baseline,
+                format!(
+                    "{note}{same}; during the hang {xwho} was busy on CPU for {}",
+                    secs(act.on_cpu_ns)
+                ),
+            );
+            self.root(
+                busy,
+                CauseClass::LongRunning,
+                format!(
+                    "{xwho}, which normally wakes {who}, was busy on CPU for {} during the hang \
+                     instead",
+                    secs(act.on_cpu_ns)
+                ),
+            );
+            if self.confirm(
+                busy,
+                format!(
+                    "{xwho} was busy on CPU during the hang: slice back to what started its \
+                     work?"
+                ),
+            ) {
                 self.context(busy);
-                return;
             }
+            return;
         }
         let during = self.during(&act, w0, w1);
         if let Some(seg) = act.busiest.or(act.at_start) {
@@ -1429,9 +2018,306 @@ impl<'g> Walk<'g, '_> {
                 seg,
                 Some(edge),
                 Role::Baseline,
-                format!("{note}; during the hang {xwho} was {during} but never woke it"),
+                format!("{note}{same}; during the hang {xwho} was {during}"),
+            );
+            self.root(
+                seg,
+                self.classify(seg),
+                format!("{xwho}, which normally wakes {who}, was {during} during the hang"),
             );
         }
+    }
+
+    /// Whether a thread's activity during a hang of length `hang_wait` is abnormal: it exited,
+    /// was blocked most of the time, or was busy most of the time.
+    fn abnormal(&self, act: &Activity<'_>, _w0: Nanos, _w1: Nanos, hang_wait: u64) -> bool {
+        act.exited_at.is_some()
+            || act.segments == 0
+            || act
+                .longest_block
+                .is_some_and(|(_, ns)| at_least(ns, hang_wait, self.cfg.busy_fraction))
+            || at_least(act.on_cpu_ns, hang_wait, self.cfg.busy_fraction)
+    }
+
+    /// The thread to examine during `[w0, w1)` for the baseline thread `bt`: `bt` itself when
+    /// it existed then, else the thread with the same name in a process of the same name
+    /// that was there the longest (short-lived helpers: a new `sleep` each time).
+    fn same_role(&self, bt: Tid, w0: Nanos, w1: Nanos) -> (Tid, String) {
+        let g = self.g;
+        let alive = |t: Tid| -> u64 {
+            g.segments_overlapping(t, w0, w1)
+                .map(|x| x.start_ns.max(w0).until(g.end_of(x).min(w1)))
+                .sum()
+        };
+        let exited_before = g
+            .thread_segments(bt)
+            .next_back()
+            .is_some_and(|l| l.end == EndCause::Exit && g.end_of(l) <= w0);
+        if alive(bt) > 0 || !exited_before {
+            return (bt, String::new());
+        }
+        let comm = g.comm(bt);
+        let process = g.process_name(bt);
+        let best = g
+            .threads()
+            .iter()
+            .filter(|t| t.tid != bt && t.comm == comm && t.process == process)
+            .map(|t| (alive(t.tid), t.tid))
+            .filter(|(a, _)| *a > 0)
+            .max();
+        match best {
+            Some((_, t)) => (
+                t,
+                format!(
+                    " (the baseline's {} had exited; this is another {comm})",
+                    self.who(bt)
+                ),
+            ),
+            None => (bt, String::new()),
+        }
+    }
+
+    /// Similar vertices that did not hang: segments of the same thread, or of threads with the
+    /// same name in a process of the same name, ending in the same wait syscall, whose wait
+    /// was short, not a timeout, and ended by a wake-up. Ranked by signature similarity; of the
+    /// best group (within 0.2 of the best), the most recent first.
+    fn similar(&self, s: &'g Segment, hang_wait: u64) -> Vec<(&'g Segment, &'g Segment, f64)> {
+        let g = self.g;
+        let short = ((hang_wait as f64 * self.cfg.running_slack) as u64).max(1);
+        let comm = g.comm(s.tid);
+        let process = g.process_name(s.tid);
+        let mut tids = vec![s.tid];
+        tids.extend(
+            g.threads()
+                .iter()
+                .filter(|t| t.tid != s.tid && t.comm == comm && t.process == process)
+                .map(|t| t.tid)
+                .take(16),
+        );
+        let kinds_of = |x: &Segment| -> Vec<EdgeKind> {
+            let mut k: Vec<EdgeKind> = g
+                .incoming(x.id)
+                .map(|e| e.kind)
+                .filter(|k| *k != EdgeKind::ThreadOrder)
+                .collect();
+            k.sort_unstable();
+            k.dedup();
+            k
+        };
+        let s_kinds = kinds_of(s);
+        let mut out: Vec<(&'g Segment, &'g Segment, f64)> = Vec::new();
+        for tid in tids {
+            for b in g.thread_segments(tid).rev().take(self.cfg.baseline_scan) {
+                if b.id == s.id
+                    || b.wait_syscall != s.wait_syscall
+                    || b.end != EndCause::Woken
+                    || b.wait_start_ns.is_none()
+                    || b.wait_ns() > short
+                    || b.wait_timed_out()
+                {
+                    continue;
+                }
+                let Some(nb) = g.next_in_thread(b.id) else {
+                    continue;
+                };
+                if !g.incoming(nb.id).any(|e| e.kind != EdgeKind::ThreadOrder) {
+                    continue;
+                }
+                let seq = seq_similarity(&s.syscall_seq, &b.syscall_seq);
+                let kinds = jaccard(&s_kinds, &kinds_of(b));
+                out.push((b, nb, 0.7 * seq + 0.3 * kinds));
+            }
+        }
+        let best = out.iter().map(|x| x.2).fold(f64::MIN, f64::max);
+        out.retain(|x| x.2 >= best - 0.2);
+        out.sort_by(|a, b| b.0.end_ns.cmp(&a.0.end_ns).then(b.0.id.cmp(&a.0.id)));
+        out.truncate(self.cfg.max_choices.max(1));
+        out
+    }
+
+    /// The baseline's wake-up path: from the segment its wake-up started, back through the
+    /// causal edges (asking where ambiguous), through timers to their armers.
+    fn baseline_slice(
+        &mut self,
+        b: &'g Segment,
+        nb: &'g Segment,
+    ) -> Vec<(&'g CausalEdge, &'g Segment)> {
+        let g = self.g;
+        let mut out: Vec<(&'g CausalEdge, &'g Segment)> = Vec::new();
+        let mut cur = nb;
+        let mut about = b;
+        let mut seen: HashSet<SegmentId> = HashSet::new();
+        seen.insert(nb.id);
+        for _ in 0..self.cfg.baseline_depth {
+            let timer = matches!(cur.kind, SegmentKind::Timer { .. });
+            let edges: Vec<&CausalEdge> = g
+                .incoming(cur.id)
+                .filter(|e| {
+                    if timer {
+                        e.kind == EdgeKind::Timer
+                    } else {
+                        e.kind != EdgeKind::ThreadOrder
+                    }
+                })
+                .collect();
+            let prompt = self.wake_prompt(
+                format!(
+                    "Baseline: what started {} at {}",
+                    self.who(cur.tid),
+                    self.rel(cur.start_ns)
+                ),
+                &edges,
+            );
+            let Chosen::Edge(e) = self.choose("baseline-wake", about, prompt, edges) else {
+                break;
+            };
+            let Some(x) = g.segment(e.src) else { break };
+            if !seen.insert(x.id) {
+                break;
+            }
+            out.push((e, x));
+            // Keep slicing through a waker that had itself just been woken (a relay), stop at
+            // a thread that ran or slept on its own.
+            about = x;
+            cur = x;
+            if x.tid.is_task() && x.start != StartCause::Woken {
+                break;
+            }
+        }
+        out
+    }
+
+    /// Asks whether to diagnose a culprit recursively; `true` to go on.
+    fn confirm(&mut self, culprit: &'g Segment, what: String) -> bool {
+        if !self.cfg.confirm_recursion {
+            return true;
+        }
+        let g = self.g;
+        let choice = Choice {
+            segment: culprit.id,
+            segment_label: culprit.id.to_string(),
+            pid: culprit.pid,
+            tid: culprit.tid,
+            comm: g.comm(culprit.tid),
+            kind: "continue".to_string(),
+            strength: Strength::Strong,
+            ts: culprit.start_ns,
+            description: format!("continue with {}", self.who(culprit.tid)),
+        };
+        self.ask("recurse", culprit, what, vec![choice], 0)
+            .is_some()
+    }
+
+    /// One step of a ranked or baseline path.
+    fn ranked_step(&self, s: &Segment, edge: Option<PathEdge>, cost: f64) -> RankedStep {
+        RankedStep {
+            segment: s.id,
+            segment_label: s.id.to_string(),
+            pid: s.pid,
+            tid: s.tid,
+            comm: self.g.comm(s.tid),
+            edge,
+            cost,
+            description: self.seg_summary(s),
+        }
+    }
+
+    /// What a segment did, in a few words.
+    fn seg_summary(&self, s: &Segment) -> String {
+        if let Some(cpu) = s.tid.irq_cpu() {
+            return format!("{} at {}", self.irq_phrase(s, cpu.0), self.rel(s.start_ns));
+        }
+        let end = self.g.end_of(s);
+        let run_end = s.wait_start_ns.unwrap_or(end);
+        let mut d = format!(
+            "{} from {}: ran {} ({} on CPU)",
+            self.who(s.tid),
+            self.rel(s.start_ns),
+            secs(s.start_ns.until(run_end)),
+            secs(s.on_cpu_ns)
+        );
+        if s.wait_start_ns.is_some() {
+            d.push_str(&format!(
+                ", then blocked {} in {}",
+                secs(run_end.until(end)),
+                sc(s.wait_syscall)
+            ));
+        } else if s.end == EndCause::Exit {
+            d.push_str(", then exited");
+        }
+        d
+    }
+
+    /// The beam search's ranked paths from the hang.
+    fn ranked(&self, spin: &Spin, first: &'g Segment) -> Vec<RankedPath> {
+        let g = self.g;
+        let mut prefix: Vec<RankedStep> = vec![self.ranked_step(first, None, 0.0)];
+        let start: &'g Segment = match spin.class {
+            SpinClass::LongWait => {
+                let next = (first.end == EndCause::Woken && !first.wait_timed_out())
+                    .then(|| g.next_in_thread(first.id))
+                    .flatten();
+                match (next, self.baseline_next.and_then(|id| g.segment(id))) {
+                    (Some(n), _) => n,
+                    (None, Some(bn)) => {
+                        if let Some(b) = g.prev_in_thread(bn.id) {
+                            prefix.push(self.ranked_step(
+                                b,
+                                Some(PathEdge {
+                                    kind: PathEdgeKind::Baseline,
+                                    strength: Strength::Weak,
+                                    ts: b.wait_start_ns.unwrap_or(b.start_ns),
+                                }),
+                                0.0,
+                            ));
+                        }
+                        bn
+                    }
+                    (None, None) => first,
+                }
+            }
+            SpinClass::RepeatedYield => g
+                .segment(spin.last)
+                .and_then(|l| g.next_in_thread(l.id))
+                .unwrap_or(first),
+            SpinClass::LongRunning => first,
+        };
+        let paths = beam::search(g, start, self.window, &self.cfg.beam);
+        paths
+            .iter()
+            .enumerate()
+            .map(|(i, p)| {
+                let mut steps = prefix.clone();
+                for (j, seg) in p.segments.iter().enumerate().skip(1) {
+                    let e = p.edges[j - 1];
+                    steps.push(self.ranked_step(seg, Some(path_edge(e)), p.costs[j]));
+                }
+                let weak = p
+                    .edges
+                    .iter()
+                    .filter(|e| e.strength == Strength::Weak)
+                    .count();
+                let mut evidence = vec![format!(
+                    "{} edge(s): {} strong or boosted, {weak} weak",
+                    p.edges.len(),
+                    p.edges.len() - weak
+                )];
+                if let Some(end) = p.end() {
+                    evidence.push(format!(
+                        "ends at {} ({}), covering {:.0}% of the hang",
+                        self.who(end.tid),
+                        self.classify(end).name(),
+                        100.0 * beam::coverage(g, end, self.window.0, self.window.1)
+                    ));
+                }
+                RankedPath {
+                    rank: i + 1,
+                    score: (p.score * 1000.0).round() / 1000.0,
+                    steps,
+                    evidence,
+                }
+            })
+            .collect()
     }
 
     /// What `tid` did during `[from, to)`.
@@ -1608,4 +2494,35 @@ impl<'g> Walk<'g, '_> {
         }
         out
     }
+}
+
+/// Longest common subsequence length of two syscall sequences over the longer length.
+fn seq_similarity(a: &[i32], b: &[i32]) -> f64 {
+    if a.is_empty() && b.is_empty() {
+        return 1.0;
+    }
+    let mut dp = vec![0usize; b.len() + 1];
+    for x in a {
+        let mut prev = 0;
+        for (j, y) in b.iter().enumerate() {
+            let cur = dp[j + 1];
+            dp[j + 1] = if x == y {
+                prev + 1
+            } else {
+                dp[j + 1].max(dp[j])
+            };
+            prev = cur;
+        }
+    }
+    dp[b.len()] as f64 / a.len().max(b.len()) as f64
+}
+
+/// Jaccard similarity of two sorted, deduplicated sets (1 when both are empty).
+fn jaccard(a: &[EdgeKind], b: &[EdgeKind]) -> f64 {
+    if a.is_empty() && b.is_empty() {
+        return 1.0;
+    }
+    let inter = a.iter().filter(|k| b.contains(k)).count();
+    let union = a.len() + b.len() - inter;
+    inter as f64 / union.max(1) as f64
 }

@@ -21,7 +21,7 @@
 //! Every malformed condition is a [`PageError`] carrying its byte offset within the page; the
 //! decoder never panics on data and stops at the first error of a page.
 
-use crate::format::{read_int, StateTable};
+use crate::format::StateTable;
 use crate::format::{
     EventFormat, FieldFormat, FieldOutOfBounds, FormatError, FormatSet, HeaderPage,
 };
@@ -414,6 +414,18 @@ impl Comm {
         }
     }
 
+    /// From a kernel `char[16]` field (cut at the first NUL).
+    #[inline]
+    pub fn from_array(raw: &[u8; 16]) -> Comm {
+        let len = raw.iter().position(|&c| c == 0).unwrap_or(16);
+        let mut bytes = *raw;
+        bytes[len..].fill(0);
+        Comm {
+            bytes,
+            len: len as u8,
+        }
+    }
+
     /// The bytes.
     pub fn as_bytes(&self) -> &[u8] {
         &self.bytes[..self.len as usize]
@@ -470,51 +482,141 @@ pub struct Decoded {
     pub exec_old_tid: Option<Tid>,
 }
 
-/// A field looked up once, read per record.
+/// How a precomputed integer field is read (size and signedness, from the format file).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Width {
+    U8,
+    I8,
+    U16,
+    I16,
+    U32,
+    I32,
+    U64,
+}
+
+/// An integer field looked up once, read per record with a reader specialized for its width.
 #[derive(Clone, Copy, Debug)]
 struct Field {
     offset: usize,
-    size: usize,
-    signed: bool,
+    width: Width,
+}
+
+/// Copies `N` bytes at `at`, or reports where the record is too short.
+#[inline(always)]
+fn bytes_at<const N: usize>(p: &[u8], at: usize) -> Result<[u8; N], FieldOutOfBounds> {
+    match p.get(at..at.wrapping_add(N)) {
+        Some(s) => {
+            let mut a = [0u8; N];
+            a.copy_from_slice(s);
+            Ok(a)
+        }
+        None => Err(FieldOutOfBounds {
+            offset: at,
+            size: N,
+            len: p.len(),
+        }),
+    }
 }
 
 impl Field {
-    fn of(ev: &EventFormat, name: &'static str) -> Result<Field, FormatError> {
-        let f = ev.field(name).ok_or_else(|| FormatError::MissingField {
+    fn of<'a>(ev: &'a EventFormat, name: &'static str) -> Result<&'a FieldFormat, FormatError> {
+        ev.field(name).ok_or_else(|| FormatError::MissingField {
             event: ev.name.clone(),
             field: name,
-        })?;
-        Ok(Field::from_format(f))
-    }
-
-    fn from_format(f: &FieldFormat) -> Field {
-        Field {
-            offset: f.offset as usize,
-            size: f.size as usize,
-            signed: f.signed,
-        }
+        })
     }
 
     fn int(ev: &EventFormat, name: &'static str) -> Result<Field, FormatError> {
         let f = Field::of(ev, name)?;
-        if !matches!(f.size, 1 | 2 | 4 | 8) {
+        let width = match (f.size, f.signed) {
+            (1, false) => Width::U8,
+            (1, true) => Width::I8,
+            (2, false) => Width::U16,
+            (2, true) => Width::I16,
+            (4, false) => Width::U32,
+            (4, true) => Width::I32,
+            (8, _) => Width::U64,
+            (size, _) => {
+                return Err(FormatError::BadFieldSize {
+                    event: ev.name.clone(),
+                    field: name.to_string(),
+                    size,
+                })
+            }
+        };
+        Ok(Field {
+            offset: f.offset as usize,
+            width,
+        })
+    }
+
+    /// The value, sign-extended to 64 bits when the field is signed.
+    #[inline(always)]
+    fn u64(&self, p: &[u8]) -> Result<u64, FieldOutOfBounds> {
+        let o = self.offset;
+        Ok(match self.width {
+            Width::U64 => u64::from_le_bytes(bytes_at::<8>(p, o)?),
+            Width::U32 => u32::from_le_bytes(bytes_at::<4>(p, o)?) as u64,
+            Width::I32 => i32::from_le_bytes(bytes_at::<4>(p, o)?) as i64 as u64,
+            Width::U16 => u16::from_le_bytes(bytes_at::<2>(p, o)?) as u64,
+            Width::I16 => i16::from_le_bytes(bytes_at::<2>(p, o)?) as i64 as u64,
+            Width::U8 => bytes_at::<1>(p, o)?[0] as u64,
+            Width::I8 => bytes_at::<1>(p, o)?[0] as i8 as i64 as u64,
+        })
+    }
+
+    #[inline(always)]
+    fn i32(&self, p: &[u8]) -> Result<i32, FieldOutOfBounds> {
+        self.u64(p).map(|v| v as i32)
+    }
+}
+
+/// A fixed array of 4- or 8-byte integers (`unsigned long args[6]`, `caller[8]`).
+#[derive(Clone, Copy, Debug)]
+struct ArrayField {
+    offset: usize,
+    /// Bytes per element (4 or 8).
+    each: usize,
+    /// Elements the format declares.
+    len: usize,
+}
+
+impl ArrayField {
+    fn of(ev: &EventFormat, name: &'static str, len: usize) -> Result<ArrayField, FormatError> {
+        let f = Field::of(ev, name)?;
+        let each = match f.kind {
+            crate::format::FieldKind::Array { len: Some(n) } if n > 0 => f.size / n,
+            _ => f.size / len.max(1) as u32,
+        };
+        if each != 4 && each != 8 {
             return Err(FormatError::BadFieldSize {
                 event: ev.name.clone(),
                 field: name.to_string(),
-                size: f.size as u32,
+                size: f.size,
             });
         }
-        Ok(f)
+        Ok(ArrayField {
+            offset: f.offset as usize,
+            each: each as usize,
+            len: (f.size / each) as usize,
+        })
     }
 
-    #[inline]
-    fn u64(&self, p: &[u8]) -> Result<u64, FieldOutOfBounds> {
-        read_int(p, self.offset, self.size, self.signed)
+    /// Element `i` (zero-extended).
+    #[inline(always)]
+    fn get(&self, p: &[u8], i: usize) -> Result<u64, FieldOutOfBounds> {
+        let at = self.offset + i * self.each;
+        if self.each == 8 {
+            Ok(u64::from_le_bytes(bytes_at::<8>(p, at)?))
+        } else {
+            Ok(u32::from_le_bytes(bytes_at::<4>(p, at)?) as u64)
+        }
     }
 
+    /// How many elements the record actually holds (a flexible tail may be shorter).
     #[inline]
-    fn i32(&self, p: &[u8]) -> Result<i32, FieldOutOfBounds> {
-        self.u64(p).map(|v| v as i32)
+    fn available(&self, p: &[u8]) -> usize {
+        p.len().saturating_sub(self.offset) / self.each
     }
 }
 
@@ -524,18 +626,24 @@ struct StrField(FieldFormat);
 
 impl StrField {
     fn of(ev: &EventFormat, name: &'static str) -> Result<StrField, FormatError> {
-        ev.field(name)
-            .cloned()
-            .map(StrField)
-            .ok_or_else(|| FormatError::MissingField {
-                event: ev.name.clone(),
-                field: name,
-            })
+        Field::of(ev, name).cloned().map(StrField)
     }
 
     #[inline]
     fn read<'a>(&self, p: &'a [u8]) -> Result<&'a [u8], FieldOutOfBounds> {
         self.0.read_str(p)
+    }
+
+    /// The string as a task name (at most 16 bytes, cut at the first NUL).
+    #[inline]
+    fn comm(&self, p: &[u8]) -> Result<Comm, FieldOutOfBounds> {
+        if let (crate::format::FieldKind::Array { .. }, 16) = (self.0.kind, self.0.size) {
+            return Ok(Comm::from_array(&bytes_at::<16>(
+                p,
+                self.0.offset as usize,
+            )?));
+        }
+        self.read(p).map(Comm::new)
     }
 }
 
@@ -548,7 +656,7 @@ enum Handler {
         next_pid: Field,
         prev_comm: StrField,
         next_comm: StrField,
-        states: StateTable,
+        states: StateLetters,
     },
     Waking {
         pid: Field,
@@ -576,7 +684,7 @@ enum Handler {
     },
     SysEnter {
         id: Field,
-        args: Field,
+        args: ArrayField,
     },
     SysExit {
         id: Field,
@@ -605,86 +713,187 @@ enum Handler {
     Print {
         buf: StrField,
     },
+    WorkQueue {
+        work: Field,
+        function: Field,
+    },
+    WorkStart {
+        work: Field,
+        function: Field,
+    },
+    WorkEnd {
+        work: Field,
+    },
+    TimerStart {
+        timer: Field,
+        function: Field,
+        expires: Field,
+    },
+    TimerExpire {
+        timer: Field,
+        function: Field,
+    },
+    TimerExpireExit {
+        timer: Field,
+    },
+    SignalGenerate {
+        sig: Field,
+        pid: Field,
+    },
+    SignalDeliver {
+        sig: Field,
+    },
+    /// `ftrace/kernel_stack` (`size` = number of entries, `caller` a flexible tail) and
+    /// `ftrace/user_stack` (`caller[8]`, unused entries zero).
+    Stack {
+        kernel: bool,
+        size: Option<Field>,
+        caller: ArrayField,
+    },
     /// A known format Argus does not map (counted).
     Ignored,
+}
+
+/// `prev_state` → letter, tabulated for the small values every switch carries.
+#[derive(Clone, Debug)]
+struct StateLetters {
+    table: StateTable,
+    /// `letter(v)` for every `v < cache.len()`.
+    cache: Vec<u8>,
+}
+
+impl StateLetters {
+    fn new(table: StateTable) -> StateLetters {
+        let n = (table.preempt.saturating_mul(2)).clamp(1, 8192) as usize;
+        let cache = (0..n as u64).map(|v| table.letter(v)).collect();
+        StateLetters { table, cache }
+    }
+
+    #[inline(always)]
+    fn letter(&self, v: u64) -> u8 {
+        match self.cache.get(v as usize) {
+            Some(&c) => c,
+            None => self.table.letter(v),
+        }
+    }
+}
+
+/// Whether the event belongs to `system` (format sets parsed from text alone have no system).
+fn in_system(ev: &EventFormat, system: &str) -> bool {
+    ev.system.is_empty() || ev.system == system
 }
 
 impl Handler {
     fn build(ev: &EventFormat) -> Result<Handler, FormatError> {
         let opt = |name| StrField::of(ev, name).ok();
+        let int = |name| Field::int(ev, name);
         Ok(match ev.name.as_str() {
             "sched_switch" => Handler::Switch {
-                prev_pid: Field::int(ev, "prev_pid")?,
-                prev_state: Field::int(ev, "prev_state")?,
-                next_pid: Field::int(ev, "next_pid")?,
+                prev_pid: int("prev_pid")?,
+                prev_state: int("prev_state")?,
+                next_pid: int("next_pid")?,
                 prev_comm: StrField::of(ev, "prev_comm")?,
                 next_comm: StrField::of(ev, "next_comm")?,
-                states: StateTable::from_print_fmt(&ev.print_fmt),
+                states: StateLetters::new(StateTable::from_print_fmt(&ev.print_fmt)),
             },
             // sched_wakeup is mapped to Waking too: on kernels (or captures) without
             // sched_waking it is the only wake-up record; it is emitted by the waker's CPU
             // slightly later than sched_waking would be.
             "sched_waking" | "sched_wakeup" => Handler::Waking {
-                pid: Field::int(ev, "pid")?,
+                pid: int("pid")?,
                 comm: opt("comm"),
                 new: false,
             },
             "sched_wakeup_new" => Handler::Waking {
-                pid: Field::int(ev, "pid")?,
+                pid: int("pid")?,
                 comm: opt("comm"),
                 new: true,
             },
             "sched_process_fork" => Handler::ProcessFork {
-                child_pid: Field::int(ev, "child_pid")?,
+                child_pid: int("child_pid")?,
                 child_comm: opt("child_comm"),
             },
             "task_newtask" => Handler::NewTask {
-                pid: Field::int(ev, "pid")?,
+                pid: int("pid")?,
                 comm: opt("comm"),
-                clone_flags: Field::int(ev, "clone_flags")?,
+                clone_flags: int("clone_flags")?,
             },
             "sched_process_exec" => Handler::Exec {
                 filename: opt("filename"),
-                pid: Field::int(ev, "pid").ok(),
-                old_pid: Field::int(ev, "old_pid").ok(),
+                pid: int("pid").ok(),
+                old_pid: int("old_pid").ok(),
             },
             "sched_process_exit" => Handler::Exit,
             "task_rename" => Handler::Rename {
-                pid: Field::int(ev, "pid")?,
+                pid: int("pid")?,
                 newcomm: StrField::of(ev, "newcomm")?,
             },
-            "sys_enter" if ev.system.is_empty() || ev.system == "raw_syscalls" => {
-                Handler::SysEnter {
-                    id: Field::int(ev, "id")?,
-                    args: Field::of(ev, "args")?,
-                }
-            }
-            "sys_exit" if ev.system.is_empty() || ev.system == "raw_syscalls" => Handler::SysExit {
-                id: Field::int(ev, "id")?,
-                ret: Field::int(ev, "ret")?,
+            "sys_enter" if in_system(ev, "raw_syscalls") => Handler::SysEnter {
+                id: int("id")?,
+                args: ArrayField::of(ev, "args", 6)?,
+            },
+            "sys_exit" if in_system(ev, "raw_syscalls") => Handler::SysExit {
+                id: int("id")?,
+                ret: int("ret")?,
             },
             "irq_handler_entry" | "irq_handler_exit" => Handler::Irq {
-                irq: Field::int(ev, "irq")?,
+                irq: int("irq")?,
                 exit: ev.name == "irq_handler_exit",
             },
             "softirq_entry" | "softirq_exit" => Handler::Softirq {
-                vec: Field::int(ev, "vec")?,
+                vec: int("vec")?,
                 exit: ev.name == "softirq_exit",
             },
             "hrtimer_start" => Handler::HrStart {
-                timer: Field::int(ev, "hrtimer")?,
-                function: Field::int(ev, "function")?,
-                expires: Field::int(ev, "expires")?,
+                timer: int("hrtimer")?,
+                function: int("function")?,
+                expires: int("expires")?,
             },
             "hrtimer_expire_entry" => Handler::HrExpire {
-                timer: Field::int(ev, "hrtimer")?,
-                function: Field::int(ev, "function")?,
+                timer: int("hrtimer")?,
+                function: int("function")?,
             },
             "hrtimer_expire_exit" => Handler::HrExpireExit {
-                timer: Field::int(ev, "hrtimer")?,
+                timer: int("hrtimer")?,
             },
-            "print" if ev.system.is_empty() || ev.system == "ftrace" => Handler::Print {
+            "print" if in_system(ev, "ftrace") => Handler::Print {
                 buf: StrField::of(ev, "buf")?,
+            },
+            "workqueue_queue_work" => Handler::WorkQueue {
+                work: int("work")?,
+                function: int("function")?,
+            },
+            "workqueue_execute_start" => Handler::WorkStart {
+                work: int("work")?,
+                function: int("function")?,
+            },
+            "workqueue_execute_end" => Handler::WorkEnd { work: int("work")? },
+            "timer_start" if in_system(ev, "timer") => Handler::TimerStart {
+                timer: int("timer")?,
+                function: int("function")?,
+                expires: int("expires")?,
+            },
+            "timer_expire_entry" => Handler::TimerExpire {
+                timer: int("timer")?,
+                function: int("function")?,
+            },
+            "timer_expire_exit" => Handler::TimerExpireExit {
+                timer: int("timer")?,
+            },
+            "signal_generate" => Handler::SignalGenerate {
+                sig: int("sig")?,
+                pid: int("pid")?,
+            },
+            "signal_deliver" => Handler::SignalDeliver { sig: int("sig")? },
+            "kernel_stack" if in_system(ev, "ftrace") => Handler::Stack {
+                kernel: true,
+                size: Some(int("size")?),
+                caller: ArrayField::of(ev, "caller", 8)?,
+            },
+            "user_stack" if in_system(ev, "ftrace") => Handler::Stack {
+                kernel: false,
+                size: None,
+                caller: ArrayField::of(ev, "caller", 8)?,
             },
             _ => Handler::Ignored,
         })
@@ -702,6 +911,9 @@ struct Slot {
 /// Converts raw records to [`Event`]s. One per CPU stream (it keeps a little per-CPU state:
 /// the `task_newtask` children whose `sched_process_fork` twin is still to come).
 ///
+/// Field offsets and widths are looked up once per event id from the format files; each
+/// record costs one table lookup and the reads its event needs.
+///
 /// Fork de-duplication: one `clone()` fires `task:task_newtask` (inside `copy_process`) and
 /// then `sched:sched_process_fork` (in `kernel_clone`), both on the parent's CPU. When
 /// `task_newtask` is decoded the `Fork` is emitted with `thread` from `CLONE_THREAD`
@@ -709,6 +921,11 @@ struct Slot {
 /// child then only contributes the child's comm. When only `sched_process_fork` is enabled it
 /// emits the `Fork` itself with [`ForkSource::ProcessFork`] and the merge's thread table
 /// decides `thread` (see [`crate::merge::ThreadTable`]).
+///
+/// Stacks: with the tracefs `stacktrace` / `userstacktrace` options on, the kernel writes an
+/// `ftrace/kernel_stack` / `ftrace/user_stack` record right after each event on the same CPU;
+/// they become [`EventKind::Stack`] events of the same task (decode needs their format files,
+/// `formats/events/ftrace/{kernel,user}_stack/format`, like any other event).
 #[derive(Clone, Debug)]
 pub struct Converter {
     slots: Vec<Option<Slot>>,
@@ -807,6 +1024,7 @@ impl Converter {
 
     /// Converts one record. `Ok(None)` for records that are skipped (unknown id or an event
     /// Argus does not use: counted, see [`Converter::skipped`]).
+    #[inline]
     pub fn convert(&mut self, cpu: Cpu, rec: &RawRecord<'_>) -> Result<Option<Decoded>, PageError> {
         let p = rec.payload;
         let err = |kind| PageError {
@@ -821,11 +1039,20 @@ impl Converter {
             return Ok(None);
         };
         let oob = |source| err(PageErrorKind::FieldOutOfBounds { id, source });
-        let flags = slot.common_flags.u64(p).map_err(oob)? as u8;
-        let tid = Tid(slot.common_pid.i32(p).map_err(oob)?);
+        let ts = Nanos(rec.ts);
         let mut comms = [None, None];
         let mut fork_source = ForkSource::None;
         let mut exec_old_tid = None;
+        let names_only = |comms| {
+            Ok(Some(Decoded {
+                ts,
+                cpu,
+                event: None,
+                comms,
+                fork_source: ForkSource::None,
+                exec_old_tid: None,
+            }))
+        };
         let kind = match &slot.handler {
             Handler::Ignored => {
                 self.counts_ignored[id as usize] += 1;
@@ -842,8 +1069,8 @@ impl Converter {
                 let prev = Tid(prev_pid.i32(p).map_err(oob)?);
                 let next = Tid(next_pid.i32(p).map_err(oob)?);
                 let state = prev_state.u64(p).map_err(oob)?;
-                comms[0] = Some((prev, Comm::new(prev_comm.read(p).map_err(oob)?)));
-                comms[1] = Some((next, Comm::new(next_comm.read(p).map_err(oob)?)));
+                comms[0] = Some((prev, prev_comm.comm(p).map_err(oob)?));
+                comms[1] = Some((next, next_comm.comm(p).map_err(oob)?));
                 EventKind::Switch {
                     prev,
                     prev_state: TaskState(states.letter(state)),
@@ -853,7 +1080,7 @@ impl Converter {
             Handler::Waking { pid, comm, new } => {
                 let target = Tid(pid.i32(p).map_err(oob)?);
                 if let Some(c) = comm {
-                    comms[0] = Some((target, Comm::new(c.read(p).map_err(oob)?)));
+                    comms[0] = Some((target, c.comm(p).map_err(oob)?));
                 }
                 if *new {
                     EventKind::WakeupNew { target }
@@ -867,18 +1094,11 @@ impl Converter {
             } => {
                 let child = Tid(child_pid.i32(p).map_err(oob)?);
                 if let Some(c) = child_comm {
-                    comms[0] = Some((child, Comm::new(c.read(p).map_err(oob)?)));
+                    comms[0] = Some((child, c.comm(p).map_err(oob)?));
                 }
                 if let Some(i) = self.pending_forks.iter().position(|&c| c == child.0) {
                     self.pending_forks.swap_remove(i);
-                    return Ok(Some(Decoded {
-                        ts: Nanos(rec.ts),
-                        cpu,
-                        event: None,
-                        comms,
-                        fork_source,
-                        exec_old_tid,
-                    }));
+                    return names_only(comms);
                 }
                 fork_source = ForkSource::ProcessFork;
                 EventKind::Fork {
@@ -895,7 +1115,7 @@ impl Converter {
                 let child = Tid(pid.i32(p).map_err(oob)?);
                 let thread = clone_flags.u64(p).map_err(oob)? & CLONE_THREAD != 0;
                 if let Some(c) = comm {
-                    comms[0] = Some((child, Comm::new(c.read(p).map_err(oob)?)));
+                    comms[0] = Some((child, c.comm(p).map_err(oob)?));
                 }
                 // Bounded: a lost sched_process_fork must not grow this forever.
                 if self.pending_forks.len() >= 256 {
@@ -914,6 +1134,7 @@ impl Converter {
                 pid,
                 old_pid,
             } => {
+                let tid = Tid(slot.common_pid.i32(p).map_err(oob)?);
                 if let Some(f) = filename {
                     // The kernel sets comm to the basename of the file, cut to 15 bytes
                     // (`begin_new_exec` → `__set_task_comm(kbasename(bprm->filename))`).
@@ -932,22 +1153,14 @@ impl Converter {
             Handler::Exit => EventKind::Exit,
             Handler::Rename { pid, newcomm } => {
                 let who = Tid(pid.i32(p).map_err(oob)?);
-                comms[0] = Some((who, Comm::new(newcomm.read(p).map_err(oob)?)));
-                return Ok(Some(Decoded {
-                    ts: Nanos(rec.ts),
-                    cpu,
-                    event: None,
-                    comms,
-                    fork_source,
-                    exec_old_tid,
-                }));
+                comms[0] = Some((who, newcomm.comm(p).map_err(oob)?));
+                return names_only(comms);
             }
             Handler::SysEnter { id: nr, args } => {
                 let mut a = [0u64; 6];
-                let each = args.size / 6;
-                if each == 4 || each == 8 {
+                if args.len >= 6 {
                     for (i, slot) in a.iter_mut().enumerate() {
-                        *slot = read_int(p, args.offset + i * each, each, false).map_err(oob)?;
+                        *slot = args.get(p, i).map_err(oob)?;
                     }
                 }
                 EventKind::SysEnter {
@@ -998,12 +1211,79 @@ impl Converter {
                     text: String::from_utf8_lossy(b).into_owned(),
                 }
             }
+            Handler::WorkQueue { work, function } => EventKind::WorkQueue {
+                work: work.u64(p).map_err(oob)?,
+                function: function.u64(p).map_err(oob)?,
+            },
+            Handler::WorkStart { work, function } => EventKind::WorkStart {
+                work: work.u64(p).map_err(oob)?,
+                function: function.u64(p).map_err(oob)?,
+            },
+            Handler::WorkEnd { work } => EventKind::WorkEnd {
+                work: work.u64(p).map_err(oob)?,
+            },
+            Handler::TimerStart {
+                timer,
+                function,
+                expires,
+            } => EventKind::TimerStart {
+                timer: timer.u64(p).map_err(oob)?,
+                function: function.u64(p).map_err(oob)?,
+                expires: expires.u64(p).map_err(oob)?,
+            },
+            Handler::TimerExpire { timer, function } => EventKind::TimerExpire {
+                timer: timer.u64(p).map_err(oob)?,
+                function: function.u64(p).map_err(oob)?,
+            },
+            Handler::TimerExpireExit { timer } => EventKind::TimerExpireExit {
+                timer: timer.u64(p).map_err(oob)?,
+            },
+            Handler::SignalGenerate { sig, pid } => EventKind::SignalGenerate {
+                sig: sig.i32(p).map_err(oob)?,
+                target: Tid(pid.i32(p).map_err(oob)?),
+            },
+            Handler::SignalDeliver { sig } => EventKind::SignalDeliver {
+                sig: sig.i32(p).map_err(oob)?,
+            },
+            Handler::Stack {
+                kernel,
+                size,
+                caller,
+            } => {
+                // Newer kernels write only the `size` entries they have (the format still
+                // says `caller[8]`); user stacks pad unused entries with zeros, old kernels
+                // end both with ULONG_MAX.
+                let avail = caller.available(p);
+                let n = match size {
+                    Some(s) => (s.u64(p).map_err(oob)? as usize).min(avail),
+                    None => caller.len.min(avail),
+                };
+                let mut ips = Vec::with_capacity(n);
+                for i in 0..n {
+                    let ip = caller.get(p, i).map_err(oob)?;
+                    let end = if caller.each == 8 {
+                        u64::MAX
+                    } else {
+                        u32::MAX as u64
+                    };
+                    if ip == end || (ip == 0 && !kernel) {
+                        break;
+                    }
+                    ips.push(ip);
+                }
+                EventKind::Stack {
+                    kernel: *kernel,
+                    ips,
+                }
+            }
         };
+        let flags = slot.common_flags.u64(p).map_err(oob)? as u8;
+        let tid = Tid(slot.common_pid.i32(p).map_err(oob)?);
         Ok(Some(Decoded {
-            ts: Nanos(rec.ts),
+            ts,
             cpu,
             event: Some(Event {
-                ts: Nanos(rec.ts),
+                ts,
                 seq: 0,
                 cpu,
                 pid: Pid(tid.0),

@@ -46,6 +46,19 @@ pub enum FormatError {
         /// Field name.
         field: &'static str,
     },
+    /// A line of a text trace (tracefs `trace` text, `trace-cmd report`, systrace) whose
+    /// payload does not have the shape its event prints (see [`crate::import`]).
+    #[error("line {line}: {event}: {reason}: {text:?}")]
+    BadTraceLine {
+        /// 1-based line number (within the extracted trace text for HTML containers).
+        line: usize,
+        /// Event name.
+        event: String,
+        /// What is wrong.
+        reason: &'static str,
+        /// The line.
+        text: String,
+    },
     /// A field Argus reads has a size it cannot read as an integer.
     #[error("field {event}.{field} has unsupported size {size}")]
     BadFieldSize {
@@ -366,6 +379,16 @@ impl HeaderPage {
             commit_size,
             data_offset: 8 + commit_size,
         }
+    }
+
+    /// The sub-buffer (page) size an `events/header_page` text describes: the end of its
+    /// `data` field (`offset:16; size:4080;` → 4096). `None` when the text has no such line.
+    pub fn page_size_of(text: &str) -> Option<usize> {
+        text.lines().enumerate().find_map(|(i, line)| {
+            let t = line.trim();
+            let f = FieldFormat::parse(i + 1, t).ok()?;
+            (f.name == "data").then_some((f.offset + f.size) as usize)
+        })
     }
 
     /// Parses `events/header_page`.

@@ -38,6 +38,11 @@ impl Kallsyms {
         Ok(Kallsyms::parse(&text))
     }
 
+    /// Every `(address, name)`, by address.
+    pub fn iter(&self) -> impl Iterator<Item = (u64, &str)> + '_ {
+        self.syms.iter().map(|(a, n)| (*a, n.as_str()))
+    }
+
     /// Number of symbols.
     pub fn len(&self) -> usize {
         self.syms.len()

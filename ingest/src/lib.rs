@@ -16,6 +16,8 @@
 //! - [`format`](mod@format): parsers for `header_page`, `header_event` and `events/SYS/EVENT/format`.
 //! - [`decode`]: the sans-IO page decoder and record → event converter.
 //! - [`kallsyms`]: kernel symbol lookup, to name timer callbacks.
+//! - [`import`]: readers for others' recordings (tracefs text, `trace-cmd report`, systrace
+//!   HTML, format files + raw per-CPU pages) into the same events and thread table.
 //! - [`replay`]: [`replay::TraceReader`], reading a trace directory back.
 //! - [`merge`]: per-CPU merge, thread table, epoch batching.
 //! - [`tracedir`]: trace directory file names and JSON documents.
@@ -75,6 +77,7 @@
 pub mod decode;
 pub mod error;
 pub mod format;
+pub mod import;
 pub mod kallsyms;
 pub mod merge;
 pub mod replay;

@@ -23,6 +23,39 @@ use crate::tracedir::ProcEntry;
 use argus_schema::{Event, EventKind, Nanos, Pid, ThreadInfo, Tid};
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
+use std::hash::{BuildHasherDefault, Hasher};
+
+/// A multiplicative hasher for small integer keys (tids): one multiply per lookup instead of
+/// SipHash's rounds. Tids are not attacker-chosen in a way that matters here: a trace is the
+/// user's own recording.
+#[derive(Clone, Copy, Debug, Default)]
+struct TidHasher(u64);
+
+impl Hasher for TidHasher {
+    #[inline]
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    #[inline]
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.write_u64(b as u64);
+        }
+    }
+
+    #[inline]
+    fn write_i32(&mut self, v: i32) {
+        self.write_u64(v as u32 as u64);
+    }
+
+    #[inline]
+    fn write_u64(&mut self, v: u64) {
+        self.0 = (self.0.rotate_left(5) ^ v).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+}
+
+type TidMap<V> = HashMap<i32, V, BuildHasherDefault<TidHasher>>;
 
 /// `kthreadd`: every kernel thread is its child.
 const KTHREADD: i32 = 2;
@@ -57,7 +90,7 @@ impl Entry {
 /// What Argus knows about every thread of the trace, updated in time order.
 #[derive(Clone, Debug, Default)]
 pub struct ThreadTable {
-    threads: HashMap<i32, Entry>,
+    threads: TidMap<Entry>,
 }
 
 impl ThreadTable {
@@ -99,17 +132,16 @@ impl ThreadTable {
 
     /// Applies one decoded record: updates the table and returns its event with `pid` (and a
     /// fork's `child_pid`/`thread`) resolved. `seq` is left to the caller.
-    pub fn apply(&mut self, d: Decoded) -> Option<Event> {
-        let Decoded {
-            ts,
-            event,
-            comms,
-            fork_source,
-            exec_old_tid,
-            ..
-        } = d;
-        let mut event = event;
-        if let Some(ev) = event.as_mut() {
+    pub fn apply(&mut self, mut d: Decoded) -> Option<Event> {
+        self.apply_in_place(&mut d);
+        d.event
+    }
+
+    /// [`ThreadTable::apply`] without moving the record: resolves `d.event` where it lies.
+    #[inline]
+    pub fn apply_in_place(&mut self, d: &mut Decoded) {
+        let ts = d.ts;
+        if let Some(ev) = d.event.as_mut() {
             let tid = ev.tid.0;
             let pid = self.entry(tid).pid;
             ev.pid = Pid(pid);
@@ -119,7 +151,7 @@ impl ThreadTable {
                     child_pid,
                     thread,
                 } => {
-                    if fork_source == ForkSource::ProcessFork {
+                    if d.fork_source == ForkSource::ProcessFork {
                         // The record does not say; a thread that /proc (or an earlier record)
                         // already placed in another process is a thread of it.
                         if let Some(known) = self.threads.get(&child.0) {
@@ -143,7 +175,7 @@ impl ThreadTable {
                 EventKind::Exec => {
                     let e = self.entry(tid);
                     e.kernel = false;
-                    if let Some(old) = exec_old_tid {
+                    if let Some(old) = d.exec_old_tid {
                         // de_thread(): the exec'ing thread took the leader's tid; its old tid
                         // is gone.
                         self.entry(old.0).exit_ns = Some(ts);
@@ -153,17 +185,16 @@ impl ThreadTable {
                 _ => {}
             }
         }
-        for (tid, comm) in comms.into_iter().flatten() {
+        for (tid, comm) in d.comms.iter().flatten() {
             if tid.0 == 0 {
                 // swapper/N: one name per CPU for the same tid 0; keep the generic one.
                 continue;
             }
             let e = self.entry(tid.0);
-            if e.comm != comm {
-                e.comm = comm;
+            if e.comm != *comm {
+                e.comm = *comm;
             }
         }
-        event
     }
 
     /// Every known thread, sorted by tid. `process` is the comm of the process's main thread
@@ -205,14 +236,68 @@ impl ThreadTable {
     }
 }
 
+/// Records pulled from a source at a time.
+const SOURCE_BATCH: usize = 128;
+
+/// One input of a [`Merge`]: the source and a batch of its records, consumed in place.
+struct Input<S> {
+    source: S,
+    buf: Vec<Decoded>,
+    pos: usize,
+    /// An error met while filling `buf`, returned once `buf` is consumed.
+    err: Option<IngestError>,
+    done: bool,
+}
+
+impl<S: Iterator<Item = Result<Decoded, IngestError>>> Input<S> {
+    /// Refills `buf` when it is consumed. `false` when the source is exhausted.
+    #[inline]
+    fn ready(&mut self) -> bool {
+        if self.pos < self.buf.len() {
+            return true;
+        }
+        if self.err.is_some() || self.done {
+            return false;
+        }
+        self.buf.clear();
+        self.pos = 0;
+        while self.buf.len() < SOURCE_BATCH {
+            match self.source.next() {
+                Some(Ok(d)) => self.buf.push(d),
+                Some(Err(e)) => {
+                    self.err = Some(e);
+                    break;
+                }
+                None => {
+                    self.done = true;
+                    break;
+                }
+            }
+        }
+        !self.buf.is_empty()
+    }
+
+    #[inline]
+    fn key(&self) -> (Nanos, u32) {
+        let d = &self.buf[self.pos];
+        (d.ts, d.cpu.0)
+    }
+}
+
 /// K-way merge of per-CPU [`Decoded`] streams into time-ordered [`Event`]s with `seq` and `pid`
-/// assigned. An `Err` from a source is passed through (the source is polled again afterwards,
-/// so a source that recovers keeps contributing).
+/// assigned. An `Err` from a source is passed through at its position in that source (the
+/// source is polled again afterwards, so a source that recovers keeps contributing).
+///
+/// Records are pulled in small batches and resolved in place; the source that released the
+/// last record keeps releasing without touching the heap while its next record is still the
+/// smallest (one CPU's records come in runs).
 pub struct Merge<S> {
-    sources: Vec<S>,
-    heads: Vec<Option<Decoded>>,
+    inputs: Vec<Input<S>>,
+    /// Heads of the inputs other than `current`.
     heap: BinaryHeap<Reverse<(Nanos, u32, usize)>>,
-    /// Sources whose head must be (re)filled before the next release.
+    /// The input whose head is the smallest, outside the heap.
+    current: Option<usize>,
+    /// Inputs to (re)enter into the heap before the next release.
     refill: Vec<usize>,
     table: ThreadTable,
     seq: u64,
@@ -223,9 +308,18 @@ impl<S: Iterator<Item = Result<Decoded, IngestError>>> Merge<S> {
     pub fn new(sources: Vec<S>, table: ThreadTable) -> Merge<S> {
         let n = sources.len();
         Merge {
-            sources,
-            heads: vec![None; n],
+            inputs: sources
+                .into_iter()
+                .map(|source| Input {
+                    source,
+                    buf: Vec::with_capacity(SOURCE_BATCH),
+                    pos: 0,
+                    err: None,
+                    done: false,
+                })
+                .collect(),
             heap: BinaryHeap::with_capacity(n),
+            current: None,
             refill: (0..n).rev().collect(),
             table,
             seq: 0,
@@ -244,12 +338,34 @@ impl<S: Iterator<Item = Result<Decoded, IngestError>>> Merge<S> {
 
     /// The sources and the thread table, to read their final statistics.
     pub fn into_parts(self) -> (Vec<S>, ThreadTable) {
-        (self.sources, self.table)
+        (
+            self.inputs.into_iter().map(|i| i.source).collect(),
+            self.table,
+        )
     }
 
     /// The sources.
-    pub fn sources(&self) -> &[S] {
-        &self.sources
+    pub fn sources(&self) -> Vec<&S> {
+        self.inputs.iter().map(|i| &i.source).collect()
+    }
+
+    /// Puts input `i` back in the running: into the heap if it has records, or returns its
+    /// pending error.
+    #[inline]
+    fn enter(&mut self, i: usize) -> Option<IngestError> {
+        let input = &mut self.inputs[i];
+        if input.ready() {
+            let (ts, cpu) = input.key();
+            self.heap.push(Reverse((ts, cpu, i)));
+            None
+        } else {
+            let e = input.err.take();
+            if e.is_some() {
+                // Poll it again next time: a source may recover after an error.
+                self.refill.push(i);
+            }
+            e
+        }
     }
 }
 
@@ -258,24 +374,35 @@ impl<S: Iterator<Item = Result<Decoded, IngestError>>> Iterator for Merge<S> {
 
     fn next(&mut self) -> Option<Self::Item> {
         loop {
-            while let Some(&i) = self.refill.last() {
-                match self.sources[i].next() {
-                    Some(Ok(d)) => {
-                        self.refill.pop();
-                        self.heap.push(Reverse((d.ts, d.cpu.0, i)));
-                        self.heads[i] = Some(d);
-                    }
-                    // Leave `i` in `refill`: poll it again next time.
-                    Some(Err(e)) => return Some(Err(e)),
-                    None => {
-                        self.refill.pop();
-                    }
+            if let Some(i) = self.current {
+                // Keep releasing from `i` while its head is the smallest.
+                let input = &mut self.inputs[i];
+                let still_first = input.ready() && {
+                    let (ts, cpu) = input.key();
+                    self.heap
+                        .peek()
+                        .is_none_or(|Reverse((hts, hcpu, hi))| (ts, cpu, i) <= (*hts, *hcpu, *hi))
+                };
+                if !still_first {
+                    self.current = None;
+                    self.refill.push(i);
                 }
             }
-            let Reverse((_, _, i)) = self.heap.pop()?;
-            self.refill.push(i);
-            let d = self.heads[i].take()?;
-            if let Some(mut ev) = self.table.apply(d) {
+            if self.current.is_none() {
+                while let Some(i) = self.refill.pop() {
+                    if let Some(e) = self.enter(i) {
+                        return Some(Err(e));
+                    }
+                }
+                let Reverse((_, _, i)) = self.heap.pop()?;
+                self.current = Some(i);
+            }
+            let i = self.current?;
+            let input = &mut self.inputs[i];
+            let d = &mut input.buf[input.pos];
+            input.pos += 1;
+            self.table.apply_in_place(d);
+            if let Some(mut ev) = d.event.take() {
                 ev.seq = self.seq;
                 self.seq += 1;
                 return Some(Ok(ev));
@@ -550,6 +677,54 @@ mod tests {
         let k = t.threads().into_iter().find(|x| x.tid == Tid(300)).unwrap();
         assert!(k.kernel);
         assert_eq!(k.comm, "kworker/0:2");
+    }
+
+    #[test]
+    fn runs_and_ties_merge_like_a_sort_and_errors_keep_their_place() {
+        // Three CPUs with long runs, equal times across CPUs, and an error inside cpu1's
+        // stream: the output is the (ts, cpu) order of a stable sort, the error comes after
+        // cpu1's records before it and before those after it.
+        let mut all = Vec::new();
+        let mut sources = Vec::new();
+        for cpu in 0..3u32 {
+            let mut v: Vec<Result<Decoded, IngestError>> = Vec::new();
+            for i in 0..700u64 {
+                let ts = (i / 50) * 1000
+                    + (i % 50) * (cpu as u64 + 1)
+                    + if i % 7 == 0 { 0 } else { cpu as u64 };
+                let d = dec(ts, cpu, 100 + cpu as i32, EventKind::Exec);
+                all.push((ts, cpu));
+                v.push(Ok(d));
+                if cpu == 1 && i == 300 {
+                    v.push(Err(IngestError::Missing { file: "x".into() }));
+                }
+            }
+            sources.push(v.into_iter());
+        }
+        all.sort();
+        let out: Vec<Result<Event, IngestError>> =
+            Merge::new(sources, ThreadTable::new()).collect();
+        let errors = out.iter().filter(|r| r.is_err()).count();
+        assert_eq!(errors, 1);
+        let evs: Vec<(u64, u32)> = out
+            .iter()
+            .filter_map(|r| r.as_ref().ok())
+            .map(|e| (e.ts.0, e.cpu.0))
+            .collect();
+        assert_eq!(evs, all);
+        let seqs: Vec<u64> = out
+            .iter()
+            .filter_map(|r| r.as_ref().ok())
+            .map(|e| e.seq)
+            .collect();
+        assert!(seqs.iter().enumerate().all(|(i, &s)| s == i as u64));
+        // The error comes right where cpu1's stream had it: after its first 301 records.
+        let pos = out.iter().position(|r| r.is_err()).unwrap();
+        let cpu1_before = out[..pos]
+            .iter()
+            .filter(|r| matches!(r, Ok(e) if e.cpu.0 == 1))
+            .count();
+        assert_eq!(cpu1_before, 301);
     }
 
     #[test]

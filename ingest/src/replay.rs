@@ -13,18 +13,31 @@
 //! decompressed content. Page-level problems are recoverable: the iterator yields the error,
 //! skips the rest of that page (or chunk, for a broken zstd stream) and goes on, so a caller
 //! may stop at the first error or collect them ([`IngestError::is_recoverable`]).
+//!
+//! **Traces still being written, or whose recorder died** (`meta.json` status `recording`):
+//! the newest chunk of each CPU may end in a zstd frame cut short (the recorder is writing
+//! it, or was killed while writing it). Its complete pages are kept and the cut is counted
+//! in [`CpuStats::recovered_tails`] with a warning, not reported as an error. The same cut
+//! in any other chunk, or in a trace whose status is `complete`, is an error.
+//!
+//! **Rings** (`docs/trace-dir.md`): chunks deleted by the recorder's size cap leave CPUs
+//! whose data starts later than others. The merged stream starts where every CPU's data is
+//! complete ([`TraceReader::start_ns`]), so the graph never sees one CPU's half of a
+//! handoff without the other's. [`TraceReader::open_window`] (`argus build --last`) reads
+//! only the tail of the trace, skipping whole chunks older than the window.
 
 use crate::decode::{parse_page, Converter, Decoded, Missed, Skipped};
 use crate::error::IngestError;
 use crate::format::{FormatSet, HeaderPage, LoadError};
 use crate::kallsyms::Kallsyms;
 use crate::merge::{Merge, ThreadTable};
-use crate::tracedir::{self, ProcEntry, TraceMeta};
+use crate::tracedir::{self, MetaExt, ProcEntry, TraceMeta};
 use argus_schema::{Cpu, Event, Nanos, ThreadInfo};
 use std::collections::{BTreeMap, VecDeque};
 use std::fs::File;
 use std::io::{BufReader, ErrorKind, Read};
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 /// An opened, validated trace directory.
 #[derive(Debug)]
@@ -37,6 +50,17 @@ pub struct TraceReader {
     procs: Vec<ProcEntry>,
     /// Chunk files per CPU, relative to `dir`, in order.
     chunks: BTreeMap<u32, Vec<PathBuf>>,
+    /// `meta.json`'s extension keys.
+    ext: MetaExt,
+    /// Per CPU whose oldest chunks are gone: the first page time of the oldest chunk kept.
+    complete_from: BTreeMap<u32, u64>,
+    /// Events before this time are not returned (ring start, `--last` window).
+    cutoff: Option<u64>,
+    /// Chunks skipped as older than the window, per CPU.
+    window_skipped: BTreeMap<u32, u64>,
+    /// For a trace still recording: the size of each CPU's newest chunk when opened, so a
+    /// reader sees the trace as it was then however long it takes.
+    limits: BTreeMap<PathBuf, u64>,
 }
 
 fn rel(dir: &Path, p: &Path) -> PathBuf {
@@ -68,13 +92,16 @@ impl TraceReader {
             source,
         })?;
         let meta_path = tracedir::meta_path(dir);
+        let meta_bytes = read_file(dir, &meta_path)?;
         let meta: TraceMeta =
-            serde_json::from_slice(&read_file(dir, &meta_path)?).map_err(|source| {
-                IngestError::Json {
-                    file: rel(dir, &meta_path),
-                    source,
-                }
+            serde_json::from_slice(&meta_bytes).map_err(|source| IngestError::Json {
+                file: rel(dir, &meta_path),
+                source,
             })?;
+        let ext = MetaExt::from_meta_json(&meta_bytes).map_err(|source| IngestError::Json {
+            file: rel(dir, &meta_path),
+            source,
+        })?;
         let mfile = rel(dir, &meta_path);
         if meta.format != tracedir::FORMAT_NAME || meta.version != tracedir::FORMAT_VERSION {
             return Err(IngestError::Unsupported {
@@ -135,8 +162,56 @@ impl TraceReader {
         };
 
         let mut chunks = BTreeMap::new();
+        let mut complete_from = BTreeMap::new();
         for &cpu in &meta.cpus {
-            chunks.insert(cpu, list_chunks(dir, cpu, meta.chunks.get(&cpu).copied())?);
+            let dropped = ext
+                .ring
+                .as_ref()
+                .and_then(|r| r.dropped.get(&cpu))
+                .map_or(0, |d| d.chunks);
+            let expected = if meta.status == "complete" {
+                meta.chunks.get(&cpu).copied()
+            } else {
+                None
+            };
+            let files = list_chunks(dir, cpu, dropped, expected)?;
+            if files
+                .first()
+                .and_then(|f| chunk_seq(f))
+                .is_some_and(|s| s > 0)
+            {
+                let first = chunk_first_ts(
+                    &dir.join(&files[0]),
+                    &formats.header_page,
+                    meta.page_size as usize,
+                );
+                let from = first.or_else(|| {
+                    ext.ring
+                        .as_ref()
+                        .and_then(|r| r.dropped.get(&cpu))
+                        .map(|d| d.until_ns)
+                });
+                if let Some(from) = from {
+                    complete_from.insert(cpu, from);
+                }
+            }
+            chunks.insert(cpu, files);
+        }
+        let cutoff = complete_from.values().copied().max();
+        let mut limits = BTreeMap::new();
+        if meta.status != "complete" {
+            for f in chunks.values().filter_map(|files| files.last()) {
+                if let Ok(m) = std::fs::metadata(dir.join(f)) {
+                    limits.insert(f.clone(), m.len());
+                }
+            }
+        }
+        if let Some(from) = cutoff {
+            tracing::warn!(
+                "{}: the ring deleted the oldest chunks of cpus {:?}; reading from {from} ns, where every cpu's data is complete",
+                dir.display(),
+                complete_from.keys().collect::<Vec<_>>()
+            );
         }
         Ok(TraceReader {
             dir: dir.to_path_buf(),
@@ -146,7 +221,99 @@ impl TraceReader {
             kallsyms,
             procs,
             chunks,
+            ext,
+            complete_from,
+            cutoff,
+            window_skipped: BTreeMap::new(),
+            limits,
         })
+    }
+
+    /// Opens `dir` like [`TraceReader::open`] but reads only its last `last` of time: the
+    /// window ends at `end_ns` for a complete trace, and at the newest page on disk for one
+    /// still recording (or whose recorder died). Chunks that end before the window are not
+    /// read at all; events before it are dropped (their thread names and forks are still
+    /// learnt from the chunks that are read, so threads created in the skipped part keep
+    /// the names `proc.json` or later records give them).
+    pub fn open_window(dir: &Path, last: Duration) -> Result<TraceReader, IngestError> {
+        let mut reader = TraceReader::open(dir)?;
+        let page_size = reader.meta.page_size as usize;
+        let layout = reader.formats.header_page;
+        let end = if reader.meta.status == "complete" && reader.meta.end_ns > 0 {
+            reader.meta.end_ns
+        } else {
+            reader
+                .chunks
+                .values()
+                .filter_map(|files| files.last())
+                .filter_map(|f| chunk_last_ts(&dir.join(f), &layout, page_size))
+                .max()
+                .unwrap_or(reader.meta.start_ns)
+        };
+        let since = end.saturating_sub(u64::try_from(last.as_nanos()).unwrap_or(u64::MAX));
+        for (&cpu, files) in reader.chunks.iter_mut() {
+            // The newest chunk that starts at or before `since` holds the window's start;
+            // everything older ends before it.
+            let keep_from = (0..files.len())
+                .rev()
+                .find(|&i| {
+                    chunk_first_ts(&dir.join(&files[i]), &layout, page_size)
+                        .is_some_and(|ts| ts <= since)
+                })
+                .unwrap_or(0);
+            if keep_from > 0 {
+                reader.window_skipped.insert(cpu, keep_from as u64);
+                files.drain(..keep_from);
+            }
+        }
+        reader.cutoff = Some(reader.cutoff.map_or(since, |c| c.max(since)));
+        tracing::info!(
+            end_ns = end,
+            since_ns = since,
+            skipped = ?reader.window_skipped,
+            "{}: reading the last {last:?}",
+            dir.display()
+        );
+        Ok(reader)
+    }
+
+    /// Where the returned events start: the latest of `meta.start_ns`, the time from which
+    /// every CPU's data is complete (rings) and the window's start ([`TraceReader::open_window`]).
+    pub fn start_ns(&self) -> u64 {
+        self.cutoff
+            .map_or(self.meta.start_ns, |c| c.max(self.meta.start_ns))
+    }
+
+    /// `meta.json`'s extension keys (ring, lost ranges).
+    pub fn meta_ext(&self) -> &MetaExt {
+        &self.ext
+    }
+
+    /// CPUs whose oldest chunks the ring deleted, with the time their data is complete from.
+    pub fn complete_from(&self) -> &BTreeMap<u32, u64> {
+        &self.complete_from
+    }
+
+    /// Every chunk to be read, in order: CPU, sequence number, path relative to the trace
+    /// directory, and the timestamp of its first page (`None` when unreadable).
+    pub fn ring_chunks(&self) -> Vec<ChunkInfo> {
+        let page_size = self.meta.page_size as usize;
+        self.chunks
+            .iter()
+            .flat_map(|(&cpu, files)| {
+                files.iter().map(move |f| ChunkInfo {
+                    cpu,
+                    seq: chunk_seq(f).unwrap_or(0),
+                    file: f.clone(),
+                    first_ts: chunk_first_ts(
+                        &self.dir.join(f),
+                        &self.formats.header_page,
+                        page_size,
+                    ),
+                    bytes: std::fs::metadata(self.dir.join(f)).map_or(0, |m| m.len()),
+                })
+            })
+            .collect()
     }
 
     /// The trace directory.
@@ -181,7 +348,18 @@ impl TraceReader {
 
     /// One CPU's decoded records in its buffer order, unmerged (`pid` unresolved, `seq` 0).
     pub fn cpu_stream(&self, cpu: u32) -> CpuStream {
+        let stats = CpuStats {
+            window_skipped_chunks: self.window_skipped.get(&cpu).copied().unwrap_or(0),
+            ..CpuStats::default()
+        };
         CpuStream {
+            recover_tail: self.meta.status != "complete",
+            limits: self
+                .limits
+                .iter()
+                .filter(|(f, _)| self.chunk_files(cpu).contains(f))
+                .map(|(f, n)| (f.clone(), *n))
+                .collect(),
             cpu: Cpu(cpu),
             dir: self.dir.clone(),
             files: self.chunk_files(cpu).to_vec(),
@@ -194,7 +372,7 @@ impl TraceReader {
             buf: VecDeque::new(),
             pending_err: None,
             last: None,
-            stats: CpuStats::default(),
+            stats,
         }
     }
 
@@ -208,6 +386,9 @@ impl TraceReader {
             meta: self.meta,
             kallsyms: self.kallsyms,
             errors: 0,
+            cutoff: self.cutoff.map(Nanos),
+            seq: 0,
+            before_cutoff: 0,
         }
     }
 }
@@ -255,25 +436,79 @@ fn load_formats(dir: &Path, meta: &TraceMeta) -> Result<FormatSet, IngestError> 
     Ok(formats)
 }
 
-fn list_chunks(dir: &Path, cpu: u32, expected: Option<u32>) -> Result<Vec<PathBuf>, IngestError> {
+/// A chunk of a trace directory ([`TraceReader::ring_chunks`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ChunkInfo {
+    /// Its CPU.
+    pub cpu: u32,
+    /// Its sequence number.
+    pub seq: u32,
+    /// Its path relative to the trace directory.
+    pub file: PathBuf,
+    /// The timestamp of its first page.
+    pub first_ts: Option<u64>,
+    /// Its size on disk.
+    pub bytes: u64,
+}
+
+/// The sequence number of a chunk file name (`000042.chunk.zst` → 42; at least six digits,
+/// more once a long-running ring passes 999999).
+fn chunk_seq(path: &Path) -> Option<u32> {
+    let name = path.file_name()?.to_str()?;
+    let digits = name.strip_suffix(".chunk.zst")?;
+    if digits.len() < 6 || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    digits.parse().ok()
+}
+
+/// Decompresses the first page of a chunk and returns its header timestamp.
+fn chunk_first_ts(path: &Path, layout: &HeaderPage, page_size: usize) -> Option<u64> {
+    let mut dec = zstd::stream::read::Decoder::new(File::open(path).ok()?).ok()?;
+    let mut page = vec![0u8; page_size];
+    dec.read_exact(&mut page).ok()?;
+    parse_page(layout, &page).ok().map(|r| r.header().ts)
+}
+
+/// The latest record timestamp of a chunk, reading as far as it decodes (a chunk being
+/// written may end in a cut frame). Records, not page headers: a page's header holds the
+/// time of its first record only.
+fn chunk_last_ts(path: &Path, layout: &HeaderPage, page_size: usize) -> Option<u64> {
+    let mut dec = zstd::stream::read::Decoder::new(File::open(path).ok()?).ok()?;
+    let mut page = vec![0u8; page_size];
+    let mut last: Option<u64> = None;
+    while dec.read_exact(&mut page).is_ok() {
+        if let Ok(records) = parse_page(layout, &page) {
+            for r in records.map_while(Result::ok) {
+                last = Some(last.map_or(r.ts, |l| l.max(r.ts)));
+            }
+        }
+    }
+    last
+}
+
+fn list_chunks(
+    dir: &Path,
+    cpu: u32,
+    dropped: u32,
+    expected: Option<u32>,
+) -> Result<Vec<PathBuf>, IngestError> {
     let cdir = tracedir::cpu_dir(dir, cpu);
-    let mut files: Vec<PathBuf> = match std::fs::read_dir(&cdir) {
+    let mut files: Vec<(u32, PathBuf)> = match std::fs::read_dir(&cdir) {
         Ok(rd) => rd
             .filter_map(Result::ok)
-            .filter(|e| {
-                let n = e.file_name();
-                let n = n.to_string_lossy();
-                n.len() == 16
-                    && n.ends_with(".chunk.zst")
-                    && n[..6].bytes().all(|b| b.is_ascii_digit())
+            .filter_map(|e| {
+                let p = rel(dir, &e.path());
+                chunk_seq(&p).map(|seq| (seq, p))
             })
-            .map(|e| rel(dir, &e.path()))
             .collect(),
         Err(_) => Vec::new(),
     };
     files.sort();
-    // meta.json counts the chunks of a clean close: each of those must be there.
-    for seq in 0..expected.unwrap_or(0) {
+    let files: Vec<PathBuf> = files.into_iter().map(|(_, p)| p).collect();
+    // meta.json counts the chunks of a clean close: each of those the ring kept must be
+    // there.
+    for seq in dropped..expected.unwrap_or(0) {
         let p = rel(dir, &tracedir::chunk_path(dir, cpu, seq));
         if !files.contains(&p) {
             return Err(IngestError::Missing { file: p });
@@ -295,16 +530,25 @@ pub struct CpuStats {
     pub lost_unknown_pages: u64,
     /// Errors reported.
     pub errors: u64,
+    /// Cut zstd frames at the end of the newest chunk of a trace still recording (or whose
+    /// recorder died), recovered up to the last complete page.
+    pub recovered_tails: u64,
+    /// Chunks not read because they end before the `--last` window.
+    pub window_skipped_chunks: u64,
 }
 
 struct Chunk {
     file: PathBuf,
-    reader: zstd::stream::read::Decoder<'static, BufReader<File>>,
+    reader: zstd::stream::read::Decoder<'static, BufReader<std::io::Take<File>>>,
     page_idx: u64,
 }
 
 /// One CPU's records, decoded page by page: `Iterator<Item = Result<Decoded, IngestError>>`.
 pub struct CpuStream {
+    /// Whether a cut at the end of the last chunk is a recoverable tail.
+    recover_tail: bool,
+    /// Bytes to read of chunks still being written.
+    limits: BTreeMap<PathBuf, u64>,
     cpu: Cpu,
     dir: PathBuf,
     files: Vec<PathBuf>,
@@ -342,8 +586,33 @@ impl CpuStream {
         self.conv.skipped()
     }
 
-    /// Reads the next page of the current chunk into `self.page`.
+    /// Reads the next page; a cut at the end of the newest chunk of a trace still recording
+    /// ends that chunk (counted) instead of failing.
     fn read_page(&mut self) -> PageRead {
+        match self.read_page_inner() {
+            PageRead::Failed(e)
+                if self.recover_tail
+                    && self.next_file == self.files.len()
+                    && matches!(
+                        e,
+                        IngestError::TruncatedChunk { .. }
+                            | IngestError::CorruptChunk { .. }
+                            | IngestError::PartialPage { .. }
+                    ) =>
+            {
+                self.stats.recovered_tails += 1;
+                tracing::warn!(
+                    "{e}: the newest chunk of a trace still recording (or whose recorder died); \
+                     keeping its complete pages"
+                );
+                PageRead::ChunkDone
+            }
+            other => other,
+        }
+    }
+
+    /// Reads the next page of the current chunk into `self.page`.
+    fn read_page_inner(&mut self) -> PageRead {
         let Some(chunk) = self.chunk.as_mut() else {
             return PageRead::ChunkDone;
         };
@@ -394,7 +663,9 @@ impl CpuStream {
             Ok(f) => f,
             Err(source) => return Some(Err(IngestError::Io { file, source })),
         };
-        match zstd::stream::read::Decoder::new(f) {
+        // A chunk still being written is read as far as it went when the trace was opened.
+        let limit = self.limits.get(&file).copied().unwrap_or(u64::MAX);
+        match zstd::stream::read::Decoder::new(f.take(limit)) {
             Ok(reader) => {
                 self.chunk = Some(Chunk {
                     file,
@@ -513,6 +784,12 @@ pub struct Events {
     meta: TraceMeta,
     kallsyms: Option<Kallsyms>,
     errors: u64,
+    /// Events before this are decoded (for the thread table) but not returned.
+    cutoff: Option<Nanos>,
+    /// The next `seq` when filtering (returned events stay numbered 0, 1, 2...).
+    seq: u64,
+    /// Events dropped as before the cutoff.
+    before_cutoff: u64,
 }
 
 impl Iterator for Events {
@@ -520,11 +797,25 @@ impl Iterator for Events {
 
     #[inline]
     fn next(&mut self) -> Option<Self::Item> {
-        let r = self.merge.next();
-        if matches!(r, Some(Err(_))) {
-            self.errors += 1;
+        loop {
+            match self.merge.next()? {
+                Ok(mut ev) => {
+                    if let Some(cutoff) = self.cutoff {
+                        if ev.ts < cutoff {
+                            self.before_cutoff += 1;
+                            continue;
+                        }
+                        ev.seq = self.seq;
+                        self.seq += 1;
+                    }
+                    return Some(Ok(ev));
+                }
+                Err(e) => {
+                    self.errors += 1;
+                    return Some(Err(e));
+                }
+            }
         }
-        r
     }
 }
 
@@ -546,13 +837,18 @@ impl Events {
 
     /// Ends the stream: threads and statistics (whatever was consumed).
     pub fn finish(self) -> ReplaySummary {
-        let events = self.merge.released();
+        let events = match self.cutoff {
+            Some(_) => self.seq,
+            None => self.merge.released(),
+        };
+        let before_cutoff = self.before_cutoff;
         let (streams, table) = self.merge.into_parts();
         let mut s = ReplaySummary {
             threads: table.threads(),
             events,
             errors: self.errors,
             recorder_lost: self.meta.lost.clone(),
+            before_start: before_cutoff,
             ..ReplaySummary::default()
         };
         for st in &streams {
@@ -578,11 +874,67 @@ pub struct ReplaySummary {
     pub recorder_lost: BTreeMap<u32, u64>,
     /// Records not turned into events.
     pub skipped: Skipped,
+    /// Events decoded but not returned because they precede [`TraceReader::start_ns`].
+    pub before_start: u64,
 }
 
 impl ReplaySummary {
     /// Events lost per CPU according to the page flags.
     pub fn lost(&self) -> BTreeMap<u32, u64> {
         self.cpus.iter().map(|(&c, s)| (c, s.lost)).collect()
+    }
+}
+
+/// A duration such as `5m`, `30s`, `1.5h`, `500ms` or `90` (seconds), for `--last`.
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let t = text.trim();
+    let num_end = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (num, unit) = t.split_at(num_end);
+    let scale = match unit.trim() {
+        "" | "s" | "sec" => 1.0,
+        "ms" => 1e-3,
+        "us" => 1e-6,
+        "m" | "min" => 60.0,
+        "h" => 3600.0,
+        "d" => 86_400.0,
+        _ => return Err(format!("{text:?}: unknown unit (use ms, s, m, h or d)")),
+    };
+    let value: f64 = num
+        .parse()
+        .map_err(|_| format!("{text:?} is not a duration (e.g. 5m, 30s)"))?;
+    let secs = value * scale;
+    if !(secs.is_finite() && secs > 0.0 && secs < 1e12) {
+        return Err(format!("{text:?} is not a usable duration"));
+    }
+    Ok(Duration::from_secs_f64(secs))
+}
+
+#[cfg(test)]
+mod window_tests {
+    use super::*;
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("5m"), Ok(Duration::from_secs(300)));
+        assert_eq!(parse_duration("30s"), Ok(Duration::from_secs(30)));
+        assert_eq!(parse_duration("90"), Ok(Duration::from_secs(90)));
+        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_duration("1.5h"), Ok(Duration::from_secs(5400)));
+        for bad in ["", "m", "5 parsecs", "0s", "-1m"] {
+            assert!(parse_duration(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn chunk_names() {
+        assert_eq!(chunk_seq(Path::new("cpu0/000042.chunk.zst")), Some(42));
+        assert_eq!(
+            chunk_seq(Path::new("cpu0/1000000.chunk.zst")),
+            Some(1_000_000)
+        );
+        assert_eq!(chunk_seq(Path::new("cpu0/42.chunk.zst")), None);
+        assert_eq!(chunk_seq(Path::new("cpu0/000042.chunk.zst.tmp")), None);
     }
 }

@@ -90,3 +90,80 @@ pub fn cpu_dir(dir: &Path, cpu: u32) -> PathBuf {
 pub fn chunk_path(dir: &Path, cpu: u32, seq: u32) -> PathBuf {
     cpu_dir(dir, cpu).join(format!("{seq:06}.chunk.zst"))
 }
+
+/// The `meta.json` keys added by the always-on collector, beside those of [`TraceMeta`]
+/// (which stays unchanged so older traces and other writers need not know them). Read them
+/// with [`MetaExt::from_meta_json`]; all are optional.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MetaExt {
+    /// The ring: its cap and what was deleted to hold it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ring: Option<RingInfo>,
+    /// Where the kernel lost events, per CPU, from the pages' missed-events flags.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub lost_ranges: BTreeMap<u32, Vec<LostRange>>,
+    /// Pages the recorder could not hand to its page tap (consumer too slow), per CPU.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub tap_dropped: BTreeMap<u32, u64>,
+}
+
+impl MetaExt {
+    /// The extension keys of a `meta.json` document (unknown keys are ignored).
+    pub fn from_meta_json(bytes: &[u8]) -> Result<MetaExt, serde_json::Error> {
+        serde_json::from_slice(bytes)
+    }
+
+    /// `meta` and `self` as one JSON object (the `meta.json` document).
+    pub fn merged_json(&self, meta: &TraceMeta) -> Result<serde_json::Value, serde_json::Error> {
+        let mut doc = serde_json::to_value(meta)?;
+        if let (Some(obj), serde_json::Value::Object(ext)) =
+            (doc.as_object_mut(), serde_json::to_value(self)?)
+        {
+            obj.extend(ext);
+        }
+        Ok(doc)
+    }
+
+    /// CPUs whose oldest chunks were deleted by the ring, with the time from which their
+    /// data is complete.
+    pub fn complete_from(&self) -> BTreeMap<u32, u64> {
+        self.ring
+            .iter()
+            .flat_map(|r| r.dropped.iter().map(|(&cpu, d)| (cpu, d.until_ns)))
+            .collect()
+    }
+}
+
+/// `meta.json` `ring`: the size cap of a recording and the chunks deleted to hold it.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RingInfo {
+    /// The cap in bytes on everything in the trace directory.
+    pub size: u64,
+    /// Pages per chunk file.
+    pub chunk_pages: u32,
+    /// Per CPU: what was deleted (absent for CPUs that lost nothing).
+    #[serde(default)]
+    pub dropped: BTreeMap<u32, DroppedRange>,
+}
+
+/// The oldest chunks of one CPU, deleted by the ring.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DroppedRange {
+    /// Chunks deleted: sequence numbers `0..chunks` are gone, `chunks` is the oldest kept.
+    pub chunks: u32,
+    /// Timestamp of the first deleted page.
+    pub from_ns: u64,
+    /// Timestamp of the first page kept: this CPU's data is complete from here on.
+    pub until_ns: u64,
+}
+
+/// Events lost by the kernel on one CPU, somewhere between two page timestamps.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LostRange {
+    /// Timestamp of the last page read before the loss.
+    pub from_ns: u64,
+    /// Timestamp of the first page read after it.
+    pub to_ns: u64,
+    /// Events lost (`None` when a page said "some" without a count).
+    pub events: Option<u64>,
+}

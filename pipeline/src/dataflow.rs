@@ -9,8 +9,9 @@
 //!              open-segment spin deadlines crossed by the epoch's watermark
 //!                         │ differential collection of Output
 //!        ┌────────────────┼─────────────────────┬───────────────┐
-//!     segments,        Src ⋈ Dst on seq      Src ⋈ Pair ⋈ Dst    spins
-//!     thread order     (wake-up, fork)       (timer)
+//!     segments,        Src ⋈ Dst on seq      Src ⋈ Pair ⋈ Dst    spins,
+//!     thread order     (wake-up, fork,       (timers, work,      rule counters
+//!                       signal)               pipes)
 //!        └────────────────┴──────────┬──────────┴───────────────┘
 //!                                    ▼ exchange to worker 0 ─► output channel
 //! ```
@@ -21,12 +22,15 @@
 //! Records are never late here: ingest's merger releases an event only once every CPU's
 //! stream has passed its timestamp (see `argus_ingest::merge`).
 
-use crate::rules::{route, wake_edge, Key, KeyState, Output, Role, RulesConfig};
-use argus_schema::{CausalEdge, EdgeKind, Epoch, Event, Nanos, Segment, Spin, Strength};
+use crate::rules::{route, wake_edge, Counter, Counts, Key, KeyState, Output, Role, RulesConfig};
+use argus_schema::{CausalEdge, Epoch, Event, Nanos, Segment, Spin};
 use crossbeam_channel::{Receiver, Sender};
 use differential_dataflow::collection::AsCollection;
 use serde::{Deserialize, Serialize};
+use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::rc::Rc;
+use std::sync::Arc;
 use timely::dataflow::channels::pact::Exchange;
 use timely::dataflow::operators::generic::operator::Operator;
 use timely::dataflow::operators::Exchange as _;
@@ -71,6 +75,9 @@ pub enum Message {
         watermark: Nanos,
         /// Events in it.
         events: usize,
+        /// What the rules split, pruned and culled in this epoch (add them up over the
+        /// epochs for [`crate::stats::GraphStats`]).
+        counts: Counts,
     },
 }
 
@@ -179,14 +186,18 @@ pub fn run(
     output: Sender<Message>,
 ) -> Result<(), PipelineError> {
     let tcfg = timely_config(cfg)?;
-    let rules = cfg.rules;
+    let rules = Arc::new(cfg.rules.clone());
     let guards = timely::execute(tcfg, move |worker| {
         let index = worker.index();
         let peers = worker.peers() as u64;
         let mut handle: InputHandleVec<u64, Routed> = InputHandleVec::new();
         let probe = ProbeHandle::new();
+        // Rule counters reach worker 0 here; the driver (same thread) reports them per epoch.
+        let counts_tx: Rc<RefCell<Counts>> = Rc::new(RefCell::new(Counts::default()));
+        let counts_rx = counts_tx.clone();
         let out_tx = output.clone();
         worker.dataflow::<u64, _, _>(|scope| {
+            let rk = rules.clone();
             let outputs = handle
                 .to_stream(scope)
                 .unary_frontier(
@@ -196,7 +207,7 @@ pub fn run(
                     }),
                     "pipeline::keyed",
                     move |_cap, _info| {
-                        let mut keyed = Keyed::new(rules);
+                        let mut keyed = Keyed::new(rk);
                         let mut queued: BTreeMap<
                             u64,
                             (timely::dataflow::operators::Capability<u64>, Vec<Routed>),
@@ -231,32 +242,53 @@ pub fn run(
                 Output::Spin(s) => Some(Update::Spin(s)),
                 _ => None,
             });
+            let counted = counts_tx.clone();
+            outputs
+                .clone()
+                .flat_map(|o| match o {
+                    Output::Count(c) => Some(c),
+                    _ => None,
+                })
+                .inner
+                .exchange(|_| 0)
+                .inspect_container(move |event| {
+                    if let Ok((_time, data)) = event {
+                        let mut acc = counted.borrow_mut();
+                        for (c, _t, d) in data.iter() {
+                            acc.add(*c, *d as i64);
+                        }
+                    }
+                })
+                .probe_with(&probe);
             let srcs = outputs.clone().flat_map(|o| match o {
                 Output::Src(s) => Some((s.seq, s)),
                 _ => None,
             });
-            let dsts = outputs.clone().flat_map(|o| match o {
-                Output::Dst(d) => Some((d.seq, d)),
+            let direct = outputs.clone().flat_map(|o| match o {
+                Output::Dst(d) if !d.paired => Some((d.seq, d)),
+                _ => None,
+            });
+            let paired = outputs.clone().flat_map(|o| match o {
+                Output::Dst(d) if d.paired => Some((d.seq, d)),
                 _ => None,
             });
             let pairs = outputs.flat_map(|o| match o {
                 Output::Pair(p) => Some((p.arm, p.fire)),
                 _ => None,
             });
+            let r1 = rules.clone();
             let wake_edges = srcs
                 .clone()
-                .join_map(dsts.clone(), |_seq, s, d| Update::Edge(wake_edge(s, d)));
-            let timer_edges = srcs
+                .join_map(direct, move |_seq, s, d| Update::Edge(wake_edge(s, d, &r1)));
+            let r2 = rules.clone();
+            let paired_edges = srcs
                 .join_map(pairs, |_arm, s, fire| (*fire, s.clone()))
-                .join_map(dsts, |_fire, s, d| {
-                    let mut e = wake_edge(s, d);
-                    e.kind = EdgeKind::Timer;
-                    e.strength = Strength::Strong;
-                    Update::Edge(e)
+                .join_map(paired, move |_fire, s, d| {
+                    Update::Edge(wake_edge(s, d, &r2))
                 });
             segments
                 .concat(wake_edges)
-                .concat(timer_edges)
+                .concat(paired_edges)
                 .inner
                 .exchange(|_| 0)
                 .inspect_container(move |event| {
@@ -289,7 +321,7 @@ pub fn run(
             for ev in batch.events {
                 let mut sub = 0u8;
                 let mut routed = Vec::with_capacity(2);
-                route(&ev, |key, role| {
+                route(&ev, &rules, |key, role| {
                     routed.push((key, role, sub));
                     sub = sub.wrapping_add(1);
                 });
@@ -314,10 +346,12 @@ pub fn run(
             epoch += 1;
             handle.advance_to(epoch);
             worker.step_while(|| probe.less_than(&epoch));
+            let counts = counts_rx.take();
             let _ = output.send(Message::EpochDone {
                 epoch: Epoch(epoch - 1),
                 watermark: batch.watermark,
                 events: n,
+                counts,
             });
         }
     })
@@ -330,7 +364,7 @@ pub fn run(
 
 /// The keyed operator's state on one worker.
 struct Keyed {
-    rules: RulesConfig,
+    rules: Arc<RulesConfig>,
     keys: HashMap<Key, KeyState>,
     emitted: HashMap<Key, Vec<Output>>,
     deadlines: BTreeSet<(Nanos, Key)>,
@@ -338,7 +372,7 @@ struct Keyed {
 }
 
 impl Keyed {
-    fn new(rules: RulesConfig) -> Keyed {
+    fn new(rules: Arc<RulesConfig>) -> Keyed {
         Keyed {
             rules,
             keys: HashMap::new(),
@@ -395,7 +429,16 @@ impl Keyed {
             self.deadline_of.remove(&key);
             touched.insert(key);
         }
-        let mut updates: Vec<(Output, isize)> = finals.into_iter().map(|o| (o, 1)).collect();
+        // Counters are summed: one update per counter and epoch.
+        let mut counts: BTreeMap<Counter, isize> = BTreeMap::new();
+        let mut updates: Vec<(Output, isize)> = Vec::with_capacity(finals.len());
+        for o in finals {
+            match o {
+                Output::Count(c) => *counts.entry(c).or_insert(0) += 1,
+                o => updates.push((o, 1)),
+            }
+        }
+        updates.extend(counts.into_iter().map(|(c, n)| (Output::Count(c), n)));
         let mut now = Vec::new();
         for key in touched {
             now.clear();
@@ -439,6 +482,7 @@ pub fn collect_epochs(
         }
     });
     let mut acc: HashMap<Update, i64> = HashMap::new();
+    let mut counts = crate::rules::Counts::default();
     let mut result = Vec::new();
     for msg in out_rx {
         match msg {
@@ -451,8 +495,18 @@ pub fn collect_epochs(
                     }
                 }
             }
-            Message::EpochDone { watermark, .. } => {
-                let mut g = crate::Graph::default();
+            Message::EpochDone {
+                watermark,
+                counts: delta,
+                ..
+            } => {
+                for c in Counter::ALL {
+                    counts.add(c, delta.get(c) as i64);
+                }
+                let mut g = crate::Graph {
+                    counts: counts.clone(),
+                    ..crate::Graph::default()
+                };
                 for (u, d) in &acc {
                     for _ in 0..*d {
                         match u {

@@ -10,6 +10,10 @@
 //!   on event `seq` into edges. Output goes to one place (worker 0) as consolidated deltas.
 //! - [`reference`](mod@reference): a plain batch computation over a prefix of the stream, the test oracle.
 //!
+//! The rules themselves (segment boundaries, edge kinds and strengths, culling) are in
+//! [`rules`], the user's rules file in [`rulesfile`], and Table-2-style graph statistics in
+//! [`stats`].
+//!
 //! The contract: after epoch *e* the accumulated dataflow output equals
 //! `reference::compute(events of epochs 0..=e, watermark of e)`, whatever the number of
 //! workers or processes.
@@ -31,8 +35,11 @@
 pub mod dataflow;
 pub mod reference;
 pub mod rules;
+pub mod rulesfile;
+pub mod stats;
 
 use argus_schema::{CausalEdge, Segment, Spin};
+use rules::Counts;
 use serde::{Deserialize, Serialize};
 
 /// The event graph as sets of records (sorted).
@@ -44,6 +51,8 @@ pub struct Graph {
     pub edges: Vec<CausalEdge>,
     /// Spinning vertices.
     pub spins: Vec<Spin>,
+    /// What the rules split, pruned and culled (for [`stats::GraphStats`]).
+    pub counts: Counts,
 }
 
 impl Graph {

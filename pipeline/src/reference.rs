@@ -2,9 +2,9 @@
 //! then the joins done with hash maps. Slow and obvious on purpose; it is the oracle the
 //! dataflow is tested against at every epoch.
 
-use crate::rules::{route, wake_edge, Key, KeyState, Output, RulesConfig};
+use crate::rules::{route, wake_edge, Dst, Key, KeyState, Output, RulesConfig, Src};
 use crate::Graph;
-use argus_schema::{EdgeKind, Event, Nanos, Strength};
+use argus_schema::{Event, Nanos};
 use std::collections::HashMap;
 
 /// The graph of `events` (in `seq` order) when everything up to `watermark` has been seen.
@@ -12,7 +12,7 @@ pub fn compute(events: &[Event], watermark: Nanos, cfg: &RulesConfig) -> Graph {
     let mut keys: HashMap<Key, KeyState> = HashMap::new();
     let mut out = Vec::new();
     for ev in events {
-        route(ev, |key, role| {
+        route(ev, cfg, |key, role| {
             keys.entry(key)
                 .or_insert_with(|| KeyState::new(key))
                 .on_event(ev, role, cfg, &mut out);
@@ -21,40 +21,40 @@ pub fn compute(events: &[Event], watermark: Nanos, cfg: &RulesConfig) -> Graph {
     for state in keys.values() {
         state.mutable(watermark, cfg, &mut out);
     }
-    assemble(out)
+    assemble(out, cfg)
 }
 
 /// Joins machine outputs into the graph.
-pub fn assemble(out: Vec<Output>) -> Graph {
+pub fn assemble(out: Vec<Output>, cfg: &RulesConfig) -> Graph {
     let mut g = Graph::default();
-    let mut srcs = HashMap::new();
-    let mut dsts = HashMap::new();
+    let mut srcs: HashMap<u64, Vec<Src>> = HashMap::new();
+    let mut direct: HashMap<u64, Vec<Dst>> = HashMap::new();
+    let mut paired: HashMap<u64, Vec<Dst>> = HashMap::new();
     let mut pairs = Vec::new();
     for o in out {
         match o {
             Output::Segment(s) => g.segments.push(s),
             Output::Edge(e) => g.edges.push(e),
             Output::Spin(s) => g.spins.push(s),
-            Output::Src(s) => {
-                srcs.insert(s.seq, s);
-            }
-            Output::Dst(d) => {
-                dsts.insert(d.seq, d);
-            }
+            Output::Src(s) => srcs.entry(s.seq).or_default().push(s),
+            Output::Dst(d) if d.paired => paired.entry(d.seq).or_default().push(d),
+            Output::Dst(d) => direct.entry(d.seq).or_default().push(d),
             Output::Pair(p) => pairs.push(p),
+            Output::Count(c) => g.counts.add(c, 1),
         }
     }
-    for (seq, d) in &dsts {
-        if let Some(s) = srcs.get(seq) {
-            g.edges.push(wake_edge(s, d));
+    for (seq, ds) in &direct {
+        for s in srcs.get(seq).into_iter().flatten() {
+            for d in ds {
+                g.edges.push(wake_edge(s, d, cfg));
+            }
         }
     }
     for p in pairs {
-        if let (Some(s), Some(d)) = (srcs.get(&p.arm), dsts.get(&p.fire)) {
-            let mut e = wake_edge(s, d);
-            e.kind = EdgeKind::Timer;
-            e.strength = Strength::Strong;
-            g.edges.push(e);
+        for s in srcs.get(&p.arm).into_iter().flatten() {
+            for d in paired.get(&p.fire).into_iter().flatten() {
+                g.edges.push(wake_edge(s, d, cfg));
+            }
         }
     }
     g.sort();

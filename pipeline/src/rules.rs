@@ -1,45 +1,146 @@
 //! The segment and edge rules, as per-key state machines.
 //!
 //! Every event is routed to one or more *keys* ([`route`]): the thread it concerns (as actor,
-//! as target of a wake-up or fork, as the task switched in or out), the per-CPU interrupt
-//! pseudo-thread for interrupt-context work, and the `struct hrtimer` address for timers.
-//! Each key owns a small state machine ([`KeyState`]) fed with that key's events in `seq`
-//! order. A machine produces:
+//! as target of a wake-up, fork or signal, as the task switched in or out), the per-CPU
+//! interrupt pseudo-thread for interrupt-context work, and one key per kernel object that
+//! joins an action with its later effect: the `struct hrtimer` or `struct timer_list`
+//! address for timers, the `struct work_struct` address for queued work, and a user-declared
+//! pipe for data dependencies. Each key owns a small state machine ([`KeyState`]) fed with
+//! that key's events in `seq` order. A machine produces:
 //!
 //! - **final** records, emitted once and never retracted: closed segments, thread-order
-//!   edges, edge endpoints ([`Src`], [`Dst`], [`TimerPair`]), closed spins;
+//!   edges, edge endpoints ([`Src`], [`Dst`], [`Pair`]), closed spins, rule counters;
 //! - **mutable** records, recomputed at every epoch end ([`KeyState::mutable`]): the open
 //!   tail segment, the last closed segment while the result of its wait is not yet known,
-//!   open spins. The caller retracts the previous version and inserts the new one.
+//!   a thread-order edge whose boost is not yet decided, the endpoints produced inside a
+//!   message syscall that has not returned, open spins. The caller retracts the previous
+//!   version and inserts the new one.
 //!
 //! Edges across keys are joins on the event's `seq`: the actor side says which segment did
-//! the waking/forking/arming ([`Src`]), the target side which segment it started ([`Dst`]),
-//! and the timer key pairs an arming with the expiry it caused ([`TimerPair`]).
+//! the waking/forking/arming/queueing/signalling ([`Src`]), the target side which segment it
+//! started ([`Dst`]), and the object keys pair an action with the effect it caused
+//! ([`Pair`]).
 //!
 //! ```text
 //!  waker thread ──Src{seq, seg}──┐
 //!                                ├─ join on seq ─► CausalEdge{src seg → dst seg}
-//!  wakee thread ──Dst{seq, seg}──┘
-//!  armer ──Src{arm}── join ── TimerPair{arm, fire} ── join ── Dst{fire, irq seg} (timer irq)
+//!  wakee thread ──Dst{seq, seg}──┘       (wake-up, fork, signal)
+//!  armer ──Src{arm}── join ── Pair{arm, fire} ── join ── Dst{fire, seg}
+//!        (timers, work items, pipe data dependencies)
 //! ```
+//!
+//! # The rules, by their names in the papers
+//!
+//! Segment boundaries (ComputeGraph lines 1.a–1.e; ARCHITECTURE.md §4):
+//!
+//! - **thread life cycle**: a thread's first record, its creation, its exit.
+//! - **blocking wait** (1.b): a blocking `sched_switch` ends the segment — at the wake-up,
+//!   since a segment is *run, then wait* — **unless** the thread is inside a callout
+//!   (`callout_level > 0`): a kernel worker that blocks in the middle of a work item stays
+//!   one segment, and the wake-up points into it.
+//! - **callouts** (1.c, `Dispatch_invoke`): each work item (`workqueue_execute_start..end` in
+//!   a kernel worker) is a segment of its own, [`SegmentKind::WorkItem`]; a work item
+//!   started inside another splits it, and the outer item's two parts are joined by a
+//!   *boosted* thread-order edge (one piece of work split by the rule).
+//! - **interrupt cut-out** (1.a): hard interrupts, softirqs and timer callbacks (hrtimer and
+//!   wheel timers) are segments of the per-CPU pseudo-thread [`Tid::irq`], never of the task
+//!   they interrupted.
+//! - **message peer set** (1.d, `IPC_peer_set`): each data-transfer syscall of a thread
+//!   (`read`, `write`, `readv`, `writev`, `send*`, `recv*`, that moved data) has a peer set:
+//!   the file descriptor (`args[0]`, standing in for the connection until fd identity is
+//!   recorded), the tasks its send woke, and, for a receive that blocked and was woken, the
+//!   waker. When two consecutive message operations of a segment have
+//!   disjoint peer sets, the segment is split at the entry of the second one (undoing an
+//!   epoll loop that serves many clients in one run). Only descriptors known to be
+//!   connections take part — one through which a wake-up went, in this thread, since it was
+//!   last closed — so log writes and file reads do not cut a request in two. The decision
+//!   is taken when the syscall returns (only then is it known whom it woke and whether it
+//!   moved data); the split is placed at its entry, and the endpoints produced inside it are
+//!   held back until then.
+//! - **signal delivery**: a delivered signal (`signal_deliver`) starts a segment (the handler
+//!   is an asynchronous callout), unless the current segment just started with a wake-up
+//!   and has done nothing yet.
+//! - **user-defined boundaries** (1.e, "other heuristics"): `[[split]]` rules of the rules
+//!   file ([`crate::rulesfile`]): at the entry of a syscall, or at an application marker.
+//!
+//! Edges (ComputeGraph lines 2.a–2.f; ARCHITECTURE.md §5), see [`wake_edge`]:
+//!
+//! - **wake-up** (2.a): waker's segment → the segment the wake-up starts. *Strong* when the
+//!   waker shows intent: interrupt context or a work item (delegated work), a data-transfer
+//!   syscall, a notification (`kill`, `exit`…); *weak* otherwise (futex hand-offs may be
+//!   mere mutual exclusion).
+//! - **message** (2.b): a wake-up sent from inside a data-transfer syscall that ends a wait
+//!   in a receive or readiness wait (`read`, `recv*`, `poll`, `epoll_wait`…) is a
+//!   [`EdgeKind::Message`] (strong). A reply sent by another thread than the receiver is
+//!   covered: the edge goes from whichever thread's send woke the client.
+//!   **Data dependency through a pipe** where the reader did not block: the last write on
+//!   the pipe's write end → the read that returned data on its read end, as
+//!   [`EdgeKind::Message`]. The trace has no file identity (fd → inode), so pipes are
+//!   declared: `[[pipe]]` in the rules file, or filled by the caller from an fd table.
+//! - **queue** (2.c): `workqueue_queue_work` → the work item's segment (joined on the
+//!   `work_struct` address).
+//! - **timer** (2.e): `hrtimer_start` / `timer_start` → the expiry's interrupt segment
+//!   (joined on the timer address); a wake-up from that segment is then attributed to the
+//!   armer through it.
+//! - **softirq raised by a device interrupt**: a device softirq (NET_TX, NET_RX, BLOCK,
+//!   IRQ_POLL, TASKLET) run on return from a hard interrupt (the next interrupt record on
+//!   that CPU, within 1 ms) gets a *boosted* [`EdgeKind::Queue`] edge from the hard
+//!   interrupt: it is the interrupt's bottom half.
+//! - **signal**: `signal_generate` → the target's segment that starts at the matching
+//!   `signal_deliver`.
+//! - **process**: fork → the child's first segment; a wake-up by an exiting task that ends a
+//!   `wait4`/`waitid` is an [`EdgeKind::Exit`] edge instead of a wake-up.
+//! - **thread order** (weak): previous segment → next segment of the same thread. *Pruned*
+//!   for kernel delegate threads ([`RulesConfig::kernel_threads`]) and around work items
+//!   (each item serves a different requester). *Boosted* when syscall semantics show one
+//!   piece of work split by a heuristic: the wait that ended the previous segment returned
+//!   `EINTR`/`EAGAIN`/`ERESTART*` and the next syscall retries the same call; and across a
+//!   nested callout. Until the retry is known the edge is reported weak (mutable).
+//! - **user rules**: a futex wake-up on a declared condition variable becomes a strong
+//!   [`EdgeKind::Rule`] edge; weak wake-ups between threads of a declared worker pool are
+//!   boosted.
+//! - **culled** (§4.1 of the paper: "scheduler maintenance … culled out"): wake-ups, timer
+//!   and queue edges done by kernel maintenance callbacks ([`RulesConfig::cull_functions`],
+//!   e.g. `tick_nohz_handler`, `tick_sched_timer`, `rcu_*`, filled by the caller from
+//!   kallsyms with [`is_maintenance_callback`]) and by or to maintenance threads
+//!   ([`RulesConfig::cull_threads`], e.g. `rcu_preempt`) are dropped and counted.
+//!
+//! Every split, pruned edge and culled connection is counted ([`Counter`]), for the graph
+//! statistics ([`crate::stats`]).
 //!
 //! Both the dataflow and the batch reference drive these same machines; what the reference
 //! checks is everything around them: partitioning by key, epoch closing, the retraction of
-//! open tails, the spin deadlines and the joins.
+//! mutable records, the spin deadlines and the joins.
 
 use argus_schema::{
     syscalls, CausalEdge, Context, Cpu, EdgeKind, EndCause, Event, EventKind, Nanos, Pid, Segment,
     SegmentId, SegmentKind, Spin, SpinClass, StartCause, Strength, Tid,
 };
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeSet;
+use std::sync::OnceLock;
 
 /// Parameters of the rules.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RulesConfig {
     /// A segment (or yield run) longer than this is a spinning vertex. Default 2 s.
     pub spin_threshold_ns: u64,
     /// A busy segment with at least this many `sched_yield` calls per second is a yield loop.
     pub yields_per_sec: u64,
+    /// Kernel delegate threads (kworker, ksoftirqd, rcu…, irq threads): their thread-order
+    /// edges are pruned, since each of their segments serves another requester. The
+    /// pipeline sees no thread names; the caller fills this from the thread table (see
+    /// [`is_delegate_comm`]).
+    pub kernel_threads: BTreeSet<Tid>,
+    /// Addresses of kernel maintenance callbacks (timer functions, work functions) whose
+    /// wake-ups, timer and queue edges are culled. The caller fills this from kallsyms with
+    /// [`is_maintenance_callback`].
+    pub cull_functions: BTreeSet<u64>,
+    /// Kernel maintenance threads (`rcu_preempt`, `rcu_sched`, …; see
+    /// [`is_maintenance_comm`]) whose wake-ups, given or received, are culled.
+    pub cull_threads: BTreeSet<Tid>,
+    /// User-defined boundaries and edges (the rules file).
+    pub user: UserRules,
 }
 
 impl Default for RulesConfig {
@@ -47,8 +148,206 @@ impl Default for RulesConfig {
         RulesConfig {
             spin_threshold_ns: 2_000_000_000,
             yields_per_sec: 50,
+            kernel_threads: BTreeSet::new(),
+            cull_functions: BTreeSet::new(),
+            cull_threads: BTreeSet::new(),
+            user: UserRules::default(),
         }
     }
+}
+
+impl RulesConfig {
+    /// Adds every maintenance callback among `symbols` (address, name) to
+    /// [`RulesConfig::cull_functions`]; returns how many were added.
+    pub fn cull_symbols<'a>(&mut self, symbols: impl IntoIterator<Item = (u64, &'a str)>) -> usize {
+        let before = self.cull_functions.len();
+        for (addr, name) in symbols {
+            if is_maintenance_callback(name) {
+                self.cull_functions.insert(addr);
+            }
+        }
+        self.cull_functions.len() - before
+    }
+
+    /// Classifies kernel threads by name: delegates go to [`RulesConfig::kernel_threads`],
+    /// maintenance threads to [`RulesConfig::cull_threads`] as well. `threads` yields
+    /// `(tid, comm, is_kernel_thread)`.
+    pub fn classify_threads<'a>(
+        &mut self,
+        threads: impl IntoIterator<Item = (Tid, &'a str, bool)>,
+    ) {
+        for (tid, comm, kernel) in threads {
+            if !kernel {
+                continue;
+            }
+            if is_delegate_comm(comm) {
+                self.kernel_threads.insert(tid);
+            }
+            if is_maintenance_comm(comm) {
+                self.cull_threads.insert(tid);
+            }
+        }
+    }
+}
+
+/// Kernel callbacks that do scheduler, tick and RCU housekeeping: their wake-ups are not
+/// causes of application work (the paper's "Timeshare maintenance").
+pub fn is_maintenance_callback(name: &str) -> bool {
+    const EXACT: &[&str] = &[
+        "tick_nohz_handler",
+        "tick_sched_timer",
+        "tick_nohz_highres_handler",
+        "sched_rt_period_timer",
+        "sched_cfs_period_timer",
+        "sched_cfs_slack_timer",
+        "hrtick",
+        "watchdog_timer_fn",
+        "inactive_task_timer",
+        "dl_task_timer",
+        "vmstat_update",
+        "vmstat_shepherd",
+        "clocksource_watchdog",
+        "delayed_work_timer_fn",
+        "idle_worker_timeout",
+        "pool_mayday_timeout",
+        "lru_add_drain_per_cpu",
+        "psi_avgs_work",
+        "kfree_rcu_monitor",
+        "kfree_rcu_work",
+    ];
+    EXACT.contains(&name)
+        || name.starts_with("rcu_")
+        || name.starts_with("tick_")
+        || name.starts_with("srcu_")
+}
+
+/// Kernel delegate threads by name: they run work on behalf of others.
+pub fn is_delegate_comm(comm: &str) -> bool {
+    const PREFIXES: &[&str] = &[
+        "kworker/",
+        "ksoftirqd/",
+        "rcu",
+        "irq/",
+        "kthreadd",
+        "migration/",
+        "kblockd",
+        "kswapd",
+        "jbd2/",
+        "writeback",
+        "kcompactd",
+        "khugepaged",
+        "cpuhp/",
+        "idle_inject/",
+        "watchdog",
+    ];
+    PREFIXES.iter().any(|p| comm.starts_with(p))
+}
+
+/// Kernel maintenance threads by name (RCU grace-period and callback threads, the tick's
+/// helpers): culled.
+pub fn is_maintenance_comm(comm: &str) -> bool {
+    comm.starts_with("rcu_")
+        || comm.starts_with("rcuc/")
+        || comm.starts_with("rcuop/")
+        || comm.starts_with("rcuog/")
+        || comm.starts_with("migration/")
+        || comm.starts_with("watchdog")
+}
+
+/// User-defined boundaries and edges, from the rules file ([`crate::rulesfile`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UserRules {
+    /// Futex words that are condition variables: wake-ups through them are strong.
+    pub condvars: Vec<CondvarRule>,
+    /// Extra segment boundaries.
+    pub splits: Vec<SplitRule>,
+    /// Worker pools: weak wake-ups between their threads are boosted.
+    pub pools: Vec<PoolRule>,
+    /// Pipes (write end, read end): data dependencies through them are message edges.
+    pub pipes: Vec<PipeRule>,
+}
+
+impl UserRules {
+    /// Whether the futex word at `addr` in process `pid` is a declared condition variable.
+    pub fn is_condvar(&self, pid: Pid, addr: u64) -> bool {
+        self.condvars
+            .iter()
+            .any(|c| c.pid == pid && addr >= c.addr && addr < c.addr.saturating_add(c.len.max(1)))
+    }
+
+    /// Whether `a` and `b` are distinct threads of one declared worker pool.
+    pub fn same_pool(&self, a: Tid, b: Tid) -> bool {
+        a != b
+            && self
+                .pools
+                .iter()
+                .any(|p| p.tids.contains(&a) && p.tids.contains(&b))
+    }
+
+    /// The index of the pipe whose write end (`write` true) or read end is `fd` of `pid`.
+    pub fn pipe_of(&self, pid: Pid, fd: u64, write: bool) -> Option<u32> {
+        self.pipes
+            .iter()
+            .position(|p| p.pid == pid && (if write { p.write_fd } else { p.read_fd }) == fd)
+            .map(|i| i as u32)
+    }
+
+    /// Whether there are no rules at all.
+    pub fn is_empty(&self) -> bool {
+        self.condvars.is_empty()
+            && self.splits.is_empty()
+            && self.pools.is_empty()
+            && self.pipes.is_empty()
+    }
+}
+
+/// "The futex word at `addr` (and the `len` bytes from it) in process `pid` is a condition
+/// variable": a `futex` wake on it shows intent.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct CondvarRule {
+    /// Process.
+    pub pid: Pid,
+    /// Address of the condition variable (a `pthread_cond_t` or a bare futex word).
+    pub addr: u64,
+    /// Size of the object in bytes (48 for `pthread_cond_t`, 4 for a futex word).
+    pub len: u64,
+}
+
+/// Where a user-defined boundary falls.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum SplitAt {
+    /// At the entry of this syscall (number).
+    Syscall(i32),
+    /// At an application marker whose text starts with this.
+    Marker(String),
+}
+
+/// "Split at …, in process `pid` (any process when `None`)".
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct SplitRule {
+    /// Process, or every process.
+    pub pid: Option<Pid>,
+    /// Where.
+    pub at: SplitAt,
+}
+
+/// "These threads are one worker pool": hand-offs between them are one piece of work.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct PoolRule {
+    /// The pool's threads.
+    pub tids: BTreeSet<Tid>,
+}
+
+/// "In process `pid`, `write_fd` and `read_fd` are the two ends of one pipe (or socket
+/// pair)": a read that returns data on `read_fd` depends on the last write on `write_fd`.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct PipeRule {
+    /// Process (the descriptor table).
+    pub pid: Pid,
+    /// The write end.
+    pub write_fd: u64,
+    /// The read end.
+    pub read_fd: u64,
 }
 
 /// What a key's state machine is about.
@@ -60,6 +359,12 @@ pub enum Key {
     Irq(Cpu),
     /// A `struct hrtimer` by address.
     Timer(u64),
+    /// A `struct timer_list` (wheel timer) by address.
+    WheelTimer(u64),
+    /// A `struct work_struct` by address.
+    Work(u64),
+    /// A declared pipe, by index in [`UserRules::pipes`].
+    Pipe(u32),
 }
 
 impl Key {
@@ -69,6 +374,9 @@ impl Key {
             Key::Thread(t) => (1u64, t.0 as u32 as u64),
             Key::Irq(c) => (2, c.0 as u64),
             Key::Timer(a) => (3, a),
+            Key::WheelTimer(a) => (4, a),
+            Key::Work(a) => (5, a),
+            Key::Pipe(i) => (6, i as u64),
         };
         // splitmix64 finalizer
         let mut z = v.wrapping_add(tag.wrapping_mul(0x9E37_79B9_7F4A_7C15));
@@ -81,9 +389,9 @@ impl Key {
 /// The part a key plays in an event.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub enum Role {
-    /// The key's own record (syscalls, exit, interrupt entry/exit, markers).
+    /// The key's own record (syscalls, exit, interrupt entry/exit, work items, markers).
     Own,
-    /// The key acts on another key (wakes, forks, arms a timer).
+    /// The key acts on another key (wakes, forks, arms a timer, queues work, signals).
     Actor,
     /// The key is acted on (woken, created).
     Target,
@@ -91,14 +399,77 @@ pub enum Role {
     SwitchOut,
     /// The task takes the CPU.
     SwitchIn,
-    /// A timer key is armed.
+    /// An object key is armed (timer armed, work queued, pipe written).
     Arm,
-    /// A timer key fires.
+    /// An object key fires (timer expires, work starts, pipe read).
     Fire,
+    /// A signal is generated for the task.
+    SignalTarget,
+}
+
+/// Syscall numbers the rules test on the hot path, looked up once.
+struct Nrs {
+    futex: i32,
+    close: i32,
+    exit: i32,
+    exit_group: i32,
+    wait4: i32,
+    waitid: i32,
+    reads: [i32; 5],
+    writes: [i32; 5],
+}
+
+fn nrs() -> &'static Nrs {
+    static NRS: OnceLock<Nrs> = OnceLock::new();
+    NRS.get_or_init(|| {
+        let n = |s: &str| syscalls::number(s).unwrap_or(-2);
+        Nrs {
+            futex: n("futex"),
+            close: n("close"),
+            exit: n("exit"),
+            exit_group: n("exit_group"),
+            wait4: n("wait4"),
+            waitid: n("waitid"),
+            reads: [
+                n("read"),
+                n("readv"),
+                n("recvfrom"),
+                n("recvmsg"),
+                n("recvmmsg"),
+            ],
+            writes: [
+                n("write"),
+                n("writev"),
+                n("sendto"),
+                n("sendmsg"),
+                n("sendmmsg"),
+            ],
+        }
+    })
+}
+
+/// A data-transfer syscall on a descriptor given in `args[0]`, that could be a connection
+/// (positional I/O, which only files support, is left out): `Some(true)` for a send,
+/// `Some(false)` for a receive.
+pub fn message_op(nr: i32) -> Option<bool> {
+    let n = nrs();
+    if n.writes.contains(&nr) {
+        Some(true)
+    } else if n.reads.contains(&nr) {
+        Some(false)
+    } else {
+        None
+    }
+}
+
+/// Results of a wait that mean "interrupted, try again": `EINTR`, `EAGAIN`, and the
+/// kernel-internal restart codes `raw_syscalls:sys_exit` shows before a restart.
+pub fn is_retry_result(ret: i64) -> bool {
+    matches!(ret, -4 | -11 | -512 | -513 | -514 | -516)
 }
 
 /// Calls `f` for every (key, role) the event concerns.
-pub fn route(ev: &Event, mut f: impl FnMut(Key, Role)) {
+pub fn route(ev: &Event, cfg: &RulesConfig, mut f: impl FnMut(Key, Role)) {
     let actor = || -> Key {
         if ev.ctx == Context::Task && ev.tid.is_task() {
             Key::Thread(ev.tid)
@@ -107,6 +478,7 @@ pub fn route(ev: &Event, mut f: impl FnMut(Key, Role)) {
             Key::Irq(ev.cpu)
         }
     };
+    let task = ev.tid.is_task() && ev.ctx == Context::Task;
     match &ev.kind {
         EventKind::Switch { prev, next, .. } => {
             if prev.is_task() {
@@ -136,32 +508,60 @@ pub fn route(ev: &Event, mut f: impl FnMut(Key, Role)) {
             f(Key::Irq(ev.cpu), Role::Own);
             f(Key::Timer(*timer), Role::Fire);
         }
+        EventKind::TimerStart { timer, .. } => {
+            f(actor(), Role::Actor);
+            f(Key::WheelTimer(*timer), Role::Arm);
+        }
+        EventKind::TimerExpire { timer, .. } => {
+            f(Key::Irq(ev.cpu), Role::Own);
+            f(Key::WheelTimer(*timer), Role::Fire);
+        }
+        EventKind::WorkQueue { work, .. } => {
+            f(actor(), Role::Actor);
+            f(Key::Work(*work), Role::Arm);
+        }
+        EventKind::WorkStart { work, .. } => {
+            if task {
+                f(Key::Thread(ev.tid), Role::Own);
+            }
+            f(Key::Work(*work), Role::Fire);
+        }
+        EventKind::SignalGenerate { target, .. } => {
+            f(actor(), Role::Actor);
+            if target.is_task() {
+                f(Key::Thread(*target), Role::SignalTarget);
+            }
+        }
         EventKind::IrqEntry { .. }
         | EventKind::IrqExit { .. }
         | EventKind::SoftirqEntry { .. }
         | EventKind::SoftirqExit { .. }
-        | EventKind::HrtimerExpireExit { .. } => f(Key::Irq(ev.cpu), Role::Own),
-        EventKind::SysEnter { .. }
-        | EventKind::SysExit { .. }
+        | EventKind::HrtimerExpireExit { .. }
+        | EventKind::TimerExpireExit { .. } => f(Key::Irq(ev.cpu), Role::Own),
+        EventKind::SysEnter { nr, args } => {
+            if task {
+                f(Key::Thread(ev.tid), Role::Own);
+                if !cfg.user.pipes.is_empty() {
+                    if let Some(write) = message_op(*nr) {
+                        if let Some(i) = cfg.user.pipe_of(ev.pid, args[0], write) {
+                            f(Key::Pipe(i), if write { Role::Arm } else { Role::Fire });
+                        }
+                    }
+                }
+            }
+        }
+        EventKind::SysExit { .. }
         | EventKind::Exec
         | EventKind::Exit
-        | EventKind::Marker { .. } => {
-            if ev.tid.is_task() && ev.ctx == Context::Task {
+        | EventKind::Marker { .. }
+        | EventKind::WorkEnd { .. }
+        | EventKind::SignalDeliver { .. } => {
+            if task {
                 f(Key::Thread(ev.tid), Role::Own)
             }
         }
-        // Records the first rules do not use yet: they go to their actor so that its
-        // segment counts them.
-        EventKind::WorkQueue { .. }
-        | EventKind::WorkStart { .. }
-        | EventKind::WorkEnd { .. }
-        | EventKind::TimerStart { .. }
-        | EventKind::TimerExpire { .. }
-        | EventKind::TimerExpireExit { .. }
-        | EventKind::SignalGenerate { .. }
-        | EventKind::SignalDeliver { .. }
-        | EventKind::Stack { .. }
-        | EventKind::FlagAccess { .. } => f(actor(), Role::Own),
+        // Semantic records: they go to their actor so that its segment counts them.
+        EventKind::Stack { .. } | EventKind::FlagAccess { .. } => f(actor(), Role::Own),
     }
 }
 
@@ -176,28 +576,102 @@ pub struct Src {
     pub ts: Nanos,
     /// Syscall the actor was in (-1 none).
     pub syscall: i32,
-    /// Whether the actor is interrupt context.
+    /// Whether the actor is interrupt context or a kernel work item: delegated work, whose
+    /// wake-ups show the intent of whoever caused it.
     pub interrupt: bool,
+    /// Whether the actor had exited (its exit notifying its parent).
+    pub exiting: bool,
+    /// Whether the actor was in a `futex` call on a declared condition variable.
+    pub condvar: bool,
 }
 
-/// The target side of a causal event: which segment it started.
+/// The target side of a causal event: which segment it started (or, inside a callout,
+/// which segment it resumed).
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct Dst {
-    /// The event's `seq`.
+    /// The event's `seq` (for a paired effect, the effect's `seq`: the expiry, the work
+    /// start, the read).
     pub seq: u64,
     /// The segment it started.
     pub seg: SegmentId,
     /// Relationship.
     pub kind: EdgeKind,
+    /// The syscall the target was blocked in when woken (-1 none).
+    pub wait: i32,
+    /// Whether this endpoint joins through a [`Pair`] (timers, work, pipes) rather than
+    /// directly on `seq` (wake-ups, forks, signals).
+    pub paired: bool,
 }
 
-/// An arming of a timer (`arm` seq) and the expiry it caused (`fire` seq).
+/// An action (`arm` seq: timer armed, work queued, pipe written) and the effect it caused
+/// (`fire` seq: expiry, work start, read).
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-pub struct TimerPair {
-    /// `seq` of the `hrtimer_start`.
+pub struct Pair {
+    /// `seq` of the action.
     pub arm: u64,
-    /// `seq` of the `hrtimer_expire_entry`.
+    /// `seq` of the effect.
     pub fire: u64,
+}
+
+/// What a rule did that the graph itself does not show, counted for the statistics.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum Counter {
+    /// A segment split by the message peer-set rule.
+    SplitPeer,
+    /// A segment split by a user rule.
+    SplitUser,
+    /// A segment split at a callout (work item) boundary.
+    SplitCallout,
+    /// A segment split at a signal delivery.
+    SplitSignal,
+    /// A thread-order edge pruned (kernel delegate thread, work item).
+    PrunedOrder,
+    /// A connection culled as kernel maintenance.
+    Culled,
+}
+
+impl Counter {
+    /// Every counter.
+    pub const ALL: [Counter; 6] = [
+        Counter::SplitPeer,
+        Counter::SplitUser,
+        Counter::SplitCallout,
+        Counter::SplitSignal,
+        Counter::PrunedOrder,
+        Counter::Culled,
+    ];
+
+    /// Stable lowercase name.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Counter::SplitPeer => "split_peer_set",
+            Counter::SplitUser => "split_user_rule",
+            Counter::SplitCallout => "split_callout",
+            Counter::SplitSignal => "split_signal",
+            Counter::PrunedOrder => "pruned_thread_order",
+            Counter::Culled => "culled",
+        }
+    }
+}
+
+/// The rule counters of a graph.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Counts {
+    /// Counts indexed like [`Counter::ALL`].
+    pub values: [u64; 6],
+}
+
+impl Counts {
+    /// Adds `n` (may be negative, for retractions) to `c`.
+    pub fn add(&mut self, c: Counter, n: i64) {
+        let v = &mut self.values[c as usize];
+        *v = v.saturating_add_signed(n);
+    }
+
+    /// The count of `c`.
+    pub fn get(&self, c: Counter) -> u64 {
+        self.values[c as usize]
+    }
 }
 
 /// A record produced by a key's state machine.
@@ -205,43 +679,69 @@ pub struct TimerPair {
 pub enum Output {
     /// A segment version.
     Segment(Segment),
-    /// An edge known within one key (thread order).
+    /// An edge known within one key (thread order, softirq bottom half).
     Edge(CausalEdge),
     /// Actor side of a causal event.
     Src(Src),
     /// Target side of a causal event.
     Dst(Dst),
-    /// A timer arming/expiry pair.
-    Pair(TimerPair),
+    /// An action/effect pair of an object key.
+    Pair(Pair),
     /// A spinning vertex version.
     Spin(Spin),
+    /// One occurrence of a rule counter.
+    Count(Counter),
+}
+
+fn is_exit_call(nr: i32) -> bool {
+    let n = nrs();
+    nr == n.exit || nr == n.exit_group
+}
+
+fn is_wait_child(nr: i32) -> bool {
+    let n = nrs();
+    nr == n.wait4 || nr == n.waitid
 }
 
 /// The edge from a matched actor and target.
-pub fn wake_edge(src: &Src, dst: &Dst) -> CausalEdge {
-    let strength = match dst.kind {
-        EdgeKind::Wakeup => {
-            if src.interrupt || syscalls::is_send(src.syscall) || syscalls::is_notify(src.syscall) {
-                Strength::Strong
-            } else {
-                // futex hand-offs and unknown kernel paths may be mere mutual exclusion.
-                Strength::Weak
+pub fn wake_edge(src: &Src, dst: &Dst, cfg: &RulesConfig) -> CausalEdge {
+    let (kind, strength) = if dst.paired {
+        (dst.kind, Strength::Strong)
+    } else {
+        match dst.kind {
+            EdgeKind::Wakeup => {
+                if src.condvar {
+                    (EdgeKind::Rule, Strength::Strong)
+                } else if src.exiting || is_exit_call(src.syscall) {
+                    if is_wait_child(dst.wait) {
+                        (EdgeKind::Exit, Strength::Strong)
+                    } else {
+                        (EdgeKind::Wakeup, Strength::Strong)
+                    }
+                } else if syscalls::is_send(src.syscall)
+                    && (syscalls::is_receive(dst.wait) || syscalls::is_poll(dst.wait))
+                {
+                    (EdgeKind::Message, Strength::Strong)
+                } else if src.interrupt
+                    || syscalls::is_send(src.syscall)
+                    || syscalls::is_notify(src.syscall)
+                {
+                    (EdgeKind::Wakeup, Strength::Strong)
+                } else if cfg.user.same_pool(src.seg.tid(), dst.seg.tid()) {
+                    (EdgeKind::Wakeup, Strength::Boosted)
+                } else {
+                    // futex hand-offs and unknown kernel paths may be mere mutual exclusion.
+                    (EdgeKind::Wakeup, Strength::Weak)
+                }
             }
+            EdgeKind::ThreadOrder => (EdgeKind::ThreadOrder, Strength::Weak),
+            k => (k, Strength::Strong),
         }
-        EdgeKind::ThreadOrder => Strength::Weak,
-        EdgeKind::Fork
-        | EdgeKind::Timer
-        | EdgeKind::Message
-        | EdgeKind::Queue
-        | EdgeKind::Signal
-        | EdgeKind::Exit
-        | EdgeKind::Flag
-        | EdgeKind::Rule => Strength::Strong,
     };
     CausalEdge {
         src: src.seg,
         dst: dst.seg,
-        kind: dst.kind,
+        kind,
         strength,
         ts: src.ts,
         src_syscall: src.syscall,
@@ -255,8 +755,8 @@ pub enum KeyState {
     Thread(Box<ThreadState>),
     /// Interrupt context of a CPU.
     Irq(IrqState),
-    /// A timer.
-    Timer(TimerState),
+    /// A timer, a work item or a pipe: the last action not yet matched with an effect.
+    Object(ObjectState),
 }
 
 impl KeyState {
@@ -265,7 +765,13 @@ impl KeyState {
         match key {
             Key::Thread(tid) => KeyState::Thread(Box::new(ThreadState::new(tid))),
             Key::Irq(cpu) => KeyState::Irq(IrqState::new(cpu)),
-            Key::Timer(_) => KeyState::Timer(TimerState::default()),
+            Key::Timer(_) | Key::WheelTimer(_) | Key::Work(_) => {
+                KeyState::Object(ObjectState::default())
+            }
+            Key::Pipe(_) => KeyState::Object(ObjectState {
+                last_arm: None,
+                sticky: true,
+            }),
         }
     }
 
@@ -273,8 +779,8 @@ impl KeyState {
     pub fn on_event(&mut self, ev: &Event, role: Role, cfg: &RulesConfig, out: &mut Vec<Output>) {
         match self {
             KeyState::Thread(t) => t.on_event(ev, role, cfg, out),
-            KeyState::Irq(i) => i.on_event(ev, out),
-            KeyState::Timer(t) => t.on_event(ev, role, out),
+            KeyState::Irq(i) => i.on_event(ev, cfg, out),
+            KeyState::Object(t) => t.on_event(ev, role, out),
         }
     }
 
@@ -284,7 +790,7 @@ impl KeyState {
         match self {
             KeyState::Thread(t) => t.mutable(watermark, cfg, out),
             KeyState::Irq(i) => i.mutable(out),
-            KeyState::Timer(_) => {}
+            KeyState::Object(_) => {}
         }
     }
 
@@ -311,6 +817,66 @@ struct YieldRun {
     wait_syscall: i32,
 }
 
+/// A work item being run (a callout), innermost last.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+struct Callout {
+    work: u64,
+    function: u64,
+    culled: bool,
+    /// The segment of its latest part.
+    seg: SegmentId,
+}
+
+/// The counters of the current segment at the entry of a message syscall, to split there
+/// after the fact.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+struct Mark {
+    ts: Nanos,
+    events: u32,
+    syscalls: u32,
+    seq_len: usize,
+    preemptions: u32,
+    yields: u32,
+    on_cpu_ns: u64,
+    /// The run in progress at the mark (its start), and how much of it preceded the mark.
+    since: Option<Nanos>,
+    run_extra: u64,
+}
+
+/// A message syscall in flight.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+struct MsgOp {
+    nr: i32,
+    fd: u64,
+    seg: SegmentId,
+    mark: Mark,
+    /// Endpoints produced inside it, held back until it returns.
+    srcs: Vec<Src>,
+    /// Tasks it woke.
+    woke: Vec<Tid>,
+}
+
+/// A member of a message peer set.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+enum Peer {
+    Fd(u64),
+    Task(Tid),
+}
+
+/// A thread-order edge whose strength waits on the syscall retried after the wait.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+struct PendingOrder {
+    edge: CausalEdge,
+    /// Set once the previous segment's wait returned a retry result: the syscall that
+    /// would be a retry.
+    retry: Option<i32>,
+}
+
+/// How many connection descriptors and pending signals a thread remembers.
+const MAX_CONN_FDS: usize = 64;
+const MAX_PENDING_SIGNALS: usize = 64;
+const MAX_PEERS: usize = 32;
+
 /// State of one task.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct ThreadState {
@@ -322,11 +888,31 @@ pub struct ThreadState {
     pending: Option<Segment>,
     /// The id of the last segment, for actions after exit.
     last_id: Option<SegmentId>,
+    /// The kind of the segment before `cur`.
+    prev_kind: SegmentKind,
     running_since: Option<Nanos>,
     blocked: bool,
     in_syscall: Option<i32>,
+    in_arg0: u64,
+    /// Whether the thread blocked since its last syscall entry.
+    waited: bool,
     dead: bool,
     run: Option<YieldRun>,
+    callouts: Vec<Callout>,
+    /// Message peer set of the current segment.
+    peers: Vec<Peer>,
+    /// Whether the current segment has done a message operation yet.
+    messaged: bool,
+    /// The task whose wake-up started the current segment.
+    woken_by: Option<Tid>,
+    /// Descriptors known to be connections.
+    conn_fds: Vec<u64>,
+    msg: Option<MsgOp>,
+    order: Option<PendingOrder>,
+    /// Generated, not yet delivered signals: (signal, seq of the generation).
+    signals: Vec<(i32, u64)>,
+    /// `seq` of the entry of a read on a declared pipe in flight.
+    pipe_read: Option<u64>,
 }
 
 impl ThreadState {
@@ -338,11 +924,23 @@ impl ThreadState {
             cur: None,
             pending: None,
             last_id: None,
+            prev_kind: SegmentKind::Task,
             running_since: None,
             blocked: false,
             in_syscall: None,
+            in_arg0: 0,
+            waited: false,
             dead: false,
             run: None,
+            callouts: Vec::new(),
+            peers: Vec::new(),
+            messaged: false,
+            woken_by: None,
+            conn_fds: Vec::new(),
+            msg: None,
+            order: None,
+            signals: Vec::new(),
+            pipe_read: None,
         }
     }
 
@@ -350,6 +948,9 @@ impl ThreadState {
         let id = SegmentId::new(self.tid, self.next_ord);
         self.next_ord += 1;
         self.last_id = Some(id);
+        self.peers.clear();
+        self.messaged = false;
+        self.woken_by = None;
         self.cur = Some(Segment {
             id,
             tid: self.tid,
@@ -380,7 +981,7 @@ impl ThreadState {
             return;
         };
         if let Some(since) = self.running_since {
-            // Still on CPU (exit path): count the run up to now.
+            // Still on CPU (exit path, or a split): count the run up to now.
             seg.on_cpu_ns += since.until(ts);
             self.running_since = if why == EndCause::Exit {
                 None
@@ -390,8 +991,18 @@ impl ThreadState {
         }
         seg.end_ns = ts;
         seg.end = why;
+        self.retire(seg, cfg, out);
+    }
+
+    /// A segment leaves `cur`: settle what depended on it being current.
+    fn retire(&mut self, seg: Segment, cfg: &RulesConfig, out: &mut Vec<Output>) {
+        self.prev_kind = seg.kind;
+        // A thread-order edge into it whose boost is undecided stays weak.
+        if let Some(o) = self.order.take() {
+            out.push(Output::Edge(o.edge));
+        }
         self.flush_pending(cfg, out);
-        if why == EndCause::Woken && seg.wait_syscall >= 0 {
+        if seg.end == EndCause::Woken && seg.wait_syscall >= 0 {
             self.pending = Some(seg);
         } else {
             self.finish(seg, cfg, out);
@@ -443,6 +1054,10 @@ impl ThreadState {
         }
     }
 
+    fn cur_id(&self) -> Option<SegmentId> {
+        self.cur.as_ref().map(|c| c.id).or(self.last_id)
+    }
+
     fn on_event(&mut self, ev: &Event, role: Role, cfg: &RulesConfig, out: &mut Vec<Output>) {
         let ts = ev.ts;
         if ev.tid == self.tid && ev.pid.0 != 0 {
@@ -458,12 +1073,17 @@ impl ThreadState {
                     return;
                 }
                 if self.blocked {
-                    // The wake-up was not recorded (lost, or a path without sched_waking):
-                    // the wait ended when the task ran again, with no known cause.
-                    self.close(ts, EndCause::Woken, cfg, out);
                     self.blocked = false;
-                    self.open(ts, StartCause::Woken);
-                    self.emit_thread_order(ts, out);
+                    if self.callouts.is_empty() {
+                        // The wake-up was not recorded (lost, or a path without
+                        // sched_waking): the wait ended when the task ran again, with no
+                        // known cause.
+                        self.close(ts, EndCause::Woken, cfg, out);
+                        self.open(ts, StartCause::Woken);
+                        self.link_prev(ts, cfg, out);
+                    } else {
+                        self.resume_in_callout();
+                    }
                 }
                 self.ensure_open(ts);
                 self.running_since = Some(ts);
@@ -490,31 +1110,59 @@ impl ThreadState {
                         c.wait_state = prev_state.0;
                         c.wait_syscall = syscall;
                         self.blocked = true;
+                        self.waited = true;
                     } else if !prev_state.is_blocking() {
                         c.preemptions += 1;
                     }
                 }
             }
-            Role::Actor => {
-                self.ensure_open(ts);
-                self.touch(ts);
-                let seg = match self.cur.as_ref() {
-                    Some(c) => c.id,
-                    None => match self.last_id {
-                        Some(id) => id,
-                        None => return,
-                    },
-                };
-                out.push(Output::Src(Src {
-                    seq: ev.seq,
-                    seg,
-                    ts,
-                    syscall: self.in_syscall.unwrap_or(-1),
-                    interrupt: false,
-                }));
+            Role::Actor => self.on_actor(ev, cfg, out),
+            Role::SignalTarget => {
+                if let EventKind::SignalGenerate { sig, .. } = ev.kind {
+                    self.signals.retain(|(s, _)| *s != sig);
+                    if self.signals.len() >= MAX_PENDING_SIGNALS {
+                        self.signals.remove(0);
+                    }
+                    self.signals.push((sig, ev.seq));
+                }
             }
             Role::Own => self.on_own(ev, cfg, out),
             Role::Arm | Role::Fire => {}
+        }
+    }
+
+    fn on_actor(&mut self, ev: &Event, cfg: &RulesConfig, out: &mut Vec<Output>) {
+        let ts = ev.ts;
+        self.ensure_open(ts);
+        self.touch(ts);
+        let Some(seg) = self.cur_id() else {
+            return;
+        };
+        if cfg.cull_threads.contains(&self.tid) || self.callouts.last().is_some_and(|c| c.culled) {
+            out.push(Output::Count(Counter::Culled));
+            return;
+        }
+        let syscall = self.in_syscall.unwrap_or(-1);
+        let src = Src {
+            seq: ev.seq,
+            seg,
+            ts,
+            syscall,
+            // A work item acts for whoever queued it, as an interrupt handler does.
+            interrupt: !self.callouts.is_empty(),
+            exiting: self.dead,
+            condvar: syscall == nrs().futex && cfg.user.is_condvar(self.pid, self.in_arg0),
+        };
+        match self.msg.as_mut() {
+            Some(m) if !self.dead => {
+                if let EventKind::Waking { target } = ev.kind {
+                    if m.woke.len() < MAX_PEERS {
+                        m.woke.push(target);
+                    }
+                }
+                m.srcs.push(src);
+            }
+            _ => out.push(Output::Src(src)),
         }
     }
 
@@ -525,49 +1173,99 @@ impl ThreadState {
         }
     }
 
-    fn emit_thread_order(&mut self, ts: Nanos, out: &mut Vec<Output>) {
+    /// A thread-order edge from the previous segment to the current one, unless pruned;
+    /// weak, or pending a boost when the previous segment's wait has not returned yet.
+    fn link_prev(&mut self, ts: Nanos, cfg: &RulesConfig, out: &mut Vec<Output>) {
         let Some(cur) = self.cur.as_ref() else {
             return;
         };
         if cur.id.seq() == 0 {
             return;
         }
-        let prev = SegmentId::new(self.tid, cur.id.seq() - 1);
-        out.push(Output::Edge(CausalEdge {
-            src: prev,
+        if cfg.kernel_threads.contains(&self.tid)
+            || matches!(cur.kind, SegmentKind::WorkItem { .. })
+            || matches!(self.prev_kind, SegmentKind::WorkItem { .. })
+        {
+            out.push(Output::Count(Counter::PrunedOrder));
+            return;
+        }
+        let edge = CausalEdge {
+            src: SegmentId::new(self.tid, cur.id.seq() - 1),
             dst: cur.id,
             kind: EdgeKind::ThreadOrder,
             strength: Strength::Weak,
             ts,
             src_syscall: -1,
-        }));
+        };
+        if self.pending.is_some() {
+            self.order = Some(PendingOrder { edge, retry: None });
+        } else {
+            out.push(Output::Edge(edge));
+        }
+    }
+
+    /// Ends the current segment at `ts` because a boundary rule says so, and opens the next.
+    fn split(&mut self, ts: Nanos, why: Counter, cfg: &RulesConfig, out: &mut Vec<Output>) {
+        if self.cur.is_none() {
+            return;
+        }
+        out.push(Output::Count(why));
+        self.close(ts, EndCause::HandlerDone, cfg, out);
+        self.open(ts, StartCause::Woken);
+    }
+
+    /// A wait inside a callout ended: the segment goes on.
+    fn resume_in_callout(&mut self) {
+        if let Some(c) = self.cur.as_mut() {
+            c.wait_start_ns = None;
+            c.wait_state = 0;
+            c.wait_syscall = -1;
+        }
     }
 
     fn on_target(&mut self, ev: &Event, cfg: &RulesConfig, out: &mut Vec<Output>) {
         let ts = ev.ts;
+        let culled = cfg.cull_threads.contains(&self.tid);
+        let dst = |seg: SegmentId, kind: EdgeKind, wait: i32| {
+            if culled {
+                Output::Count(Counter::Culled)
+            } else {
+                Output::Dst(Dst {
+                    seq: ev.seq,
+                    seg,
+                    kind,
+                    wait,
+                    paired: false,
+                })
+            }
+        };
         match ev.kind {
             EventKind::Waking { .. } => {
                 if self.dead {
                     return;
                 }
-                let kind = EdgeKind::Wakeup;
+                let waker = (ev.ctx == Context::Task && ev.tid.is_task()).then_some(ev.tid);
                 if self.cur.is_none() {
                     let id = self.open(ts, StartCause::Woken);
-                    out.push(Output::Dst(Dst {
-                        seq: ev.seq,
-                        seg: id,
-                        kind,
-                    }));
+                    out.push(dst(id, EdgeKind::Wakeup, -1));
                 } else if self.blocked {
-                    self.close(ts, EndCause::Woken, cfg, out);
                     self.blocked = false;
-                    let id = self.open(ts, StartCause::Woken);
-                    self.emit_thread_order(ts, out);
-                    out.push(Output::Dst(Dst {
-                        seq: ev.seq,
-                        seg: id,
-                        kind,
-                    }));
+                    let wait = self.cur.as_ref().map_or(-1, |c| c.wait_syscall);
+                    if self.callouts.is_empty() {
+                        self.close(ts, EndCause::Woken, cfg, out);
+                        let id = self.open(ts, StartCause::Woken);
+                        // The waker is a peer of the receive it ended (not of a readiness
+                        // wait, which may report other connections first).
+                        self.woken_by = waker.filter(|_| message_op(wait) == Some(false));
+                        self.link_prev(ts, cfg, out);
+                        out.push(dst(id, EdgeKind::Wakeup, wait));
+                    } else {
+                        // callout_level > 0: the wait does not end the segment.
+                        self.resume_in_callout();
+                        if let Some(id) = self.cur.as_ref().map(|c| c.id) {
+                            out.push(dst(id, EdgeKind::Wakeup, wait));
+                        }
+                    }
                 }
             }
             EventKind::Fork { child_pid, .. }
@@ -575,24 +1273,31 @@ impl ThreadState {
             {
                 self.pid = child_pid;
                 let id = self.open(ts, StartCause::Created);
-                out.push(Output::Dst(Dst {
-                    seq: ev.seq,
-                    seg: id,
-                    kind: EdgeKind::Fork,
-                }));
+                out.push(dst(id, EdgeKind::Fork, -1));
             }
             EventKind::WakeupNew { .. }
                 if self.cur.is_none() && !self.dead && self.next_ord == 0 =>
             {
                 let id = self.open(ts, StartCause::Created);
-                out.push(Output::Dst(Dst {
-                    seq: ev.seq,
-                    seg: id,
-                    kind: EdgeKind::Fork,
-                }));
+                out.push(dst(id, EdgeKind::Fork, -1));
             }
             _ => {}
         }
+    }
+
+    fn mark(&self, ts: Nanos) -> Option<Mark> {
+        let c = self.cur.as_ref()?;
+        Some(Mark {
+            ts,
+            events: c.events,
+            syscalls: c.syscalls,
+            seq_len: c.syscall_seq.len(),
+            preemptions: c.preemptions,
+            yields: c.yields,
+            on_cpu_ns: c.on_cpu_ns,
+            since: self.running_since,
+            run_extra: self.running_since.map_or(0, |s| s.until(ts)),
+        })
     }
 
     fn on_own(&mut self, ev: &Event, cfg: &RulesConfig, out: &mut Vec<Output>) {
@@ -601,10 +1306,67 @@ impl ThreadState {
             return;
         }
         self.ensure_open(ts);
+        // Boundaries that fall *before* this record.
+        match &ev.kind {
+            EventKind::SysEnter { nr, .. } => {
+                let nr = *nr;
+                if self.user_split(cfg, |at| matches!(at, SplitAt::Syscall(s) if *s == nr)) {
+                    self.split(ts, Counter::SplitUser, cfg, out);
+                    self.link_prev(ts, cfg, out);
+                }
+                if let Some(o) = self.order.take() {
+                    if o.retry == Some(nr) {
+                        out.push(Output::Edge(CausalEdge {
+                            strength: Strength::Boosted,
+                            ..o.edge
+                        }));
+                    } else if o.retry.is_none() && self.pending.is_some() {
+                        // The wait's result is not known yet (a syscall without exit
+                        // record): keep waiting.
+                        self.order = Some(o);
+                    } else {
+                        out.push(Output::Edge(o.edge));
+                    }
+                }
+            }
+            EventKind::Marker { text }
+                if self.user_split(
+                    cfg,
+                    |at| matches!(at, SplitAt::Marker(p) if text.starts_with(p.as_str())),
+                ) =>
+            {
+                self.split(ts, Counter::SplitUser, cfg, out);
+                self.link_prev(ts, cfg, out);
+            }
+            EventKind::WorkStart { work, function } => {
+                self.start_callout(ev, *work, *function, cfg, out);
+                return;
+            }
+            EventKind::WorkEnd { .. } => {
+                self.end_callout(ts, cfg, out);
+                return;
+            }
+            EventKind::SignalDeliver { sig } => {
+                self.deliver_signal(ev, *sig, cfg, out);
+                return;
+            }
+            _ => {}
+        }
+        let mark = match ev.kind {
+            EventKind::SysEnter { nr, .. } if message_op(nr).is_some() => self.mark(ts),
+            _ => None,
+        };
         self.touch(ts);
         match ev.kind {
-            EventKind::SysEnter { nr, .. } => {
+            EventKind::SysEnter { nr, args } => {
                 self.in_syscall = Some(nr);
+                self.in_arg0 = args[0];
+                self.waited = false;
+                self.pipe_read = None;
+                if let Some(m) = self.msg.take() {
+                    // The previous message syscall never returned (lost record).
+                    self.flush_msg(m, out);
+                }
                 if let Some(c) = self.cur.as_mut() {
                     c.syscalls += 1;
                     if syscalls::is_yield(nr) {
@@ -616,6 +1378,39 @@ impl ThreadState {
                         c.syscall_seq.push(nr);
                     }
                 }
+                if nr == nrs().close {
+                    self.conn_fds.retain(|fd| *fd != args[0]);
+                }
+                if let (Some(mark), Some(seg)) = (mark, self.cur.as_ref().map(|c| c.id)) {
+                    let write = message_op(nr) == Some(true);
+                    let mut op = MsgOp {
+                        nr,
+                        fd: args[0],
+                        seg,
+                        mark,
+                        srcs: Vec::new(),
+                        woke: Vec::new(),
+                    };
+                    if !cfg.user.pipes.is_empty()
+                        && cfg.user.pipe_of(self.pid, args[0], write).is_some()
+                    {
+                        if write {
+                            // The write is the action of a pipe data dependency.
+                            op.srcs.push(Src {
+                                seq: ev.seq,
+                                seg,
+                                ts,
+                                syscall: nr,
+                                interrupt: false,
+                                exiting: false,
+                                condvar: false,
+                            });
+                        } else {
+                            self.pipe_read = Some(ev.seq);
+                        }
+                    }
+                    self.msg = Some(op);
+                }
             }
             EventKind::SysExit { nr, ret } => {
                 self.in_syscall = None;
@@ -623,10 +1418,41 @@ impl ThreadState {
                     if p.wait_syscall == nr {
                         p.wait_ret = Some(ret);
                     }
+                    if let Some(o) = self.order.as_mut() {
+                        if p.wait_syscall == nr && is_retry_result(ret) {
+                            o.retry = Some(nr);
+                        } else if let Some(o) = self.order.take() {
+                            out.push(Output::Edge(o.edge));
+                        }
+                    }
                     self.finish(p, cfg, out);
+                }
+                if let Some(m) = self.msg.take() {
+                    if m.nr == nr {
+                        self.message_done(m, ret, cfg, out);
+                    } else {
+                        self.flush_msg(m, out);
+                    }
+                }
+                if let Some(seq) = self.pipe_read.take() {
+                    if ret > 0 && !self.waited {
+                        // Data was there already: the reader depends on the last write.
+                        if let Some(seg) = self.cur.as_ref().map(|c| c.id) {
+                            out.push(Output::Dst(Dst {
+                                seq,
+                                seg,
+                                kind: EdgeKind::Message,
+                                wait: -1,
+                                paired: true,
+                            }));
+                        }
+                    }
                 }
             }
             EventKind::Exit => {
+                if let Some(m) = self.msg.take() {
+                    self.flush_msg(m, out);
+                }
                 self.close(ts, EndCause::Exit, cfg, out);
                 self.flush_pending(cfg, out);
                 if let Some(run) = self.run.take() {
@@ -636,12 +1462,209 @@ impl ThreadState {
                 }
                 self.dead = true;
                 self.blocked = false;
+                self.callouts.clear();
             }
             _ => {}
         }
     }
 
-    /// The open tail, a pending segment, and open spins.
+    fn user_split(&self, cfg: &RulesConfig, at: impl Fn(&SplitAt) -> bool) -> bool {
+        cfg.user
+            .splits
+            .iter()
+            .any(|s| s.pid.is_none_or(|p| p == self.pid) && at(&s.at))
+    }
+
+    fn flush_msg(&mut self, m: MsgOp, out: &mut Vec<Output>) {
+        out.extend(m.srcs.into_iter().map(Output::Src));
+    }
+
+    /// The message peer-set rule, when a message syscall returns.
+    fn message_done(&mut self, m: MsgOp, ret: i64, cfg: &RulesConfig, out: &mut Vec<Output>) {
+        let mut peer: Vec<Peer> = vec![Peer::Fd(m.fd)];
+        peer.extend(m.woke.iter().map(|t| Peer::Task(*t)));
+        let same = self.cur.as_ref().is_some_and(|c| c.id == m.seg);
+        if same && !self.messaged {
+            if let Some(w) = self.woken_by {
+                peer.push(Peer::Task(w));
+            }
+        }
+        let evidence = peer.iter().any(|p| matches!(p, Peer::Task(_)));
+        let known = self.conn_fds.contains(&m.fd);
+        if evidence && !known {
+            if self.conn_fds.len() >= MAX_CONN_FDS {
+                self.conn_fds.remove(0);
+            }
+            self.conn_fds.push(m.fd);
+        }
+        let mut srcs = m.srcs;
+        if ret > 0 && (evidence || known) {
+            let disjoint = !self.peers.is_empty() && !peer.iter().any(|p| self.peers.contains(p));
+            if same && disjoint {
+                let new = self.split_at_mark(&m.mark, m.nr, cfg, out);
+                for s in srcs.iter_mut().filter(|s| s.seg == m.seg) {
+                    s.seg = new;
+                }
+                self.peers = peer;
+            } else {
+                for p in peer {
+                    if !self.peers.contains(&p) && self.peers.len() < MAX_PEERS {
+                        self.peers.push(p);
+                    }
+                }
+            }
+            self.messaged = true;
+        }
+        out.extend(srcs.into_iter().map(Output::Src));
+    }
+
+    /// Splits the current segment at an earlier point (`mark`, the entry of the message
+    /// syscall now returning): the part before is closed there, the rest becomes a new
+    /// segment. Returns the new segment's id.
+    fn split_at_mark(
+        &mut self,
+        mark: &Mark,
+        nr: i32,
+        cfg: &RulesConfig,
+        out: &mut Vec<Output>,
+    ) -> SegmentId {
+        out.push(Output::Count(Counter::SplitPeer));
+        let Some(cur) = self.cur.take() else {
+            return SegmentId::new(self.tid, self.next_ord);
+        };
+        let mut old = cur.clone();
+        old.end_ns = mark.ts;
+        old.end = EndCause::HandlerDone;
+        old.events = mark.events;
+        old.syscalls = mark.syscalls;
+        old.syscall_seq.truncate(mark.seq_len);
+        old.preemptions = mark.preemptions;
+        old.yields = mark.yields;
+        old.on_cpu_ns = mark.on_cpu_ns + mark.run_extra;
+        self.retire(old, cfg, out);
+        let id = self.open(mark.ts, StartCause::Woken);
+        if let Some(c) = self.cur.as_mut() {
+            c.end_ns = cur.end_ns;
+            c.events = cur.events.saturating_sub(mark.events);
+            c.syscalls = cur.syscalls.saturating_sub(mark.syscalls);
+            let mut seq: Vec<i32> = cur.syscall_seq.get(mark.seq_len..).unwrap_or(&[]).to_vec();
+            if seq.first() != Some(&nr) {
+                seq.insert(0, nr);
+                seq.truncate(Segment::MAX_SYSCALLS);
+            }
+            c.syscall_seq = seq;
+            c.preemptions = cur.preemptions.saturating_sub(mark.preemptions);
+            c.yields = cur.yields.saturating_sub(mark.yields);
+            let same_run = mark.since.is_some() && self.running_since == mark.since;
+            c.on_cpu_ns = cur.on_cpu_ns.saturating_sub(mark.on_cpu_ns);
+            if !same_run {
+                // The run that straddled the mark was already added to `cur`.
+                c.on_cpu_ns = c.on_cpu_ns.saturating_sub(mark.run_extra);
+            }
+        }
+        if mark.since.is_some() && self.running_since == mark.since {
+            // The run in progress counts for the new segment from the split on.
+            self.running_since = Some(mark.ts);
+        }
+        self.link_prev(mark.ts, cfg, out);
+        id
+    }
+
+    fn start_callout(
+        &mut self,
+        ev: &Event,
+        work: u64,
+        function: u64,
+        cfg: &RulesConfig,
+        out: &mut Vec<Output>,
+    ) {
+        let ts = ev.ts;
+        self.split(ts, Counter::SplitCallout, cfg, out);
+        let culled = cfg.cull_functions.contains(&function);
+        let Some(c) = self.cur.as_mut() else {
+            return;
+        };
+        c.kind = SegmentKind::WorkItem { work, function };
+        c.events += 1;
+        let id = c.id;
+        self.link_prev(ts, cfg, out);
+        self.callouts.push(Callout {
+            work,
+            function,
+            culled,
+            seg: id,
+        });
+        out.push(if culled {
+            Output::Count(Counter::Culled)
+        } else {
+            Output::Dst(Dst {
+                seq: ev.seq,
+                seg: id,
+                kind: EdgeKind::Queue,
+                wait: -1,
+                paired: true,
+            })
+        });
+    }
+
+    fn end_callout(&mut self, ts: Nanos, cfg: &RulesConfig, out: &mut Vec<Output>) {
+        self.touch(ts);
+        self.callouts.pop();
+        self.split(ts, Counter::SplitCallout, cfg, out);
+        match self.callouts.last_mut() {
+            Some(outer) => {
+                // The outer item goes on: its parts are one piece of work.
+                let prev = outer.seg;
+                let kind = SegmentKind::WorkItem {
+                    work: outer.work,
+                    function: outer.function,
+                };
+                if let Some(c) = self.cur.as_mut() {
+                    c.kind = kind;
+                    outer.seg = c.id;
+                    out.push(Output::Edge(CausalEdge {
+                        src: prev,
+                        dst: c.id,
+                        kind: EdgeKind::ThreadOrder,
+                        strength: Strength::Boosted,
+                        ts,
+                        src_syscall: -1,
+                    }));
+                }
+                out.push(Output::Count(Counter::PrunedOrder));
+            }
+            None => self.link_prev(ts, cfg, out),
+        }
+    }
+
+    fn deliver_signal(&mut self, ev: &Event, sig: i32, cfg: &RulesConfig, out: &mut Vec<Output>) {
+        let ts = ev.ts;
+        let fresh = self.cur.as_ref().is_some_and(|c| {
+            c.start == StartCause::Woken && c.syscalls == 0 && c.start_ns == c.end_ns
+        });
+        if !fresh {
+            self.split(ts, Counter::SplitSignal, cfg, out);
+            self.link_prev(ts, cfg, out);
+        }
+        self.touch(ts);
+        let gen = self
+            .signals
+            .iter()
+            .position(|(s, _)| *s == sig)
+            .map(|i| self.signals.remove(i).1);
+        if let (Some(seq), Some(seg)) = (gen, self.cur.as_ref().map(|c| c.id)) {
+            out.push(Output::Dst(Dst {
+                seq,
+                seg,
+                kind: EdgeKind::Signal,
+                wait: -1,
+                paired: false,
+            }));
+        }
+    }
+
+    /// The open tail, a pending segment, an undecided thread-order edge, endpoints of a
+    /// message syscall in flight, and open spins.
     fn mutable(&self, watermark: Nanos, cfg: &RulesConfig, out: &mut Vec<Output>) {
         if let Some(p) = &self.pending {
             // Its spin is reported once final; a long wait is still visible through the
@@ -650,6 +1673,12 @@ impl ThreadState {
                 out.push(Output::Spin(spin));
             }
             out.push(Output::Segment(p.clone()));
+        }
+        if let Some(o) = &self.order {
+            out.push(Output::Edge(o.edge.clone()));
+        }
+        if let Some(m) = &self.msg {
+            out.extend(m.srcs.iter().cloned().map(Output::Src));
         }
         if let Some(c) = &self.cur {
             let mut seg = c.clone();
@@ -739,12 +1768,32 @@ fn run_spin(run: &YieldRun, tid: Tid, pid: Pid, open: bool, cfg: &RulesConfig) -
     })
 }
 
+/// One open interrupt-context handler.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+struct Frame {
+    seg: Segment,
+    /// A maintenance callback: what it does is culled.
+    culled: bool,
+}
+
+/// Softirq vectors that are a device's bottom half (NET_TX, NET_RX, BLOCK, IRQ_POLL,
+/// TASKLET).
+fn is_device_softirq(vec: u32) -> bool {
+    matches!(vec, 2..=6)
+}
+
+/// How soon after a hard interrupt returns its bottom half must start to be attributed to
+/// it.
+const BOTTOM_HALF_NS: u64 = 1_000_000;
+
 /// Interrupt context of one CPU: a stack of open handlers.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct IrqState {
     cpu: Cpu,
     next_ord: u32,
-    stack: Vec<Segment>,
+    stack: Vec<Frame>,
+    /// The last hard interrupt, when it was the last interrupt record on this CPU.
+    last_hard: Option<(SegmentId, Nanos)>,
 }
 
 impl IrqState {
@@ -753,6 +1802,7 @@ impl IrqState {
             cpu,
             next_ord: 0,
             stack: Vec::new(),
+            last_hard: None,
         }
     }
 
@@ -782,43 +1832,81 @@ impl IrqState {
         }
     }
 
-    fn push(&mut self, ts: Nanos, kind: SegmentKind) -> SegmentId {
+    fn push(&mut self, ts: Nanos, kind: SegmentKind, culled: bool) -> SegmentId {
         let seg = self.new_segment(ts, kind);
         let id = seg.id;
-        self.stack.push(seg);
+        self.stack.push(Frame { seg, culled });
         id
     }
 
     fn pop_matching(&mut self, ts: Nanos, out: &mut Vec<Output>, m: impl Fn(&SegmentKind) -> bool) {
-        if let Some(pos) = self.stack.iter().rposition(|s| m(&s.kind)) {
+        if let Some(pos) = self.stack.iter().rposition(|s| m(&s.seg.kind)) {
             // Handlers nested inside the one ending lost their exit record: close them too.
             while self.stack.len() > pos {
-                if let Some(mut s) = self.stack.pop() {
-                    s.end_ns = ts;
-                    s.on_cpu_ns = s.start_ns.until(ts);
-                    s.end = EndCause::HandlerDone;
-                    out.push(Output::Segment(s));
+                if let Some(Frame { mut seg, .. }) = self.stack.pop() {
+                    seg.end_ns = ts;
+                    seg.on_cpu_ns = seg.start_ns.until(ts);
+                    seg.end = EndCause::HandlerDone;
+                    if self.stack.is_empty() && matches!(seg.kind, SegmentKind::HardIrq { .. }) {
+                        self.last_hard = Some((seg.id, ts));
+                    }
+                    out.push(Output::Segment(seg));
                 }
             }
         }
     }
 
-    fn on_event(&mut self, ev: &Event, out: &mut Vec<Output>) {
+    fn timer_fires(
+        &mut self,
+        ev: &Event,
+        timer: u64,
+        function: u64,
+        cfg: &RulesConfig,
+        out: &mut Vec<Output>,
+    ) {
+        let culled = cfg.cull_functions.contains(&function);
+        let id = self.push(ev.ts, SegmentKind::Timer { timer, function }, culled);
+        out.push(if culled {
+            Output::Count(Counter::Culled)
+        } else {
+            Output::Dst(Dst {
+                seq: ev.seq,
+                seg: id,
+                kind: EdgeKind::Timer,
+                wait: -1,
+                paired: true,
+            })
+        });
+    }
+
+    fn on_event(&mut self, ev: &Event, cfg: &RulesConfig, out: &mut Vec<Output>) {
         let ts = ev.ts;
+        let last_hard = self.last_hard.take();
         match ev.kind {
             EventKind::IrqEntry { irq } => {
-                self.push(ts, SegmentKind::HardIrq { irq });
+                self.push(ts, SegmentKind::HardIrq { irq }, false);
             }
             EventKind::SoftirqEntry { vec } => {
-                self.push(ts, SegmentKind::SoftIrq { vec });
+                let id = self.push(ts, SegmentKind::SoftIrq { vec }, false);
+                if let Some((hard, at)) = last_hard {
+                    if self.stack.len() == 1
+                        && is_device_softirq(vec)
+                        && at.until(ts) <= BOTTOM_HALF_NS
+                    {
+                        out.push(Output::Edge(CausalEdge {
+                            src: hard,
+                            dst: id,
+                            kind: EdgeKind::Queue,
+                            strength: Strength::Boosted,
+                            ts: at,
+                            src_syscall: -1,
+                        }));
+                    }
+                }
             }
-            EventKind::HrtimerExpire { timer, function } => {
-                let id = self.push(ts, SegmentKind::Timer { timer, function });
-                out.push(Output::Dst(Dst {
-                    seq: ev.seq,
-                    seg: id,
-                    kind: EdgeKind::Timer,
-                }));
+            EventKind::HrtimerExpire { timer, function }
+            | EventKind::TimerExpire { timer, function } => {
+                self.timer_fires(ev, timer, function, cfg, out);
             }
             EventKind::IrqExit { irq } => self.pop_matching(
                 ts,
@@ -830,20 +1918,24 @@ impl IrqState {
                 out,
                 |k| matches!(k, SegmentKind::SoftIrq { vec: v } if *v == vec),
             ),
-            EventKind::HrtimerExpireExit { timer } => self.pop_matching(
-                ts,
-                out,
-                |k| matches!(k, SegmentKind::Timer { timer: t, .. } if *t == timer),
-            ),
+            EventKind::HrtimerExpireExit { timer } | EventKind::TimerExpireExit { timer } => self
+                .pop_matching(
+                    ts,
+                    out,
+                    |k| matches!(k, SegmentKind::Timer { timer: t, .. } if *t == timer),
+                ),
             EventKind::Waking { .. }
             | EventKind::WakeupNew { .. }
             | EventKind::Fork { .. }
-            | EventKind::HrtimerStart { .. } => {
-                let seg = match self.stack.last_mut() {
+            | EventKind::HrtimerStart { .. }
+            | EventKind::TimerStart { .. }
+            | EventKind::WorkQueue { .. }
+            | EventKind::SignalGenerate { .. } => {
+                let (seg, culled) = match self.stack.last_mut() {
                     Some(top) => {
-                        top.end_ns = top.end_ns.max(ts);
-                        top.events += 1;
-                        top.id
+                        top.seg.end_ns = top.seg.end_ns.max(ts);
+                        top.seg.events += 1;
+                        (top.seg.id, top.culled)
                     }
                     None => {
                         // Interrupt work with no enclosing handler record (IPI, local timer
@@ -852,41 +1944,60 @@ impl IrqState {
                         s.end = EndCause::HandlerDone;
                         let id = s.id;
                         out.push(Output::Segment(s));
-                        id
+                        (id, false)
                     }
                 };
-                out.push(Output::Src(Src {
-                    seq: ev.seq,
-                    seg,
-                    ts,
-                    syscall: -1,
-                    interrupt: true,
-                }));
+                if culled {
+                    out.push(Output::Count(Counter::Culled));
+                } else {
+                    out.push(Output::Src(Src {
+                        seq: ev.seq,
+                        seg,
+                        ts,
+                        syscall: -1,
+                        interrupt: true,
+                        exiting: false,
+                        condvar: false,
+                    }));
+                }
             }
-            _ => {}
+            _ => {
+                // Other records in interrupt context (stacks, …) keep the bottom-half link.
+                if self.stack.is_empty() {
+                    self.last_hard = last_hard;
+                }
+            }
         }
     }
 
     fn mutable(&self, out: &mut Vec<Output>) {
-        for s in &self.stack {
-            out.push(Output::Segment(s.clone()));
+        for f in &self.stack {
+            out.push(Output::Segment(f.seg.clone()));
         }
     }
 }
 
-/// A timer: the last arming not yet matched with an expiry.
+/// A timer, a work item or a pipe: the last action not yet matched with an effect.
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
-pub struct TimerState {
+pub struct ObjectState {
     last_arm: Option<u64>,
+    /// Whether an action may cause several effects (a pipe's written data is read by
+    /// several reads) rather than one (a timer expires once per arming).
+    sticky: bool,
 }
 
-impl TimerState {
+impl ObjectState {
     fn on_event(&mut self, ev: &Event, role: Role, out: &mut Vec<Output>) {
         match role {
             Role::Arm => self.last_arm = Some(ev.seq),
             Role::Fire => {
-                if let Some(arm) = self.last_arm.take() {
-                    out.push(Output::Pair(TimerPair { arm, fire: ev.seq }));
+                let arm = if self.sticky {
+                    self.last_arm
+                } else {
+                    self.last_arm.take()
+                };
+                if let Some(arm) = arm {
+                    out.push(Output::Pair(Pair { arm, fire: ev.seq }));
                 }
             }
             _ => {}

@@ -74,6 +74,7 @@ mod collection;
 mod decode;
 mod encode;
 mod error;
+pub mod export;
 mod manifest;
 mod reader;
 mod table;

@@ -191,7 +191,9 @@ fn a_spin_naming_a_missing_segment_is_an_error() {
     b.task(10, 0.0, 1.0, 2.0, "futex", 1.0);
     b.spins = vec![spin(SegmentId::new(Tid(10), 99), 0.0, 50.0, false)];
     let g = b.graph();
-    let err = diagnose(&g, None, &mut AutoOracle, &DiagnoseConfig::default()).unwrap_err();
+    let spin = g.spins()[0].clone();
+    let err = argus_diagnose::diagnose_spin(&g, &spin, &mut AutoOracle, &DiagnoseConfig::default())
+        .unwrap_err();
     assert_eq!(
         err.to_string(),
         "spin names segment 10#99 that is not in the segments table"

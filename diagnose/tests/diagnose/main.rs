@@ -4,5 +4,6 @@
 #![allow(clippy::unwrap_used)]
 
 mod builder;
+mod fidelity;
 mod graph;
 mod scenarios;

@@ -12,8 +12,9 @@ use std::path::PathBuf;
 pub enum RecordError {
     /// The process is not root, so it cannot create a tracefs instance.
     #[error(
-        "recording needs root (run with sudo): tracefs instances can only be created by root, \
-         and this process runs with effective uid {euid}"
+        "recording needs root: tracefs instances can only be created by root, and this \
+         process runs with effective uid {euid}; run the same command with `sudo` in front \
+         (e.g. `sudo argus record -o TRACE_DIR`)"
     )]
     NotRoot {
         /// The effective user id of this process.
@@ -34,13 +35,16 @@ pub enum RecordError {
     },
     /// The output directory exists and already holds files.
     #[error(
-        "output directory {} is not empty: refusing to mix two recordings (choose a new \
+        "output directory {} is not empty{}: refusing to write into it (choose a new \
          directory or remove it)",
-        path.display()
+        path.display(),
+        if *is_trace { " (it holds an earlier trace)" } else { " and is not a trace" }
     )]
     OutputNotEmpty {
         /// The output directory.
         path: PathBuf,
+        /// Whether it holds a trace (`meta.json`).
+        is_trace: bool,
     },
     /// The output path exists and is not a directory.
     #[error("output path {} exists and is not a directory", path.display())]
@@ -173,6 +177,17 @@ pub enum RecordError {
         /// The error.
         #[source]
         source: io::Error,
+    },
+    /// `ring_size` cannot hold the side files and a few chunks per CPU.
+    #[error(
+        "ring size {size} bytes is too small: this machine needs at least {needed} bytes \
+         (side files plus 4 chunks of 4 pages per CPU); raise --ring-size"
+    )]
+    RingTooSmall {
+        /// The cap given.
+        size: u64,
+        /// The least that works here.
+        needed: u64,
     },
     /// A per-CPU reader thread panicked (a bug: it should return errors).
     #[error("the reader thread of cpu {cpu} panicked")]

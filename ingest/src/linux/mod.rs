@@ -27,6 +27,18 @@
 //! → rewrite `meta.json` with status `complete`. A recording that fails midway leaves
 //! `meta.json` at `recording`, which is how replay tells a damaged trace.
 //!
+//! **The always-on ring.** Without a duration or a command the recording runs until stopped
+//! (SIGINT/SIGTERM with [`RecordConfig::handle_signals`]); in every mode the directory is
+//! capped at [`RecordConfig::ring_size`] by deleting the oldest completed chunks of any CPU,
+//! recorded in `meta.json` `ring.dropped` (`ring.rs`). Chunks are sequences of zstd frames
+//! appended every [`RecordConfig::flush_interval`], so a recorder killed with SIGKILL leaves
+//! every completed chunk whole and the one in progress readable up to its last frame
+//! (`reader.rs`; fsync policy in `docs/trace-dir.md`).
+//!
+//! **Page tap.** [`RecordConfig::tap`] receives a copy of every page read
+//! ([`TappedPage`]) with a non-blocking `try_send`; a full channel drops the copy (counted in
+//! [`CpuSummary::tap_dropped`], never the chunk's page). `argus start` decodes the tap live.
+//!
 //! **Markers.** Writes to the top-level `/sys/kernel/tracing/trace_marker` do not reach an
 //! instance. Applications must write to `instances/<name>/trace_marker`
 //! ([`Recording::marker_path`], also logged at start). On kernels that have
@@ -65,14 +77,17 @@
 
 mod error;
 mod reader;
+mod ring;
 mod signals;
 mod sysinfo;
 mod tracefs;
 
 pub use error::RecordError;
 
-use crate::tracedir::{self, TraceMeta};
+use crate::format::HeaderPage;
+use crate::tracedir::{self, LostRange, TraceMeta};
 use reader::{Reader, ReaderStats};
+use ring::Shared;
 use signals::SignalGuard;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
@@ -82,14 +97,15 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 use tracefs::Instance;
 
-/// The events recorded when none are configured: scheduling, task lifetime, syscalls,
-/// interrupts, hrtimers and `trace_marker` writes (`ftrace/print`).
+/// The events recorded when none are configured (`--events default`): scheduling, task
+/// lifetime, syscalls, interrupts, hrtimers and `trace_marker` writes (`ftrace/print`).
+/// The trade-off against overhead is discussed in `docs/trace-dir.md` ("Event sets").
 pub const DEFAULT_EVENTS: &[&str] = &[
     "sched/sched_switch",
     "sched/sched_waking",
@@ -111,6 +127,101 @@ pub const DEFAULT_EVENTS: &[&str] = &[
     "ftrace/print",
 ];
 
+/// What `--events full` adds to [`DEFAULT_EVENTS`]: kernel work items (workqueue), timer
+/// wheel timers and signals.
+pub const FULL_EXTRA_EVENTS: &[&str] = &[
+    "workqueue/workqueue_queue_work",
+    "workqueue/workqueue_execute_start",
+    "workqueue/workqueue_execute_end",
+    "timer/timer_start",
+    "timer/timer_expire_entry",
+    "timer/timer_expire_exit",
+    "signal/signal_generate",
+    "signal/signal_deliver",
+];
+
+/// Default cap on a trace directory (`--ring-size`): 2 GiB.
+pub const DEFAULT_RING_SIZE: u64 = 2 << 30;
+/// Default interval between flushes of buffered pages to disk (`--flush-interval`).
+pub const DEFAULT_FLUSH_INTERVAL: Duration = Duration::from_secs(1);
+
+/// The events of an `--events` argument: `default`, `full`, or a comma-separated list of
+/// `system/event` names and set names (`default,signal/signal_generate`). Duplicates are
+/// removed, order kept. Whether the kernel has each event is checked when recording starts.
+pub fn event_set(spec: &str) -> Result<Vec<String>, RecordError> {
+    let mut events: Vec<String> = Vec::new();
+    let mut add = |e: &str| {
+        if !events.iter().any(|x| x == e) {
+            events.push(e.to_string());
+        }
+    };
+    for item in spec.split(',').map(str::trim) {
+        match item {
+            "default" => DEFAULT_EVENTS.iter().for_each(|e| add(e)),
+            "full" => DEFAULT_EVENTS
+                .iter()
+                .chain(FULL_EXTRA_EVENTS)
+                .for_each(|e| add(e)),
+            "" => {
+                return Err(RecordError::BadEventName {
+                    event: spec.to_string(),
+                })
+            }
+            name => {
+                if !valid_event_name(name) {
+                    return Err(RecordError::BadEventName {
+                        event: name.to_string(),
+                    });
+                }
+                add(name)
+            }
+        }
+    }
+    Ok(events)
+}
+
+/// A size such as `2G`, `512M`, `64k`, `1048576` or `1.5G` (binary units: K = 1024; an
+/// optional `B`/`iB` suffix is accepted), for `--ring-size`.
+pub fn parse_size(text: &str) -> Result<u64, String> {
+    let t = text.trim();
+    let lower = t.to_ascii_lowercase();
+    let num_end = lower
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(lower.len());
+    let (num, unit) = lower.split_at(num_end);
+    let unit = unit.trim();
+    let unit = unit
+        .strip_suffix("ib")
+        .or_else(|| unit.strip_suffix('b'))
+        .unwrap_or(unit);
+    let mult: u64 = match unit {
+        "" => 1,
+        "k" => 1 << 10,
+        "m" => 1 << 20,
+        "g" => 1 << 30,
+        "t" => 1 << 40,
+        _ => return Err(format!("{text:?}: unknown unit (use K, M, G or T)")),
+    };
+    let value: f64 = num
+        .parse()
+        .map_err(|_| format!("{text:?} is not a size (e.g. 512M, 2G)"))?;
+    let bytes = value * mult as f64;
+    if !(bytes.is_finite() && bytes >= 1.0 && bytes < u64::MAX as f64) {
+        return Err(format!("{text:?} is not a usable size"));
+    }
+    Ok(bytes as u64)
+}
+
+/// One ring-buffer page as read from `trace_pipe_raw`, handed to [`RecordConfig::tap`].
+/// Decode it with [`crate::decode::parse_page`] and the formats in the trace directory.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TappedPage {
+    /// The CPU whose buffer it came from.
+    pub cpu: u32,
+    /// The whole page (`page_size` bytes, as written to the chunk).
+    pub data: Vec<u8>,
+}
+
 /// Where tracefs is normally mounted.
 pub const DEFAULT_TRACEFS: &str = "/sys/kernel/tracing";
 /// Default per-CPU ring-buffer size in KiB.
@@ -128,11 +239,19 @@ const EXCLUDE_RESCAN: Duration = Duration::from_millis(250);
 /// How long the command gets to exit after SIGTERM before SIGKILL.
 const COMMAND_GRACE: Duration = Duration::from_secs(2);
 
+/// Bytes of the trace directory set aside for `meta.json` when sizing the ring.
+const RING_META_RESERVE: u64 = 64 << 10;
+/// Bytes set aside for `proc.json` (written after the ring is sized): 1 MiB, about 12,000
+/// threads.
+const PROC_JSON_RESERVE: u64 = 1 << 20;
+/// The smallest number of chunks each CPU can keep in the ring.
+const MIN_CHUNKS_PER_CPU: u64 = 4;
+
 /// Numbers the instances of this process after the first (`argus-<pid>-<n>`).
 static INSTANCE_COUNTER: AtomicU32 = AtomicU32::new(0);
 
 /// What to record and where. Build with [`RecordConfig::new`] and adjust the fields.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug)]
 pub struct RecordConfig {
     /// The trace directory to create. It must not exist or be empty.
     pub output_dir: PathBuf,
@@ -141,12 +260,23 @@ pub struct RecordConfig {
     /// Spawn this command once tracing is on and stop when it exits (`argv[0]` looked up in
     /// `PATH`).
     pub command: Option<Vec<String>>,
-    /// Events as `system/event` ([`DEFAULT_EVENTS`] by default). Duplicates are ignored.
+    /// Events as `system/event` ([`DEFAULT_EVENTS`] by default; see [`event_set`]).
+    /// Duplicates are ignored.
     pub events: Vec<String>,
     /// Per-CPU ring-buffer size in KiB ([`DEFAULT_BUFFER_SIZE_KB`]).
     pub buffer_size_kb: u32,
-    /// Pages per chunk file ([`DEFAULT_CHUNK_PAGES`]).
+    /// Pages per chunk file at most ([`DEFAULT_CHUNK_PAGES`]; smaller when the ring is so
+    /// small that each CPU would hold fewer than 4 chunks).
     pub chunk_pages: u32,
+    /// Cap on the whole trace directory in bytes ([`DEFAULT_RING_SIZE`]): when the chunks
+    /// would exceed it, the oldest are deleted (`docs/trace-dir.md`, "The ring"). `None`:
+    /// no cap.
+    pub ring_size: Option<u64>,
+    /// Also hand every page read to this channel (non-blocking `try_send`: a page the
+    /// consumer has no room for is counted in [`CpuSummary::tap_dropped`] and
+    /// [`Recording::tap_dropped`], never waited for). The tap ends when the receiver is
+    /// dropped.
+    pub tap: Option<crossbeam_channel::Sender<TappedPage>>,
     /// tracefs instance name; `None` picks `argus-<pid>` (then `argus-<pid>-<n>` for further
     /// recorders in the same process). Names starting with `argus-<pid>` are removed at the
     /// start of a later recording once that pid is dead.
@@ -154,9 +284,10 @@ pub struct RecordConfig {
     /// Install SIGINT/SIGTERM handlers that stop the recording cleanly (what the CLI wants;
     /// off by default because handlers are process-wide).
     pub handle_signals: bool,
-    /// Also write a partial chunk when the oldest buffered page is this old, so a reader
-    /// following the directory sees data at low event rates. `None`: only full chunks (and
-    /// the last one at close).
+    /// Append the buffered pages to the chunk in progress (one zstd frame) and `fdatasync`
+    /// it this often ([`DEFAULT_FLUSH_INTERVAL`]), so a reader following the directory sees
+    /// data at low event rates and a crash loses at most this much. `None`: pages reach the
+    /// disk only as full frames (256 pages) and at the end.
     pub flush_interval: Option<Duration>,
     /// The tracefs mount point ([`DEFAULT_TRACEFS`]).
     pub tracefs: PathBuf,
@@ -176,12 +307,37 @@ impl RecordConfig {
             events: DEFAULT_EVENTS.iter().map(|e| e.to_string()).collect(),
             buffer_size_kb: DEFAULT_BUFFER_SIZE_KB,
             chunk_pages: DEFAULT_CHUNK_PAGES,
+            ring_size: Some(DEFAULT_RING_SIZE),
+            tap: None,
             instance: None,
             handle_signals: false,
-            flush_interval: None,
+            flush_interval: Some(DEFAULT_FLUSH_INTERVAL),
             tracefs: PathBuf::from(DEFAULT_TRACEFS),
             copy_top_level_markers: true,
         }
+    }
+}
+
+impl PartialEq for RecordConfig {
+    /// Field by field; two taps are equal when they send into the same channel.
+    fn eq(&self, other: &Self) -> bool {
+        let taps = match (&self.tap, &other.tap) {
+            (None, None) => true,
+            (Some(a), Some(b)) => a.same_channel(b),
+            _ => false,
+        };
+        taps && self.output_dir == other.output_dir
+            && self.duration == other.duration
+            && self.command == other.command
+            && self.events == other.events
+            && self.buffer_size_kb == other.buffer_size_kb
+            && self.chunk_pages == other.chunk_pages
+            && self.ring_size == other.ring_size
+            && self.instance == other.instance
+            && self.handle_signals == other.handle_signals
+            && self.flush_interval == other.flush_interval
+            && self.tracefs == other.tracefs
+            && self.copy_top_level_markers == other.copy_top_level_markers
     }
 }
 
@@ -227,6 +383,10 @@ pub struct CpuSummary {
     pub compressed_bytes: u64,
     /// Events the kernel lost on this CPU (overrun + dropped).
     pub lost: u64,
+    /// Oldest chunks deleted by the ring.
+    pub dropped_chunks: u32,
+    /// Pages the tap consumer had no room for.
+    pub tap_dropped: u64,
 }
 
 /// What a finished recording wrote; `Display` gives a one-paragraph summary for the CLI.
@@ -250,6 +410,10 @@ pub struct RecordSummary {
     pub cpus: BTreeMap<u32, CpuSummary>,
     /// Lost events per CPU (as in `meta.json`).
     pub lost: BTreeMap<u32, u64>,
+    /// Where events were lost, per CPU (`meta.json` `lost_ranges`).
+    pub lost_ranges: BTreeMap<u32, Vec<LostRange>>,
+    /// Bytes of chunk files on disk at the end (after ring deletions).
+    pub chunk_bytes_on_disk: u64,
     /// Wall time from tracing on to tracing off.
     pub duration: Duration,
     /// `CLOCK_MONOTONIC` at tracing on.
@@ -295,11 +459,23 @@ impl fmt::Display for RecordSummary {
                 .collect();
             write!(
                 f,
-                "; LOST {lost} events ({}): raise --buffer-size",
+                "; LOST {lost} events ({}): raise --buffer-kb",
                 per_cpu.join(", ")
             )?;
         } else {
             write!(f, "; no events lost")?;
+        }
+        let dropped: u32 = self.cpus.values().map(|c| c.dropped_chunks).sum();
+        if dropped > 0 {
+            write!(
+                f,
+                "; the ring deleted the {dropped} oldest chunks ({:.1} MiB kept)",
+                self.chunk_bytes_on_disk as f64 / MIB
+            )?;
+        }
+        let tap: u64 = self.cpus.values().map(|c| c.tap_dropped).sum();
+        if tap > 0 {
+            write!(f, "; the page tap dropped {tap} pages")?;
         }
         match (self.command_pid, self.command_status) {
             (Some(pid), Some(status)) => write!(f, "; command pid {pid} exited with {status}"),
@@ -391,12 +567,15 @@ impl Recorder {
         };
         // From here on, any error drops `recording`, whose Drop stops the readers and
         // removes the instance.
+        let shared = Arc::new(Shared::new(&config.output_dir, meta));
         let mut recording = Recording {
             config,
             events,
             stop,
             signals,
-            meta,
+            shared,
+            tap_dropped: Arc::new(AtomicU64::new(0)),
+            chunk_pages: 0,
             started: Instant::now(),
             page_size,
             readers: Vec::new(),
@@ -426,7 +605,12 @@ pub struct Recording {
     events: Vec<String>,
     stop: StopHandle,
     signals: Option<SignalGuard>,
-    meta: TraceMeta,
+    /// `meta.json` and the ring, shared with the readers.
+    shared: Arc<Shared>,
+    /// Pages the tap consumer had no room for, all CPUs.
+    tap_dropped: Arc<AtomicU64>,
+    /// Pages per chunk, as used.
+    chunk_pages: u32,
     started: Instant,
     page_size: usize,
     readers: Vec<(u32, JoinHandle<Result<ReaderStats, RecordError>>)>,
@@ -463,7 +647,17 @@ impl Recording {
 
     /// The recorded command's pid.
     pub fn command_pid(&self) -> Option<i32> {
-        self.meta.command_pid
+        self.shared.lock().meta.command_pid
+    }
+
+    /// Pages the tap consumer had no room for so far (all CPUs).
+    pub fn tap_dropped(&self) -> u64 {
+        self.tap_dropped.load(Ordering::Relaxed)
+    }
+
+    /// Bytes of chunk files on disk now.
+    pub fn chunk_bytes(&self) -> u64 {
+        self.shared.chunk_bytes()
     }
 
     /// Threads of this process hidden from the trace so far.
@@ -548,13 +742,40 @@ impl Recording {
         }
 
         let cpus = self.cpus()?;
-        self.meta.cpus = cpus.clone();
+        self.shared.lock().meta.cpus = cpus.clone();
         sysinfo::copy_formats(&dir, &instance_events, &self.events)?;
         sysinfo::write_kallsyms(&dir)?;
         for &cpu in &cpus {
-            let cpu_dir = tracedir::cpu_dir(&dir, cpu);
-            fs::create_dir_all(&cpu_dir)
-                .map_err(|source| RecordError::io("creating", &cpu_dir, source))?;
+            sysinfo::create_dir_private(&tracedir::cpu_dir(&dir, cpu))?;
+        }
+        let header_page_path = instance_events.join("header_page");
+        let header_page = HeaderPage::parse(&tracefs::read(&header_page_path)?).map_err(|e| {
+            RecordError::Parse {
+                path: header_page_path.clone(),
+                reason: e.to_string(),
+            }
+        })?;
+        self.chunk_pages = self.config.chunk_pages;
+        if let Some(size) = self.config.ring_size {
+            // The side files and meta.json (rewritten as it grows) count against the cap.
+            let side = sysinfo::dir_bytes(&dir) + RING_META_RESERVE + PROC_JSON_RESERVE;
+            let budget = size.saturating_sub(side);
+            let per_chunk_min =
+                (MIN_CHUNKS_PER_CPU * cpus.len().max(1) as u64) * self.page_size as u64;
+            if budget < per_chunk_min * 4 {
+                return Err(RecordError::RingTooSmall {
+                    size,
+                    needed: side + per_chunk_min * 4,
+                });
+            }
+            // Chunks are counted at their raw size here (compression only helps): each CPU
+            // can hold MIN_CHUNKS_PER_CPU of them.
+            let max_pages = budget / per_chunk_min;
+            self.chunk_pages = self
+                .chunk_pages
+                .min(max_pages.min(u32::MAX as u64) as u32)
+                .max(4);
+            self.shared.set_ring(size, side, self.chunk_pages);
         }
 
         // Readers first, so their threads exist when the exclusion list is written.
@@ -568,7 +789,7 @@ impl Recording {
                 .map_err(|source| RecordError::io("opening", &path, source))?;
             pipes.push((cpu, pipe, path));
         }
-        self.spawn_readers(pipes)?;
+        self.spawn_readers(pipes, header_page)?;
 
         self.exclude_own_threads()?;
         for event in &self.events {
@@ -577,11 +798,11 @@ impl Recording {
             }
         }
 
-        self.meta.start_ns = sysinfo::monotonic_ns();
+        self.shared.lock().meta.start_ns = sysinfo::monotonic_ns();
         self.started = Instant::now();
         tracefs::write(&self.file("tracing_on"), "1")?;
         self.set_copy_markers(true)?;
-        sysinfo::write_meta(&dir, &self.meta)?;
+        self.shared.write_meta()?;
         tracing::info!(
             instance = %self.instance_name,
             dir = %dir.display(),
@@ -596,9 +817,9 @@ impl Recording {
 
         if let Some(argv) = self.config.command.clone() {
             let child = spawn(&argv)?;
-            self.meta.command_pid = Some(child.id() as i32);
+            self.shared.lock().meta.command_pid = Some(child.id() as i32);
             self.child = Some(child);
-            sysinfo::write_meta(&dir, &self.meta)?;
+            self.shared.write_meta()?;
         }
         Ok(())
     }
@@ -640,7 +861,11 @@ impl Recording {
             .collect())
     }
 
-    fn spawn_readers(&mut self, pipes: Vec<(u32, File, PathBuf)>) -> Result<(), RecordError> {
+    fn spawn_readers(
+        &mut self,
+        pipes: Vec<(u32, File, PathBuf)>,
+        header_page: HeaderPage,
+    ) -> Result<(), RecordError> {
         let (tid_tx, tid_rx) = crossbeam_channel::unbounded();
         for (cpu, pipe, pipe_path) in pipes {
             let reader = Reader {
@@ -648,11 +873,15 @@ impl Recording {
                 pipe,
                 pipe_path,
                 page_size: self.page_size,
-                chunk_pages: self.config.chunk_pages as usize,
+                chunk_pages: self.chunk_pages as usize,
                 out_dir: self.config.output_dir.clone(),
                 flush_interval: self.config.flush_interval,
                 drain: self.drain.clone(),
                 wake_fd: self.wake.as_raw_fd(),
+                shared: self.shared.clone(),
+                header_page,
+                tap: self.config.tap.clone(),
+                tap_dropped: self.tap_dropped.clone(),
             };
             let tid_tx = tid_tx.clone();
             let handle = std::thread::Builder::new()
@@ -787,7 +1016,9 @@ impl Recording {
                             pages: stats.pages,
                             chunks: stats.chunks,
                             compressed_bytes: stats.compressed_bytes,
-                            lost: 0,
+                            lost: stats.page_lost,
+                            dropped_chunks: 0,
+                            tap_dropped: stats.tap_dropped,
                         },
                     );
                 }
@@ -802,7 +1033,7 @@ impl Recording {
         if let Some(instance) = &instance {
             for (cpu, summary) in cpus.iter_mut() {
                 match tracefs::lost_events(&instance.file(&format!("per_cpu/cpu{cpu}/stats"))) {
-                    Ok(lost) => summary.lost = lost,
+                    Ok(lost) => summary.lost = summary.lost.max(lost),
                     Err(err) => {
                         first_error.get_or_insert(err);
                     }
@@ -816,13 +1047,32 @@ impl Recording {
             return Err(err);
         }
 
+        for (cpu, dropped) in self.shared.dropped_chunks() {
+            if let Some(summary) = cpus.get_mut(&cpu) {
+                summary.dropped_chunks = dropped;
+            }
+        }
         let lost: BTreeMap<u32, u64> = cpus.iter().map(|(&c, s)| (c, s.lost)).collect();
-        self.meta.status = "complete".to_string();
-        self.meta.end_ns = end_ns;
-        self.meta.lost = lost.clone();
-        self.meta.chunks = cpus.iter().map(|(&c, s)| (c, s.chunks)).collect();
-        self.meta.command_status = command_status;
-        sysinfo::write_meta(&self.config.output_dir, &self.meta)?;
+        let (start_ns, command_pid, lost_ranges) = {
+            let mut st = self.shared.lock();
+            st.meta.status = "complete".to_string();
+            st.meta.end_ns = end_ns;
+            st.meta.lost = lost.clone();
+            st.meta.chunks = cpus.iter().map(|(&c, s)| (c, s.chunks)).collect();
+            st.meta.command_status = command_status;
+            st.ext.tap_dropped = cpus
+                .iter()
+                .filter(|(_, s)| s.tap_dropped > 0)
+                .map(|(&c, s)| (c, s.tap_dropped))
+                .collect();
+            (
+                st.meta.start_ns,
+                st.meta.command_pid,
+                st.ext.lost_ranges.clone(),
+            )
+        };
+        self.shared.write_meta()?;
+        sysinfo::sync_dir(&self.config.output_dir)?;
 
         let pages: u64 = cpus.values().map(|s| s.pages).sum();
         let summary = RecordSummary {
@@ -835,11 +1085,13 @@ impl Recording {
             compressed_bytes: cpus.values().map(|s| s.compressed_bytes).sum(),
             cpus,
             lost,
+            lost_ranges,
+            chunk_bytes_on_disk: self.shared.chunk_bytes(),
             duration,
-            start_ns: self.meta.start_ns,
+            start_ns,
             end_ns,
             stop_reason: reason,
-            command_pid: self.meta.command_pid,
+            command_pid,
             command_status,
             excluded_tids: self.excluded_tids(),
         };
@@ -921,19 +1173,7 @@ fn validate(config: &RecordConfig) -> Result<Vec<String>, RecordError> {
     }
     let mut events: Vec<String> = Vec::new();
     for event in &config.events {
-        let valid = match event.split_once('/') {
-            Some((sys, name)) => {
-                !sys.is_empty()
-                    && !name.is_empty()
-                    && !name.contains('/')
-                    && sys != ".."
-                    && name != ".."
-                    && sys != "."
-                    && name != "."
-            }
-            None => false,
-        };
-        if !valid {
+        if !valid_event_name(event) {
             return Err(RecordError::BadEventName {
                 event: event.clone(),
             });
@@ -943,6 +1183,22 @@ fn validate(config: &RecordConfig) -> Result<Vec<String>, RecordError> {
         }
     }
     Ok(events)
+}
+
+/// `system/event`, each part a plain path component.
+fn valid_event_name(event: &str) -> bool {
+    match event.split_once('/') {
+        Some((sys, name)) => {
+            !sys.is_empty()
+                && !name.is_empty()
+                && !name.contains('/')
+                && sys != ".."
+                && name != ".."
+                && sys != "."
+                && name != "."
+        }
+        None => false,
+    }
 }
 
 fn check_root() -> Result<(), RecordError> {
@@ -999,11 +1255,12 @@ fn prepare_output(dir: &Path) -> Result<(), RecordError> {
         if entries.next().is_some() {
             return Err(RecordError::OutputNotEmpty {
                 path: dir.to_path_buf(),
+                is_trace: tracedir::meta_path(dir).exists(),
             });
         }
-        return Ok(());
+        return sysinfo::create_dir_private(dir);
     }
-    fs::create_dir_all(dir).map_err(|source| RecordError::io("creating", dir, source))
+    sysinfo::create_dir_private(dir)
 }
 
 fn instance_name(config: &RecordConfig) -> String {
@@ -1074,6 +1331,36 @@ mod tests {
     }
 
     #[test]
+    fn event_sets() {
+        assert_eq!(
+            event_set("default").expect("default").len(),
+            DEFAULT_EVENTS.len()
+        );
+        let full = event_set("full").expect("full");
+        assert_eq!(full.len(), DEFAULT_EVENTS.len() + FULL_EXTRA_EVENTS.len());
+        assert!(full.iter().any(|e| e == "signal/signal_deliver"));
+        let mixed = event_set("sched/sched_switch, default,signal/signal_generate").expect("list");
+        assert_eq!(mixed[0], "sched/sched_switch");
+        assert_eq!(mixed.len(), DEFAULT_EVENTS.len() + 1);
+        for bad in ["", "default,", "sched", "fuller"] {
+            assert!(event_set(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn sizes() {
+        assert_eq!(parse_size("2G"), Ok(2 << 30));
+        assert_eq!(parse_size("512M"), Ok(512 << 20));
+        assert_eq!(parse_size("64k"), Ok(64 << 10));
+        assert_eq!(parse_size("1.5GiB"), Ok(3 << 29));
+        assert_eq!(parse_size("4096"), Ok(4096));
+        assert_eq!(parse_size("10MB"), Ok(10 << 20));
+        for bad in ["", "G", "2X", "-1M", "0"] {
+            assert!(parse_size(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
     fn missing_tracefs_says_how_to_mount() {
         let err = check_tracefs(Path::new("/nonexistent/tracefs")).expect_err("missing");
         let message = err.to_string();
@@ -1105,6 +1392,8 @@ mod tests {
             compressed_bytes: 1 << 18,
             cpus: BTreeMap::from([(0, CpuSummary::default())]),
             lost: BTreeMap::from([(0, 3)]),
+            lost_ranges: BTreeMap::new(),
+            chunk_bytes_on_disk: 1 << 18,
             duration: Duration::from_millis(1500),
             start_ns: 1,
             end_ns: 2,
@@ -1116,7 +1405,7 @@ mod tests {
         assert_eq!(
             summary.to_string(),
             "recorded 256 pages (1.0 MiB, 0.2 MiB compressed) from 1 cpus in 1.50 s into /t; \
-             LOST 3 events (cpu0: 3): raise --buffer-size; command pid 7 exited with 0"
+             LOST 3 events (cpu0: 3): raise --buffer-kb; command pid 7 exited with 0"
         );
     }
 }

@@ -1,11 +1,69 @@
 //! The side files of a trace directory: `meta.json`, `proc.json`, `kallsyms.zst`, `formats/`.
 
 use super::error::RecordError;
-use crate::tracedir::{self, ProcEntry, TraceMeta};
+use crate::tracedir::{self, MetaExt, ProcEntry, TraceMeta};
 use std::ffi::CStr;
 use std::fs;
 use std::io::Write;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::Path;
+
+/// Mode of every file in a trace directory: they hold process names and syscall arguments.
+pub(crate) const FILE_MODE: u32 = 0o600;
+/// Mode of the trace directory and its subdirectories.
+pub(crate) const DIR_MODE: u32 = 0o700;
+
+/// Creates (truncating) a file readable by its owner only.
+pub(crate) fn create_private(path: &Path) -> Result<fs::File, RecordError> {
+    fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(FILE_MODE)
+        .open(path)
+        .map_err(|source| RecordError::io("creating", path, source))
+}
+
+/// Writes a whole file readable by its owner only.
+pub(crate) fn write_private(path: &Path, bytes: &[u8]) -> Result<(), RecordError> {
+    let mut file = create_private(path)?;
+    file.write_all(bytes)
+        .map_err(|source| RecordError::io("writing", path, source))
+}
+
+/// Creates a directory (and missing parents) accessible by its owner only; an existing
+/// directory is set to that mode.
+pub(crate) fn create_dir_private(path: &Path) -> Result<(), RecordError> {
+    fs::DirBuilder::new()
+        .recursive(true)
+        .mode(DIR_MODE)
+        .create(path)
+        .map_err(|source| RecordError::io("creating", path, source))?;
+    fs::set_permissions(path, fs::Permissions::from_mode(DIR_MODE))
+        .map_err(|source| RecordError::io("setting the mode of", path, source))
+}
+
+/// `fsync` of a directory, so the names created in it survive a power loss.
+pub(crate) fn sync_dir(path: &Path) -> Result<(), RecordError> {
+    fs::File::open(path)
+        .and_then(|dir| dir.sync_all())
+        .map_err(|source| RecordError::io("syncing", path, source))
+}
+
+/// Bytes of the files under `dir` (recursively).
+pub(crate) fn dir_bytes(dir: &Path) -> u64 {
+    let Ok(entries) = fs::read_dir(dir) else {
+        return 0;
+    };
+    entries
+        .flatten()
+        .map(|e| match e.metadata() {
+            Ok(m) if m.is_dir() => dir_bytes(&e.path()),
+            Ok(m) => m.len(),
+            Err(_) => 0,
+        })
+        .sum()
+}
 
 /// `PF_KTHREAD` in `include/linux/sched.h`: the task is a kernel thread.
 const PF_KTHREAD: u64 = 0x0020_0000;
@@ -54,17 +112,19 @@ pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), RecordError>
     let mut tmp = path.as_os_str().to_owned();
     tmp.push(".tmp");
     let tmp = std::path::PathBuf::from(tmp);
-    fs::write(&tmp, bytes).map_err(|source| RecordError::io("writing", &tmp, source))?;
+    write_private(&tmp, bytes)?;
     fs::rename(&tmp, path).map_err(|source| RecordError::io("renaming", &tmp, source))
 }
 
-/// Writes `meta.json`.
-pub(crate) fn write_meta(dir: &Path, meta: &TraceMeta) -> Result<(), RecordError> {
+/// Writes `meta.json`: `meta` and the extension keys of `ext`.
+pub(crate) fn write_meta(dir: &Path, meta: &TraceMeta, ext: &MetaExt) -> Result<(), RecordError> {
     let path = tracedir::meta_path(dir);
-    let mut bytes = serde_json::to_vec_pretty(meta).map_err(|source| RecordError::Json {
+    let json_err = |source| RecordError::Json {
         path: path.clone(),
         source,
-    })?;
+    };
+    let doc = ext.merged_json(meta).map_err(json_err)?;
+    let mut bytes = serde_json::to_vec_pretty(&doc).map_err(json_err)?;
     bytes.push(b'\n');
     write_atomic(&path, &bytes)
 }
@@ -94,9 +154,9 @@ fn copy_file(from: &Path, to: &Path) -> Result<(), RecordError> {
     // answer the first read: see `tracefs::read_bytes`.
     let bytes = super::tracefs::read_bytes(from)?;
     if let Some(parent) = to.parent() {
-        fs::create_dir_all(parent).map_err(|source| RecordError::io("creating", parent, source))?;
+        create_dir_private(parent)?;
     }
-    fs::write(to, bytes).map_err(|source| RecordError::io("writing", to, source))
+    write_private(to, &bytes)
 }
 
 /// Writes `kallsyms.zst`: the text symbols (`t`/`T`) of `/proc/kallsyms`, which is what
@@ -207,10 +267,7 @@ pub(crate) fn write_proc(dir: &Path, threads: &[ProcEntry]) -> Result<(), Record
         })?;
     }
     bytes.extend_from_slice(b"]\n");
-    let mut file =
-        fs::File::create(&path).map_err(|source| RecordError::io("creating", &path, source))?;
-    file.write_all(&bytes)
-        .map_err(|source| RecordError::io("writing", &path, source))
+    write_private(&path, &bytes)
 }
 
 #[cfg(test)]

@@ -62,3 +62,24 @@ pub fn count_by_name(
     }
     m
 }
+
+/// Whether this machine can record (root, tracefs instances). Otherwise prints a loud SKIP
+/// line, or panics when `ARGUS_REQUIRE_LIVE=1`.
+pub fn can_trace() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    let euid = unsafe { libc::geteuid() };
+    if euid == 0 && Path::new("/sys/kernel/tracing/instances").is_dir() {
+        return true;
+    }
+    if std::env::var("ARGUS_REQUIRE_LIVE").as_deref() == Ok("1") {
+        panic!("ARGUS_REQUIRE_LIVE=1 but this machine cannot trace");
+    }
+    eprintln!("SKIP (cannot trace: not root or no tracefs at /sys/kernel/tracing)");
+    false
+}
+
+/// Recordings are system-wide: one at a time in this test binary.
+pub fn live_lock() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    LOCK.lock().unwrap_or_else(|p| p.into_inner())
+}

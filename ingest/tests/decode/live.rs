@@ -17,6 +17,7 @@ fn live_recording_replays_cleanly() {
         eprintln!("SKIP (cannot trace: not root or no tracefs at /sys/kernel/tracing)");
         return;
     }
+    let _guard = crate::common::live_lock();
     let tmp = tempfile::tempdir().unwrap();
     let mut config = RecordConfig::new(tmp.path().join("trace"));
     config.buffer_size_kb = 2048;

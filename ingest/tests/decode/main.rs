@@ -5,6 +5,8 @@
 mod common;
 mod formats;
 mod live;
+mod live_events;
+mod new_events;
 mod perfetto;
 mod replay;
 mod schedviz;

@@ -1,0 +1,435 @@
+//! Overhead of the always-on collector, against no tracing and against `perf record` of the
+//! same tracepoints (issue 3).
+//!
+//! ```text
+//! cargo bench --bench overhead                    # compile loop + pipe ping-pong
+//! ARGUS_BENCH_ROUNDS=7 cargo bench --bench overhead
+//! ARGUS_BENCH_EVENTS=full cargo bench --bench overhead   # another --events set
+//! ARGUS_BENCH_SUSTAINED=60 cargo bench --bench overhead  # sustained rate for 60 s instead
+//! ```
+//!
+//! Workloads:
+//! - **compile**: a loop of `gcc -O1 -c` over generated C files (forks, execs, file I/O).
+//! - **pingpong**: two processes bouncing one byte over two pipes (syscall- and
+//!   context-switch-bound): the worst case for per-event cost.
+//!
+//! Each round runs every workload under each mode, interleaved (none, argus, perf, none,
+//! ...), so drift in the machine's speed hits every mode alike; the medians and their ratios
+//! to "none" are printed, for wall time and for CPU time (user + system of the workload's
+//! processes, from `getrusage`; on a shared machine wall time also measures the neighbours,
+//! CPU time much less so). "+tracer" adds the tracer process's own CPU time. Tracers are system-wide, as `argus record` is: `perf record -a` with
+//! one `-e` per tracepoint of the argus set (`ftrace/print` has no perf tracepoint).
+//!
+//! **Sustained** (`ARGUS_BENCH_SUSTAINED=SECS`): `argus record` with `--buffer-kb`
+//! (`ARGUS_BENCH_BUFFER_KB`, default 65536) while `dd bs=1` storms run on every CPU but one
+//! for SECS seconds; prints events/s (counted from the pages written) and lost events.
+//!
+//! Needs root, tracefs, gcc and perf; without them it prints `SKIP` and exits 0.
+
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const ARGUS: &str = env!("CARGO_BIN_EXE_argus");
+
+fn main() {
+    if std::env::var("ARGUS_BENCH_CHILD").as_deref() == Ok("pingpong") {
+        pingpong_child();
+        return;
+    }
+    if let Some(why) = cannot_run() {
+        println!("SKIP overhead benchmark: {why}");
+        return;
+    }
+    if let Ok(secs) = std::env::var("ARGUS_BENCH_SUSTAINED") {
+        let secs: u64 = secs
+            .parse()
+            .expect("ARGUS_BENCH_SUSTAINED is a number of seconds");
+        sustained(secs);
+        return;
+    }
+    let rounds: usize = env_or("ARGUS_BENCH_ROUNDS", 5);
+    let events = std::env::var("ARGUS_BENCH_EVENTS").unwrap_or_else(|_| "default".into());
+    let set = argus_ingest::linux::event_set(&events).expect("a valid --events set");
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let sources = write_sources(tmp.path(), env_or("ARGUS_BENCH_FILES", 24));
+    let modes = [Mode::None, Mode::Argus, Mode::Perf];
+    let workloads: [(&str, &dyn Fn() -> Duration); 2] = [
+        ("compile", &|| compile_loop(&sources)),
+        ("pingpong", &|| {
+            pingpong(env_or("ARGUS_BENCH_ROUNDTRIPS", 100_000))
+        }),
+    ];
+    println!(
+        "overhead: {rounds} rounds, events {events:?} ({} tracepoints), {} cpus",
+        set.len(),
+        cpus()
+    );
+    for (name, work) in workloads {
+        work(); // warm caches (gcc, page cache)
+        let mut times: Vec<Vec<f64>> = vec![Vec::new(); modes.len()];
+        let mut cpu: Vec<Vec<f64>> = vec![Vec::new(); modes.len()];
+        let mut tracer_cpu: Vec<Vec<f64>> = vec![Vec::new(); modes.len()];
+        let mut lost = vec![0u64; modes.len()];
+        for round in 0..rounds {
+            for (i, mode) in modes.iter().enumerate() {
+                let dir = tmp.path().join(format!("{name}-{round}-{i}"));
+                let tracer = mode.start(&dir, &events, &set);
+                let before = cpu_secs();
+                let t = work();
+                let during = cpu_secs() - before;
+                let before_stop = cpu_secs();
+                lost[i] += tracer.stop();
+                times[i].push(t.as_secs_f64());
+                cpu[i].push(during);
+                tracer_cpu[i].push(cpu_secs() - before_stop);
+            }
+        }
+        let base = median(&times[0]);
+        let cpu_base = median(&cpu[0]);
+        for (i, mode) in modes.iter().enumerate() {
+            let m = median(&times[i]);
+            let c = median(&cpu[i]);
+            let tc = median(&tracer_cpu[i]);
+            println!(
+                "  {name:9} {:6}: wall {:7.3} s ratio {:.3} (min {:.3} max {:.3}) | cpu {:6.3} s ratio {:.3} | +tracer {:6.3} s ratio {:.3} | lost {}",
+                mode.name(),
+                m,
+                m / base,
+                times[i].iter().cloned().fold(f64::INFINITY, f64::min),
+                times[i].iter().cloned().fold(0.0, f64::max),
+                c,
+                c / cpu_base,
+                c + tc,
+                (c + tc) / cpu_base,
+                lost[i]
+            );
+        }
+        let (a, p) = (median(&times[1]) / base, median(&times[2]) / base);
+        let (ac, pc) = (median(&cpu[1]) / cpu_base, median(&cpu[2]) / cpu_base);
+        println!(
+            "  {name:9} argus overhead wall {:+.1}% cpu {:+.1}%; perf wall {:+.1}% cpu {:+.1}%",
+            (a - 1.0) * 100.0,
+            (ac - 1.0) * 100.0,
+            (p - 1.0) * 100.0,
+            (pc - 1.0) * 100.0,
+        );
+    }
+}
+
+fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn cannot_run() -> Option<String> {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        return Some(
+            "not root (recording needs root: run `sudo cargo bench --bench overhead`)".into(),
+        );
+    }
+    if !Path::new("/sys/kernel/tracing/instances").exists() {
+        return Some("tracefs is not mounted (mount -t tracefs nodev /sys/kernel/tracing)".into());
+    }
+    for tool in ["gcc", "perf", "dd"] {
+        let found = Command::new(tool)
+            .arg("--version")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok();
+        if !found {
+            return Some(format!("{tool} is not installed"));
+        }
+    }
+    None
+}
+
+/// User + system CPU seconds of this process and its reaped children so far.
+fn cpu_secs() -> f64 {
+    let get = |who| {
+        // SAFETY: rusage is plain old data; all-zero is a valid value.
+        let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+        // SAFETY: `ru` is a valid, writable rusage.
+        unsafe { libc::getrusage(who, &mut ru) };
+        let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+        tv(ru.ru_utime) + tv(ru.ru_stime)
+    };
+    get(libc::RUSAGE_SELF) + get(libc::RUSAGE_CHILDREN)
+}
+
+fn cpus() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+fn median(v: &[f64]) -> f64 {
+    let mut v = v.to_vec();
+    v.sort_by(|a, b| a.total_cmp(b));
+    match v.len() {
+        0 => f64::NAN,
+        n if n % 2 == 1 => v[n / 2],
+        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
+    }
+}
+
+#[derive(Clone, Copy)]
+enum Mode {
+    None,
+    Argus,
+    Perf,
+}
+
+/// A running tracer.
+struct Tracer {
+    child: Option<Child>,
+    dir: PathBuf,
+    mode: Mode,
+}
+
+impl Mode {
+    fn name(self) -> &'static str {
+        match self {
+            Mode::None => "none",
+            Mode::Argus => "argus",
+            Mode::Perf => "perf",
+        }
+    }
+
+    fn start(self, dir: &Path, events: &str, set: &[String]) -> Tracer {
+        let child = match self {
+            Mode::None => None,
+            Mode::Argus => {
+                let child = Command::new(ARGUS)
+                    .args(["-q", "record", "-o"])
+                    .arg(dir)
+                    .args(["--events", events])
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::null())
+                    .spawn()
+                    .expect("argus record starts");
+                wait_for(|| dir.join("proc.json").exists(), "argus record");
+                Some(child)
+            }
+            Mode::Perf => {
+                std::fs::create_dir_all(dir).expect("perf dir");
+                let mut cmd = Command::new("perf");
+                cmd.args(["record", "-a", "-q", "-o"])
+                    .arg(dir.join("perf.data"));
+                for e in set.iter().filter(|e| e.as_str() != "ftrace/print") {
+                    cmd.args(["-e", &e.replacen('/', ":", 1)]);
+                }
+                let child = cmd
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::piped())
+                    .spawn()
+                    .expect("perf record starts");
+                // perf has no ready signal: it has opened its events once perf.data has a
+                // header; give it a little longer to mmap every CPU's buffer.
+                wait_for(
+                    || std::fs::metadata(dir.join("perf.data")).is_ok_and(|m| m.len() > 0),
+                    "perf record",
+                );
+                std::thread::sleep(Duration::from_millis(300));
+                Some(child)
+            }
+        };
+        Tracer {
+            child,
+            dir: dir.to_path_buf(),
+            mode: self,
+        }
+    }
+}
+
+impl Tracer {
+    /// Stops the tracer (SIGINT, as Ctrl-C) and returns the events it lost.
+    fn stop(mut self) -> u64 {
+        let Some(mut child) = self.child.take() else {
+            return 0;
+        };
+        // SAFETY: kill has no memory-safety preconditions; the pid is our child.
+        unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+        let mut stderr = String::new();
+        if let Some(mut e) = child.stderr.take() {
+            let _ = e.read_to_string(&mut stderr);
+        }
+        let status = child.wait().expect("tracer exits");
+        let lost = match self.mode {
+            Mode::Argus => {
+                let meta: serde_json::Value = serde_json::from_slice(
+                    &std::fs::read(self.dir.join("meta.json")).expect("meta.json"),
+                )
+                .expect("meta.json parses");
+                meta["lost"]
+                    .as_object()
+                    .map_or(0, |m| m.values().filter_map(|v| v.as_u64()).sum())
+            }
+            // "[ perf record: ... ]" / "Processed N events and lost M chunks!"
+            Mode::Perf => stderr
+                .split("lost ")
+                .nth(1)
+                .and_then(|s| s.split_whitespace().next())
+                .and_then(|n| n.parse().ok())
+                .unwrap_or(0),
+            Mode::None => 0,
+        };
+        assert!(
+            status.success() || status.code() == Some(130) || matches!(self.mode, Mode::Perf),
+            "{} exited with {status}: {stderr}",
+            self.mode.name()
+        );
+        let _ = std::fs::remove_dir_all(&self.dir);
+        lost
+    }
+}
+
+fn wait_for(ready: impl Fn() -> bool, what: &str) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !ready() {
+        assert!(Instant::now() < deadline, "{what} did not start");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// C sources: a few hundred lines each, with loops and calls so `-O1` has work to do.
+fn write_sources(dir: &Path, n: usize) -> Vec<PathBuf> {
+    let src = dir.join("src");
+    std::fs::create_dir_all(&src).expect("src dir");
+    (0..n)
+        .map(|i| {
+            let mut text = String::from("#include <stdio.h>\n#include <string.h>\n");
+            for f in 0..60 {
+                text.push_str(&format!(
+                    "static int f{f}(const char *s, int n) {{ int h = {i}; \
+                     for (int k = 0; k < n; k++) {{ h = h * 31 + s[k % 7] + {f}; \
+                     if (h % 3 == 0) h ^= (int)strlen(s); }} return h; }}\n"
+                ));
+            }
+            text.push_str("int unit_main(void) { int t = 0;\n");
+            for f in 0..60 {
+                text.push_str(&format!("  t += f{f}(\"argus{f}\", {});\n", 10 + f));
+            }
+            text.push_str("  printf(\"%d\\n\", t); return t; }\n");
+            let path = src.join(format!("unit{i}.c"));
+            std::fs::write(&path, text).expect("write source");
+            path
+        })
+        .collect()
+}
+
+/// Compiles every source with `gcc -O1 -c`, one after the other.
+fn compile_loop(sources: &[PathBuf]) -> Duration {
+    let started = Instant::now();
+    for s in sources {
+        let status = Command::new("gcc")
+            .args(["-O1", "-c"])
+            .arg(s)
+            .arg("-o")
+            .arg(s.with_extension("o"))
+            .status()
+            .expect("gcc runs");
+        assert!(status.success(), "gcc failed on {}", s.display());
+    }
+    started.elapsed()
+}
+
+/// `n` one-byte round trips with a child process over two pipes.
+fn pingpong(n: usize) -> Duration {
+    let exe = std::env::current_exe().expect("own path");
+    let mut child = Command::new(exe)
+        .env("ARGUS_BENCH_CHILD", "pingpong")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("child starts");
+    let mut to = child.stdin.take().expect("stdin");
+    let mut from = child.stdout.take().expect("stdout");
+    let mut byte = [0u8; 1];
+    // One round trip before timing: the child is running.
+    to.write_all(b"x").expect("write");
+    from.read_exact(&mut byte).expect("read");
+    let started = Instant::now();
+    for _ in 0..n {
+        to.write_all(b"x").expect("write");
+        from.read_exact(&mut byte).expect("read");
+    }
+    let elapsed = started.elapsed();
+    drop(to);
+    let _ = child.wait();
+    elapsed
+}
+
+/// The other end of [`pingpong`]: echo bytes until end of input.
+fn pingpong_child() {
+    let mut stdin = std::io::stdin().lock();
+    let mut stdout = std::io::stdout().lock();
+    let mut byte = [0u8; 1];
+    while stdin.read_exact(&mut byte).is_ok() {
+        if stdout
+            .write_all(&byte)
+            .and_then(|()| stdout.flush())
+            .is_err()
+        {
+            break;
+        }
+    }
+}
+
+/// Holds a `dd bs=1` storm on all CPUs but one for `secs` under `argus record` and reports
+/// the event rate and lost events.
+fn sustained(secs: u64) {
+    let buffer_kb: u32 = env_or("ARGUS_BENCH_BUFFER_KB", 65_536);
+    let storms: usize = env_or("ARGUS_BENCH_STORMS", cpus().saturating_sub(1).max(1));
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let trace = tmp.path().join("trace");
+    let out = Command::new(ARGUS)
+        .args(["record", "-o"])
+        .arg(&trace)
+        .args(["--buffer-kb", &buffer_kb.to_string(), "--ring-size", "8G"])
+        .args(["--duration", &secs.to_string(), "--", "sh", "-c"])
+        .arg(format!(
+            "for i in $(seq {storms}); do \
+               timeout {secs} dd if=/dev/zero of=/dev/null bs=1 count=1000000000000 2>/dev/null & \
+             done; wait"
+        ))
+        .output()
+        .expect("argus record runs");
+    assert!(
+        out.status.success(),
+        "argus record failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let reader = argus_ingest::replay::TraceReader::open(&trace).expect("trace opens");
+    let meta = reader.meta().clone();
+    let layout = reader.formats().header_page;
+    let page_size = meta.page_size as usize;
+    let mut records = 0u64;
+    let mut page_lost = 0u64;
+    for chunk in reader.ring_chunks() {
+        let bytes =
+            zstd::decode_all(std::fs::File::open(trace.join(&chunk.file)).expect("chunk opens"))
+                .expect("chunk decodes");
+        for page in bytes.chunks(page_size) {
+            let recs = argus_ingest::decode::parse_page(&layout, page).expect("page parses");
+            if let argus_ingest::decode::Missed::Count(n) = recs.header().missed {
+                page_lost += n;
+            }
+            records += recs.filter(Result::is_ok).count() as u64;
+        }
+    }
+    let span = (meta.end_ns - meta.start_ns) as f64 / 1e9;
+    let lost: u64 = meta.lost.values().sum();
+    println!(
+        "sustained: {records} records in {span:.1} s = {:.2} M events/s with {storms} dd storms; \
+         buffer {buffer_kb} KiB per cpu; lost {lost} (stats) / {page_lost} (page flags)",
+        records as f64 / span / 1e6
+    );
+    println!(
+        "  recorder: {}",
+        String::from_utf8_lossy(&out.stderr).trim()
+    );
+}

@@ -1,0 +1,364 @@
+//! Soak: `argus start` under a steady load (pipe ping-pong, futex hand-offs, timers) for a
+//! long time. Reports the event rate the job saw, its resident memory at the start (after the
+//! first snapshot) and at the end, lost events, and the delay from a `trace_marker` write to
+//! its appearance in a snapshot (target: at most two snapshot periods).
+//!
+//! ```text
+//! cargo bench --bench soak                          # 10 minutes, 10 s snapshots
+//! ARGUS_SOAK_SECS=150 ARGUS_SOAK_PERIOD=10 ARGUS_SOAK_RETAIN=30 cargo bench --bench soak
+//! ```
+//! Needs root and tracefs (prints SKIP otherwise). `ARGUS_SOAK_RETAIN` (seconds, default 60) is the
+//! job's `--retain`: memory is flat once two windows have passed. `ARGUS_SOAK_HANDOFFS`
+//! (default 9000) paces each generator (hand-offs per second; about 250k events/s in all on
+//! the 2-core development machine).
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+fn mono_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes one timespec we own.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+fn env_f64(name: &str, default: f64) -> f64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn rss_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("VmRSS:"))
+                .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+/// Paces a loop at `per_sec` iterations per second (sleeping 1 ms when ahead).
+struct Pace {
+    start: Instant,
+    per_sec: f64,
+}
+
+impl Pace {
+    fn wait(&self, done: u64) {
+        while done as f64 > self.per_sec * self.start.elapsed().as_secs_f64() {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+}
+
+/// The load: each kind in its own threads until `stop`, each paced at `rate` hand-offs/s.
+fn load(stop: Arc<AtomicBool>, rate: f64) -> Vec<std::thread::JoinHandle<u64>> {
+    let pace = move || Pace {
+        start: Instant::now(),
+        per_sec: rate,
+    };
+    let mut handles = Vec::new();
+    // Pipe ping-pong: one byte back and forth over two pipes.
+    let (mut a_rx, mut a_tx) = os_pipe();
+    let (mut b_rx, mut b_tx) = os_pipe();
+    let s = stop.clone();
+    handles.push(std::thread::spawn(move || {
+        let mut n = 0u64;
+        let mut buf = [0u8; 1];
+        let p = pace();
+        while !s.load(Ordering::Relaxed) {
+            p.wait(n);
+            if a_tx.write_all(b"x").is_err() || b_rx.read_exact(&mut buf).is_err() {
+                break;
+            }
+            n += 1;
+        }
+        drop(a_tx);
+        n
+    }));
+    handles.push(std::thread::spawn(move || {
+        let mut buf = [0u8; 1];
+        while a_rx.read_exact(&mut buf).is_ok() {
+            if b_tx.write_all(b"y").is_err() {
+                break;
+            }
+        }
+        0
+    }));
+    // Futex hand-offs: a token passed between two threads through a mutex and condvar.
+    let pair = Arc::new((Mutex::new(0u64), Condvar::new()));
+    for me in 0..2u64 {
+        let pair = pair.clone();
+        let s = stop.clone();
+        handles.push(std::thread::spawn(move || {
+            let (m, cv) = &*pair;
+            let mut n = 0;
+            let p = pace();
+            loop {
+                p.wait(n);
+                let mut g = m.lock().unwrap_or_else(|p| p.into_inner());
+                while *g % 2 != me && !s.load(Ordering::Relaxed) {
+                    g = cv
+                        .wait_timeout(g, Duration::from_millis(50))
+                        .unwrap_or_else(|p| p.into_inner())
+                        .0;
+                }
+                if s.load(Ordering::Relaxed) {
+                    cv.notify_all();
+                    return n;
+                }
+                *g += 1;
+                n += 1;
+                cv.notify_all();
+            }
+        }));
+    }
+    // Timers: short sleeps.
+    let s = stop;
+    handles.push(std::thread::spawn(move || {
+        let mut n = 0;
+        while !s.load(Ordering::Relaxed) {
+            std::thread::sleep(Duration::from_micros(200));
+            n += 1;
+        }
+        n
+    }));
+    handles
+}
+
+fn os_pipe() -> (std::fs::File, std::fs::File) {
+    let mut fds = [0i32; 2];
+    // SAFETY: pipe writes two descriptors into the array we own.
+    let r = unsafe { libc::pipe(fds.as_mut_ptr()) };
+    assert_eq!(r, 0, "pipe");
+    use std::os::fd::FromRawFd;
+    // SAFETY: fresh descriptors owned by nobody else.
+    unsafe {
+        (
+            std::fs::File::from_raw_fd(fds[0]),
+            std::fs::File::from_raw_fd(fds[1]),
+        )
+    }
+}
+
+fn latest(job: &Path) -> Option<PathBuf> {
+    let p = std::fs::canonicalize(job.join("latest")).ok()?;
+    p.join("manifest.json").is_file().then_some(p)
+}
+
+fn main() {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 || !Path::new("/sys/kernel/tracing/events").exists() {
+        eprintln!("SKIP soak: needs root and tracefs");
+        return;
+    }
+    let secs = env_f64("ARGUS_SOAK_SECS", 600.0);
+    let period = env_f64("ARGUS_SOAK_PERIOD", 10.0);
+    let retain_secs = env_f64("ARGUS_SOAK_RETAIN", 60.0);
+    let retain = format!("{retain_secs}s");
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let job = tmp.path().join("job");
+    println!("soak: argus start for {secs:.0} s, snapshots every {period} s, --retain {retain}");
+
+    let mut child = Command::new(env!("CARGO_BIN_EXE_argus"))
+        .args(["start", "-o"])
+        .arg(&job)
+        .args(["--snapshot-every", &period.to_string(), "--retain", &retain])
+        .args([
+            "--status-every",
+            "5",
+            "--watch-pid",
+            "1",
+            "--buffer-kb",
+            "16384",
+        ])
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("argus start runs");
+    let pid = child.id();
+    let stderr = child.stderr.take().expect("stderr");
+    let marker_path: Arc<Mutex<Option<PathBuf>>> = Arc::new(Mutex::new(None));
+    let rates: Arc<Mutex<Vec<f64>>> = Arc::new(Mutex::new(Vec::new()));
+    let lines: Arc<Mutex<Vec<String>>> = Arc::new(Mutex::new(Vec::new()));
+    {
+        let (marker_path, rates, lines) = (marker_path.clone(), rates.clone(), lines.clone());
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if let Some(m) = line.split("markers: ").nth(1) {
+                    *marker_path.lock().expect("lock") = Some(PathBuf::from(m.trim()));
+                }
+                if let Some(r) = line
+                    .strip_prefix("argus start: ")
+                    .and_then(|l| l.split(" events/s").next())
+                    .and_then(|v| v.parse::<f64>().ok())
+                {
+                    rates.lock().expect("lock").push(r);
+                }
+                lines.lock().expect("lock").push(line);
+            }
+        });
+    }
+    let started = Instant::now();
+    while latest(&job).is_none() {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "no first snapshot"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let stop = Arc::new(AtomicBool::new(false));
+    let workers = load(stop.clone(), env_f64("ARGUS_SOAK_HANDOFFS", 9000.0));
+    // Let the load and the job settle for one period, then take the starting RSS.
+    std::thread::sleep(Duration::from_secs_f64(period));
+    let rss_start = rss_kib(pid);
+    let mut rss_max = rss_start;
+    let marker = marker_path
+        .lock()
+        .expect("lock")
+        .clone()
+        .expect("argus start printed its marker path");
+
+    // Markers every half period; a snapshot watcher finds them.
+    let written: Arc<Mutex<Vec<(String, u64)>>> = Arc::new(Mutex::new(Vec::new()));
+    let delays: Arc<Mutex<Vec<f64>>> = Arc::new(Mutex::new(Vec::new()));
+    let watching = Arc::new(AtomicBool::new(true));
+    let seen_snapshots = Arc::new(AtomicU64::new(0));
+    let watcher = {
+        let (job, written, delays, watching, seen_snapshots) = (
+            job.clone(),
+            written.clone(),
+            delays.clone(),
+            watching.clone(),
+            seen_snapshots.clone(),
+        );
+        std::thread::spawn(move || {
+            let mut last: Option<PathBuf> = None;
+            while watching.load(Ordering::Relaxed) {
+                if let Some(snap) = latest(&job) {
+                    if Some(&snap) != last.as_ref() {
+                        let found_at = mono_ns();
+                        last = Some(snap.clone());
+                        seen_snapshots.fetch_add(1, Ordering::Relaxed);
+                        let Ok(events) = argus_sinks::read_events(&snap) else {
+                            continue;
+                        };
+                        let mut texts = Vec::new();
+                        for ev in events.flatten() {
+                            if let argus_schema::EventKind::Marker { text } = ev.kind {
+                                if text.starts_with("argus-soak-") {
+                                    texts.push(text.trim().to_string());
+                                }
+                            }
+                        }
+                        let mut w = written.lock().expect("lock");
+                        w.retain(|(t, at)| {
+                            if texts.iter().any(|x| x == t) {
+                                delays
+                                    .lock()
+                                    .expect("lock")
+                                    .push(found_at.saturating_sub(*at) as f64 / 1e9);
+                                false
+                            } else {
+                                true
+                            }
+                        });
+                    }
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        })
+    };
+    let soak_start = Instant::now();
+    let mut n = 0u64;
+    // Memory is steady once two retention windows have passed (see `argus start`'s docs).
+    let steady_after = Duration::from_secs_f64(2.0 * retain_secs + period);
+    let mut rss_steady: Option<(f64, u64)> = None;
+    while soak_start.elapsed() < Duration::from_secs_f64(secs) {
+        if rss_steady.is_none() && soak_start.elapsed() >= steady_after {
+            rss_steady = Some((soak_start.elapsed().as_secs_f64(), rss_kib(pid)));
+        }
+        let text = format!("argus-soak-{n}");
+        let at = mono_ns();
+        if std::fs::write(&marker, &text).is_ok() {
+            written.lock().expect("lock").push((text, at));
+        }
+        n += 1;
+        std::thread::sleep(Duration::from_secs_f64(period / 2.0));
+        rss_max = rss_max.max(rss_kib(pid));
+    }
+    let rss_end = rss_kib(pid);
+    stop.store(true, Ordering::Relaxed);
+    let round_trips: u64 = workers.into_iter().map(|h| h.join().unwrap_or(0)).sum();
+    // Two more periods for the last markers to show.
+    std::thread::sleep(Duration::from_secs_f64(2.5 * period));
+    watching.store(false, Ordering::Relaxed);
+    let _ = watcher.join();
+    // SAFETY: kill has no memory-safety preconditions; the pid is our child.
+    unsafe { libc::kill(pid as i32, libc::SIGTERM) };
+    let status = child.wait().expect("argus start exits");
+    std::thread::sleep(Duration::from_millis(200));
+
+    let lines = lines.lock().expect("lock").clone();
+    let last_line = lines
+        .iter()
+        .rev()
+        .find(|l| l.contains("stopped"))
+        .cloned()
+        .unwrap_or_else(|| "(no final line)".into());
+    let tap_warning = lines.iter().find(|l| l.contains("missed the live graph"));
+    let rates = rates.lock().expect("lock").clone();
+    let steady: Vec<f64> = rates.iter().skip(2).copied().collect();
+    let mean_rate = steady.iter().sum::<f64>() / steady.len().max(1) as f64;
+    let min_rate = steady.iter().copied().fold(f64::INFINITY, f64::min);
+    let mut d = delays.lock().expect("lock").clone();
+    d.sort_by(|a, b| a.total_cmp(b));
+    let missing = written.lock().expect("lock").len();
+    for l in lines.iter().filter(|l| l.contains("events/s, lag")) {
+        println!("  {l}");
+    }
+    println!("soak: exit {status}; {}", last_line);
+    if let Some(w) = tap_warning {
+        println!("soak: {w}");
+    }
+    println!(
+        "soak: load {round_trips} hand-offs; job saw {mean_rate:.0} events/s on average (min {min_rate:.0}) over {} status lines",
+        steady.len()
+    );
+    println!(
+        "soak: RSS start {:.1} MiB, max {:.1} MiB, end {:.1} MiB (end/start {:.2})",
+        rss_start as f64 / 1024.0,
+        rss_max as f64 / 1024.0,
+        rss_end as f64 / 1024.0,
+        rss_end as f64 / rss_start.max(1) as f64
+    );
+    match rss_steady {
+        Some((at, kib)) => println!(
+            "soak: RSS once steady (t = {at:.0} s, after 2 × retain): {:.1} MiB; end/steady {:.2}",
+            kib as f64 / 1024.0,
+            rss_end as f64 / kib.max(1) as f64
+        ),
+        None => println!("soak: the run was shorter than 2 × retain + one period: no steady RSS"),
+    }
+    if d.is_empty() {
+        println!("soak: no marker reached a snapshot ({missing} written)");
+    } else {
+        println!(
+            "soak: marker → snapshot delay over {} markers: median {:.2} s, max {:.2} s = {:.2} periods (target ≤ 2); {missing} not seen; {} snapshots",
+            d.len(),
+            d[d.len() / 2],
+            d[d.len() - 1],
+            d[d.len() - 1] / period,
+            seen_snapshots.load(Ordering::Relaxed)
+        );
+    }
+}

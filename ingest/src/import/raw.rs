@@ -1,0 +1,223 @@
+//! A directory of tracefs format files plus raw per-CPU ring-buffer files (what
+//! `per_cpu/cpuN/trace_pipe_raw` gives), as SchedViz collections store them:
+//!
+//! ```text
+//! DIR/formats/header_page          DIR/formats/events/header_page
+//! DIR/formats/SYS/EVENT/format  or DIR/formats/events/SYS/EVENT/format  or DIR/events/...
+//! DIR/traces/cpuN                  DIR/cpuN    DIR/per_cpu/cpuN/trace_pipe_raw
+//! ```
+//!
+//! The page size is the end of `header_page`'s `data` field (4096 when absent).
+
+use super::{ImportFormat, ImportSummary, Imported};
+use crate::decode::{parse_page, Converter, Decoded, Missed};
+use crate::error::IngestError;
+use crate::format::{FormatSet, HeaderPage, LoadError};
+use crate::merge::{Merge, ThreadTable};
+use argus_schema::{Cpu, Nanos};
+use std::path::{Path, PathBuf};
+
+/// Where the format files are: the directory holding `SYS/EVENT/format`, and `header_page`.
+struct Formats {
+    events: PathBuf,
+    header_page: Option<PathBuf>,
+}
+
+fn find_formats(dir: &Path) -> Option<Formats> {
+    for base in [dir.join("formats"), dir.to_path_buf()] {
+        let ev = base.join("events");
+        if ev.is_dir() {
+            let hp = [ev.join("header_page"), base.join("header_page")]
+                .into_iter()
+                .find(|p| p.is_file());
+            return Some(Formats {
+                events: ev,
+                header_page: hp,
+            });
+        }
+        if base != dir && base.join("header_page").is_file() {
+            return Some(Formats {
+                header_page: Some(base.join("header_page")),
+                events: base,
+            });
+        }
+    }
+    None
+}
+
+fn cpu_number(name: &str) -> Option<u32> {
+    let n = name.strip_prefix("cpu")?;
+    (!n.is_empty() && n.bytes().all(|c| c.is_ascii_digit()))
+        .then(|| n.parse().ok())
+        .flatten()
+}
+
+/// The raw per-CPU files, by CPU.
+fn cpu_files(dir: &Path) -> Vec<(u32, PathBuf)> {
+    let mut out = Vec::new();
+    for base in [dir.join("traces"), dir.to_path_buf(), dir.join("per_cpu")] {
+        let Ok(rd) = std::fs::read_dir(&base) else {
+            continue;
+        };
+        for e in rd.filter_map(Result::ok) {
+            let Some(cpu) = cpu_number(&e.file_name().to_string_lossy()) else {
+                continue;
+            };
+            let p = e.path();
+            if p.is_file() {
+                out.push((cpu, p));
+            } else if p.join("trace_pipe_raw").is_file() {
+                out.push((cpu, p.join("trace_pipe_raw")));
+            }
+        }
+        if !out.is_empty() {
+            break;
+        }
+    }
+    out.sort();
+    out
+}
+
+/// Whether `dir` has format files and raw per-CPU files.
+pub(super) fn looks_raw(dir: &Path) -> bool {
+    find_formats(dir).is_some() && !cpu_files(dir).is_empty()
+}
+
+fn rel(dir: &Path, p: &Path) -> PathBuf {
+    p.strip_prefix(dir).unwrap_or(p).to_path_buf()
+}
+
+/// Imports a formats + raw pages directory.
+pub(super) fn open(dir: &Path) -> Result<Imported, IngestError> {
+    let missing = |what: &str| IngestError::Missing {
+        file: dir.join(what),
+    };
+    let found = find_formats(dir).ok_or_else(|| missing("formats/header_page"))?;
+    let files = cpu_files(dir);
+    if files.is_empty() {
+        return Err(missing("traces/cpu0"));
+    }
+    let mut formats = FormatSet::load_dir(&found.events).map_err(|e| match e {
+        LoadError::Io { path, source } => IngestError::Io {
+            file: rel(dir, &path),
+            source,
+        },
+        LoadError::Parse { path, source } => IngestError::Format {
+            file: rel(dir, &path),
+            source,
+        },
+    })?;
+    let mut page_size = 4096;
+    if let Some(hp) = &found.header_page {
+        let text = std::fs::read_to_string(hp).map_err(|source| IngestError::Io {
+            file: rel(dir, hp),
+            source,
+        })?;
+        formats.header_page = HeaderPage::parse(&text).map_err(|source| IngestError::Format {
+            file: rel(dir, hp),
+            source,
+        })?;
+        page_size = HeaderPage::page_size_of(&text)
+            .filter(|&n| n > formats.header_page.data_offset)
+            .unwrap_or(4096);
+    }
+    let conv = Converter::new(&formats).map_err(|e| IngestError::Format {
+        file: rel(dir, &found.events).join(e.event).join("format"),
+        source: e.source,
+    })?;
+
+    let mut summary = ImportSummary {
+        cpus: files.len() as u32,
+        ..ImportSummary::default()
+    };
+    let mut errors = Vec::new();
+    let mut streams = Vec::new();
+    let mut skipped = crate::decode::Skipped::default();
+    for (cpu, path) in &files {
+        let file = rel(dir, path);
+        let data = std::fs::read(path).map_err(|source| IngestError::Io {
+            file: file.clone(),
+            source,
+        })?;
+        if data.len() % page_size != 0 {
+            errors.push(IngestError::PartialPage {
+                file: file.clone(),
+                size: data.len() as u64,
+                page_size: page_size as u32,
+            });
+        }
+        let mut conv = conv.clone();
+        let mut out: Vec<Decoded> = Vec::new();
+        let mut last: Option<Nanos> = None;
+        for (i, page) in data.chunks_exact(page_size).enumerate() {
+            let base = (i * page_size) as u64;
+            let page_err = |kind, offset: usize| IngestError::Page {
+                file: file.clone(),
+                page: i as u64,
+                offset: base + offset as u64,
+                kind,
+            };
+            let recs = match parse_page(&formats.header_page, page) {
+                Ok(r) => r,
+                Err(e) => {
+                    errors.push(page_err(e.kind, e.offset));
+                    continue;
+                }
+            };
+            match recs.header().missed {
+                Missed::None => {}
+                Missed::Unknown => {}
+                Missed::Count(n) => summary.lost += n,
+            }
+            for r in recs {
+                let r = match r {
+                    Ok(r) => r,
+                    Err(e) => {
+                        errors.push(page_err(e.kind, e.offset));
+                        break;
+                    }
+                };
+                let ts = Nanos(r.ts);
+                if let Some(prev) = last.filter(|&p| ts < p) {
+                    errors.push(IngestError::NotMonotonic {
+                        cpu: Cpu(*cpu),
+                        file: file.clone(),
+                        offset: base + r.offset as u64,
+                        ts,
+                        prev,
+                    });
+                    break;
+                }
+                last = Some(ts);
+                match conv.convert(Cpu(*cpu), &r) {
+                    Ok(Some(d)) => out.push(d),
+                    Ok(None) => {}
+                    Err(e) => {
+                        errors.push(page_err(e.kind, e.offset));
+                        break;
+                    }
+                }
+            }
+        }
+        skipped.merge(&conv.skipped());
+        streams.push(out.into_iter().map(Ok::<Decoded, IngestError>));
+    }
+    for (id, n) in skipped.unknown_ids {
+        summary.unknown.insert(format!("#{id}"), n);
+    }
+    summary.unknown.extend(skipped.ignored);
+    let mut merge = Merge::new(streams, ThreadTable::new());
+    let events = (&mut merge).collect::<Result<Vec<_>, _>>()?;
+    summary.start_ns = events.first().map(|e| e.ts);
+    summary.end_ns = events.last().map(|e| e.ts);
+    let (_, table) = merge.into_parts();
+    Ok(Imported {
+        path: dir.to_path_buf(),
+        format: ImportFormat::RawPages,
+        events,
+        threads: table.threads(),
+        errors,
+        summary,
+        kallsyms: None,
+    })
+}

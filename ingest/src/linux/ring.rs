@@ -1,0 +1,356 @@
+//! The state the reader threads share with the controller: `meta.json` (with its extension
+//! keys, [`MetaExt`]) and the ring that keeps the trace directory under its size cap.
+//!
+//! ```text
+//!  reader cpuN ── frame appended ──► progress(cpu, seq, bytes)  ─┐ enforce: while chunks +
+//!              ── chunk complete ──► completed(cpu, seq, ...)    ─┤ side files > cap, delete
+//!              ── missed events  ──► lost(cpu, range)            │ the completed chunk whose
+//!  controller  ── start/close    ──► write_meta()                 │ data ends first (any CPU)
+//!                                                                 └► meta.json rewritten
+//! ```
+//!
+//! **Global, oldest-data-first deletion.** The cap is on the whole directory, not per CPU: a
+//! busy CPU may use most of it while an idle one keeps its few chunks. The chunk deleted is
+//! the completed one whose last page is oldest, whatever its CPU, so per CPU deletions are
+//! always a prefix (sequence numbers `0..k`) and every CPU keeps its most recent data. The
+//! chunks in progress are never deleted; their size counts against the cap.
+
+use super::error::RecordError;
+use super::sysinfo;
+use crate::tracedir::{DroppedRange, LostRange, MetaExt, RingInfo, TraceMeta};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, MutexGuard};
+
+/// A completed chunk still on disk.
+#[derive(Clone, Debug)]
+struct Done {
+    cpu: u32,
+    seq: u32,
+    bytes: u64,
+    first_ts: u64,
+    last_ts: u64,
+    path: PathBuf,
+}
+
+/// A chunk being written.
+#[derive(Clone, Copy, Debug)]
+struct Current {
+    seq: u32,
+    bytes: u64,
+    first_ts: u64,
+}
+
+/// Everything behind the lock.
+#[derive(Debug)]
+pub(crate) struct State {
+    /// `meta.json` proper.
+    pub(crate) meta: TraceMeta,
+    /// Its extension keys.
+    pub(crate) ext: MetaExt,
+    /// Bytes the chunk files may use (`None`: no cap).
+    budget: Option<u64>,
+    completed: Vec<Done>,
+    completed_bytes: u64,
+    current: BTreeMap<u32, Current>,
+    /// Chunks deleted per CPU.
+    dropped_chunks: BTreeMap<u32, u32>,
+    /// `ext` changed since `meta.json` was last written.
+    dirty: bool,
+}
+
+/// Shared between the recording and its reader threads.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    dir: PathBuf,
+    state: Mutex<State>,
+}
+
+impl Shared {
+    pub(crate) fn new(dir: &Path, meta: TraceMeta) -> Shared {
+        Shared {
+            dir: dir.to_path_buf(),
+            state: Mutex::new(State {
+                meta,
+                ext: MetaExt::default(),
+                budget: None,
+                completed: Vec::new(),
+                completed_bytes: 0,
+                current: BTreeMap::new(),
+                dropped_chunks: BTreeMap::new(),
+                dirty: false,
+            }),
+        }
+    }
+
+    /// The state (a reader that panicked holding the lock leaves it usable).
+    pub(crate) fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Sets the ring: `size` is the cap on the directory, `side_bytes` what the side files
+    /// (formats, kallsyms, proc.json, meta.json) use of it.
+    pub(crate) fn set_ring(&self, size: u64, side_bytes: u64, chunk_pages: u32) {
+        let mut st = self.lock();
+        st.budget = Some(size.saturating_sub(side_bytes));
+        st.ext.ring = Some(RingInfo {
+            size,
+            chunk_pages,
+            dropped: BTreeMap::new(),
+        });
+    }
+
+    /// Rewrites `meta.json` from the current state.
+    pub(crate) fn write_meta(&self) -> Result<(), RecordError> {
+        let mut st = self.lock();
+        st.write(&self.dir)
+    }
+
+    /// Chunk `seq` of `cpu` now has `bytes` on disk and starts at `first_ts`.
+    pub(crate) fn progress(
+        &self,
+        cpu: u32,
+        seq: u32,
+        bytes: u64,
+        first_ts: u64,
+    ) -> Result<(), RecordError> {
+        let mut st = self.lock();
+        st.current.insert(
+            cpu,
+            Current {
+                seq,
+                bytes,
+                first_ts,
+            },
+        );
+        st.enforce();
+        if st.dirty {
+            st.write(&self.dir)?;
+        }
+        Ok(())
+    }
+
+    /// Chunk `seq` of `cpu` is complete (and synced).
+    pub(crate) fn completed(
+        &self,
+        cpu: u32,
+        seq: u32,
+        bytes: u64,
+        first_ts: u64,
+        last_ts: u64,
+        path: PathBuf,
+    ) -> Result<(), RecordError> {
+        let mut st = self.lock();
+        if st.current.get(&cpu).is_some_and(|c| c.seq == seq) {
+            st.current.remove(&cpu);
+        }
+        st.completed.push(Done {
+            cpu,
+            seq,
+            bytes,
+            first_ts,
+            last_ts,
+            path,
+        });
+        st.completed_bytes += bytes;
+        st.enforce();
+        if st.dirty {
+            st.write(&self.dir)?;
+        }
+        Ok(())
+    }
+
+    /// The kernel lost events on `cpu` between two pages; adjacent ranges are merged.
+    pub(crate) fn lost(&self, cpu: u32, range: LostRange) {
+        let mut st = self.lock();
+        let ranges = st.ext.lost_ranges.entry(cpu).or_default();
+        match ranges.last_mut() {
+            Some(last) if last.to_ns >= range.from_ns => {
+                last.to_ns = last.to_ns.max(range.to_ns);
+                last.events = match (last.events, range.events) {
+                    (Some(a), Some(b)) => Some(a + b),
+                    _ => None,
+                };
+            }
+            _ => ranges.push(range),
+        }
+        st.dirty = true;
+    }
+
+    /// Bytes of chunk files on disk now.
+    pub(crate) fn chunk_bytes(&self) -> u64 {
+        let st = self.lock();
+        st.completed_bytes + st.current.values().map(|c| c.bytes).sum::<u64>()
+    }
+
+    /// Chunks deleted per CPU so far.
+    pub(crate) fn dropped_chunks(&self) -> BTreeMap<u32, u32> {
+        self.lock().dropped_chunks.clone()
+    }
+}
+
+impl State {
+    fn write(&mut self, dir: &Path) -> Result<(), RecordError> {
+        sysinfo::write_meta(dir, &self.meta, &self.ext)?;
+        self.dirty = false;
+        Ok(())
+    }
+
+    /// Deletes completed chunks, oldest data first, until the chunks fit the budget.
+    fn enforce(&mut self) {
+        let Some(budget) = self.budget else {
+            return;
+        };
+        loop {
+            let in_progress: u64 = self.current.values().map(|c| c.bytes).sum();
+            if self.completed_bytes + in_progress <= budget || self.completed.is_empty() {
+                return;
+            }
+            let Some(oldest) = self
+                .completed
+                .iter()
+                .enumerate()
+                .min_by_key(|(_, d)| (d.last_ts, d.seq, d.cpu))
+                .map(|(i, _)| i)
+            else {
+                return;
+            };
+            let done = self.completed.swap_remove(oldest);
+            self.completed_bytes -= done.bytes;
+            match std::fs::remove_file(&done.path) {
+                Ok(()) => {}
+                Err(err) if err.kind() == std::io::ErrorKind::NotFound => {}
+                Err(err) => tracing::warn!(
+                    path = %done.path.display(),
+                    error = %err,
+                    "cannot delete the oldest ring chunk"
+                ),
+            }
+            // Where this CPU's data now starts: the next chunk, completed or in progress.
+            let next_first = self
+                .completed
+                .iter()
+                .filter(|d| d.cpu == done.cpu && d.seq > done.seq)
+                .min_by_key(|d| d.seq)
+                .map(|d| d.first_ts)
+                .or_else(|| self.current.get(&done.cpu).map(|c| c.first_ts))
+                .unwrap_or(done.last_ts);
+            self.dropped_chunks.insert(done.cpu, done.seq + 1);
+            if let Some(ring) = self.ext.ring.as_mut() {
+                let entry = ring.dropped.entry(done.cpu).or_insert(DroppedRange {
+                    chunks: 0,
+                    from_ns: done.first_ts,
+                    until_ns: 0,
+                });
+                entry.chunks = done.seq + 1;
+                entry.until_ns = next_first;
+            }
+            tracing::debug!(
+                cpu = done.cpu,
+                seq = done.seq,
+                "ring: deleted the oldest chunk"
+            );
+            self.dirty = true;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tracedir;
+
+    fn meta() -> TraceMeta {
+        TraceMeta {
+            format: tracedir::FORMAT_NAME.into(),
+            version: tracedir::FORMAT_VERSION,
+            status: "recording".into(),
+            clock: "mono".into(),
+            page_size: 4096,
+            cpus: vec![0, 1],
+            kernel: String::new(),
+            machine: String::new(),
+            hostname: String::new(),
+            start_ns: 1,
+            end_ns: 0,
+            events: Vec::new(),
+            recorder_pid: 1,
+            command: None,
+            command_pid: None,
+            command_status: None,
+            lost: BTreeMap::new(),
+            chunks: BTreeMap::new(),
+        }
+    }
+
+    /// Writes chunk `seq` of `cpu` (`bytes` long) and reports it complete.
+    fn chunk(shared: &Shared, dir: &Path, cpu: u32, seq: u32, bytes: u64, first: u64, last: u64) {
+        let path = tracedir::chunk_path(dir, cpu, seq);
+        std::fs::create_dir_all(path.parent().expect("cpu dir")).expect("mkdir");
+        std::fs::write(&path, vec![0u8; bytes as usize]).expect("chunk");
+        shared
+            .completed(cpu, seq, bytes, first, last, path)
+            .expect("completed");
+    }
+
+    #[test]
+    fn deletes_the_oldest_data_of_any_cpu_first_and_records_it() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let dir = tmp.path();
+        let shared = Shared::new(dir, meta());
+        // Cap 1000 bytes, 100 of them side files: 900 for chunks.
+        shared.set_ring(1000, 100, 4);
+        // cpu0 is busy (short chunks), cpu1 idle (one long chunk from the start).
+        chunk(&shared, dir, 1, 0, 300, 10, 500);
+        chunk(&shared, dir, 0, 0, 300, 10, 100);
+        chunk(&shared, dir, 0, 1, 300, 100, 200);
+        assert_eq!(shared.chunk_bytes(), 900);
+        assert!(shared.dropped_chunks().is_empty());
+        // One more: cpu0's first chunk holds the oldest data and goes.
+        shared.progress(0, 2, 50, 200).expect("progress");
+        assert!(!tracedir::chunk_path(dir, 0, 0).exists());
+        assert!(tracedir::chunk_path(dir, 1, 0).exists());
+        assert_eq!(shared.chunk_bytes(), 650);
+        chunk(&shared, dir, 0, 2, 350, 200, 300);
+        // 600 + 350 > 900: cpu0 chunk 1 (ends at 200) goes before cpu1's (ends at 500).
+        assert!(!tracedir::chunk_path(dir, 0, 1).exists());
+        assert_eq!(shared.dropped_chunks(), BTreeMap::from([(0, 2)]));
+        let st = shared.lock();
+        let ring = st.ext.ring.as_ref().expect("ring");
+        assert_eq!(
+            ring.dropped[&0],
+            DroppedRange {
+                chunks: 2,
+                from_ns: 10,
+                until_ns: 200
+            }
+        );
+        drop(st);
+        // meta.json was rewritten with the ring.
+        let bytes = std::fs::read(tracedir::meta_path(dir)).expect("meta.json");
+        let ext = MetaExt::from_meta_json(&bytes).expect("ext");
+        assert_eq!(ext.ring.expect("ring").dropped[&0].chunks, 2);
+        let meta: TraceMeta = serde_json::from_slice(&bytes).expect("meta");
+        assert_eq!(meta.status, "recording");
+    }
+
+    #[test]
+    fn adjacent_lost_ranges_merge() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let shared = Shared::new(tmp.path(), meta());
+        let r = |from_ns, to_ns, events| LostRange {
+            from_ns,
+            to_ns,
+            events,
+        };
+        shared.lost(1, r(10, 20, Some(5)));
+        shared.lost(1, r(20, 30, Some(7)));
+        shared.lost(1, r(50, 60, None));
+        shared.lost(1, r(60, 70, Some(1)));
+        let st = shared.lock();
+        assert_eq!(
+            st.ext.lost_ranges[&1],
+            vec![r(10, 30, Some(12)), r(50, 70, None)]
+        );
+    }
+}

@@ -1,0 +1,591 @@
+//! One small hand-made stream per rule: the reference graph has the segments and edges the
+//! rule promises, and the dataflow (1 and 2 workers, batches of one event and of all)
+//! equals it.
+
+use argus_pipeline::dataflow::{collect_epochs, Batch, DataflowConfig};
+use argus_pipeline::reference;
+use argus_pipeline::rules::{
+    CondvarRule, Counter, PipeRule, PoolRule, RulesConfig, SplitAt, SplitRule,
+};
+use argus_pipeline::Graph;
+use argus_schema::{
+    CausalEdge, Context, Cpu, EdgeKind, EndCause, Event, EventKind, Nanos, Pid, SegmentId,
+    SegmentKind, Strength, TaskState, Tid,
+};
+
+const READ: i32 = 0;
+const WRITE: i32 = 1;
+const FUTEX: i32 = 202;
+const EPOLL_WAIT: i32 = 232;
+const WAIT4: i32 = 61;
+const EXIT_GROUP: i32 = 231;
+const KILL: i32 = 62;
+
+#[derive(Default)]
+struct S {
+    evs: Vec<Event>,
+    ts: u64,
+}
+
+impl S {
+    fn push(&mut self, cpu: u32, tid: i32, ctx: Context, kind: EventKind) -> u64 {
+        self.ts += 1000;
+        let seq = self.evs.len() as u64;
+        self.evs.push(Event {
+            ts: Nanos(self.ts),
+            seq,
+            cpu: Cpu(cpu),
+            pid: Pid(if tid >= 100 { tid / 10 * 10 } else { tid }),
+            tid: Tid(tid),
+            ctx,
+            kind,
+        });
+        seq
+    }
+    fn task(&mut self, tid: i32, kind: EventKind) -> u64 {
+        self.push(0, tid, Context::Task, kind)
+    }
+    fn irq(&mut self, cpu: u32, ctx: Context, kind: EventKind) -> u64 {
+        self.push(cpu, 0, ctx, kind)
+    }
+    fn enter(&mut self, tid: i32, nr: i32, arg0: u64) {
+        self.task(
+            tid,
+            EventKind::SysEnter {
+                nr,
+                args: [arg0, 0, 0, 0, 0, 0],
+            },
+        );
+    }
+    fn exit(&mut self, tid: i32, nr: i32, ret: i64) {
+        self.task(tid, EventKind::SysExit { nr, ret });
+    }
+    fn run(&mut self, tid: i32) {
+        self.task(
+            0,
+            EventKind::Switch {
+                prev: Tid(0),
+                prev_state: TaskState::RUNNABLE,
+                next: Tid(tid),
+            },
+        );
+    }
+    fn block(&mut self, tid: i32) {
+        self.task(
+            tid,
+            EventKind::Switch {
+                prev: Tid(tid),
+                prev_state: TaskState::SLEEPING,
+                next: Tid(0),
+            },
+        );
+    }
+    fn wake(&mut self, waker: i32, target: i32) -> u64 {
+        self.task(
+            waker,
+            EventKind::Waking {
+                target: Tid(target),
+            },
+        )
+    }
+}
+
+/// The reference graph; asserts the dataflow equals it at every epoch.
+fn graph(evs: &[Event], rules: &RulesConfig) -> Graph {
+    let want = reference::compute(evs, evs.last().map(|e| e.ts).unwrap_or_default(), rules);
+    for workers in [1, 2] {
+        for size in [1, evs.len().max(1)] {
+            let batches: Vec<Batch> = evs
+                .chunks(size)
+                .map(|c| Batch {
+                    events: c.to_vec(),
+                    watermark: c.last().map(|e| e.ts).unwrap_or_default(),
+                })
+                .collect();
+            let cfg = DataflowConfig {
+                workers,
+                rules: rules.clone(),
+                ..DataflowConfig::default()
+            };
+            let got = collect_epochs(&cfg, batches).expect("dataflow runs");
+            let mut upto = 0;
+            for (i, (wm, g)) in got.iter().enumerate() {
+                upto = (upto + size).min(evs.len());
+                let r = reference::compute(&evs[..upto], *wm, rules);
+                assert_eq!(g, &r, "epoch {i}, batch {size}, {workers} workers");
+            }
+            assert_eq!(got.last().map(|x| &x.1), Some(&want));
+        }
+    }
+    want
+}
+
+fn seg(tid: i32, n: u32) -> SegmentId {
+    SegmentId::new(Tid(tid), n)
+}
+
+fn edges_between(g: &Graph, src_tid: i32, dst_tid: i32) -> Vec<&CausalEdge> {
+    g.edges
+        .iter()
+        .filter(|e| e.src.tid() == Tid(src_tid) && e.dst.tid() == Tid(dst_tid))
+        .collect()
+}
+
+fn edge(g: &Graph, src: SegmentId, dst: SegmentId) -> Option<&CausalEdge> {
+    g.edges.iter().find(|e| e.src == src && e.dst == dst)
+}
+
+#[test]
+fn work_items_are_segments_joined_to_their_queuer_and_waits_inside_do_not_split() {
+    let mut s = S::default();
+    s.run(10);
+    s.task(
+        10,
+        EventKind::WorkQueue {
+            work: 0xa0,
+            function: 0xf1,
+        },
+    );
+    s.wake(10, 50);
+    s.run(50);
+    s.task(
+        50,
+        EventKind::WorkStart {
+            work: 0xa0,
+            function: 0xf1,
+        },
+    );
+    s.block(50); // blocks inside the item (callout_level > 0)
+    s.run(11);
+    s.wake(11, 50);
+    s.run(50);
+    s.task(50, EventKind::WorkEnd { work: 0xa0 });
+    s.block(50);
+    s.wake(10, 50);
+    s.run(50);
+    let g = graph(&s.evs, &RulesConfig::default());
+    let kw: Vec<_> = g.segments.iter().filter(|x| x.tid == Tid(50)).collect();
+    // woken-for-the-item, the item, after the item (woken again: a fourth).
+    assert_eq!(kw.len(), 4, "{kw:#?}");
+    assert_eq!(
+        kw[1].kind,
+        SegmentKind::WorkItem {
+            work: 0xa0,
+            function: 0xf1
+        }
+    );
+    assert_eq!(kw[1].end, EndCause::HandlerDone);
+    let q = edge(&g, seg(10, 0), seg(50, 1)).expect("queue edge");
+    assert_eq!((q.kind, q.strength), (EdgeKind::Queue, Strength::Strong));
+    // The wake-up in the middle of the item points into the item.
+    let w = edge(&g, seg(11, 0), seg(50, 1)).expect("wake-up into the item");
+    assert_eq!(w.kind, EdgeKind::Wakeup);
+    // No thread order into or out of the item.
+    assert!(edge(&g, seg(50, 0), seg(50, 1)).is_none());
+    assert!(edge(&g, seg(50, 1), seg(50, 2)).is_none());
+    assert!(g.counts.get(Counter::PrunedOrder) >= 2);
+    assert!(g.counts.get(Counter::SplitCallout) >= 2);
+}
+
+#[test]
+fn nested_work_items_split_and_the_outer_parts_are_boosted() {
+    let mut s = S::default();
+    s.run(50);
+    let start = |s: &mut S, w| {
+        s.task(
+            50,
+            EventKind::WorkStart {
+                work: w,
+                function: 0xf0 + w,
+            },
+        )
+    };
+    start(&mut s, 1);
+    start(&mut s, 2);
+    s.task(50, EventKind::WorkEnd { work: 2 });
+    s.task(50, EventKind::WorkEnd { work: 1 });
+    let g = graph(&s.evs, &RulesConfig::default());
+    let kinds: Vec<_> = g
+        .segments
+        .iter()
+        .filter(|x| x.tid == Tid(50))
+        .map(|x| x.kind)
+        .collect();
+    assert_eq!(
+        kinds,
+        vec![
+            SegmentKind::Task,
+            SegmentKind::WorkItem {
+                work: 1,
+                function: 0xf1
+            },
+            SegmentKind::WorkItem {
+                work: 2,
+                function: 0xf2
+            },
+            SegmentKind::WorkItem {
+                work: 1,
+                function: 0xf1
+            },
+            SegmentKind::Task,
+        ]
+    );
+    let b = edge(&g, seg(50, 1), seg(50, 3)).expect("outer parts linked");
+    assert_eq!(
+        (b.kind, b.strength),
+        (EdgeKind::ThreadOrder, Strength::Boosted)
+    );
+}
+
+/// One server thread (20) serving clients 30 and 31 in one run: the segment that received
+/// 30's request does not also send 31's reply.
+#[test]
+fn message_peer_sets_split_a_batching_server_loop() {
+    let mut s = S::default();
+    s.run(20);
+    s.enter(20, EPOLL_WAIT, 3);
+    s.block(20);
+    for (client, fd) in [(30, 5), (31, 6)] {
+        s.run(client);
+        s.enter(client, WRITE, 3);
+        if client == 30 {
+            s.wake(30, 20);
+        }
+        s.exit(client, WRITE, 8);
+        s.enter(client, READ, 3);
+        s.block(client);
+        let _ = fd;
+    }
+    s.run(20);
+    s.exit(20, EPOLL_WAIT, 2);
+    for round in 0..2 {
+        for (client, fd) in [(30, 5u64), (31, 6)] {
+            s.enter(20, READ, fd);
+            s.exit(20, READ, 8);
+            s.enter(20, WRITE, 1); // a log line: not a connection
+            s.exit(20, WRITE, 20);
+            s.enter(20, WRITE, fd);
+            s.wake(20, client);
+            s.exit(20, WRITE, 8);
+            if round == 0 {
+                s.run(client);
+                s.exit(client, READ, 8);
+                s.enter(client, READ, 3);
+                s.block(client);
+            }
+        }
+    }
+    let g = graph(&s.evs, &RulesConfig::default());
+    // Round 0: fd 6 is not known as a connection until its write wakes 31: split there.
+    // Round 1: both known: split at the read of fd 6, then at the read of fd 5 and fd 6.
+    assert_eq!(g.counts.get(Counter::SplitPeer), 3, "{:#?}", g.segments);
+    let server: Vec<_> = g.segments.iter().filter(|x| x.tid == Tid(20)).collect();
+    assert_eq!(server.len(), 5);
+    let m = edge(&g, seg(30, 0), seg(20, 1)).expect("request edge");
+    assert_eq!((m.kind, m.strength), (EdgeKind::Message, Strength::Strong));
+    // The segment woken by 30 replies to 30 only.
+    let out: Vec<_> = g
+        .edges
+        .iter()
+        .filter(|e| e.src == seg(20, 1) && e.kind != EdgeKind::ThreadOrder)
+        .map(|e| e.dst.tid())
+        .collect();
+    assert_eq!(out, vec![Tid(30)]);
+    let to31 = edges_between(&g, 20, 31);
+    assert!(to31.iter().all(|e| e.src != seg(20, 1)));
+    assert_eq!(to31[0].kind, EdgeKind::Message);
+    // Splits leave a weak thread-order edge, in case they were wrong.
+    let t = edge(&g, seg(20, 1), seg(20, 2)).expect("thread order");
+    assert_eq!(t.strength, Strength::Weak);
+    // The split segment starts at the entry of the write.
+    assert!(server[1].end_ns == server[2].start_ns);
+}
+
+#[test]
+fn futex_hand_offs_are_weak_unless_a_condvar_or_a_pool_says_otherwise() {
+    let build = || {
+        let mut s = S::default();
+        s.run(112);
+        s.enter(112, FUTEX, 0x1000);
+        s.block(112);
+        s.run(111);
+        s.enter(111, FUTEX, 0x1000);
+        s.wake(111, 112);
+        s.exit(111, FUTEX, 1);
+        s.run(112);
+        s.exit(112, FUTEX, 0);
+        s.evs
+    };
+    let evs = build();
+    let g = graph(&evs, &RulesConfig::default());
+    let e = edges_between(&g, 111, 112);
+    assert_eq!(
+        (e[0].kind, e[0].strength),
+        (EdgeKind::Wakeup, Strength::Weak)
+    );
+
+    let mut cv = RulesConfig::default();
+    cv.user.condvars.push(CondvarRule {
+        pid: Pid(110),
+        addr: 0x1000,
+        len: 48,
+    });
+    let g = graph(&evs, &cv);
+    let e = edges_between(&g, 111, 112);
+    assert_eq!(
+        (e[0].kind, e[0].strength),
+        (EdgeKind::Rule, Strength::Strong)
+    );
+
+    let mut pool = RulesConfig::default();
+    pool.user.pools.push(PoolRule {
+        tids: [Tid(111), Tid(112)].into_iter().collect(),
+    });
+    let g = graph(&evs, &pool);
+    let e = edges_between(&g, 111, 112);
+    assert_eq!(e[0].strength, Strength::Boosted);
+}
+
+#[test]
+fn a_childs_exit_ending_wait4_is_an_exit_edge() {
+    let mut s = S::default();
+    s.run(40);
+    s.enter(40, WAIT4, u64::MAX);
+    s.block(40);
+    s.run(41);
+    s.enter(41, EXIT_GROUP, 0);
+    s.task(41, EventKind::Exit);
+    s.wake(41, 40);
+    s.run(40);
+    s.exit(40, WAIT4, 41);
+    let g = graph(&s.evs, &RulesConfig::default());
+    let e = edges_between(&g, 41, 40);
+    assert_eq!(
+        (e[0].kind, e[0].strength),
+        (EdgeKind::Exit, Strength::Strong)
+    );
+}
+
+#[test]
+fn a_wait_interrupted_and_retried_boosts_the_thread_order_edge() {
+    for (ret, next, want) in [
+        (-4, FUTEX, Strength::Boosted),
+        (-512, FUTEX, Strength::Boosted),
+        (0, FUTEX, Strength::Weak),
+        (-4, READ, Strength::Weak),
+    ] {
+        let mut s = S::default();
+        s.run(12);
+        s.enter(12, FUTEX, 0x2000);
+        s.block(12);
+        s.wake(13, 12);
+        s.run(12);
+        s.exit(12, FUTEX, ret);
+        s.enter(12, next, 0x2000);
+        let g = graph(&s.evs, &RulesConfig::default());
+        let t = edge(&g, seg(12, 0), seg(12, 1)).expect("thread order");
+        assert_eq!(t.strength, want, "ret {ret}, next {next}");
+    }
+}
+
+#[test]
+fn wheel_timers_link_the_armer_to_the_expiry_and_on_to_the_wakee() {
+    let mut s = S::default();
+    s.run(10);
+    s.task(
+        10,
+        EventKind::TimerStart {
+            timer: 0x77,
+            function: 0x99,
+            expires: 5,
+        },
+    );
+    s.block(12);
+    s.irq(
+        1,
+        Context::SoftIrq,
+        EventKind::TimerExpire {
+            timer: 0x77,
+            function: 0x99,
+        },
+    );
+    s.irq(1, Context::SoftIrq, EventKind::Waking { target: Tid(12) });
+    s.irq(
+        1,
+        Context::SoftIrq,
+        EventKind::TimerExpireExit { timer: 0x77 },
+    );
+    let g = graph(&s.evs, &RulesConfig::default());
+    let irq = Tid::irq(Cpu(1));
+    let t = g
+        .edges
+        .iter()
+        .find(|e| e.src.tid() == Tid(10) && e.dst.tid() == irq)
+        .expect("timer edge");
+    assert_eq!((t.kind, t.strength), (EdgeKind::Timer, Strength::Strong));
+    let w = g
+        .edges
+        .iter()
+        .find(|e| e.src.tid() == irq && e.dst.tid() == Tid(12))
+        .expect("wake-up from the expiry");
+    assert_eq!(w.strength, Strength::Strong);
+}
+
+#[test]
+fn maintenance_callbacks_and_threads_are_culled() {
+    let mut s = S::default();
+    s.block(12);
+    s.irq(
+        0,
+        Context::HardIrq,
+        EventKind::HrtimerExpire {
+            timer: 0x55,
+            function: 0xdead,
+        },
+    );
+    s.irq(0, Context::HardIrq, EventKind::Waking { target: Tid(12) });
+    s.irq(
+        0,
+        Context::HardIrq,
+        EventKind::HrtimerExpireExit { timer: 0x55 },
+    );
+    s.run(9);
+    s.wake(9, 13); // an RCU thread waking somebody
+    let mut cfg = RulesConfig::default();
+    let added = cfg.cull_symbols([(0xdead, "tick_nohz_handler"), (0xbeef, "hrtimer_wakeup")]);
+    assert_eq!(added, 1);
+    cfg.classify_threads([(Tid(9), "rcu_preempt", true), (Tid(8), "kworker/0:1", true)]);
+    assert!(cfg.kernel_threads.contains(&Tid(8)) && cfg.cull_threads.contains(&Tid(9)));
+    let g = graph(&s.evs, &cfg);
+    assert!(edges_between(&g, Tid::irq(Cpu(0)).0, 12).is_empty());
+    assert!(edges_between(&g, 9, 13).is_empty());
+    assert_eq!(g.counts.get(Counter::Culled), 3);
+    let g = graph(&s.evs, &RulesConfig::default());
+    assert_eq!(edges_between(&g, Tid::irq(Cpu(0)).0, 12).len(), 1);
+    assert_eq!(g.counts.get(Counter::Culled), 0);
+}
+
+#[test]
+fn signals_link_the_sender_to_the_handler_segment() {
+    let mut s = S::default();
+    s.run(12);
+    s.enter(12, 39, 0); // getpid: busy
+    s.exit(12, 39, 12);
+    s.run(10);
+    s.enter(10, KILL, 12);
+    s.task(
+        10,
+        EventKind::SignalGenerate {
+            sig: 10,
+            target: Tid(12),
+        },
+    );
+    s.exit(10, KILL, 0);
+    s.task(12, EventKind::SignalDeliver { sig: 10 });
+    let g = graph(&s.evs, &RulesConfig::default());
+    let e = edge(&g, seg(10, 0), seg(12, 1)).expect("signal edge");
+    assert_eq!((e.kind, e.strength), (EdgeKind::Signal, Strength::Strong));
+    assert_eq!(g.counts.get(Counter::SplitSignal), 1);
+}
+
+#[test]
+fn a_device_softirq_is_the_bottom_half_of_the_hard_interrupt_before_it() {
+    for (vec, linked) in [(3u32, true), (1, false)] {
+        let mut s = S::default();
+        s.irq(0, Context::HardIrq, EventKind::IrqEntry { irq: 19 });
+        s.irq(0, Context::HardIrq, EventKind::IrqExit { irq: 19 });
+        s.irq(0, Context::SoftIrq, EventKind::SoftirqEntry { vec });
+        s.irq(0, Context::SoftIrq, EventKind::Waking { target: Tid(12) });
+        s.irq(0, Context::SoftIrq, EventKind::SoftirqExit { vec });
+        let g = graph(&s.evs, &RulesConfig::default());
+        let irq = Tid::irq(Cpu(0));
+        let e = edge(&g, SegmentId::new(irq, 0), SegmentId::new(irq, 1));
+        assert_eq!(e.is_some(), linked, "vec {vec}");
+        if let Some(e) = e {
+            assert_eq!((e.kind, e.strength), (EdgeKind::Queue, Strength::Boosted));
+        }
+    }
+}
+
+#[test]
+fn a_declared_pipe_links_a_write_to_a_later_read_that_did_not_block() {
+    let mut cfg = RulesConfig::default();
+    cfg.user.pipes.push(PipeRule {
+        pid: Pid(600),
+        write_fd: 4,
+        read_fd: 3,
+    });
+    let mut s = S::default();
+    s.run(601);
+    s.enter(601, WRITE, 4);
+    s.exit(601, WRITE, 5);
+    s.run(602);
+    s.enter(602, READ, 3);
+    s.exit(602, READ, 5);
+    // A read that finds nothing (EAGAIN) is no dependency.
+    s.enter(602, READ, 3);
+    s.exit(602, READ, -11);
+    let g = graph(&s.evs, &cfg);
+    let e = edges_between(&g, 601, 602);
+    assert_eq!(e.len(), 1, "{:#?}", g.edges);
+    assert_eq!(
+        (e[0].kind, e[0].strength),
+        (EdgeKind::Message, Strength::Strong)
+    );
+    // Without the declaration there is nothing to go on.
+    assert!(edges_between(&graph(&s.evs, &RulesConfig::default()), 601, 602).is_empty());
+}
+
+#[test]
+fn user_rules_split_at_a_syscall_or_a_marker() {
+    let mut s = S::default();
+    s.run(12);
+    s.enter(12, 39, 0);
+    s.exit(12, 39, 12);
+    s.task(
+        12,
+        EventKind::Marker {
+            text: "frame 2".into(),
+        },
+    );
+    s.enter(12, 39, 0);
+    s.exit(12, 39, 12);
+    let mut cfg = RulesConfig::default();
+    cfg.user.splits.push(SplitRule {
+        pid: Some(Pid(12)),
+        at: SplitAt::Syscall(39),
+    });
+    cfg.user.splits.push(SplitRule {
+        pid: None,
+        at: SplitAt::Marker("frame".into()),
+    });
+    let g = graph(&s.evs, &cfg);
+    assert_eq!(g.segments.iter().filter(|x| x.tid == Tid(12)).count(), 4);
+    assert_eq!(g.counts.get(Counter::SplitUser), 3);
+    assert!(edge(&g, seg(12, 2), seg(12, 3)).is_some_and(|e| e.strength == Strength::Weak));
+    let other = SplitRule {
+        pid: Some(Pid(99)),
+        at: SplitAt::Syscall(39),
+    };
+    cfg.user.splits = vec![other];
+    let g = graph(&s.evs, &cfg);
+    assert_eq!(g.segments.iter().filter(|x| x.tid == Tid(12)).count(), 1);
+}
+
+#[test]
+fn kernel_delegate_threads_have_no_thread_order_edges() {
+    let mut s = S::default();
+    for _ in 0..3 {
+        s.run(8);
+        s.block(8);
+        s.wake(10, 8);
+    }
+    s.run(8);
+    let g = graph(&s.evs, &RulesConfig::default());
+    assert_eq!(edges_between(&g, 8, 8).len(), 3);
+    let mut cfg = RulesConfig::default();
+    cfg.kernel_threads.insert(Tid(8));
+    let g = graph(&s.evs, &cfg);
+    assert!(edges_between(&g, 8, 8).is_empty());
+    assert_eq!(g.counts.get(Counter::PrunedOrder), 3);
+}

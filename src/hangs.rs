@@ -1,0 +1,422 @@
+//! Hangs in real programs, for the hang suite (`tests/hang_suite.rs`): `argus workload NAME`
+//! runs one of them under `argus record` and prints one JSON line with its ground truth — the
+//! process to diagnose (`target_pid`), the expected class, the thread name of the root cause
+//! and the thread names on the true causal chain.
+//!
+//! The programs are the machine's own (`flock`, `sleep`, `sh`, `cat`, `mkfifo`, `python3`);
+//! the Python snippets use only the standard library. Each hang lasts `secs` seconds.
+//!
+//! | name | pattern | class | root cause |
+//! |---|---|---|---|
+//! | flock-sleep | lock held by another process | LongWait | `sleep` run under the lock |
+//! | flock-convoy | lock convoy: 3 waiters behind a CPU-bound holder | LongWait | `python3` burning CPU under the lock |
+//! | pipe-sleep | `cat` reads a pipe fed after a sleep | LongWait | `sleep` |
+//! | py-timer | a wake-up by a timer thread | LongWait | the timer thread `py-timer` |
+//! | py-reply | a reply from another thread (socketpair) | LongWait | the server thread `py-server` computing |
+//! | py-batch | a batching server loop (selectors) | LongWait | the loop thread `py-loop` busy with another client |
+//! | py-yield | polling a flag another thread sets | RepeatedYield | the setter `py-setter` computing |
+//! | py-flagfile | polling a file another process creates, marked `argus:flag-set` | RepeatedYield | `sleep` in the setter's shell |
+//! | py-longrun | a long computation started by input on stdin | LongRunning | `python3` itself, input from `sh` |
+//! | fifo-open | a FIFO whose writer stopped; the trace ends mid-hang | LongWait (open) | `sleep` the writer's shell waits for |
+
+use anyhow::{bail, Context, Result};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::thread;
+use std::time::Duration;
+
+/// The real-program hangs: name, one line on what happens.
+pub const HANGS: &[(&str, &str)] = &[
+    (
+        "flock-sleep",
+        "flock waits for a lock another flock holds while running sleep",
+    ),
+    (
+        "flock-convoy",
+        "three flock waiters queue behind a holder running a CPU-bound python3",
+    ),
+    ("pipe-sleep", "cat reads a pipe that sh writes after sleep"),
+    (
+        "py-timer",
+        "python3 main thread waits on an event a threading.Timer sets",
+    ),
+    (
+        "py-reply",
+        "python3 main thread waits for a reply from a server thread that computes",
+    ),
+    (
+        "py-batch",
+        "python3 main thread's request waits in a selectors loop busy with another client",
+    ),
+    (
+        "py-yield",
+        "python3 main thread polls a flag with short sleeps; a worker computes, then sets it",
+    ),
+    (
+        "py-flagfile",
+        "python3 polls for a file that a shell creates after sleep (argus:flag-set marker)",
+    ),
+    (
+        "py-longrun",
+        "python3 computes after reading a line sh writes to its stdin",
+    ),
+    (
+        "fifo-open",
+        "python3 reads a FIFO whose writer shell is stuck in sleep; the trace ends first",
+    ),
+];
+
+/// Whether `name` is one of these hangs.
+pub fn is_hang(name: &str) -> bool {
+    HANGS.iter().any(|(n, _)| *n == name)
+}
+
+/// Names the calling Python thread (comm) through prctl(PR_SET_NAME).
+const PY_NAME: &str = r#"import ctypes
+def name(n):
+    ctypes.CDLL(None).prctl(15, n.encode(), 0, 0, 0)
+def burn(s):
+    import time
+    t = time.time() + s
+    x = 0
+    while time.time() < t:
+        x += 1
+    return x
+"#;
+
+fn python(script: &str) -> Command {
+    let mut c = Command::new("python3");
+    c.arg("-c").arg(format!("{PY_NAME}{script}"));
+    c
+}
+
+fn spawn(c: &mut Command, what: &str) -> Result<Child> {
+    c.spawn().with_context(|| format!("starting {what}"))
+}
+
+fn wait(mut c: Child, what: &str) -> Result<()> {
+    let st = c.wait().with_context(|| format!("waiting for {what}"))?;
+    if !st.success() {
+        bail!("{what} failed: {st}");
+    }
+    Ok(())
+}
+
+fn scratch() -> Result<PathBuf> {
+    let d = std::env::temp_dir().join(format!("argus-hang-{}", std::process::id()));
+    std::fs::create_dir_all(&d).with_context(|| format!("creating {}", d.display()))?;
+    Ok(d)
+}
+
+/// The recorder's `trace_marker` (the recorder is our parent: `argus record -- CMD`).
+fn marker_path() -> PathBuf {
+    // SAFETY: getppid has no preconditions.
+    let ppid = unsafe { libc::getppid() };
+    let own = PathBuf::from(format!(
+        "/sys/kernel/tracing/instances/argus-{ppid}/trace_marker"
+    ));
+    if own.exists() {
+        return own;
+    }
+    PathBuf::from("/sys/kernel/tracing/trace_marker")
+}
+
+fn truth(name: &str, target: u32, class: &str, root: &str, chain: &[&str]) {
+    let chain: Vec<String> = chain.iter().map(|c| format!("{c:?}")).collect();
+    println!(
+        "{{\"workload\":{name:?},\"target_pid\":{target},\"class\":{class:?},\"root_comm\":{root:?},\"chain\":[{}]}}",
+        chain.join(",")
+    );
+}
+
+fn sleep(s: f64) {
+    thread::sleep(Duration::from_secs_f64(s));
+}
+
+/// Runs hang `name` for about `secs` seconds.
+pub fn run(name: &str, secs: f64) -> Result<()> {
+    let dir = scratch()?;
+    let r = run_in(name, secs, &dir);
+    let _ = std::fs::remove_dir_all(&dir);
+    r
+}
+
+fn run_in(name: &str, secs: f64, dir: &Path) -> Result<()> {
+    let s = format!("{secs}");
+    let lock = dir.join("lock");
+    match name {
+        "flock-sleep" => {
+            let holder = spawn(
+                Command::new("flock").arg(&lock).args(["sleep", &s]),
+                "flock holder",
+            )?;
+            sleep(0.2);
+            let waiter = spawn(Command::new("flock").arg(&lock).arg("true"), "flock waiter")?;
+            let pid = waiter.id();
+            wait(holder, "flock holder")?;
+            wait(waiter, "flock waiter")?;
+            truth(name, pid, "LongWait", "sleep", &["flock", "sleep"]);
+        }
+        "flock-convoy" => {
+            let holder = spawn(
+                Command::new("flock")
+                    .arg(&lock)
+                    .arg("python3")
+                    .arg("-c")
+                    .arg(format!(
+                        "import time\nt=time.time()+{secs}\nwhile time.time()<t: pass"
+                    )),
+                "flock holder",
+            )?;
+            sleep(0.2);
+            let mut waiters = Vec::new();
+            for _ in 0..3 {
+                waiters.push(spawn(
+                    Command::new("flock").arg(&lock).args(["sleep", "0.02"]),
+                    "flock waiter",
+                )?);
+                sleep(0.05);
+            }
+            let pid = waiters.last().map_or(0, |w| w.id());
+            wait(holder, "flock holder")?;
+            for w in waiters {
+                wait(w, "flock waiter")?;
+            }
+            truth(name, pid, "LongWait", "python3", &["flock", "python3"]);
+        }
+        "pipe-sleep" => {
+            let mut sh = spawn(
+                Command::new("sh")
+                    .arg("-c")
+                    .arg(format!("sleep {secs}; echo done"))
+                    .stdout(Stdio::piped()),
+                "sh",
+            )?;
+            let out = sh.stdout.take().context("sh stdout")?;
+            let cat = spawn(
+                Command::new("cat")
+                    .stdin(Stdio::from(out))
+                    .stdout(Stdio::null()),
+                "cat",
+            )?;
+            let pid = cat.id();
+            wait(sh, "sh")?;
+            wait(cat, "cat")?;
+            truth(name, pid, "LongWait", "sleep", &["sh", "sleep"]);
+        }
+        "py-timer" => {
+            let p = spawn(
+                &mut python(&format!(
+                    r#"import threading
+ev = threading.Event()
+def fire():
+    ev.set()
+class T(threading.Timer):
+    def run(self):
+        name('py-timer')
+        threading.Timer.run(self)
+T({secs}, fire).start()
+ev.wait()
+"#
+                )),
+                "python3",
+            )?;
+            let pid = p.id();
+            wait(p, "python3")?;
+            truth(name, pid, "LongWait", "py-timer", &["py-timer"]);
+        }
+        "py-reply" => {
+            let p = spawn(
+                &mut python(&format!(
+                    r#"import socket, threading
+a, b = socket.socketpair()
+def server():
+    name('py-server')
+    b.recv(16)
+    burn({secs})
+    b.send(b'reply')
+threading.Thread(target=server).start()
+import time
+time.sleep(0.1)
+a.send(b'request')
+a.recv(16)
+"#
+                )),
+                "python3",
+            )?;
+            let pid = p.id();
+            wait(p, "python3")?;
+            truth(name, pid, "LongWait", "py-server", &["py-server"]);
+        }
+        "py-batch" => {
+            let p = spawn(
+                &mut python(&format!(
+                    r#"import socket, threading, selectors, time
+c1, s1 = socket.socketpair()
+c2, s2 = socket.socketpair()
+def loop():
+    name('py-loop')
+    sel = selectors.DefaultSelector()
+    sel.register(s1, selectors.EVENT_READ)
+    sel.register(s2, selectors.EVENT_READ)
+    served = 0
+    while served < 2:
+        for key, _ in sel.select():
+            req = key.fileobj.recv(16)
+            if req == b'slow':
+                burn({secs})
+            key.fileobj.send(b'ok')
+            served += 1
+def client_a():
+    name('client-a')
+    c1.send(b'slow')
+    c1.recv(16)
+threading.Thread(target=loop).start()
+time.sleep(0.05)
+threading.Thread(target=client_a).start()
+time.sleep(0.1)
+c2.send(b'fast')
+c2.recv(16)
+"#
+                )),
+                "python3",
+            )?;
+            let pid = p.id();
+            wait(p, "python3")?;
+            truth(name, pid, "LongWait", "py-loop", &["py-loop"]);
+        }
+        "py-yield" => {
+            let p = spawn(
+                &mut python(&format!(
+                    r#"import threading, time
+done = False
+def setter():
+    global done
+    name('py-setter')
+    burn({secs})
+    done = True
+threading.Thread(target=setter).start()
+while not done:
+    time.sleep(0.002)
+"#
+                )),
+                "python3",
+            )?;
+            let pid = p.id();
+            wait(p, "python3")?;
+            truth(name, pid, "RepeatedYield", "py-setter", &["py-setter"]);
+        }
+        "py-flagfile" => {
+            let flag = dir.join("flag");
+            let marker = marker_path();
+            let poller = spawn(
+                &mut python(&format!(
+                    r#"import os, time
+while not os.path.exists({:?}):
+    time.sleep(0.005)
+"#,
+                    flag.display().to_string()
+                )),
+                "python3",
+            )?;
+            let pid = poller.id();
+            sleep(0.1);
+            let setter = spawn(
+                Command::new("sh").arg("-c").arg(format!(
+                    "sleep {secs}; touch '{}'; echo 'argus:flag-set {}' > '{}'",
+                    flag.display(),
+                    flag.display(),
+                    marker.display()
+                )),
+                "sh",
+            )?;
+            wait(setter, "sh")?;
+            wait(poller, "python3")?;
+            truth(name, pid, "RepeatedYield", "sleep", &["sh", "sleep"]);
+        }
+        "py-longrun" => {
+            let mut sh = spawn(
+                Command::new("sh")
+                    .arg("-c")
+                    .arg("sleep 0.5; echo go")
+                    .stdout(Stdio::piped()),
+                "sh",
+            )?;
+            let out = sh.stdout.take().context("sh stdout")?;
+            let p = spawn(
+                python(&format!(
+                    r#"import sys
+sys.stdin.readline()
+burn({secs})
+"#
+                ))
+                .stdin(Stdio::from(out)),
+                "python3",
+            )?;
+            let pid = p.id();
+            wait(sh, "sh")?;
+            wait(p, "python3")?;
+            truth(name, pid, "LongRunning", "python3", &["python3", "sh"]);
+        }
+        "fifo-open" => {
+            let fifo = dir.join("fifo");
+            let st = Command::new("mkfifo")
+                .arg(&fifo)
+                .status()
+                .context("running mkfifo")?;
+            if !st.success() {
+                bail!("mkfifo failed: {st}");
+            }
+            let linger = secs + 6.0;
+            let reader = spawn(
+                &mut python(&format!(
+                    r#"import signal
+signal.alarm({})
+f = open({:?})
+while f.readline():
+    pass
+"#,
+                    linger.ceil() as u64 + 2,
+                    fifo.display().to_string()
+                )),
+                "python3",
+            )?;
+            let out = std::fs::OpenOptions::new()
+                .write(true)
+                .open(&fifo)
+                .with_context(|| format!("opening {}", fifo.display()))?;
+            let writer = spawn(
+                Command::new("sh")
+                    .arg("-c")
+                    .arg(format!(
+                        "i=0; while [ $i -lt 12 ]; do echo tick; sleep 0.04; i=$((i+1)); done; sleep {linger}"
+                    ))
+                    .stdout(Stdio::from(out)),
+                "sh",
+            )?;
+            let (rpid, wpid) = (reader.id(), writer.id());
+            // The ticks take about 0.6 s; the reader then waits for good. Stop recording
+            // while it still waits, and clean up a moment later (after the trace ended).
+            sleep(0.6 + secs);
+            Command::new("sh")
+                .arg("-c")
+                .arg(format!(
+                    "sleep 1; pkill -KILL -P {wpid}; kill -KILL {wpid} {rpid} 2>/dev/null"
+                ))
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .context("starting the cleanup shell")?;
+            truth(name, rpid, "LongWait", "sleep", &["sh", "sleep"]);
+            // Leave the children running (dropping a Child neither waits nor kills): the
+            // trace must end mid-hang; the cleanup shell ends them a second later.
+            drop((reader, writer));
+        }
+        other => bail!(
+            "unknown hang {other:?}; known: {}",
+            HANGS.iter().map(|(n, _)| *n).collect::<Vec<_>>().join(", ")
+        ),
+    }
+    Ok(())
+}

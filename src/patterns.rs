@@ -1,0 +1,487 @@
+//! Workloads for the Argus inaccuracy patterns (paper §3), with ground truth known by
+//! construction, run as `argus workload NAME`. Each prints one JSON line with the ids the
+//! graph tests need (process, threads, descriptors, addresses); `tests/graph_rules.rs`
+//! records them and checks the event graph's segments and edges.
+//!
+//! - `batch-server`: one thread serves three clients through epoll on unix socket pairs,
+//!   handling every ready client in one run (batching): the message peer-set rule must split
+//!   the run so no segment links one client's request to another's reply.
+//! - `convoy`: four threads contend on one pthread mutex: the lock hand-offs are weak.
+//! - `reply`: a receiver thread reads requests and hands them over a condition variable to a
+//!   worker thread, which sends the reply: the reply edge comes from the worker.
+//! - `timer`: one thread arms a timerfd, another sleeps reading it while a third spins on a
+//!   CPU: the expiry's wake-up is attributed to the armer, not to the interrupted task.
+//! - `kwork`: writes to a pseudo-terminal are pushed to the reader by a kernel work item
+//!   (`flush_to_ldisc`): work-item segments, queue edges, no thread-order chain.
+//! - `pipe-dep`: a writer fills a pipe; a reader that sleeps on a timer reads it later
+//!   without blocking: a data dependency with no wake-up.
+
+use anyhow::{bail, Context, Result};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+/// The pattern workloads, with one line on what each does.
+pub const PATTERNS: &[(&str, &str)] = &[
+    (
+        "batch-server",
+        "one thread serves 3 clients through epoll, several per run (peer-set split)",
+    ),
+    (
+        "convoy",
+        "4 threads contend on a pthread mutex (weak hand-offs)",
+    ),
+    (
+        "reply",
+        "a receiver hands requests to a worker over a condvar; the worker replies",
+    ),
+    (
+        "timer",
+        "an armer sets a timerfd a sleeper reads, while a busy thread spins",
+    ),
+    (
+        "kwork",
+        "pty writes reach the reader through a kernel work item",
+    ),
+    (
+        "pipe-dep",
+        "a reader finds a writer's data in a pipe without blocking",
+    ),
+];
+
+fn tid() -> i32 {
+    // SAFETY: gettid has no preconditions.
+    unsafe { libc::gettid() }
+}
+
+fn pid() -> i32 {
+    // SAFETY: getpid has no preconditions.
+    unsafe { libc::getpid() }
+}
+
+fn spin(d: Duration) {
+    let start = Instant::now();
+    let mut x = 1u64;
+    while start.elapsed() < d {
+        for _ in 0..1000 {
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
+        }
+        std::hint::black_box(x);
+    }
+}
+
+fn check(ret: libc::c_int, what: &str) -> Result<libc::c_int> {
+    if ret < 0 {
+        bail!("{what}: {}", std::io::Error::last_os_error());
+    }
+    Ok(ret)
+}
+
+fn write_all(fd: i32, buf: &[u8]) -> Result<()> {
+    // SAFETY: buf is a valid slice for the length given.
+    let n = unsafe { libc::write(fd, buf.as_ptr().cast(), buf.len()) };
+    if n != buf.len() as isize {
+        bail!("write on fd {fd}: {}", std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+fn read_some(fd: i32, buf: &mut [u8]) -> Result<usize> {
+    // SAFETY: buf is a valid mutable slice for the length given.
+    let n = unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) };
+    if n < 0 {
+        bail!("read on fd {fd}: {}", std::io::Error::last_os_error());
+    }
+    Ok(n as usize)
+}
+
+fn socketpair() -> Result<(i32, i32)> {
+    let mut fds = [0i32; 2];
+    // SAFETY: fds has room for the two descriptors.
+    check(
+        unsafe { libc::socketpair(libc::AF_UNIX, libc::SOCK_STREAM, 0, fds.as_mut_ptr()) },
+        "socketpair",
+    )?;
+    Ok((fds[0], fds[1]))
+}
+
+fn join<T>(h: thread::JoinHandle<Result<T>>, who: &str) -> Result<T> {
+    h.join()
+        .map_err(|_| anyhow::anyhow!("{who} panicked"))?
+        .with_context(|| who.to_string())
+}
+
+/// Runs pattern workload `name` if it is one (`None` otherwise).
+pub fn run(name: &str, secs: f64) -> Option<Result<()>> {
+    let rounds = ((secs.max(0.2) * 10.0) as usize).clamp(4, 60);
+    Some(match name {
+        "batch-server" => batch_server(rounds),
+        "convoy" => convoy(rounds),
+        "reply" => reply(rounds),
+        "timer" => timer(rounds),
+        "kwork" => kwork(rounds),
+        "pipe-dep" => pipe_dep(rounds),
+        _ => return None,
+    })
+}
+
+fn batch_server(rounds: usize) -> Result<()> {
+    const CLIENTS: usize = 3;
+    let mut server_fds = Vec::new();
+    let mut clients = Vec::new();
+    for i in 0..CLIENTS {
+        let (s, c) = socketpair()?;
+        server_fds.push(s);
+        let h = thread::Builder::new()
+            .name(format!("argus-client{i}"))
+            .spawn(move || -> Result<(i32, i32)> {
+                let me = tid();
+                let mut buf = [0u8; 8];
+                for _ in 0..rounds {
+                    // The clients wake together (their replies come in one run) and sleep
+                    // the same time, so their next requests arrive while the server spins.
+                    thread::sleep(Duration::from_millis(10));
+                    write_all(c, b"request!")?;
+                    read_some(c, &mut buf)?;
+                }
+                // SAFETY: closing our own descriptor.
+                unsafe { libc::close(c) };
+                Ok((me, c))
+            })?;
+        clients.push(h);
+    }
+    let fds = server_fds.clone();
+    let server =
+        thread::Builder::new()
+            .name("argus-server".into())
+            .spawn(move || -> Result<i32> {
+                // SAFETY: plain syscalls on descriptors we own; `evs` has room for 8 events.
+                unsafe {
+                    let ep = check(libc::epoll_create1(0), "epoll_create1")?;
+                    for (i, fd) in fds.iter().enumerate() {
+                        let mut ev = libc::epoll_event {
+                            events: libc::EPOLLIN as u32,
+                            u64: i as u64,
+                        };
+                        check(
+                            libc::epoll_ctl(ep, libc::EPOLL_CTL_ADD, *fd, &mut ev),
+                            "epoll_ctl",
+                        )?;
+                    }
+                    let mut open = fds.len();
+                    let mut evs = [libc::epoll_event { events: 0, u64: 0 }; 8];
+                    let mut buf = [0u8; 8];
+                    while open > 0 {
+                        check(libc::epoll_wait(ep, evs.as_mut_ptr(), 8, -1), "epoll_wait")?;
+                        // Batching: let the other clients' requests arrive, then serve every
+                        // ready client in this one run.
+                        spin(Duration::from_millis(3));
+                        let n = check(libc::epoll_wait(ep, evs.as_mut_ptr(), 8, 0), "epoll_wait")?;
+                        for ev in evs.iter().take(n as usize) {
+                            let fd = fds[ev.u64 as usize];
+                            if read_some(fd, &mut buf)? == 0 {
+                                libc::epoll_ctl(ep, libc::EPOLL_CTL_DEL, fd, std::ptr::null_mut());
+                                open -= 1;
+                                continue;
+                            }
+                            write_all(fd, b"reply!!!")?;
+                        }
+                    }
+                    Ok(tid())
+                }
+            })?;
+    let mut client_tids = Vec::new();
+    let mut client_fds = Vec::new();
+    for (i, h) in clients.into_iter().enumerate() {
+        let (t, fd) = join(h, &format!("client {i}"))?;
+        client_tids.push(t);
+        client_fds.push(fd);
+    }
+    let server_tid = join(server, "server")?;
+    println!(
+        "{{\"workload\":\"batch-server\",\"pid\":{},\"server_tid\":{server_tid},\"client_tids\":{client_tids:?},\"server_fds\":{server_fds:?},\"rounds\":{rounds}}}",
+        pid()
+    );
+    Ok(())
+}
+
+/// A pthread mutex or condition variable at a stable address, shared between threads.
+struct Shared<T>(Box<std::cell::UnsafeCell<T>>);
+// SAFETY: only used through the pthread functions, which synchronize.
+unsafe impl<T> Sync for Shared<T> {}
+// SAFETY: as above.
+unsafe impl<T> Send for Shared<T> {}
+impl<T> Shared<T> {
+    fn ptr(&self) -> *mut T {
+        self.0.get()
+    }
+}
+
+fn convoy(rounds: usize) -> Result<()> {
+    let mutex = Arc::new(Shared(Box::new(std::cell::UnsafeCell::new(
+        libc::PTHREAD_MUTEX_INITIALIZER,
+    ))));
+    let addr = mutex.ptr() as u64;
+    let mut hs = Vec::new();
+    for i in 0..4 {
+        let m = mutex.clone();
+        hs.push(
+            thread::Builder::new()
+                .name(format!("argus-convoy{i}"))
+                .spawn(move || -> Result<i32> {
+                    for _ in 0..rounds * 20 {
+                        // SAFETY: the mutex is initialized and outlives the threads.
+                        unsafe {
+                            libc::pthread_mutex_lock(m.ptr());
+                            spin(Duration::from_micros(200));
+                            libc::pthread_mutex_unlock(m.ptr());
+                        }
+                        spin(Duration::from_micros(20));
+                    }
+                    Ok(tid())
+                })?,
+        );
+    }
+    let mut tids = Vec::new();
+    for (i, h) in hs.into_iter().enumerate() {
+        tids.push(join(h, &format!("convoy thread {i}"))?);
+    }
+    println!(
+        "{{\"workload\":\"convoy\",\"pid\":{},\"tids\":{tids:?},\"mutex\":{addr}}}",
+        pid()
+    );
+    Ok(())
+}
+
+fn reply(rounds: usize) -> Result<()> {
+    let (server_end, client_end) = socketpair()?;
+    let mutex = Arc::new(Shared(Box::new(std::cell::UnsafeCell::new(
+        libc::PTHREAD_MUTEX_INITIALIZER,
+    ))));
+    let cond = Arc::new(Shared(Box::new(std::cell::UnsafeCell::new(
+        libc::PTHREAD_COND_INITIALIZER,
+    ))));
+    let pending = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let cond_addr = cond.ptr() as u64;
+    let (m, c, p) = (mutex.clone(), cond.clone(), pending.clone());
+    let worker =
+        thread::Builder::new()
+            .name("argus-worker".into())
+            .spawn(move || -> Result<i32> {
+                for _ in 0..rounds {
+                    // SAFETY: initialized mutex and condition variable, outliving the threads.
+                    unsafe {
+                        libc::pthread_mutex_lock(m.ptr());
+                        while p.load(Ordering::Acquire) == 0 {
+                            libc::pthread_cond_wait(c.ptr(), m.ptr());
+                        }
+                        p.fetch_sub(1, Ordering::AcqRel);
+                        libc::pthread_mutex_unlock(m.ptr());
+                    }
+                    // Work on the request off the CPU, so the client is surely blocked in its
+                    // read when the reply comes.
+                    thread::sleep(Duration::from_millis(2));
+                    // The reply goes out on the connection the receiver read the request from.
+                    write_all(server_end, b"reply!!!")?;
+                }
+                Ok(tid())
+            })?;
+    let (m, c, p) = (mutex.clone(), cond.clone(), pending.clone());
+    let receiver =
+        thread::Builder::new()
+            .name("argus-receiver".into())
+            .spawn(move || -> Result<i32> {
+                let mut buf = [0u8; 8];
+                for _ in 0..rounds {
+                    read_some(server_end, &mut buf)?;
+                    // SAFETY: as above.
+                    unsafe {
+                        libc::pthread_mutex_lock(m.ptr());
+                        p.fetch_add(1, Ordering::AcqRel);
+                        libc::pthread_cond_signal(c.ptr());
+                        libc::pthread_mutex_unlock(m.ptr());
+                    }
+                }
+                Ok(tid())
+            })?;
+    let client =
+        thread::Builder::new()
+            .name("argus-asker".into())
+            .spawn(move || -> Result<i32> {
+                let mut buf = [0u8; 8];
+                for _ in 0..rounds {
+                    thread::sleep(Duration::from_millis(5));
+                    write_all(client_end, b"request!")?;
+                    read_some(client_end, &mut buf)?;
+                }
+                Ok(tid())
+            })?;
+    let client_tid = join(client, "client")?;
+    let receiver_tid = join(receiver, "receiver")?;
+    let worker_tid = join(worker, "worker")?;
+    println!(
+        "{{\"workload\":\"reply\",\"pid\":{},\"client_tid\":{client_tid},\"receiver_tid\":{receiver_tid},\"worker_tid\":{worker_tid},\"cond\":{cond_addr}}}",
+        pid()
+    );
+    Ok(())
+}
+
+fn timer(rounds: usize) -> Result<()> {
+    // SAFETY: plain syscall.
+    let tfd = check(
+        unsafe { libc::timerfd_create(libc::CLOCK_MONOTONIC, 0) },
+        "timerfd_create",
+    )?;
+    let stop = Arc::new(AtomicBool::new(false));
+    let s2 = stop.clone();
+    let busy = thread::Builder::new()
+        .name("argus-busy".into())
+        .spawn(move || -> Result<i32> {
+            while !s2.load(Ordering::Acquire) {
+                spin(Duration::from_millis(1));
+            }
+            Ok(tid())
+        })?;
+    let (armed_tx, armed_rx) = std::sync::mpsc::channel::<()>();
+    let (fired_tx, fired_rx) = std::sync::mpsc::channel::<()>();
+    let sleeper =
+        thread::Builder::new()
+            .name("argus-sleeper".into())
+            .spawn(move || -> Result<i32> {
+                let mut buf = [0u8; 8];
+                for _ in 0..rounds {
+                    read_some(tfd, &mut buf)?;
+                    let _ = fired_tx.send(());
+                }
+                Ok(tid())
+            })?;
+    let armer =
+        thread::Builder::new()
+            .name("argus-armer".into())
+            .spawn(move || -> Result<i32> {
+                for _ in 0..rounds {
+                    let spec = libc::itimerspec {
+                        it_interval: libc::timespec {
+                            tv_sec: 0,
+                            tv_nsec: 0,
+                        },
+                        it_value: libc::timespec {
+                            tv_sec: 0,
+                            tv_nsec: 15_000_000,
+                        },
+                    };
+                    // SAFETY: spec is a valid itimerspec; the old value is not wanted.
+                    check(
+                        unsafe { libc::timerfd_settime(tfd, 0, &spec, std::ptr::null_mut()) },
+                        "timerfd_settime",
+                    )?;
+                    let _ = armed_tx.send(());
+                    fired_rx
+                        .recv()
+                        .map_err(|_| anyhow::anyhow!("the sleeper stopped"))?;
+                }
+                Ok(tid())
+            })?;
+    let armer_tid = join(armer, "armer")?;
+    let sleeper_tid = join(sleeper, "sleeper")?;
+    stop.store(true, Ordering::Release);
+    let busy_tid = join(busy, "busy thread")?;
+    drop(armed_rx);
+    println!(
+        "{{\"workload\":\"timer\",\"pid\":{},\"armer_tid\":{armer_tid},\"sleeper_tid\":{sleeper_tid},\"busy_tid\":{busy_tid}}}",
+        pid()
+    );
+    Ok(())
+}
+
+fn kwork(rounds: usize) -> Result<()> {
+    // SAFETY: plain libc calls on descriptors we own; ptsname's buffer is copied at once.
+    let (master, slave) = unsafe {
+        let master = check(
+            libc::posix_openpt(libc::O_RDWR | libc::O_NOCTTY),
+            "posix_openpt",
+        )?;
+        check(libc::grantpt(master), "grantpt")?;
+        check(libc::unlockpt(master), "unlockpt")?;
+        let name = libc::ptsname(master);
+        if name.is_null() {
+            bail!("ptsname: {}", std::io::Error::last_os_error());
+        }
+        let slave = check(libc::open(name, libc::O_RDWR | libc::O_NOCTTY), "open pts")?;
+        // Raw mode: every byte is delivered, nothing is echoed back.
+        let mut t: libc::termios = std::mem::zeroed();
+        check(libc::tcgetattr(slave, &mut t), "tcgetattr")?;
+        libc::cfmakeraw(&mut t);
+        check(libc::tcsetattr(slave, libc::TCSANOW, &t), "tcsetattr")?;
+        (master, slave)
+    };
+    let reader = thread::Builder::new()
+        .name("argus-ptyreader".into())
+        .spawn(move || -> Result<i32> {
+            let mut buf = [0u8; 64];
+            let mut got = 0;
+            while got < rounds {
+                got += read_some(slave, &mut buf)?;
+            }
+            Ok(tid())
+        })?;
+    let writer = thread::Builder::new()
+        .name("argus-ptywriter".into())
+        .spawn(move || -> Result<i32> {
+            for _ in 0..rounds {
+                thread::sleep(Duration::from_millis(10));
+                write_all(master, b"x")?;
+            }
+            Ok(tid())
+        })?;
+    let writer_tid = join(writer, "writer")?;
+    let reader_tid = join(reader, "reader")?;
+    println!(
+        "{{\"workload\":\"kwork\",\"pid\":{},\"writer_tid\":{writer_tid},\"reader_tid\":{reader_tid}}}",
+        pid()
+    );
+    Ok(())
+}
+
+fn pipe_dep(rounds: usize) -> Result<()> {
+    let mut fds = [0i32; 2];
+    // SAFETY: fds has room for both ends.
+    check(unsafe { libc::pipe(fds.as_mut_ptr()) }, "pipe")?;
+    let (rfd, wfd) = (fds[0], fds[1]);
+    let start = Instant::now();
+    let period = Duration::from_millis(20);
+    let at = move |k: usize, offset: Duration| {
+        let t = start + period * k as u32 + offset;
+        if let Some(d) = t.checked_duration_since(Instant::now()) {
+            thread::sleep(d);
+        }
+    };
+    let writer = thread::Builder::new()
+        .name("argus-pipewriter".into())
+        .spawn(move || -> Result<i32> {
+            for k in 0..rounds {
+                at(k, Duration::ZERO);
+                write_all(wfd, b"data")?;
+            }
+            Ok(tid())
+        })?;
+    let reader = thread::Builder::new()
+        .name("argus-pipereader".into())
+        .spawn(move || -> Result<i32> {
+            let mut buf = [0u8; 4];
+            for k in 0..rounds {
+                // Half a period after the write: the data is there, the read does not block.
+                at(k, period / 2);
+                read_some(rfd, &mut buf)?;
+            }
+            Ok(tid())
+        })?;
+    let writer_tid = join(writer, "writer")?;
+    let reader_tid = join(reader, "reader")?;
+    println!(
+        "{{\"workload\":\"pipe-dep\",\"pid\":{},\"writer_tid\":{writer_tid},\"reader_tid\":{reader_tid},\"write_fd\":{wfd},\"read_fd\":{rfd},\"rounds\":{rounds}}}",
+        pid()
+    );
+    Ok(())
+}

@@ -1,0 +1,278 @@
+//! `argus start` on the real kernel: a hang reproduced while the job runs shows in a snapshot,
+//! runs `--on-hang` and is reported by `argus debug --follow`, all within about one snapshot
+//! period; `kill -9` during a snapshot write leaves `latest` on a complete snapshot and a
+//! restart resumes from the ring.
+
+use crate::common::{argus, live_or_skip, recording_lock};
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+
+fn mono_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes one timespec we own.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+fn wait_for<T>(what: &str, timeout: Duration, mut f: impl FnMut() -> Option<T>) -> T {
+    let end = Instant::now() + timeout;
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        assert!(Instant::now() < end, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Stops a child on drop (SIGKILL), so a failing assertion leaves no job behind.
+struct Guard(Option<Child>);
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        if let Some(c) = self.0.as_mut() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+fn signal(child: &Child, sig: i32) {
+    // SAFETY: kill has no memory-safety preconditions; the pid is our unreaped child.
+    unsafe { libc::kill(child.id() as i32, sig) };
+}
+
+fn latest(job: &Path) -> Option<PathBuf> {
+    let p = std::fs::canonicalize(job.join("latest")).ok()?;
+    p.join("manifest.json").is_file().then_some(p)
+}
+
+fn manifest(snapshot: &Path) -> serde_json::Value {
+    serde_json::from_slice(&std::fs::read(snapshot.join("manifest.json")).expect("manifest"))
+        .expect("manifest parses")
+}
+
+#[test]
+fn start_shows_a_live_hang_runs_the_hook_and_follow_reports_it_within_a_period() {
+    if !live_or_skip("start_shows_a_live_hang_runs_the_hook_and_follow_reports_it_within_a_period")
+    {
+        return;
+    }
+    let _lock = recording_lock();
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let job = tmp.path().join("job");
+    let hook = tmp.path().join("hook.env");
+    let period = 2.0f64;
+    let lag = 0.5f64;
+    let threshold_ns = 2_000_000_000u64;
+    let hook_cmd = format!(
+        "env | grep ^ARGUS_HANG_ > {0}.tmp && mv {0}.tmp {0}",
+        hook.display()
+    );
+    let mut start = Guard(Some(
+        argus()
+            .args(["start", "-o"])
+            .arg(&job)
+            .args([
+                "--snapshot-every",
+                "2",
+                "--retain",
+                "60s",
+                "--watch-comm",
+                "argus-hang-main",
+                "--status-every",
+                "1",
+                "--duration",
+                "60",
+                "--on-hang",
+                &hook_cmd,
+            ])
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("argus start runs"),
+    ));
+    wait_for("the first snapshot", Duration::from_secs(30), || {
+        latest(&job)
+    });
+
+    let follow = argus()
+        .args(["debug"])
+        .arg(&job)
+        .args([
+            "--follow",
+            "--follow-for",
+            "40",
+            "--comm",
+            "argus-hang-main",
+        ])
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("argus debug --follow runs");
+    let mut follow = Guard(Some(follow));
+    let follow_out = follow
+        .0
+        .as_mut()
+        .and_then(|c| c.stdout.take())
+        .expect("stdout");
+    let (line_tx, line_rx) = std::sync::mpsc::channel::<(u64, String)>();
+    std::thread::spawn(move || {
+        for line in BufReader::new(follow_out).lines().map_while(Result::ok) {
+            let _ = line_tx.send((mono_ns(), line));
+        }
+    });
+
+    let mut workload = argus()
+        .args(["workload", "chain", "--secs", "6"])
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("the workload runs");
+    let pid = workload.id() as i32;
+
+    // The hook runs once the hang is in a snapshot.
+    let (hook_at, env) = wait_for("the --on-hang command", Duration::from_secs(20), || {
+        let text = std::fs::read_to_string(&hook).ok()?;
+        Some((mono_ns(), text))
+    });
+    let var = |name: &str| {
+        env.lines()
+            .find_map(|l| l.strip_prefix(&format!("{name}=")))
+            .unwrap_or_else(|| panic!("{name} in the hook's environment: {env}"))
+            .to_string()
+    };
+    assert_eq!(var("ARGUS_HANG_PID"), pid.to_string(), "{env}");
+    assert_eq!(
+        var("ARGUS_HANG_TID"),
+        pid.to_string(),
+        "the main thread: {env}"
+    );
+    assert_eq!(var("ARGUS_HANG_CLASS"), "LongWait", "{env}");
+    let snap = PathBuf::from(var("ARGUS_HANG_SNAPSHOT"));
+    let tables =
+        argus_sinks::read_snapshot_tables(&snap, false).expect("the hook's snapshot reads");
+    let spin = tables
+        .spins
+        .iter()
+        .find(|s| s.tid.0 == pid)
+        .expect("the hang is in the snapshot the hook names");
+    // Visible once the watermark passes start + threshold; then at most one period.
+    let visible_at = spin.start_ns.0 + threshold_ns;
+    let delay = hook_at.saturating_sub(visible_at) as f64 / 1e9;
+    eprintln!("hang visible → --on-hang ran: {delay:.2} s (period {period} s, lag {lag} s)");
+    assert!(
+        delay <= period + lag + 1.5,
+        "the hook ran {delay:.2} s after the hang became visible"
+    );
+
+    let (follow_at, line) = wait_for("debug --follow's report", Duration::from_secs(20), || {
+        line_rx
+            .try_iter()
+            .find(|(_, l)| l.contains("new hang") && l.contains("argus-hang-main"))
+    });
+    let follow_delay = follow_at.saturating_sub(visible_at) as f64 / 1e9;
+    eprintln!("hang visible → debug --follow reported it: {follow_delay:.2} s: {line}");
+    assert!(line.contains("LongWait"), "{line}");
+    assert!(
+        follow_delay <= period + lag + 1.5,
+        "follow reported {follow_delay:.2} s after the hang became visible"
+    );
+    assert!(workload.wait().expect("workload exits").success());
+    // Once the worker wakes the main thread, follow reports the hang resolved.
+    let (_, resolved) = wait_for("the hang resolved", Duration::from_secs(15), || {
+        line_rx
+            .try_iter()
+            .find(|(_, l)| l.contains("hang resolved"))
+    });
+    assert!(resolved.contains("argus-hang-main"), "{resolved}");
+    drop(follow);
+
+    // SIGTERM: a clean stop with a last snapshot.
+    let child = start.0.take().expect("running");
+    signal(&child, libc::SIGTERM);
+    let out = child.wait_with_output().expect("argus start exits");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "clean stop: {stderr}");
+    assert!(stderr.contains("stopped (Signal(15))"), "{stderr}");
+    assert!(stderr.contains("events/s, lag"), "status lines: {stderr}");
+    assert!(stderr.contains("lost 0 events"), "no events lost: {stderr}");
+    let last = latest(&job).expect("latest after the stop");
+    let m = manifest(&last);
+    assert!(m["counts"]["segments"].as_u64().unwrap_or(0) > 0, "{m}");
+    assert_eq!(
+        last.file_name().and_then(|n| n.to_str()),
+        Some(format!("{:010}", m["epoch"].as_u64().expect("epoch")).as_str()),
+        "snapshots are named by their epoch"
+    );
+}
+
+#[test]
+fn kill_9_during_a_snapshot_write_keeps_latest_complete_and_a_restart_resumes() {
+    if !live_or_skip("kill_9_during_a_snapshot_write_keeps_latest_complete_and_a_restart_resumes") {
+        return;
+    }
+    let _lock = recording_lock();
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let job = tmp.path().join("job");
+    let mut start = Guard(Some(
+        argus()
+            .args(["start", "-o"])
+            .arg(&job)
+            .args(["--snapshot-every", "1", "--snapshot-delay-ms", "1500"])
+            .args(["--duration", "60", "-q"])
+            .spawn()
+            .expect("argus start runs"),
+    ));
+    let first = wait_for("the first snapshot", Duration::from_secs(30), || {
+        latest(&job)
+    });
+    // The next snapshot's tables are written and it waits before installing: kill it there.
+    let partial = wait_for("a snapshot being written", Duration::from_secs(30), || {
+        std::fs::read_dir(job.join("snapshots"))
+            .ok()?
+            .flatten()
+            .map(|e| e.path())
+            .find(|p| {
+                p.file_name()
+                    .and_then(|n| n.to_str())
+                    .is_some_and(|n| n.starts_with('.') && n.contains(".tmp-"))
+                    && p.join("threads.parquet").is_file()
+                    && !p.join("manifest.json").exists()
+            })
+    });
+    let child = start.0.take().expect("running");
+    signal(&child, libc::SIGKILL);
+    let mut child = child;
+    let _ = child.wait();
+    assert!(partial.exists(), "the interrupted write is still there");
+    let kept = latest(&job).expect("latest points at a complete snapshot");
+    argus_sinks::read_snapshot(&kept).expect("the latest snapshot reads");
+    argus_sinks::read_snapshot(&first).expect("the first snapshot reads");
+    let before = manifest(&kept);
+
+    // Restart: leftovers cleaned, the earlier ring replayed, snapshots continue.
+    let out = argus()
+        .args(["start", "-o"])
+        .arg(&job)
+        .args(["--snapshot-every", "1", "--duration", "3"])
+        .output()
+        .expect("argus start runs again");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("resumed"), "{stderr}");
+    assert!(!partial.exists(), "the interrupted write was removed");
+    let now = latest(&job).expect("latest after the restart");
+    let after = manifest(&now);
+    assert!(
+        after["epoch"].as_u64() > before["epoch"].as_u64(),
+        "{before} → {after}"
+    );
+    assert!(
+        after["trace_start_ns"].as_u64() < before["watermark_ns"].as_u64(),
+        "the resumed window holds events from before the crash: {before} → {after}"
+    );
+    argus_sinks::read_snapshot(&now).expect("the new snapshot reads");
+}
