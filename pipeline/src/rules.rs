@@ -951,26 +951,13 @@ impl ThreadState {
         self.peers.clear();
         self.messaged = false;
         self.woken_by = None;
-        self.cur = Some(Segment {
+        self.cur = Some(Segment::starting(
             id,
-            tid: self.tid,
-            pid: self.pid,
-            kind: SegmentKind::Task,
-            start_ns: ts,
-            end_ns: ts,
+            self.pid,
+            SegmentKind::Task,
+            ts,
             start,
-            end: EndCause::Open,
-            wait_start_ns: None,
-            wait_state: 0,
-            wait_syscall: -1,
-            wait_ret: None,
-            on_cpu_ns: 0,
-            preemptions: 0,
-            yields: 0,
-            syscalls: 0,
-            events: 0,
-            syscall_seq: Vec::new(),
-        });
+        ));
         id
     }
 
@@ -1811,24 +1798,8 @@ impl IrqState {
         let id = SegmentId::new(tid, self.next_ord);
         self.next_ord += 1;
         Segment {
-            id,
-            tid,
-            pid: Pid(tid.0),
-            kind,
-            start_ns: ts,
-            end_ns: ts,
-            start: StartCause::Interrupt,
-            end: EndCause::Open,
-            wait_start_ns: None,
-            wait_state: 0,
-            wait_syscall: -1,
-            wait_ret: None,
-            on_cpu_ns: 0,
-            preemptions: 0,
-            yields: 0,
-            syscalls: 0,
             events: 1,
-            syscall_seq: Vec::new(),
+            ..Segment::starting(id, Pid(tid.0), kind, ts, StartCause::Interrupt)
         }
     }
 

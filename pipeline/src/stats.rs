@@ -150,32 +150,21 @@ impl fmt::Display for GraphStats {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use argus_schema::{
-        CausalEdge, EndCause, Nanos, Pid, Segment, SegmentId, SegmentKind, StartCause, Tid,
-    };
+    use argus_schema::{CausalEdge, Nanos, Pid, Segment, SegmentId, SegmentKind, StartCause, Tid};
 
     #[test]
     fn counts_kinds_strengths_and_rules() {
         let mut g = Graph::default();
         g.segments.push(Segment {
-            id: SegmentId::new(Tid(1), 0),
-            tid: Tid(1),
-            pid: Pid(1),
-            kind: SegmentKind::Task,
-            start_ns: Nanos(0),
             end_ns: Nanos(1),
-            start: StartCause::FirstSeen,
-            end: EndCause::Open,
-            wait_start_ns: None,
-            wait_state: 0,
-            wait_syscall: -1,
-            wait_ret: None,
-            on_cpu_ns: 0,
-            preemptions: 0,
-            yields: 0,
-            syscalls: 0,
             events: 1,
-            syscall_seq: Vec::new(),
+            ..Segment::starting(
+                SegmentId::new(Tid(1), 0),
+                Pid(1),
+                SegmentKind::Task,
+                Nanos(0),
+                StartCause::FirstSeen,
+            )
         });
         let edge = |kind, strength| CausalEdge {
             src: SegmentId::new(Tid(1), 0),

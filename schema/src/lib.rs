@@ -609,6 +609,37 @@ impl Segment {
     /// How many syscall numbers `syscall_seq` keeps.
     pub const MAX_SYSCALLS: usize = 16;
 
+    /// A segment that starts (and, so far, ends) at `ts`, open, with nothing counted yet and
+    /// no wait: the state every rule machine starts a vertex from.
+    pub fn starting(
+        id: SegmentId,
+        pid: Pid,
+        kind: SegmentKind,
+        ts: Nanos,
+        start: StartCause,
+    ) -> Segment {
+        Segment {
+            id,
+            tid: id.tid(),
+            pid,
+            kind,
+            start_ns: ts,
+            end_ns: ts,
+            start,
+            end: EndCause::Open,
+            wait_start_ns: None,
+            wait_state: 0,
+            wait_syscall: -1,
+            wait_ret: None,
+            on_cpu_ns: 0,
+            preemptions: 0,
+            yields: 0,
+            syscalls: 0,
+            events: 0,
+            syscall_seq: Vec::new(),
+        }
+    }
+
     /// Duration in nanoseconds.
     pub fn duration_ns(&self) -> u64 {
         self.start_ns.until(self.end_ns)
