@@ -101,6 +101,12 @@ fn dataflow_config(cfg: &BuildConfig, readers: &[TraceReader]) -> DataflowConfig
         if let Some(k) = r.kallsyms() {
             dcfg.rules.cull_symbols(k.iter());
         }
+        // No edge is made across a stretch where the kernel lost events.
+        for ranges in r.meta_ext().lost_ranges.values() {
+            for g in ranges {
+                dcfg.rules.add_gap(Nanos(g.from_ns), Nanos(g.to_ns));
+            }
+        }
     }
     dcfg
 }
@@ -396,6 +402,17 @@ pub fn build(cfg: &BuildConfig) -> Result<BuildSummary> {
         for (cpu, ranges) in &reader.meta_ext().lost_ranges {
             for r in ranges {
                 lost_ranges.push((*cpu, r.from_ns, r.to_ns, r.events));
+                errors.push(ErrorRecord {
+                    source: format!("{}/cpu{cpu}", dir.display()),
+                    offset: None,
+                    ts: Some(Nanos(r.from_ns)),
+                    message: format!(
+                        "events lost from {} to {} ns ({}): no edge is made across this gap; threads running then may miss segments",
+                        r.from_ns,
+                        r.to_ns,
+                        r.events.map_or("count unknown".to_string(), |n| format!("{n} events"))
+                    ),
+                });
             }
         }
         trace_end = trace_end.max(Nanos(meta.end_ns));

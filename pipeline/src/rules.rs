@@ -141,6 +141,12 @@ pub struct RulesConfig {
     pub cull_threads: BTreeSet<Tid>,
     /// User-defined boundaries and edges (the rules file).
     pub user: UserRules,
+    /// Time ranges in which the kernel lost events on some CPU (ring-buffer overruns, from
+    /// the trace's `lost_ranges`), sorted and merged by [`RulesConfig::add_gap`]. No edge is
+    /// made across one: a timer armed before a gap and firing after it may have been re-armed
+    /// unseen, and a thread whose previous segment spans a gap may have run and waited
+    /// unseen, so its thread-order edge is pruned.
+    pub gaps: Vec<(Nanos, Nanos)>,
 }
 
 impl Default for RulesConfig {
@@ -152,11 +158,34 @@ impl Default for RulesConfig {
             cull_functions: BTreeSet::new(),
             cull_threads: BTreeSet::new(),
             user: UserRules::default(),
+            gaps: Vec::new(),
         }
     }
 }
 
 impl RulesConfig {
+    /// Records that events were lost between `from` and `to` (inclusive) on some CPU.
+    pub fn add_gap(&mut self, from: Nanos, to: Nanos) {
+        let (from, to) = (from.min(to), from.max(to));
+        self.gaps.push((from, to));
+        self.gaps.sort_unstable();
+        let mut merged: Vec<(Nanos, Nanos)> = Vec::with_capacity(self.gaps.len());
+        for &(a, b) in &self.gaps {
+            match merged.last_mut() {
+                Some(last) if a <= last.1 => last.1 = last.1.max(b),
+                _ => merged.push((a, b)),
+            }
+        }
+        self.gaps = merged;
+    }
+
+    /// Whether a lost-events gap overlaps `[from, to]`.
+    pub fn crosses_gap(&self, from: Nanos, to: Nanos) -> bool {
+        // The first gap that ends at or after `from`; it overlaps when it starts by `to`.
+        let i = self.gaps.partition_point(|g| g.1 < from);
+        self.gaps.get(i).is_some_and(|g| g.0 <= to)
+    }
+
     /// Adds every maintenance callback among `symbols` (address, name) to
     /// [`RulesConfig::cull_functions`]; returns how many were added.
     pub fn cull_symbols<'a>(&mut self, symbols: impl IntoIterator<Item = (u64, &'a str)>) -> usize {
@@ -780,7 +809,7 @@ impl KeyState {
         match self {
             KeyState::Thread(t) => t.on_event(ev, role, cfg, out),
             KeyState::Irq(i) => i.on_event(ev, cfg, out),
-            KeyState::Object(t) => t.on_event(ev, role, out),
+            KeyState::Object(t) => t.on_event(ev, role, cfg, out),
         }
     }
 
@@ -890,6 +919,8 @@ pub struct ThreadState {
     last_id: Option<SegmentId>,
     /// The kind of the segment before `cur`.
     prev_kind: SegmentKind,
+    /// Start of the previous segment (a thread-order edge from it must not cross a gap).
+    prev_start: Nanos,
     running_since: Option<Nanos>,
     blocked: bool,
     in_syscall: Option<i32>,
@@ -925,6 +956,7 @@ impl ThreadState {
             pending: None,
             last_id: None,
             prev_kind: SegmentKind::Task,
+            prev_start: Nanos(0),
             running_since: None,
             blocked: false,
             in_syscall: None,
@@ -984,6 +1016,7 @@ impl ThreadState {
     /// A segment leaves `cur`: settle what depended on it being current.
     fn retire(&mut self, seg: Segment, cfg: &RulesConfig, out: &mut Vec<Output>) {
         self.prev_kind = seg.kind;
+        self.prev_start = seg.start_ns;
         // A thread-order edge into it whose boost is undecided stays weak.
         if let Some(o) = self.order.take() {
             out.push(Output::Edge(o.edge));
@@ -1172,6 +1205,7 @@ impl ThreadState {
         if cfg.kernel_threads.contains(&self.tid)
             || matches!(cur.kind, SegmentKind::WorkItem { .. })
             || matches!(self.prev_kind, SegmentKind::WorkItem { .. })
+            || cfg.crosses_gap(self.prev_start, ts)
         {
             out.push(Output::Count(Counter::PrunedOrder));
             return;
@@ -1951,24 +1985,31 @@ impl IrqState {
 /// A timer, a work item or a pipe: the last action not yet matched with an effect.
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct ObjectState {
-    last_arm: Option<u64>,
+    /// `seq` and time of the last arming.
+    last_arm: Option<(u64, Nanos)>,
     /// Whether an action may cause several effects (a pipe's written data is read by
     /// several reads) rather than one (a timer expires once per arming).
     sticky: bool,
 }
 
 impl ObjectState {
-    fn on_event(&mut self, ev: &Event, role: Role, out: &mut Vec<Output>) {
+    fn on_event(&mut self, ev: &Event, role: Role, cfg: &RulesConfig, out: &mut Vec<Output>) {
         match role {
-            Role::Arm => self.last_arm = Some(ev.seq),
+            Role::Arm => self.last_arm = Some((ev.seq, ev.ts)),
             Role::Fire => {
                 let arm = if self.sticky {
                     self.last_arm
                 } else {
                     self.last_arm.take()
                 };
-                if let Some(arm) = arm {
-                    out.push(Output::Pair(Pair { arm, fire: ev.seq }));
+                match arm {
+                    // Events were lost in between: the arming that caused this may be one
+                    // we never saw.
+                    Some((_, at)) if cfg.crosses_gap(at, ev.ts) => {
+                        self.last_arm = None;
+                    }
+                    Some((arm, _)) => out.push(Output::Pair(Pair { arm, fire: ev.seq })),
+                    None => {}
                 }
             }
             _ => {}
