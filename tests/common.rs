@@ -137,3 +137,14 @@ pub fn debug_json(snapshot: &Path, pid: i32) -> (i32, Value) {
     });
     (code, report)
 }
+
+/// The `comm` of every item of a JSON list (a report's `path`, `root_causes`, ...).
+pub fn comms(list: &Value) -> Vec<String> {
+    list.as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|i| i["comm"].as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default()
+}

@@ -8,7 +8,7 @@
 //! Every scenario is recorded once (about 2.5 s each, one recording at a time) and shared by
 //! the per-scenario tests.
 
-use crate::common::{live_or_skip, recording_lock, run};
+use crate::common::{comms, live_or_skip, recording_lock, run};
 use argus_diagnose::{
     AppEvents, DiagnoseConfig, Graph, GraphInput, Oracle, Question, Reply, Target,
 };
@@ -80,16 +80,6 @@ fn load(snapshot: &Path) -> Graph {
     let events = argus_sinks::export::read_app_events(snapshot).expect("markers");
     g.set_app_events(AppEvents::from_events(&events));
     g
-}
-
-fn comms(list: &Value) -> Vec<String> {
-    list.as_array()
-        .map(|a| {
-            a.iter()
-                .filter_map(|i| i["comm"].as_str().map(str::to_string))
-                .collect()
-        })
-        .unwrap_or_default()
 }
 
 fn record_one(name: &'static str, dir: &Path) -> Row {

@@ -1,17 +1,6 @@
 //! Live end to end: real hangs recorded on this kernel, with ground truth by construction.
 
-use crate::common::{chain, debug_json, live_or_skip, record_workload};
-use serde_json::Value;
-
-fn comms(list: &Value) -> Vec<String> {
-    list.as_array()
-        .map(|a| {
-            a.iter()
-                .filter_map(|i| i["comm"].as_str().map(str::to_string))
-                .collect()
-        })
-        .unwrap_or_default()
-}
+use crate::common::{chain, comms, debug_json, live_or_skip, record_workload};
 
 /// Main thread ← worker thread (futex) ← shell over a pipe ← `sleep 3`: a chain across
 /// threads and processes ending in a sleep.
