@@ -4,8 +4,9 @@
 //! as target of a wake-up, fork or signal, as the task switched in or out), the per-CPU
 //! interrupt pseudo-thread for interrupt-context work, and one key per kernel object that
 //! joins an action with its later effect: the `struct hrtimer` or `struct timer_list`
-//! address for timers, the `struct work_struct` address for queued work, and a user-declared
-//! pipe for data dependencies. Each key owns a small state machine ([`KeyState`]) fed with
+//! address for timers, the `struct work_struct` address for queued work, a pipe or socket
+//! channel (fd identity, or a user-declared pipe) for data dependencies, and a watched
+//! address for data flags. Each key owns a small state machine ([`KeyState`]) fed with
 //! that key's events in `seq` order. A machine produces:
 //!
 //! - **final** records, emitted once and never retracted: closed segments, thread-order
@@ -73,10 +74,15 @@
 //!   in a receive or readiness wait (`read`, `recv*`, `poll`, `epoll_wait`…) is a
 //!   [`EdgeKind::Message`] (strong). A reply sent by another thread than the receiver is
 //!   covered: the edge goes from whichever thread's send woke the client.
-//!   **Data dependency through a pipe** where the reader did not block: the last write on
-//!   the pipe's write end → the read that returned data on its read end, as
-//!   [`EdgeKind::Message`]. The trace has no file identity (fd → inode), so pipes are
-//!   declared: `[[pipe]]` in the rules file, or filled by the caller from an fd table.
+//!   **Data dependency through a pipe or socket** where the reader did not block: the
+//!   last write into the channel → the read that returned data from it, as
+//!   [`EdgeKind::Message`]. Channels come from the fd identity the collector records
+//!   ([`RulesConfig::channels`]: a pipe's two ends share its inode; a socket's writes feed
+//!   its peer's reads) or are declared (`[[pipe]]` in the rules file). A thread reading
+//!   back its own write is not an edge.
+//! - **flag** (2.f): a write to a watched data flag (hardware watchpoint,
+//!   [`EventKind::FlagAccess`]) → the next reads of it by other threads, as
+//!   [`EdgeKind::Flag`] (joined on the process and address).
 //! - **queue** (2.c): `workqueue_queue_work` → the work item's segment (joined on the
 //!   `work_struct` address).
 //! - **timer** (2.e): `hrtimer_start` / `timer_start` → the expiry's interrupt segment
@@ -87,7 +93,9 @@
 //!   that CPU, within 1 ms) gets a *boosted* [`EdgeKind::Queue`] edge from the hard
 //!   interrupt: it is the interrupt's bottom half.
 //! - **signal**: `signal_generate` → the target's segment that starts at the matching
-//!   `signal_deliver`.
+//!   `signal_deliver`. A process-directed signal (`kill(pid)`: generated for the group
+//!   leader) delivered in another thread of the group is paired through the leader's
+//!   [`Key::ProcSignal`] key.
 //! - **process**: fork → the child's first segment; a wake-up by an exiting task that ends a
 //!   `wait4`/`waitid` is an [`EdgeKind::Exit`] edge instead of a wake-up.
 //! - **thread order** (weak): previous segment → next segment of the same thread. *Pruned*
@@ -147,6 +155,10 @@ pub struct RulesConfig {
     /// unseen, and a thread whose previous segment spans a gap may have run and waited
     /// unseen, so its thread-order edge is pruned.
     pub gaps: Vec<(Nanos, Nanos)>,
+    /// What each file descriptor referred to (fd identity recorded by the collector):
+    /// pipes and connected sockets become channels, and a read that finds data already
+    /// there depends on the last write into the channel ([`EdgeKind::Message`]).
+    pub channels: ChannelMap,
 }
 
 impl Default for RulesConfig {
@@ -159,6 +171,7 @@ impl Default for RulesConfig {
             cull_threads: BTreeSet::new(),
             user: UserRules::default(),
             gaps: Vec::new(),
+            channels: ChannelMap::default(),
         }
     }
 }
@@ -184,6 +197,25 @@ impl RulesConfig {
         // The first gap that ends at or after `from`; it overlaps when it starts by `to`.
         let i = self.gaps.partition_point(|g| g.1 < from);
         self.gaps.get(i).is_some_and(|g| g.0 <= to)
+    }
+
+    /// The object key a data transfer on descriptor `fd` of process `pid` at `ts` goes
+    /// through: a declared pipe ([`UserRules::pipes`]) first, else the channel the fd
+    /// identity gives ([`RulesConfig::channels`]); the send side for a write (`write`),
+    /// the receive side for a read.
+    pub fn channel_key(&self, pid: Pid, fd: u64, ts: Nanos, write: bool) -> Option<Key> {
+        if !self.user.pipes.is_empty() {
+            if let Some(i) = self.user.pipe_of(pid, fd, write) {
+                return Some(Key::Pipe(i));
+            }
+        }
+        if self.channels.is_empty() {
+            return None;
+        }
+        let fd = i32::try_from(fd).ok()?;
+        let end = self.channels.lookup(pid, fd, ts)?;
+        let id = if write { end.send } else { end.recv };
+        id.map(Key::Channel)
     }
 
     /// Adds every maintenance callback among `symbols` (address, name) to
@@ -379,6 +411,123 @@ pub struct PipeRule {
     pub read_fd: u64,
 }
 
+/// One end of a channel as seen through a file descriptor: the channel a write on it
+/// feeds and the channel a read on it drains. For a pipe both are the pipe's inode; for a
+/// connected socket with inode `i` and peer `p`, writes feed `i → p` and reads drain
+/// `p → i` (see [`ChannelEnd::socket`]). `None`: not a channel (a regular file, a socket
+/// whose peer is unknown).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct ChannelEnd {
+    /// Channel fed by writes.
+    pub send: Option<u64>,
+    /// Channel drained by reads.
+    pub recv: Option<u64>,
+}
+
+impl ChannelEnd {
+    /// Both ends of the pipe with inode `inode`.
+    pub fn pipe(inode: u64) -> ChannelEnd {
+        let id = Self::mix(1, inode, 0);
+        ChannelEnd {
+            send: Some(id),
+            recv: Some(id),
+        }
+    }
+
+    /// A socket with inode `inode` connected to the socket with inode `peer`.
+    pub fn socket(inode: u64, peer: u64) -> ChannelEnd {
+        ChannelEnd {
+            send: Some(Self::mix(2, inode, peer)),
+            recv: Some(Self::mix(2, peer, inode)),
+        }
+    }
+
+    /// A channel id for (kind, from, to): injective enough for inode numbers (distinct
+    /// inputs collide with probability ~2^-64).
+    fn mix(tag: u64, a: u64, b: u64) -> u64 {
+        let mut z = a
+            .wrapping_mul(0x9E37_79B9_7F4A_7C15)
+            .rotate_left(17)
+            .wrapping_add(b.wrapping_mul(0xC2B2_AE3D_27D4_EB4F))
+            .wrapping_add(tag);
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+}
+
+/// From `from` on, descriptor `fd` refers to `end` (until a later span of the same fd).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct ChannelSpan {
+    /// The descriptor.
+    pub fd: i32,
+    /// Since when.
+    pub from: Nanos,
+    /// What it is.
+    pub end: ChannelEnd,
+}
+
+/// The descriptor tables of the traced processes over time, as channels
+/// ([`RulesConfig::channels`]); filled by the caller from the trace's fd identity records.
+/// A process without spans of its own for a descriptor falls back to its parent's table as
+/// it was when the process was forked (descriptors are inherited).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChannelMap {
+    /// Spans per process, sorted by (fd, from).
+    spans: std::collections::BTreeMap<Pid, Vec<ChannelSpan>>,
+    /// Process → (parent, fork time).
+    parents: std::collections::BTreeMap<Pid, (Pid, Nanos)>,
+}
+
+impl ChannelMap {
+    /// Records that from `from` on, `fd` of `pid` refers to `end`.
+    pub fn insert(&mut self, pid: Pid, fd: i32, from: Nanos, end: ChannelEnd) {
+        let v = self.spans.entry(pid).or_default();
+        let span = ChannelSpan { fd, from, end };
+        let i = v.partition_point(|s| (s.fd, s.from) <= (fd, from));
+        if i > 0 && (v[i - 1].fd, v[i - 1].from) == (fd, from) {
+            v[i - 1] = span;
+        } else {
+            v.insert(i, span);
+        }
+    }
+
+    /// Records that `child` was forked from `parent` at `at` (inherits its descriptors).
+    pub fn set_parent(&mut self, child: Pid, parent: Pid, at: Nanos) {
+        if child != parent {
+            self.parents.insert(child, (parent, at));
+        }
+    }
+
+    /// Whether there are no spans.
+    pub fn is_empty(&self) -> bool {
+        self.spans.is_empty()
+    }
+
+    /// Number of spans.
+    pub fn len(&self) -> usize {
+        self.spans.values().map(Vec::len).sum()
+    }
+
+    /// What `fd` of `pid` referred to at `ts`.
+    pub fn lookup(&self, pid: Pid, fd: i32, ts: Nanos) -> Option<ChannelEnd> {
+        let (mut pid, mut ts) = (pid, ts);
+        // Parent chains are short; the bound guards against a cycle in bad input.
+        for _ in 0..16 {
+            if let Some(v) = self.spans.get(&pid) {
+                let i = v.partition_point(|s| (s.fd, s.from) <= (fd, ts));
+                if i > 0 && v[i - 1].fd == fd {
+                    return Some(v[i - 1].end);
+                }
+            }
+            let &(parent, at) = self.parents.get(&pid)?;
+            pid = parent;
+            ts = ts.min(at);
+        }
+        None
+    }
+}
+
 /// What a key's state machine is about.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub enum Key {
@@ -394,6 +543,14 @@ pub enum Key {
     Work(u64),
     /// A declared pipe, by index in [`UserRules::pipes`].
     Pipe(u32),
+    /// A pipe or one direction of a socket connection, from fd identity
+    /// ([`ChannelEnd`]).
+    Channel(u64),
+    /// A watched data flag: process and address.
+    Flag(Pid, u64),
+    /// A signal generated for a thread-group leader (`kill(pid)`: process-directed), by
+    /// leader and signal number: any thread of the group may take delivery.
+    ProcSignal(Tid, i32),
 }
 
 impl Key {
@@ -406,6 +563,9 @@ impl Key {
             Key::WheelTimer(a) => (4, a),
             Key::Work(a) => (5, a),
             Key::Pipe(i) => (6, i as u64),
+            Key::Channel(c) => (7, c),
+            Key::Flag(p, a) => (8, a ^ ((p.0 as u32 as u64) << 40)),
+            Key::ProcSignal(t, s) => (9, (t.0 as u32 as u64) | ((s as u32 as u64) << 32)),
         };
         // splitmix64 finalizer
         let mut z = v.wrapping_add(tag.wrapping_mul(0x9E37_79B9_7F4A_7C15));
@@ -555,10 +715,11 @@ pub fn route(ev: &Event, cfg: &RulesConfig, mut f: impl FnMut(Key, Role)) {
             }
             f(Key::Work(*work), Role::Fire);
         }
-        EventKind::SignalGenerate { target, .. } => {
+        EventKind::SignalGenerate { target, sig } => {
             f(actor(), Role::Actor);
             if target.is_task() {
                 f(Key::Thread(*target), Role::SignalTarget);
+                f(Key::ProcSignal(*target, *sig), Role::Arm);
             }
         }
         EventKind::IrqEntry { .. }
@@ -570,12 +731,20 @@ pub fn route(ev: &Event, cfg: &RulesConfig, mut f: impl FnMut(Key, Role)) {
         EventKind::SysEnter { nr, args } => {
             if task {
                 f(Key::Thread(ev.tid), Role::Own);
-                if !cfg.user.pipes.is_empty() {
-                    if let Some(write) = message_op(*nr) {
-                        if let Some(i) = cfg.user.pipe_of(ev.pid, args[0], write) {
-                            f(Key::Pipe(i), if write { Role::Arm } else { Role::Fire });
-                        }
+                if let Some(write) = message_op(*nr) {
+                    if let Some(k) = cfg.channel_key(ev.pid, args[0], ev.ts, write) {
+                        f(k, if write { Role::Arm } else { Role::Fire });
                     }
+                }
+            }
+        }
+        EventKind::SignalDeliver { sig } => {
+            if task {
+                f(Key::Thread(ev.tid), Role::Own);
+                // Delivered in a thread other than the group leader: it may be a
+                // process-directed signal generated for the leader.
+                if ev.tid.0 != ev.pid.0 && ev.pid.0 > 0 {
+                    f(Key::ProcSignal(Tid(ev.pid.0), *sig), Role::Fire);
                 }
             }
         }
@@ -583,14 +752,24 @@ pub fn route(ev: &Event, cfg: &RulesConfig, mut f: impl FnMut(Key, Role)) {
         | EventKind::Exec
         | EventKind::Exit
         | EventKind::Marker { .. }
-        | EventKind::WorkEnd { .. }
-        | EventKind::SignalDeliver { .. } => {
+        | EventKind::WorkEnd { .. } => {
             if task {
                 f(Key::Thread(ev.tid), Role::Own)
             }
         }
         // Semantic records: they go to their actor so that its segment counts them.
-        EventKind::Stack { .. } | EventKind::FlagAccess { .. } => f(actor(), Role::Own),
+        EventKind::Stack { .. } => f(actor(), Role::Own),
+        // A write to a watched flag arms it (the writer is the actor of a flag edge); a
+        // read by another thread fires it.
+        EventKind::FlagAccess { addr, write } => {
+            if *write {
+                f(actor(), Role::Actor);
+                f(Key::Flag(ev.pid, *addr), Role::Arm);
+            } else {
+                f(actor(), Role::Own);
+                f(Key::Flag(ev.pid, *addr), Role::Fire);
+            }
+        }
     }
 }
 
@@ -794,10 +973,10 @@ impl KeyState {
         match key {
             Key::Thread(tid) => KeyState::Thread(Box::new(ThreadState::new(tid))),
             Key::Irq(cpu) => KeyState::Irq(IrqState::new(cpu)),
-            Key::Timer(_) | Key::WheelTimer(_) | Key::Work(_) => {
+            Key::Timer(_) | Key::WheelTimer(_) | Key::Work(_) | Key::ProcSignal(..) => {
                 KeyState::Object(ObjectState::default())
             }
-            Key::Pipe(_) => KeyState::Object(ObjectState {
+            Key::Pipe(_) | Key::Channel(_) | Key::Flag(..) => KeyState::Object(ObjectState {
                 last_arm: None,
                 sticky: true,
             }),
@@ -1412,9 +1591,7 @@ impl ThreadState {
                         srcs: Vec::new(),
                         woke: Vec::new(),
                     };
-                    if !cfg.user.pipes.is_empty()
-                        && cfg.user.pipe_of(self.pid, args[0], write).is_some()
-                    {
+                    if cfg.channel_key(self.pid, args[0], ts, write).is_some() {
                         if write {
                             // The write is the action of a pipe data dependency.
                             op.srcs.push(Src {
@@ -1468,6 +1645,18 @@ impl ThreadState {
                             }));
                         }
                     }
+                }
+            }
+            EventKind::FlagAccess { write: false, .. } => {
+                // A read of a watched flag depends on the last write of another thread.
+                if let Some(seg) = self.cur.as_ref().map(|c| c.id) {
+                    out.push(Output::Dst(Dst {
+                        seq: ev.seq,
+                        seg,
+                        kind: EdgeKind::Flag,
+                        wait: -1,
+                        paired: true,
+                    }));
                 }
             }
             EventKind::Exit => {
@@ -1673,14 +1862,27 @@ impl ThreadState {
             .iter()
             .position(|(s, _)| *s == sig)
             .map(|i| self.signals.remove(i).1);
-        if let (Some(seq), Some(seg)) = (gen, self.cur.as_ref().map(|c| c.id)) {
-            out.push(Output::Dst(Dst {
+        let Some(seg) = self.cur.as_ref().map(|c| c.id) else {
+            return;
+        };
+        match gen {
+            Some(seq) => out.push(Output::Dst(Dst {
                 seq,
                 seg,
                 kind: EdgeKind::Signal,
                 wait: -1,
                 paired: false,
-            }));
+            })),
+            // Not generated for this thread: a process-directed signal generated for the
+            // group leader, paired with its generation through [`Key::ProcSignal`].
+            None if self.tid.0 != self.pid.0 => out.push(Output::Dst(Dst {
+                seq: ev.seq,
+                seg,
+                kind: EdgeKind::Signal,
+                wait: -1,
+                paired: true,
+            })),
+            None => {}
         }
     }
 
@@ -1985,8 +2187,8 @@ impl IrqState {
 /// A timer, a work item or a pipe: the last action not yet matched with an effect.
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct ObjectState {
-    /// `seq` and time of the last arming.
-    last_arm: Option<(u64, Nanos)>,
+    /// `seq`, time and acting thread of the last arming.
+    last_arm: Option<(u64, Nanos, Tid)>,
     /// Whether an action may cause several effects (a pipe's written data is read by
     /// several reads) rather than one (a timer expires once per arming).
     sticky: bool,
@@ -1995,7 +2197,7 @@ pub struct ObjectState {
 impl ObjectState {
     fn on_event(&mut self, ev: &Event, role: Role, cfg: &RulesConfig, out: &mut Vec<Output>) {
         match role {
-            Role::Arm => self.last_arm = Some((ev.seq, ev.ts)),
+            Role::Arm => self.last_arm = Some((ev.seq, ev.ts, ev.tid)),
             Role::Fire => {
                 let arm = if self.sticky {
                     self.last_arm
@@ -2005,10 +2207,13 @@ impl ObjectState {
                 match arm {
                     // Events were lost in between: the arming that caused this may be one
                     // we never saw.
-                    Some((_, at)) if cfg.crosses_gap(at, ev.ts) => {
+                    Some((_, at, _)) if cfg.crosses_gap(at, ev.ts) => {
                         self.last_arm = None;
                     }
-                    Some((arm, _)) => out.push(Output::Pair(Pair { arm, fire: ev.seq })),
+                    // A thread reading back what it wrote itself (a self-pipe, its own
+                    // flag) depends on nobody.
+                    Some((_, _, by)) if self.sticky && by == ev.tid => {}
+                    Some((arm, _, _)) => out.push(Output::Pair(Pair { arm, fire: ev.seq })),
                     None => {}
                 }
             }

@@ -11,7 +11,7 @@
 
 use argus_pipeline::dataflow::{collect_epochs, Batch, DataflowConfig};
 use argus_pipeline::rules::{
-    CondvarRule, Counter, PipeRule, PoolRule, RulesConfig, SplitAt, SplitRule,
+    ChannelEnd, CondvarRule, Counter, PipeRule, PoolRule, RulesConfig, SplitAt, SplitRule,
 };
 use argus_pipeline::{reference, Graph};
 use argus_schema::{
@@ -48,6 +48,17 @@ fn rules() -> RulesConfig {
         write_fd: 4,
         read_fd: 3,
     });
+    // fd identity: a pipe shared by processes 100 and 120, a socket pair between 100 and
+    // 110, a regular file; forked children (tids from 200) inherit 100's table.
+    r.channels.insert(Pid(100), 3, Nanos(0), ChannelEnd::pipe(77));
+    r.channels.insert(Pid(120), 4, Nanos(0), ChannelEnd::pipe(77));
+    r.channels.insert(Pid(100), 5, Nanos(0), ChannelEnd::socket(51, 52));
+    r.channels.insert(Pid(110), 5, Nanos(0), ChannelEnd::socket(52, 51));
+    r.channels.insert(Pid(100), 6, Nanos(0), ChannelEnd { send: None, recv: None });
+    r.channels.insert(Pid(100), 4, Nanos(3_000_000_000), ChannelEnd::pipe(78));
+    for child in (200..260).map(|t| t / 10 * 10) {
+        r.channels.set_parent(Pid(child), Pid(100), Nanos(2_000_000_000));
+    }
     r
 }
 
@@ -97,7 +108,7 @@ fn stream(seed: u64, n: usize) -> Vec<Event> {
         let cpu = r.below(2) as usize;
         let cur = running[cpu];
         let pick = Tid(alive[r.below(alive.len() as u64) as usize]);
-        match r.below(28) {
+        match r.below(29) {
             0 | 1 => {
                 let state = match r.below(3) {
                     0 => TaskState::RUNNABLE,
@@ -252,6 +263,20 @@ fn stream(seed: u64, n: usize) -> Vec<Event> {
                     cur,
                     Context::SoftIrq,
                     EventKind::SoftirqExit { vec: 3 },
+                );
+            }
+            28 if cur.is_task() => {
+                let addr = [0x7000u64, 0x7008][r.below(2) as usize];
+                push(
+                    &mut evs,
+                    ts,
+                    cpu as u32,
+                    cur,
+                    Context::Task,
+                    EventKind::FlagAccess {
+                        addr,
+                        write: r.below(3) == 0,
+                    },
                 );
             }
             10 if cur.is_task() && next_tid < 260 => {
@@ -679,6 +704,7 @@ fn assert_coverage(graphs: &[Graph]) {
         EdgeKind::Queue,
         EdgeKind::Signal,
         EdgeKind::Exit,
+        EdgeKind::Flag,
         EdgeKind::Rule,
     ] {
         assert!(

@@ -5,7 +5,8 @@
 use argus_pipeline::dataflow::{collect_epochs, Batch, DataflowConfig};
 use argus_pipeline::reference;
 use argus_pipeline::rules::{
-    CondvarRule, Counter, PipeRule, PoolRule, RulesConfig, SplitAt, SplitRule,
+    ChannelEnd, ChannelMap, CondvarRule, Counter, PipeRule, PoolRule, RulesConfig, SplitAt,
+    SplitRule,
 };
 use argus_pipeline::Graph;
 use argus_schema::{
@@ -489,6 +490,40 @@ fn signals_link_the_sender_to_the_handler_segment() {
 }
 
 #[test]
+fn a_process_directed_signal_links_to_whichever_thread_takes_it() {
+    // 700 sends kill(610): generated for the leader 610, delivered in its thread 611.
+    let mut s = S::default();
+    s.run(610);
+    s.block(610);
+    s.run(611);
+    s.enter(611, 39, 0);
+    s.exit(611, 39, 610);
+    s.run(700);
+    s.enter(700, KILL, 610);
+    s.task(700, EventKind::SignalGenerate { sig: 15, target: Tid(610) });
+    s.exit(700, KILL, 0);
+    s.task(611, EventKind::SignalDeliver { sig: 15 });
+    s.enter(611, 39, 0);
+    s.exit(611, 39, 610);
+    // A later thread-directed signal to 611 still pairs directly, not with the old one.
+    s.task(700, EventKind::SignalGenerate { sig: 10, target: Tid(611) });
+    s.task(611, EventKind::SignalDeliver { sig: 10 });
+    let g = graph(&s.evs, &RulesConfig::default());
+    let sig: Vec<&CausalEdge> = g.edges.iter().filter(|e| e.kind == EdgeKind::Signal).collect();
+    assert_eq!(sig.len(), 2, "{:#?}", g.edges);
+    assert!(edge(&g, seg(700, 0), seg(611, 1)).is_some_and(|e| e.kind == EdgeKind::Signal));
+    let ends: Vec<_> = sig
+        .iter()
+        .map(|e| (e.src.tid(), e.src.seq(), e.dst.tid(), e.dst.seq()))
+        .collect();
+    assert!(
+        edge(&g, seg(700, 0), seg(611, 2)).is_some_and(|e| e.kind == EdgeKind::Signal),
+        "{ends:?}"
+    );
+    assert!(edges_between(&g, 700, 610).is_empty());
+}
+
+#[test]
 fn a_device_softirq_is_the_bottom_half_of_the_hard_interrupt_before_it() {
     for (vec, linked) in [(3u32, true), (1, false)] {
         let mut s = S::default();
@@ -534,6 +569,110 @@ fn a_declared_pipe_links_a_write_to_a_later_read_that_did_not_block() {
     );
     // Without the declaration there is nothing to go on.
     assert!(edges_between(&graph(&s.evs, &RulesConfig::default()), 601, 602).is_empty());
+}
+
+#[test]
+fn fd_identity_links_pipe_and_socket_data_dependencies_across_processes() {
+    // Process 610 writes into a pipe (its fd 4) and on a socket (fd 5, inode 51, peer 52);
+    // process 620 reads the pipe (its fd 3, inherited through fork from 600) and the other
+    // end of the socket (fd 7, inode 52); fd 8 of 620 is an unrelated socket.
+    let mut cfg = RulesConfig::default();
+    cfg.channels.insert(Pid(610), 4, Nanos(0), ChannelEnd::pipe(777));
+    cfg.channels.insert(Pid(610), 5, Nanos(0), ChannelEnd::socket(51, 52));
+    cfg.channels.insert(Pid(600), 3, Nanos(0), ChannelEnd::pipe(777));
+    cfg.channels.set_parent(Pid(620), Pid(600), Nanos(500));
+    cfg.channels.insert(Pid(620), 7, Nanos(0), ChannelEnd::socket(52, 51));
+    cfg.channels.insert(Pid(620), 8, Nanos(0), ChannelEnd::socket(91, 92));
+    let mut s = S::default();
+    s.run(611);
+    s.enter(611, WRITE, 4);
+    s.exit(611, WRITE, 5);
+    s.run(621);
+    s.enter(621, READ, 3);
+    s.exit(621, READ, 5);
+    s.block(621);
+    s.run(611);
+    s.enter(611, WRITE, 5);
+    s.exit(611, WRITE, 9);
+    s.block(611);
+    s.run(621);
+    s.enter(621, READ, 8);
+    s.exit(621, READ, 9);
+    s.enter(621, READ, 7);
+    s.exit(621, READ, 9);
+    let g = graph(&s.evs, &cfg);
+    let e = edges_between(&g, 611, 621);
+    assert_eq!(e.len(), 2, "{:#?}", g.edges);
+    assert!(e
+        .iter()
+        .all(|e| (e.kind, e.strength) == (EdgeKind::Message, Strength::Strong)));
+    // 611 never blocked between its writes (one segment); the pipe read is in 621's first
+    // segment, the socket read in its second.
+    assert!(edge(&g, seg(611, 0), seg(621, 0)).is_some(), "{:#?}", g.edges);
+    assert!(edge(&g, seg(611, 0), seg(621, 1)).is_some(), "{:#?}", g.edges);
+    // Without fd identity there is nothing to go on.
+    assert!(edges_between(&graph(&s.evs, &RulesConfig::default()), 611, 621).is_empty());
+}
+
+#[test]
+fn a_thread_reading_back_its_own_write_is_no_dependency() {
+    let mut cfg = RulesConfig::default();
+    cfg.channels.insert(Pid(610), 4, Nanos(0), ChannelEnd::pipe(5));
+    cfg.channels.insert(Pid(610), 3, Nanos(0), ChannelEnd::pipe(5));
+    let mut s = S::default();
+    s.run(611);
+    s.enter(611, WRITE, 4);
+    s.exit(611, WRITE, 1);
+    s.enter(611, READ, 3);
+    s.exit(611, READ, 1);
+    let g = graph(&s.evs, &cfg);
+    assert!(
+        g.edges.iter().all(|e| e.kind != EdgeKind::Message),
+        "{:#?}",
+        g.edges
+    );
+}
+
+#[test]
+fn channel_map_lookup_follows_fd_reuse_and_fork_inheritance() {
+    let mut m = ChannelMap::default();
+    m.insert(Pid(1), 3, Nanos(100), ChannelEnd::pipe(9));
+    m.insert(Pid(1), 3, Nanos(300), ChannelEnd::socket(4, 5));
+    m.set_parent(Pid(2), Pid(1), Nanos(200));
+    assert_eq!(m.lookup(Pid(1), 3, Nanos(50)), None);
+    assert_eq!(m.lookup(Pid(1), 3, Nanos(150)), Some(ChannelEnd::pipe(9)));
+    assert_eq!(m.lookup(Pid(1), 3, Nanos(300)), Some(ChannelEnd::socket(4, 5)));
+    // The child sees the parent's table as it was at the fork, not later changes.
+    assert_eq!(m.lookup(Pid(2), 3, Nanos(400)), Some(ChannelEnd::pipe(9)));
+    assert_eq!(m.lookup(Pid(2), 4, Nanos(400)), None);
+    m.insert(Pid(2), 3, Nanos(350), ChannelEnd::pipe(10));
+    assert_eq!(m.lookup(Pid(2), 3, Nanos(400)), Some(ChannelEnd::pipe(10)));
+    assert_eq!(m.len(), 3);
+    // A socket's writes feed exactly what its peer reads.
+    let (a, b) = (ChannelEnd::socket(4, 5), ChannelEnd::socket(5, 4));
+    assert_eq!(a.send, b.recv);
+    assert_eq!(b.send, a.recv);
+    assert_ne!(a.send, a.recv);
+    assert_ne!(ChannelEnd::pipe(4).send, a.send);
+}
+
+#[test]
+fn a_watched_flag_write_links_to_the_reads_of_other_threads() {
+    const FLAG: u64 = 0x5000;
+    let mut s = S::default();
+    s.run(611);
+    s.task(612, EventKind::FlagAccess { addr: FLAG, write: false });
+    s.task(611, EventKind::FlagAccess { addr: FLAG, write: true });
+    // The writer reading its own flag back is no edge; another process's same address is
+    // another flag.
+    s.task(611, EventKind::FlagAccess { addr: FLAG, write: false });
+    s.task(621, EventKind::FlagAccess { addr: FLAG, write: false });
+    s.task(612, EventKind::FlagAccess { addr: FLAG, write: false });
+    let g = graph(&s.evs, &RulesConfig::default());
+    let flags: Vec<&CausalEdge> = g.edges.iter().filter(|e| e.kind == EdgeKind::Flag).collect();
+    assert_eq!(flags.len(), 1, "{:#?}", g.edges);
+    assert_eq!((flags[0].src.tid(), flags[0].dst.tid()), (Tid(611), Tid(612)));
+    assert_eq!(flags[0].strength, Strength::Strong);
 }
 
 #[test]
