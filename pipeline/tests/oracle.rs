@@ -50,14 +50,28 @@ fn rules() -> RulesConfig {
     });
     // fd identity: a pipe shared by processes 100 and 120, a socket pair between 100 and
     // 110, a regular file; forked children (tids from 200) inherit 100's table.
-    r.channels.insert(Pid(100), 3, Nanos(0), ChannelEnd::pipe(77));
-    r.channels.insert(Pid(120), 4, Nanos(0), ChannelEnd::pipe(77));
-    r.channels.insert(Pid(100), 5, Nanos(0), ChannelEnd::socket(51, 52));
-    r.channels.insert(Pid(110), 5, Nanos(0), ChannelEnd::socket(52, 51));
-    r.channels.insert(Pid(100), 6, Nanos(0), ChannelEnd { send: None, recv: None });
-    r.channels.insert(Pid(100), 4, Nanos(3_000_000_000), ChannelEnd::pipe(78));
+    r.channels
+        .insert(Pid(100), 3, Nanos(0), ChannelEnd::pipe(77));
+    r.channels
+        .insert(Pid(120), 4, Nanos(0), ChannelEnd::pipe(77));
+    r.channels
+        .insert(Pid(100), 5, Nanos(0), ChannelEnd::socket(51, 52));
+    r.channels
+        .insert(Pid(110), 5, Nanos(0), ChannelEnd::socket(52, 51));
+    r.channels.insert(
+        Pid(100),
+        6,
+        Nanos(0),
+        ChannelEnd {
+            send: None,
+            recv: None,
+        },
+    );
+    r.channels
+        .insert(Pid(100), 4, Nanos(3_000_000_000), ChannelEnd::pipe(78));
     for child in (200..260).map(|t| t / 10 * 10) {
-        r.channels.set_parent(Pid(child), Pid(100), Nanos(2_000_000_000));
+        r.channels
+            .set_parent(Pid(child), Pid(100), Nanos(2_000_000_000));
     }
     r
 }

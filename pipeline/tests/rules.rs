@@ -500,16 +500,32 @@ fn a_process_directed_signal_links_to_whichever_thread_takes_it() {
     s.exit(611, 39, 610);
     s.run(700);
     s.enter(700, KILL, 610);
-    s.task(700, EventKind::SignalGenerate { sig: 15, target: Tid(610) });
+    s.task(
+        700,
+        EventKind::SignalGenerate {
+            sig: 15,
+            target: Tid(610),
+        },
+    );
     s.exit(700, KILL, 0);
     s.task(611, EventKind::SignalDeliver { sig: 15 });
     s.enter(611, 39, 0);
     s.exit(611, 39, 610);
     // A later thread-directed signal to 611 still pairs directly, not with the old one.
-    s.task(700, EventKind::SignalGenerate { sig: 10, target: Tid(611) });
+    s.task(
+        700,
+        EventKind::SignalGenerate {
+            sig: 10,
+            target: Tid(611),
+        },
+    );
     s.task(611, EventKind::SignalDeliver { sig: 10 });
     let g = graph(&s.evs, &RulesConfig::default());
-    let sig: Vec<&CausalEdge> = g.edges.iter().filter(|e| e.kind == EdgeKind::Signal).collect();
+    let sig: Vec<&CausalEdge> = g
+        .edges
+        .iter()
+        .filter(|e| e.kind == EdgeKind::Signal)
+        .collect();
     assert_eq!(sig.len(), 2, "{:#?}", g.edges);
     assert!(edge(&g, seg(700, 0), seg(611, 1)).is_some_and(|e| e.kind == EdgeKind::Signal));
     let ends: Vec<_> = sig
@@ -577,12 +593,17 @@ fn fd_identity_links_pipe_and_socket_data_dependencies_across_processes() {
     // process 620 reads the pipe (its fd 3, inherited through fork from 600) and the other
     // end of the socket (fd 7, inode 52); fd 8 of 620 is an unrelated socket.
     let mut cfg = RulesConfig::default();
-    cfg.channels.insert(Pid(610), 4, Nanos(0), ChannelEnd::pipe(777));
-    cfg.channels.insert(Pid(610), 5, Nanos(0), ChannelEnd::socket(51, 52));
-    cfg.channels.insert(Pid(600), 3, Nanos(0), ChannelEnd::pipe(777));
+    cfg.channels
+        .insert(Pid(610), 4, Nanos(0), ChannelEnd::pipe(777));
+    cfg.channels
+        .insert(Pid(610), 5, Nanos(0), ChannelEnd::socket(51, 52));
+    cfg.channels
+        .insert(Pid(600), 3, Nanos(0), ChannelEnd::pipe(777));
     cfg.channels.set_parent(Pid(620), Pid(600), Nanos(500));
-    cfg.channels.insert(Pid(620), 7, Nanos(0), ChannelEnd::socket(52, 51));
-    cfg.channels.insert(Pid(620), 8, Nanos(0), ChannelEnd::socket(91, 92));
+    cfg.channels
+        .insert(Pid(620), 7, Nanos(0), ChannelEnd::socket(52, 51));
+    cfg.channels
+        .insert(Pid(620), 8, Nanos(0), ChannelEnd::socket(91, 92));
     let mut s = S::default();
     s.run(611);
     s.enter(611, WRITE, 4);
@@ -608,8 +629,16 @@ fn fd_identity_links_pipe_and_socket_data_dependencies_across_processes() {
         .all(|e| (e.kind, e.strength) == (EdgeKind::Message, Strength::Strong)));
     // 611 never blocked between its writes (one segment); the pipe read is in 621's first
     // segment, the socket read in its second.
-    assert!(edge(&g, seg(611, 0), seg(621, 0)).is_some(), "{:#?}", g.edges);
-    assert!(edge(&g, seg(611, 0), seg(621, 1)).is_some(), "{:#?}", g.edges);
+    assert!(
+        edge(&g, seg(611, 0), seg(621, 0)).is_some(),
+        "{:#?}",
+        g.edges
+    );
+    assert!(
+        edge(&g, seg(611, 0), seg(621, 1)).is_some(),
+        "{:#?}",
+        g.edges
+    );
     // Without fd identity there is nothing to go on.
     assert!(edges_between(&graph(&s.evs, &RulesConfig::default()), 611, 621).is_empty());
 }
@@ -617,8 +646,10 @@ fn fd_identity_links_pipe_and_socket_data_dependencies_across_processes() {
 #[test]
 fn a_thread_reading_back_its_own_write_is_no_dependency() {
     let mut cfg = RulesConfig::default();
-    cfg.channels.insert(Pid(610), 4, Nanos(0), ChannelEnd::pipe(5));
-    cfg.channels.insert(Pid(610), 3, Nanos(0), ChannelEnd::pipe(5));
+    cfg.channels
+        .insert(Pid(610), 4, Nanos(0), ChannelEnd::pipe(5));
+    cfg.channels
+        .insert(Pid(610), 3, Nanos(0), ChannelEnd::pipe(5));
     let mut s = S::default();
     s.run(611);
     s.enter(611, WRITE, 4);
@@ -641,7 +672,10 @@ fn channel_map_lookup_follows_fd_reuse_and_fork_inheritance() {
     m.set_parent(Pid(2), Pid(1), Nanos(200));
     assert_eq!(m.lookup(Pid(1), 3, Nanos(50)), None);
     assert_eq!(m.lookup(Pid(1), 3, Nanos(150)), Some(ChannelEnd::pipe(9)));
-    assert_eq!(m.lookup(Pid(1), 3, Nanos(300)), Some(ChannelEnd::socket(4, 5)));
+    assert_eq!(
+        m.lookup(Pid(1), 3, Nanos(300)),
+        Some(ChannelEnd::socket(4, 5))
+    );
     // The child sees the parent's table as it was at the fork, not later changes.
     assert_eq!(m.lookup(Pid(2), 3, Nanos(400)), Some(ChannelEnd::pipe(9)));
     assert_eq!(m.lookup(Pid(2), 4, Nanos(400)), None);
@@ -661,17 +695,54 @@ fn a_watched_flag_write_links_to_the_reads_of_other_threads() {
     const FLAG: u64 = 0x5000;
     let mut s = S::default();
     s.run(611);
-    s.task(612, EventKind::FlagAccess { addr: FLAG, write: false });
-    s.task(611, EventKind::FlagAccess { addr: FLAG, write: true });
+    s.task(
+        612,
+        EventKind::FlagAccess {
+            addr: FLAG,
+            write: false,
+        },
+    );
+    s.task(
+        611,
+        EventKind::FlagAccess {
+            addr: FLAG,
+            write: true,
+        },
+    );
     // The writer reading its own flag back is no edge; another process's same address is
     // another flag.
-    s.task(611, EventKind::FlagAccess { addr: FLAG, write: false });
-    s.task(621, EventKind::FlagAccess { addr: FLAG, write: false });
-    s.task(612, EventKind::FlagAccess { addr: FLAG, write: false });
+    s.task(
+        611,
+        EventKind::FlagAccess {
+            addr: FLAG,
+            write: false,
+        },
+    );
+    s.task(
+        621,
+        EventKind::FlagAccess {
+            addr: FLAG,
+            write: false,
+        },
+    );
+    s.task(
+        612,
+        EventKind::FlagAccess {
+            addr: FLAG,
+            write: false,
+        },
+    );
     let g = graph(&s.evs, &RulesConfig::default());
-    let flags: Vec<&CausalEdge> = g.edges.iter().filter(|e| e.kind == EdgeKind::Flag).collect();
+    let flags: Vec<&CausalEdge> = g
+        .edges
+        .iter()
+        .filter(|e| e.kind == EdgeKind::Flag)
+        .collect();
     assert_eq!(flags.len(), 1, "{:#?}", g.edges);
-    assert_eq!((flags[0].src.tid(), flags[0].dst.tid()), (Tid(611), Tid(612)));
+    assert_eq!(
+        (flags[0].src.tid(), flags[0].dst.tid()),
+        (Tid(611), Tid(612))
+    );
     assert_eq!(flags[0].strength, Strength::Strong);
 }
 
