@@ -442,6 +442,22 @@ impl ChannelEnd {
         }
     }
 
+    /// What a descriptor to a file of kind `kind` (the collector's names: `pipe`, `socket`,
+    /// `regular`, `anon`, `other`) with `inode`, socket `peer` and `/proc` link `target` is
+    /// as a channel: pipes and FIFOs, connected sockets, and eventfds (written by one task,
+    /// read by another) are; files, unconnected sockets and other anonymous inodes are not.
+    pub fn of_file(kind: &str, inode: u64, peer: Option<u64>, target: &str) -> ChannelEnd {
+        match (kind, peer) {
+            ("pipe", _) => ChannelEnd::pipe(inode),
+            ("socket", Some(peer)) => ChannelEnd::socket(inode, peer),
+            ("anon", _) if target.contains("eventfd") => ChannelEnd::pipe(inode),
+            _ => ChannelEnd {
+                send: None,
+                recv: None,
+            },
+        }
+    }
+
     /// A channel id for (kind, from, to): injective enough for inode numbers (distinct
     /// inputs collide with probability ~2^-64).
     fn mix(tag: u64, a: u64, b: u64) -> u64 {
@@ -490,6 +506,32 @@ impl ChannelMap {
         } else {
             v.insert(i, span);
         }
+    }
+
+    /// The map for a trace's fd identity: `records` are `(pid, fd, since, end)` as
+    /// [`ChannelEnd::of_file`] makes them, `forks` are `(ts, parent, child)`.
+    pub fn from_identity(
+        records: impl IntoIterator<Item = (Pid, i32, Nanos, ChannelEnd)>,
+        forks: impl IntoIterator<Item = (Nanos, Pid, Pid)>,
+    ) -> ChannelMap {
+        let mut m = ChannelMap::default();
+        for (pid, fd, from, end) in records {
+            m.insert(pid, fd, from, end);
+        }
+        for (at, parent, child) in forks {
+            m.set_parent(child, parent, at);
+        }
+        m
+    }
+
+    /// Adds every span and fork of `other` (another trace of the same build).
+    pub fn merge(&mut self, other: ChannelMap) {
+        for (pid, spans) in other.spans {
+            for s in spans {
+                self.insert(pid, s.fd, s.from, s.end);
+            }
+        }
+        self.parents.extend(other.parents);
     }
 
     /// Records that `child` was forked from `parent` at `at` (inherits its descriptors).
