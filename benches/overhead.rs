@@ -6,7 +6,16 @@
 //! ARGUS_BENCH_ROUNDS=7 cargo bench --bench overhead
 //! ARGUS_BENCH_EVENTS=full cargo bench --bench overhead   # another --events set
 //! ARGUS_BENCH_SUSTAINED=60 cargo bench --bench overhead  # sustained rate for 60 s instead
+//! ARGUS_BENCH_STACKS=1 cargo bench --bench overhead  # call-stack modes instead (below)
 //! ```
+//!
+//! **Stacks** (`ARGUS_BENCH_STACKS=1`): on a syscall-bound loop (`dd bs=1 count=N`,
+//! `ARGUS_BENCH_DD`, default 400000: 800k read/write syscalls, no blocking) and on the
+//! compile loop, interleaved: none / `argus record` / `argus record --stacks` (the default:
+//! blocking and waking stacks) / `--stacks read,write` / `perf record -g` and `perf record
+//! --call-graph dwarf,1024`, both on `raw_syscalls:sys_enter` filtered to read and write,
+//! as `--stacks read,write` samples. Prints wall-time medians, ratios to none and to
+//! perf dwarf, and samples lost (argus: the summary line; perf: `perf report --stats`).
 //!
 //! Workloads:
 //! - **compile**: a loop of `gcc -O1 -c` over generated C files (forks, execs, file I/O).
@@ -47,6 +56,10 @@ fn main() {
             .parse()
             .expect("ARGUS_BENCH_SUSTAINED is a number of seconds");
         sustained(secs);
+        return;
+    }
+    if std::env::var_os("ARGUS_BENCH_STACKS").is_some() {
+        stacks_bench();
         return;
     }
     let rounds: usize = env_or("ARGUS_BENCH_ROUNDS", 5);
@@ -432,4 +445,194 @@ fn sustained(secs: u64) {
         "  recorder: {}",
         String::from_utf8_lossy(&out.stderr).trim()
     );
+}
+
+/// A tracer of the stacks comparison.
+#[derive(Clone, Copy)]
+enum StackMode {
+    None,
+    Argus,
+    /// `argus record --stacks` with this value (`None`: no value, the default).
+    ArgusStacks(Option<&'static str>),
+    PerfFp,
+    PerfDwarf,
+}
+
+impl StackMode {
+    fn name(self) -> &'static str {
+        match self {
+            StackMode::None => "none",
+            StackMode::Argus => "argus",
+            StackMode::ArgusStacks(None) => "argus --stacks",
+            StackMode::ArgusStacks(Some(_)) => "argus --stacks read,write",
+            StackMode::PerfFp => "perf -g",
+            StackMode::PerfDwarf => "perf dwarf,1024",
+        }
+    }
+}
+
+/// Runs `work` under `mode`; returns (wall seconds, samples lost).
+fn run_stack_mode(mode: StackMode, dir: &Path, work: &dyn Fn() -> Duration) -> (f64, u64) {
+    std::fs::create_dir_all(dir).expect("bench dir");
+    let trace = dir.join("trace");
+    let perf_data = dir.join("perf.data");
+    let child = match mode {
+        StackMode::None => None,
+        StackMode::Argus | StackMode::ArgusStacks(_) => {
+            let mut cmd = Command::new(ARGUS);
+            cmd.args(["record", "-o"]).arg(&trace);
+            if let StackMode::ArgusStacks(v) = mode {
+                cmd.arg("--stacks");
+                cmd.args(v);
+            }
+            let child = cmd
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped())
+                .spawn()
+                .expect("argus record starts");
+            wait_for(|| trace.join("proc.json").exists(), "argus record");
+            Some(child)
+        }
+        StackMode::PerfFp | StackMode::PerfDwarf => {
+            let graph = match mode {
+                StackMode::PerfFp => "fp",
+                _ => "dwarf,1024",
+            };
+            let child = Command::new("perf")
+                .args(["record", "-a", "-q", "--call-graph", graph])
+                .args([
+                    "-e",
+                    "raw_syscalls:sys_enter",
+                    "--filter",
+                    "id == 0 || id == 1",
+                ])
+                .arg("-o")
+                .arg(&perf_data)
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped())
+                .spawn()
+                .expect("perf record starts");
+            wait_for(
+                || std::fs::metadata(&perf_data).is_ok_and(|m| m.len() > 0),
+                "perf record",
+            );
+            std::thread::sleep(Duration::from_millis(300));
+            Some(child)
+        }
+    };
+    let t = work().as_secs_f64();
+    let mut lost = 0;
+    if let Some(mut child) = child {
+        // SAFETY: kill has no memory-safety preconditions; the pid is our child.
+        unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+        let mut stderr = String::new();
+        if let Some(mut e) = child.stderr.take() {
+            let _ = e.read_to_string(&mut stderr);
+        }
+        let _ = child.wait();
+        lost = match mode {
+            // "... perf: N stack samples, ... (M samples LOST)"
+            StackMode::ArgusStacks(_) => stderr
+                .split("perf: ")
+                .nth(1)
+                .and_then(|p| p.split(" samples LOST").next())
+                .filter(|p| p.contains('('))
+                .and_then(|p| p.rsplit('(').next())
+                .and_then(|n| n.trim().parse().ok())
+                .unwrap_or(0),
+            StackMode::PerfFp | StackMode::PerfDwarf => perf_lost(&perf_data),
+            _ => 0,
+        };
+    }
+    let _ = std::fs::remove_dir_all(dir);
+    (t, lost)
+}
+
+/// Samples perf lost: the `LOST_SAMPLES` total (else the `LOST` records' count) of
+/// `perf report --stats`.
+fn perf_lost(data: &Path) -> u64 {
+    let out = Command::new("perf")
+        .args(["report", "--stats", "-i"])
+        .arg(data)
+        .output()
+        .expect("perf report runs");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let field = |name: &str| -> Option<u64> {
+        text.lines()
+            .filter(|l| l.trim_start().starts_with(name))
+            .filter_map(|l| l.split(':').nth(1)?.split_whitespace().next()?.parse().ok())
+            .max()
+    };
+    field("LOST_SAMPLES events")
+        .or(field("LOST events"))
+        .unwrap_or(0)
+}
+
+/// `dd if=/dev/zero of=/dev/null bs=1 count=n`: 2n syscalls, none blocking.
+fn dd_loop(n: u64) -> Duration {
+    let started = Instant::now();
+    let status = Command::new("dd")
+        .args([
+            "if=/dev/zero",
+            "of=/dev/null",
+            "bs=1",
+            &format!("count={n}"),
+        ])
+        .stderr(Stdio::null())
+        .status()
+        .expect("dd runs");
+    assert!(status.success(), "dd failed");
+    started.elapsed()
+}
+
+/// The stacks comparison (`ARGUS_BENCH_STACKS`).
+fn stacks_bench() {
+    let rounds: usize = env_or("ARGUS_BENCH_ROUNDS", 3);
+    let dd: u64 = env_or("ARGUS_BENCH_DD", 400_000);
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let sources = write_sources(tmp.path(), env_or("ARGUS_BENCH_FILES", 24));
+    let modes = [
+        StackMode::None,
+        StackMode::Argus,
+        StackMode::ArgusStacks(None),
+        StackMode::ArgusStacks(Some("read,write")),
+        StackMode::PerfFp,
+        StackMode::PerfDwarf,
+    ];
+    println!(
+        "overhead (stacks): {rounds} rounds, modes interleaved, {} cpus; perf: sys_enter id 0|1",
+        cpus()
+    );
+    let workloads: [(String, &dyn Fn() -> Duration); 2] = [
+        (format!("dd bs=1 count={dd}"), &|| dd_loop(dd)),
+        ("compile".to_string(), &|| compile_loop(&sources)),
+    ];
+    for (name, work) in workloads {
+        work();
+        let mut times: Vec<Vec<f64>> = vec![Vec::new(); modes.len()];
+        let mut lost = vec![0u64; modes.len()];
+        for round in 0..rounds {
+            for (i, mode) in modes.iter().enumerate() {
+                let dir = tmp.path().join(format!("s-{round}-{i}"));
+                let (t, l) = run_stack_mode(*mode, &dir, work);
+                times[i].push(t);
+                lost[i] += l;
+            }
+        }
+        let base = median(&times[0]);
+        let dwarf = median(&times[modes.len() - 1]);
+        for (i, mode) in modes.iter().enumerate() {
+            let m = median(&times[i]);
+            println!(
+                "  {name:20} {:26} wall {:7.3} s  x{:6.2} none  x{:5.2} perf-dwarf  (min {:.3} max {:.3})  lost {}",
+                mode.name(),
+                m,
+                m / base,
+                m / dwarf,
+                times[i].iter().cloned().fold(f64::INFINITY, f64::min),
+                times[i].iter().cloned().fold(0.0, f64::max),
+                lost[i]
+            );
+        }
+    }
 }

@@ -8,9 +8,12 @@
 //! ARGUS_SOAK_SECS=150 ARGUS_SOAK_PERIOD=10 ARGUS_SOAK_RETAIN=30 cargo bench --bench soak
 //! ```
 //! Needs root and tracefs (prints SKIP otherwise). `ARGUS_SOAK_RETAIN` (seconds, default 60) is the
-//! job's `--retain`: memory is flat once two windows have passed. `ARGUS_SOAK_HANDOFFS`
+//! job's `--retain`: memory is steady once two windows have passed, then saw-tooths with the
+//! generation cycle, so besides single samples the bench prints per-cycle peak and mean RSS
+//! and the RSS trend (least-squares slope) over the steady part. `ARGUS_SOAK_HANDOFFS`
 //! (default 9000) paces each generator (hand-offs per second; about 250k events/s in all on
-//! the 2-core development machine).
+//! the 2-core development machine). `ARGUS_SOAK_BIN` soaks another `argus` binary (to compare
+//! builds, e.g. allocators, with the same harness).
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
@@ -151,6 +154,75 @@ fn os_pipe() -> (std::fs::File, std::fs::File) {
     }
 }
 
+/// Resident memory follows the generation cycle: the oldest generation covers between one
+/// and two `--retain`, the newest up to one, so the job holds 1 to 3 windows of events and
+/// RSS saw-tooths with period `retain`. Single samples therefore say little; this prints, for
+/// each full cycle after `steady_after`, the peak and mean RSS, the last cycle against the
+/// first, and the least-squares slope over the whole steady part.
+fn flatness(samples: &[(f64, u64)], steady_after: f64, cycle: f64) {
+    let steady: Vec<(f64, f64)> = samples
+        .iter()
+        .filter(|(t, _)| *t >= steady_after)
+        .map(|&(t, k)| (t, k as f64 / 1024.0))
+        .collect();
+    let Some(&(t_end, _)) = steady.last() else {
+        println!("soak: no RSS samples after {steady_after:.0} s");
+        return;
+    };
+    let cycles = ((t_end - steady_after) / cycle).floor() as usize;
+    let mut stats = Vec::new();
+    for c in 0..cycles {
+        let (lo, hi) = (
+            steady_after + c as f64 * cycle,
+            steady_after + (c + 1) as f64 * cycle,
+        );
+        let v: Vec<f64> = steady
+            .iter()
+            .filter(|(t, _)| *t >= lo && *t < hi)
+            .map(|&(_, m)| m)
+            .collect();
+        if v.is_empty() {
+            continue;
+        }
+        let peak = v.iter().copied().fold(0.0, f64::max);
+        let mean = v.iter().sum::<f64>() / v.len() as f64;
+        stats.push((lo, peak, mean));
+    }
+    let line: Vec<String> = stats
+        .iter()
+        .map(|(t, p, m)| format!("{t:.0}s:{p:.0}/{m:.0}"))
+        .collect();
+    println!(
+        "soak: RSS per {cycle:.0} s cycle after {steady_after:.0} s, peak/mean MiB: {}",
+        line.join(" ")
+    );
+    if let (Some(first), Some(last)) = (stats.first(), stats.last()) {
+        println!(
+            "soak: RSS last cycle vs first steady cycle: peak {:.0} → {:.0} MiB ({:+.1}%), mean {:.0} → {:.0} MiB ({:+.1}%)",
+            first.1,
+            last.1,
+            100.0 * (last.1 / first.1 - 1.0),
+            first.2,
+            last.2,
+            100.0 * (last.2 / first.2 - 1.0)
+        );
+    }
+    let n = steady.len() as f64;
+    let (mt, mm) = (
+        steady.iter().map(|s| s.0).sum::<f64>() / n,
+        steady.iter().map(|s| s.1).sum::<f64>() / n,
+    );
+    let cov: f64 = steady.iter().map(|s| (s.0 - mt) * (s.1 - mm)).sum();
+    let var: f64 = steady.iter().map(|s| (s.0 - mt).powi(2)).sum();
+    if var > 0.0 {
+        let slope = cov / var * 60.0;
+        println!(
+            "soak: RSS trend over the steady part: {slope:+.1} MiB/min ({:+.1}% of the mean {mm:.0} MiB per 10 min)",
+            100.0 * slope * 10.0 / mm
+        );
+    }
+}
+
 fn latest(job: &Path) -> Option<PathBuf> {
     let p = std::fs::canonicalize(job.join("latest")).ok()?;
     p.join("manifest.json").is_file().then_some(p)
@@ -170,7 +242,12 @@ fn main() {
     let job = tmp.path().join("job");
     println!("soak: argus start for {secs:.0} s, snapshots every {period} s, --retain {retain}");
 
-    let mut child = Command::new(env!("CARGO_BIN_EXE_argus"))
+    // ARGUS_SOAK_BIN: another `argus` binary to soak (to compare builds in one session).
+    let bin = std::env::var_os("ARGUS_SOAK_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_argus")));
+    println!("soak: {}", bin.display());
+    let mut child = Command::new(&bin)
         .args(["start", "-o"])
         .arg(&job)
         .args(["--snapshot-every", &period.to_string(), "--retain", &retain])
@@ -279,6 +356,19 @@ fn main() {
         })
     };
     let soak_start = Instant::now();
+    // RSS every second, to see the generation cycle (see `flatness`).
+    let samples: Arc<Mutex<Vec<(f64, u64)>>> = Arc::new(Mutex::new(Vec::new()));
+    let sampling = Arc::new(AtomicBool::new(true));
+    let sampler = {
+        let (samples, sampling) = (samples.clone(), sampling.clone());
+        std::thread::spawn(move || {
+            while sampling.load(Ordering::Relaxed) {
+                let t = soak_start.elapsed().as_secs_f64();
+                samples.lock().expect("lock").push((t, rss_kib(pid)));
+                std::thread::sleep(Duration::from_secs(1));
+            }
+        })
+    };
     let mut n = 0u64;
     // Memory is steady once two retention windows have passed (see `argus start`'s docs).
     let steady_after = Duration::from_secs_f64(2.0 * retain_secs + period);
@@ -297,6 +387,8 @@ fn main() {
         rss_max = rss_max.max(rss_kib(pid));
     }
     let rss_end = rss_kib(pid);
+    sampling.store(false, Ordering::Relaxed);
+    let _ = sampler.join();
     stop.store(true, Ordering::Relaxed);
     let round_trips: u64 = workers.into_iter().map(|h| h.join().unwrap_or(0)).sum();
     // Two more periods for the last markers to show.
@@ -349,6 +441,8 @@ fn main() {
         ),
         None => println!("soak: the run was shorter than 2 × retain + one period: no steady RSS"),
     }
+    let samples = samples.lock().expect("lock").clone();
+    flatness(&samples, steady_after.as_secs_f64(), retain_secs);
     if d.is_empty() {
         println!("soak: no marker reached a snapshot ({missing} written)");
     } else {

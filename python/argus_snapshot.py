@@ -94,7 +94,8 @@ def hang_path(snap: Snapshot, spin: dict, max_steps: int = 16) -> list[dict]:
     """From the hang back towards its root cause: start at the segment that ended the spin's
     wait (the thread's next segment, when there is one), then repeatedly take the incoming
     edge that started the current segment (strongest first, then latest; `thread_order`
-    only when nothing else came in) to its source segment."""
+    only when nothing else came in; the weak `wait_wake` pairs, which lead from a waker to
+    whoever waited for it, are not followed) to its source segment."""
     def segment(seg_id):
         r = snap.sql(
             "SELECT s.id, s.tid, s.pid, s.start_ns, s.end_ns, s.wait_syscall, coalesce(t.comm, '?') "
@@ -113,7 +114,7 @@ def hang_path(snap: Snapshot, spin: dict, max_steps: int = 16) -> list[dict]:
     seen = {spin["segment"]}
     for _ in range(max_steps):
         edges = snap.sql(
-            "SELECT src, kind, strength, ts_ns FROM edges WHERE dst = ?", cur
+            "SELECT src, kind, strength, ts_ns FROM edges WHERE dst = ? AND kind <> 'wait_wake'", cur
         )
         if not edges:
             break

@@ -11,7 +11,7 @@ use crate::cli::BuildArgs;
 use anyhow::{bail, Context, Result};
 use argus_ingest::replay::TraceReader;
 use argus_pipeline::dataflow::{self, Batch, DataflowConfig, Message, Update};
-use argus_pipeline::rules::RulesConfig;
+use argus_pipeline::rules::{ChannelEnd, ChannelMap, RulesConfig};
 use argus_schema::UpdateSink;
 use argus_schema::{CausalEdge, Epoch, ErrorRecord, Event, Nanos, Segment, Spin, ThreadInfo};
 use argus_sinks::{CollectionSink, SnapshotInfo, SnapshotWriter};
@@ -90,7 +90,7 @@ impl BuildConfig {
 /// thread table and kallsyms, which threads are kernel delegates (their thread-order edges
 /// are pruned) and which callbacks are kernel maintenance (the tick, RCU, ...: culled).
 /// Every process of a cluster must compute the same, so all of them call this.
-fn dataflow_config(cfg: &BuildConfig, readers: &[TraceReader]) -> DataflowConfig {
+fn dataflow_config(cfg: &BuildConfig, readers: &[TraceReader]) -> Result<DataflowConfig> {
     let mut dcfg = cfg.dataflow.clone();
     for r in readers {
         dcfg.rules.classify_threads(
@@ -101,6 +101,20 @@ fn dataflow_config(cfg: &BuildConfig, readers: &[TraceReader]) -> DataflowConfig
         if let Some(k) = r.kallsyms() {
             dcfg.rules.cull_symbols(k.iter());
         }
+        // fd identity: pipes, sockets and eventfds become channels for message edges.
+        let files = r
+            .files()
+            .with_context(|| format!("reading the fd identity of {}", r.dir().display()))?;
+        dcfg.rules.channels.merge(ChannelMap::from_identity(
+            files.entries().map(|(pid, fd, ts, f)| {
+                // An unknown identity ends the previous one.
+                let end = f.map_or(ChannelEnd::default(), |f| {
+                    ChannelEnd::of_file(f.kind.as_str(), f.inode, f.peer, &f.target)
+                });
+                (pid, fd, ts, end)
+            }),
+            files.forks(),
+        ));
         // No edge is made across a stretch where the kernel lost events.
         for ranges in r.meta_ext().lost_ranges.values() {
             for g in ranges {
@@ -108,14 +122,14 @@ fn dataflow_config(cfg: &BuildConfig, readers: &[TraceReader]) -> DataflowConfig
             }
         }
     }
-    dcfg
+    Ok(dcfg)
 }
 
 /// Cluster mode, a process other than 0: runs its share of the dataflow with an input that
 /// is closed at once (process 0's worker 0 feeds every event) and writes nothing.
 pub fn serve_cluster(cfg: &BuildConfig) -> Result<()> {
     let readers = open_traces(&cfg.traces, cfg.last)?;
-    let dcfg = dataflow_config(cfg, &readers);
+    let dcfg = dataflow_config(cfg, &readers)?;
     drop(readers);
     let (batch_tx, batch_rx) = crossbeam_channel::bounded::<Batch>(1);
     drop(batch_tx);
@@ -249,19 +263,17 @@ fn collect(rx: crossbeam_channel::Receiver<Message>) -> Collected {
     for msg in rx {
         match msg {
             Message::Updates { epoch, updates } => {
-                let mut segs = Vec::new();
-                let mut edges = Vec::new();
-                let mut spins = Vec::new();
                 for (u, d) in updates {
                     match u {
-                        Update::Segment(s) => segs.push((s, d)),
-                        Update::Edge(e) => edges.push((e, d)),
-                        Update::Spin(s) => spins.push((s, d)),
+                        Update::Segment(s) => c.segments.update(s, d),
+                        Update::Edge(e) => c.edges.update(e, d),
+                        Update::Spin(s) => c.spins.update(s, d),
                     }
                 }
-                c.segments.apply(epoch, &mut segs.into_iter());
-                c.edges.apply(epoch, &mut edges.into_iter());
-                c.spins.apply(epoch, &mut spins.into_iter());
+                // Records the epoch (the updates went in above, without a per-table copy).
+                c.segments.apply(epoch, &mut std::iter::empty());
+                c.edges.apply(epoch, &mut std::iter::empty());
+                c.spins.apply(epoch, &mut std::iter::empty());
             }
             Message::EpochDone {
                 epoch,
@@ -278,6 +290,10 @@ fn collect(rx: crossbeam_channel::Receiver<Message>) -> Collected {
             }
         }
     }
+    // Sorted and consolidated here, on this thread, so check and into_contents copy nothing.
+    c.segments.consolidate();
+    c.edges.consolidate();
+    c.spins.consolidate();
     c
 }
 
@@ -347,7 +363,7 @@ pub fn build(cfg: &BuildConfig) -> Result<BuildSummary> {
     } else {
         open_traces(&cfg.traces, cfg.last)?
     };
-    let mut dcfg = dataflow_config(cfg, &readers);
+    let mut dcfg = dataflow_config(cfg, &readers)?;
     if let Some(imp) = &imported {
         dcfg.rules.classify_threads(
             imp.threads()
@@ -417,12 +433,14 @@ pub fn build(cfg: &BuildConfig) -> Result<BuildSummary> {
         }
         trace_end = trace_end.max(Nanos(meta.end_ns));
         let mut events = reader.events();
+        let mut stacks = crate::stacks::StackCollector::default();
         let base = seq_base;
         let mut last_seq = None;
         let mut last_ts = Nanos(0);
         let tee = (&mut events).map(|r| {
             r.map(|mut ev| {
                 ev.seq += base;
+                stacks.observe(&ev);
                 last_seq = Some(ev.seq);
                 last_ts = ev.ts;
                 progress.tick();
@@ -433,6 +451,11 @@ pub fn build(cfg: &BuildConfig) -> Result<BuildSummary> {
         let written = writer
             .try_write_events(tee)
             .with_context(|| format!("decoding {}", dir.display()));
+        let written = written.and_then(|_| {
+            stacks
+                .finish(&dir, events.kallsyms().cloned(), &mut writer)
+                .with_context(|| format!("stacks of {}", dir.display()))
+        });
         let summary = events.finish();
         if let Err(e) = written {
             result = Err(e);
@@ -526,9 +549,9 @@ pub fn build(cfg: &BuildConfig) -> Result<BuildSummary> {
     ] {
         check.with_context(|| format!("the dataflow's {name} are inconsistent"))?;
     }
-    let segments = collected.segments.contents();
-    let edges = collected.edges.contents();
-    let spins = collected.spins.contents();
+    let segments = collected.segments.into_contents();
+    let edges = collected.edges.into_contents();
+    let spins = collected.spins.into_contents();
     let threads: Vec<ThreadInfo> = threads.into_values().collect();
     let stats = cfg.stats.then(|| {
         argus_pipeline::stats::GraphStats::of(&argus_pipeline::Graph {
@@ -538,6 +561,8 @@ pub fn build(cfg: &BuildConfig) -> Result<BuildSummary> {
             counts: collected.counts.clone(),
         })
     });
+    // Which threads' segments a lost-events gap touched.
+    errors.extend(crate::gaps::touched(&segments, &lost_ranges));
     let summary = BuildSummary {
         stats,
         events: events_total,

@@ -69,6 +69,23 @@ pub struct RecordArgs {
     /// Seconds between flushes (and fdatasyncs) of buffered pages to the chunk files.
     #[arg(long, default_value_t = 1.0)]
     pub flush_interval: f64,
+    /// Record call stacks (kernel + user) with perf. No value (or `default`, `blocking`):
+    /// the stack of each thread when it blocks (sched_switch, state S/D) and of each task
+    /// when it wakes another (sched_waking). Or a comma-separated list of syscall names or
+    /// numbers (`syscalls` = those that block or send; `blocking` may be added): the stack
+    /// at every entry of those syscalls (user frames only). `argus build` symbolizes them
+    /// into stacks.parquet.
+    #[arg(long, num_args = 0..=1, default_missing_value = "default", value_name = "SYSCALLS")]
+    pub stacks: Option<String>,
+    /// Hardware watchpoint (repeatable): `ADDR|SYMBOL[:LEN]@PID`, or `@cmd` for the
+    /// recorded command; hits become flag_access events (write or read, with thread).
+    #[arg(long, value_name = "ADDR|SYMBOL[:LEN]@PID|@cmd")]
+    pub watch: Vec<String>,
+    /// User-space dispatch function (repeatable): every call of SYMBOL in BINARY (a path,
+    /// or a name looked up in PATH) becomes its own segment, through a uprobe and a
+    /// uretprobe that record `argus:dispatch-begin/end SYMBOL` markers.
+    #[arg(long, value_name = "BINARY:SYMBOL")]
+    pub dispatch: Vec<String>,
     /// The command to record; recording stops when it exits.
     #[arg(last = true)]
     pub command: Vec<String>,

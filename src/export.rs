@@ -4,8 +4,8 @@
 use crate::cli::DebugArgs;
 use anyhow::{bail, Context, Result};
 use argus_diagnose::{
-    AppEvents, AutoOracle, DiagnoseConfig, Diagnosis, Graph, Oracle, Report, RuleOracle,
-    SavedAnswers, ScriptedOracle, Target, TerminalOracle,
+    AppEvents, AutoOracle, CallStack, DiagnoseConfig, Diagnosis, Frame, Graph, Oracle, Report,
+    RuleOracle, SavedAnswers, ScriptedOracle, Target, TerminalOracle,
 };
 use argus_schema::{Pid, Tid};
 use argus_sinks::export::{EdgeMark, Marks, PathMark};
@@ -66,13 +66,39 @@ pub fn config(
     Ok(cfg)
 }
 
-/// Attaches the snapshot's markers and data-flag accesses to the graph (a filtered scan of
-/// the events table's `kind` column).
+/// Attaches the snapshot's markers and data-flag accesses (a filtered scan of the events
+/// table's `kind` column) and its call stacks (`stacks.parquet`, present when the trace was
+/// recorded with `--stacks`) to the graph.
 pub fn attach_app_events(graph: &mut Graph, snapshot: &Path) -> Result<()> {
     let events = argus_sinks::export::read_app_events(snapshot)
         .with_context(|| format!("reading markers of {}", snapshot.display()))?;
     graph.set_app_events(AppEvents::from_events(&events));
+    let stacks = argus_sinks::read_stacks(snapshot)
+        .with_context(|| format!("reading call stacks of {}", snapshot.display()))?;
+    if !stacks.is_empty() {
+        graph.set_stacks(stacks.into_iter().map(call_stack).collect());
+    }
     Ok(())
+}
+
+/// A stack of the snapshot as the diagnosis takes it.
+fn call_stack(s: argus_sinks::EventStack) -> CallStack {
+    CallStack {
+        event_seq: s.event_seq,
+        tid: Tid(s.tid),
+        ts: argus_schema::Nanos(s.ts),
+        frames: s
+            .frames
+            .into_iter()
+            .map(|f| Frame {
+                kernel: f.kernel,
+                ip: f.ip,
+                symbol: f.symbol,
+                offset: f.offset,
+                object: f.object,
+            })
+            .collect(),
+    }
 }
 
 /// Runs the diagnosis of `argus debug` with the oracle its flags ask for: scripted answers

@@ -18,10 +18,13 @@
 //! | py-flagfile | polling a file another process creates, marked `argus:flag-set` | RepeatedYield | `sleep` in the setter's shell |
 //! | py-longrun | a long computation started by input on stdin | LongRunning | `python3` itself, input from `sh` |
 //! | fifo-open | a FIFO whose writer stopped; the trace ends mid-hang | LongWait (open) | `sleep` the writer's shell waits for |
+//! | flag-watch | polling the static [`ARGUS_HANG_FLAG`] (for `argus record --watch`) while a decoy thread burns CPU | RepeatedYield | `argus-flagger`, which sleeps, then sets it |
 
 use anyhow::{bail, Context, Result};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
 use std::thread;
 use std::time::Duration;
 
@@ -64,7 +67,67 @@ pub const HANGS: &[(&str, &str)] = &[
         "fifo-open",
         "python3 reads a FIFO whose writer shell is stuck in sleep; the trace ends first",
     ),
+    (
+        "flag-watch",
+        "the main thread polls ARGUS_HANG_FLAG with 1 ms sleeps; argus-flagger sleeps, then sets it, while argus-decoy burns CPU",
+    ),
 ];
+
+/// The data flag of the `flag-watch` hang, a named symbol of the `argus` binary so that
+/// `argus record --watch ARGUS_HANG_FLAG@cmd -- argus workload flag-watch` can watch it.
+#[no_mangle]
+pub static ARGUS_HANG_FLAG: AtomicU64 = AtomicU64::new(0);
+
+/// `flag-watch`: the main thread polls [`ARGUS_HANG_FLAG`]; the setter sleeps `secs` first
+/// while a decoy thread computes all along, so the busiest-thread guess is wrong and only a
+/// watchpoint on the flag names the setter.
+fn flag_watch(secs: f64) -> Result<()> {
+    ARGUS_HANG_FLAG.store(0, Ordering::SeqCst);
+    let stop = Arc::new(AtomicBool::new(false));
+    let stop2 = stop.clone();
+    let decoy = thread::Builder::new()
+        .name("argus-decoy".into())
+        .spawn(move || {
+            let mut x = 0x9E37_79B9_7F4A_7C15u64;
+            while !stop2.load(Ordering::Relaxed) {
+                for _ in 0..10_000 {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                }
+            }
+            x
+        })
+        .context("starting argus-decoy")?;
+    let setter = thread::Builder::new()
+        .name("argus-flagger".into())
+        .spawn(move || {
+            sleep(secs);
+            ARGUS_HANG_FLAG.store(1, Ordering::SeqCst);
+        })
+        .context("starting argus-flagger")?;
+    let mut polls = 0u64;
+    while ARGUS_HANG_FLAG.load(Ordering::SeqCst) == 0 {
+        thread::sleep(Duration::from_millis(1));
+        polls += 1;
+    }
+    stop.store(true, Ordering::Relaxed);
+    setter
+        .join()
+        .map_err(|_| anyhow::anyhow!("argus-flagger panicked"))?;
+    decoy
+        .join()
+        .map_err(|_| anyhow::anyhow!("argus-decoy panicked"))?;
+    tracing::debug!(polls, "flag-watch: flag seen");
+    truth(
+        "flag-watch",
+        std::process::id(),
+        "RepeatedYield",
+        "argus-flagger",
+        &["argus-flagger"],
+    );
+    Ok(())
+}
 
 /// Whether `name` is one of these hangs.
 pub fn is_hang(name: &str) -> bool {
@@ -142,6 +205,9 @@ pub fn run(name: &str, secs: f64) -> Result<()> {
 }
 
 fn run_in(name: &str, secs: f64, dir: &Path) -> Result<()> {
+    if name == "flag-watch" {
+        return flag_watch(secs);
+    }
     let s = format!("{secs}");
     let lock = dir.join("lock");
     match name {

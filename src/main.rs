@@ -5,11 +5,16 @@
 mod build;
 mod bundle;
 mod cli;
+mod dispatchwork;
 mod export;
+mod fdpass;
 mod follow;
+mod gaps;
 mod hangs;
 mod patterns;
 mod progress;
+mod stacks;
+mod stackwork;
 mod start;
 mod workload;
 
@@ -20,6 +25,10 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
+
+/// mimalloc, not glibc malloc: see the comment on the dependency in Cargo.toml.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 /// The bundled fallback recording of `argus workload chain` (see `demo/README.md`).
 const DEMO_BUNDLE: &[u8] = include_bytes!("../demo/chain.bundle.zst");
@@ -107,7 +116,10 @@ fn run(cli: Cli) -> Result<u8> {
             if hangs::is_hang(&args.name) {
                 hangs::run(&args.name, args.secs)?;
             } else {
-                workload::run(&args.name, args.secs)?;
+                match stackwork::run(&args.name, args.secs) {
+                    Some(r) => r?,
+                    None => workload::run(&args.name, args.secs)?,
+                }
             }
             Ok(0)
         }
@@ -129,6 +141,25 @@ fn record_config(args: &RecordArgs) -> Result<argus_ingest::linux::RecordConfig>
         );
     }
     cfg.flush_interval = Some(Duration::from_secs_f64(args.flush_interval));
+    if let Some(spec) = &args.stacks {
+        cfg.perf.stacks = Some(
+            argus_ingest::linux::parse_stacks(spec)
+                .map_err(|e| anyhow::anyhow!("--stacks: {e}"))?,
+        );
+        cfg.perf.stack_bytes = argus_ingest::linux::DEFAULT_STACK_BYTES;
+    }
+    for w in &args.watch {
+        let spec = argus_ingest::linux::WatchSpec::parse(w)
+            .map_err(|e| anyhow::anyhow!("--watch: {e}"))?;
+        if spec.process == argus_ingest::linux::WatchProcess::Command && args.command.is_empty() {
+            bail!("--watch {w}: `@cmd` needs a command to record (argus record ... -- CMD)");
+        }
+        cfg.perf.watches.push(spec);
+    }
+    for d in &args.dispatch {
+        cfg.dispatch
+            .push(argus_ingest::linux::DispatchSpec::parse(d).map_err(anyhow::Error::new)?);
+    }
     Ok(cfg)
 }
 
@@ -278,6 +309,9 @@ fn demo(args: &DemoArgs, quiet: bool) -> Result<u8> {
                 events: "default".into(),
                 ring_size: argus_ingest::linux::DEFAULT_RING_SIZE,
                 flush_interval: 1.0,
+                stacks: None,
+                watch: Vec::new(),
+                dispatch: Vec::new(),
                 command: vec![
                     exe.to_string_lossy().into_owned(),
                     "workload".into(),

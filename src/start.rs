@@ -12,6 +12,8 @@
 //!                       ▼ snapshot requests
 //!  snapshot thread: events of the period (streamed) + segments/edges/spins/threads/errors
 //!     → DIR/snapshots/<epoch>/ (atomic) → DIR/latest (symlink, atomic) → --on-hang hooks
+//!          ▲ every --snapshot-every, or at once when the oldest generation's collector
+//!          └ publishes a new or grown spin of a watched thread (woken main loop)
 //! ```
 //!
 //! **Watermark.** Every tick the main loop first drains the tap, then releases the queued
@@ -32,11 +34,15 @@
 //! newest one has covered `--retain`; the oldest is dropped once the next one covers
 //! `--retain`. At most two run at once (one in the first `--retain`), snapshots come from
 //! the oldest, so a snapshot covers between `--retain` and twice `--retain` of history and
-//! memory stays bounded by two windows. A spin that began before the window (a thread blocked
-//! longer than `--retain`) shows from the window's start: the job forgets what is older.
-//! Measured (`cargo bench --bench soak`): about 200 bytes of resident memory per retained
-//! event (dataflow state plus the collected graph), so size `--retain` to the event rate:
-//! 300k events/s × 30 s × 2 windows ≈ 3.6 GB.
+//! memory stays bounded: between one and three windows of events are held, so resident
+//! memory saw-tooths with period `--retain`. A spin that began before the window (a thread
+//! blocked longer than `--retain`) shows from the window's start: the job forgets what is
+//! older. A dropped generation's unread input is discarded (when no snapshot waits on it) so
+//! it ends quickly. Measured (`cargo bench --bench soak`, 290k events/s, `--retain 15s`):
+//! about 180 bytes of resident memory per event held (dataflow state plus the collected
+//! graph), flat from cycle to cycle with mimalloc as the global allocator (glibc malloc kept
+//! the memory of dropped generations in its arenas: +20% in 10 minutes). Size `--retain` to
+//! the event rate.
 //!
 //! **Back-pressure.** A generation's input holds at most 8 epochs (1.6 s) and the snapshot
 //! thread 16 ticks of events; beyond that the main loop waits, the tap fills, and pages the
@@ -44,19 +50,35 @@
 //! raw ring).
 //!
 //! **Snapshots.** `DIR/snapshots/<epoch>/` (10 digits, the global epoch: one per tick), each
-//! written by `argus_sinks::SnapshotWriter` into a hidden directory and renamed into place;
-//! then `DIR/latest` (a relative symlink) is replaced by a rename. A `kill -9` at any point
-//! leaves `latest` on a complete snapshot. `events.parquet` of a live snapshot holds the
-//! events released since the previous snapshot (streamed to disk as they come, so memory
-//! does not hold them); the other tables describe the whole retained window. The newest
-//! `--keep` snapshots are kept.
+//! written by `argus_sinks::SnapshotWriter` into a hidden directory, installed under a hidden
+//! staging name (`.staged-<pid>-<n>`: the epoch is only known when the snapshot is finished)
+//! and renamed into place; then `DIR/latest` (a relative symlink) is replaced by a rename.
+//! A `kill -9` at any point leaves `latest` on a complete snapshot. `events.parquet` of a
+//! live snapshot holds the events released since the previous snapshot (streamed to disk as
+//! they come, so memory does not hold them); the other tables describe the whole retained
+//! window. The newest
+//! `--keep` snapshots are kept. While a snapshot is still being written when the next one is
+//! due, that one is skipped (counted in the status line) rather than queued: a queued request
+//! would hold a copy of the whole graph, and an overloaded writer would fall further behind;
+//! the next snapshot then holds the events of both periods.
 //!
 //! **Hangs.** After each snapshot the spins of watched threads are compared with the previous
 //! snapshot's: a new spin, or one whose duration doubled since it was last reported, is
 //! logged and runs `--on-hang CMD` (`sh -c`, not waited for) with `ARGUS_HANG_PID`, `_TID`,
-//! `_CLASS`, `_SNAPSHOT`, `_SEGMENT` and `_DURATION_NS` set. Watched: `--watch-pid` /
+//! `_CLASS`, `_SNAPSHOT`, `_SEGMENT`, `_DURATION_NS` and `_NEW` set. Watched: `--watch-pid` /
 //! `--watch-comm`; with neither, the main thread of every user process unless it waits in an
 //! event-loop call (poll, epoll, select).
+//!
+//! A hang does not wait for the periodic cycle: the dataflow reports an open spin as soon as
+//! the watermark passes its start + `--threshold`, the oldest generation's collector
+//! publishes its spins at the end of that epoch and wakes the main loop, which takes a
+//! snapshot **at once** (named by the current epoch, off the cycle) when one of them is of a
+//! watched thread and would be reported (new, or doubled). The hook then runs on that
+//! snapshot, and `argus debug DIR --follow` sees it as the new `latest`. Rate limits: no such
+//! snapshot while another is being written (the main loop is woken again when it is
+//! installed), and at most one per half `--snapshot-every`. The hang is therefore reported
+//! about `--lag` + a tick + one snapshot write after it became detectable (measured by
+//! `tests/continuous.rs`: well within one period).
 //!
 //! **Stop and restart.** SIGINT/SIGTERM stop the recorder (its signal handler), which closes
 //! the tap; the job releases everything queued, writes a last snapshot and exits 0. On start,
@@ -78,7 +100,7 @@ use argus_schema::{
     CausalEdge, EndCause, ErrorRecord, Event, Nanos, SegmentId, Spin, ThreadInfo, UpdateSink,
 };
 use argus_sinks::{CollectionSink, SnapshotInfo, SnapshotWriter};
-use crossbeam_channel::{select, Receiver, RecvTimeoutError, Sender};
+use crossbeam_channel::{select, Receiver, Sender};
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap, HashMap, VecDeque};
 use std::path::{Path, PathBuf};
@@ -107,7 +129,8 @@ pub struct StartArgs {
     /// The job directory: `trace/` (raw ring), `snapshots/<epoch>/`, `latest`.
     #[arg(short, long)]
     pub output: PathBuf,
-    /// Seconds between snapshots.
+    /// Seconds between snapshots. A watched thread's new or grown hang takes one at once
+    /// (at most one extra per half period).
     #[arg(long, default_value_t = 10.0)]
     pub snapshot_every: f64,
     /// History kept in the dataflow (`90s`, `10m`, `1h`; a bare number is seconds).
@@ -119,8 +142,9 @@ pub struct StartArgs {
     /// Snapshots kept on disk (the newest).
     #[arg(long, default_value_t = 3)]
     pub keep: usize,
-    /// Shell command run when a watched thread's hang appears or doubles (env:
-    /// ARGUS_HANG_PID, ARGUS_HANG_TID, ARGUS_HANG_CLASS, ARGUS_HANG_SNAPSHOT, …).
+    /// Shell command run when a watched thread's hang appears or doubles, on the snapshot
+    /// taken at once for it (env: ARGUS_HANG_PID, ARGUS_HANG_TID, ARGUS_HANG_CLASS,
+    /// ARGUS_HANG_SNAPSHOT, …).
     #[arg(long)]
     pub on_hang: Option<String>,
     /// Watch this process (repeatable); default: every user process's main thread.
@@ -572,6 +596,9 @@ struct Collector {
     done: Option<(u64, Nanos)>,
     dirty: bool,
     open: Arc<AtomicI64>,
+    /// Set when an epoch changed the spins; published at its end.
+    spins_changed: bool,
+    live: Arc<LiveSpins>,
 }
 
 impl Collector {
@@ -614,14 +641,16 @@ impl Collector {
     }
 }
 
-fn collect_live(out: Receiver<Message>, requests: Receiver<SnapRequest>, open: Arc<AtomicI64>) {
+fn collect_live(out: Receiver<Message>, requests: Receiver<SnapRequest>, live: Arc<LiveSpins>) {
     let mut c = Collector {
         segments: CollectionSink::new("segments"),
         edges: CollectionSink::new("edges"),
         spins: CollectionSink::new("spins"),
         done: None,
         dirty: false,
-        open,
+        open: live.open.clone(),
+        spins_changed: false,
+        live,
     };
     let mut pending: Vec<SnapRequest> = Vec::new();
     let mut requests = Some(requests);
@@ -644,7 +673,10 @@ fn collect_live(out: Receiver<Message>, requests: Receiver<SnapRequest>, open: A
                                 segs.push((s, d))
                             }
                             Update::Edge(e) => edges.push((e, d)),
-                            Update::Spin(s) => spins.push((s, d)),
+                            Update::Spin(s) => {
+                                c.spins_changed = true;
+                                spins.push((s, d))
+                            }
                             // Other outputs (counters) are not part of the graph.
                             #[allow(unreachable_patterns)]
                             _ => {}
@@ -657,6 +689,9 @@ fn collect_live(out: Receiver<Message>, requests: Receiver<SnapRequest>, open: A
                 Ok(Message::EpochDone { epoch, watermark, .. }) => {
                     c.dirty = false;
                     c.done = Some((epoch.0, watermark));
+                    if std::mem::take(&mut c.spins_changed) {
+                        c.live.publish(c.spins.contents());
+                    }
                     c.serve(&mut pending, false);
                 }
                 Err(_) => {
@@ -681,48 +716,86 @@ fn collect_live(out: Receiver<Message>, requests: Receiver<SnapRequest>, open: A
     }
 }
 
+/// A generation's spins as of its last completed epoch, shared with the main loop so a new
+/// hang can trigger a snapshot at once (see `EarlySnapshots`).
+struct LiveSpins {
+    spins: std::sync::Mutex<Vec<Spin>>,
+    /// Open segments (for the status line).
+    open: Arc<AtomicI64>,
+    /// Woken (`try_send`) whenever the spins change.
+    notify: Sender<()>,
+}
+
+impl LiveSpins {
+    fn publish(&self, spins: Vec<Spin>) {
+        *lock(&self.spins) = spins;
+        let _ = self.notify.try_send(());
+    }
+
+    fn get(&self) -> Vec<Spin> {
+        lock(&self.spins).clone()
+    }
+}
+
 /// One dataflow and its collector, fed from `first_epoch` (global) on.
 struct Generation {
     id: u64,
     first_epoch: u64,
     start_ns: Nanos,
     input: Sender<Batch>,
+    /// The input's other end, to discard what a dropped generation has not read yet.
+    queued: Receiver<Batch>,
     requests: Sender<SnapRequest>,
-    open: Arc<AtomicI64>,
+    live: Arc<LiveSpins>,
     flow: JoinHandle<std::result::Result<(), argus_pipeline::dataflow::PipelineError>>,
     collector: JoinHandle<()>,
 }
 
 impl Generation {
-    fn start(id: u64, cfg: &DataflowConfig, first_epoch: u64, start_ns: Nanos) -> Result<Self> {
+    fn start(
+        id: u64,
+        cfg: &DataflowConfig,
+        first_epoch: u64,
+        start_ns: Nanos,
+        notify: Sender<()>,
+    ) -> Result<Self> {
         let (input, batch_rx) = crossbeam_channel::bounded::<Batch>(INPUT_EPOCHS);
         let (out_tx, out_rx) = crossbeam_channel::unbounded::<Message>();
         let (requests, req_rx) = crossbeam_channel::unbounded::<SnapRequest>();
         let dcfg = cfg.clone();
+        let queued = batch_rx.clone();
         let flow = std::thread::Builder::new()
             .name(format!("argus-flow-g{id}"))
             .spawn(move || dataflow::run(&dcfg, batch_rx, out_tx))?;
-        let open = Arc::new(AtomicI64::new(0));
-        let open2 = open.clone();
+        let live = Arc::new(LiveSpins {
+            spins: std::sync::Mutex::new(Vec::new()),
+            open: Arc::new(AtomicI64::new(0)),
+            notify,
+        });
+        let live2 = live.clone();
         let collector = std::thread::Builder::new()
             .name(format!("argus-collect-g{id}"))
-            .spawn(move || collect_live(out_rx, req_rx, open2))?;
+            .spawn(move || collect_live(out_rx, req_rx, live2))?;
         Ok(Generation {
             id,
             first_epoch,
             start_ns,
             input,
+            queued,
             requests,
-            open,
+            live,
             flow,
             collector,
         })
     }
 
     /// Closes the input and waits for the dataflow (in the background when `background`).
-    fn stop(self, background: bool) -> Result<()> {
+    /// With `discard`, the batches it has not started are thrown away (nobody asks it for
+    /// its graph any more), so it ends and frees its memory sooner under load.
+    fn stop(self, background: bool, discard: bool) -> Result<()> {
         let Generation {
             input,
+            queued,
             requests,
             flow,
             collector,
@@ -731,6 +804,10 @@ impl Generation {
         } = self;
         drop(input);
         drop(requests);
+        if discard {
+            for _ in queued.try_iter() {}
+        }
+        drop(queued);
         let join = move || -> Result<()> {
             let r = flow
                 .join()
@@ -816,6 +893,27 @@ pub struct HangTracker {
 }
 
 impl HangTracker {
+    /// What `s` would report now (an open spin lasts until `watermark`): `None` when it was
+    /// reported and has not doubled since. The main loop asks this (without updating) to
+    /// take a snapshot at once for a hang; the snapshot's [`HangTracker::update`] reports it.
+    fn notice(&self, s: &Spin, watermark: Nanos) -> Option<HangNotice> {
+        let d = if s.open {
+            s.start_ns.until(watermark.max(s.end_ns))
+        } else {
+            s.duration_ns()
+        };
+        let new = match self.reported.get(&s.segment) {
+            None => true,
+            Some(&prev) if d >= prev.saturating_mul(2) => false,
+            Some(_) => return None,
+        };
+        Some(HangNotice {
+            spin: s.clone(),
+            new,
+            duration_ns: d,
+        })
+    }
+
     /// The notices for one snapshot's spins; an open spin lasts until `watermark`.
     pub fn update(
         &mut self,
@@ -825,31 +923,28 @@ impl HangTracker {
     ) -> Vec<HangNotice> {
         let mut out = Vec::new();
         for s in spins.iter().filter(|s| watched(s)) {
-            let d = if s.open {
-                s.start_ns.until(watermark.max(s.end_ns))
-            } else {
-                s.duration_ns()
-            };
-            match self.reported.get(&s.segment) {
-                None => out.push(HangNotice {
-                    spin: s.clone(),
-                    new: true,
-                    duration_ns: d,
-                }),
-                Some(&prev) if d >= prev.saturating_mul(2) => out.push(HangNotice {
-                    spin: s.clone(),
-                    new: false,
-                    duration_ns: d,
-                }),
-                Some(_) => continue,
+            if let Some(n) = self.notice(s, watermark) {
+                self.reported.insert(s.segment, n.duration_ns);
+                out.push(n);
             }
-            self.reported.insert(s.segment, d);
         }
         // Forget spins that left the window.
         let live: std::collections::HashSet<SegmentId> = spins.iter().map(|s| s.segment).collect();
         self.reported.retain(|k, _| live.contains(k));
         out
     }
+}
+
+/// This job's own threads: they appear in the records of the tasks they switch with, and the
+/// recorder cannot tell their process, so the hang filter recognises them here.
+fn own_threads() -> std::collections::HashSet<i32> {
+    std::fs::read_dir("/proc/self/task")
+        .map(|rd| {
+            rd.flatten()
+                .filter_map(|e| e.file_name().to_str()?.parse().ok())
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 fn run_hook(cmd: &str, n: &HangNotice, snapshot: &Path) {
@@ -916,13 +1011,16 @@ pub fn list_snapshots(dir: &Path) -> Vec<(u64, PathBuf)> {
     v
 }
 
-/// Removes what a killed job left: hidden temporary snapshot directories and `.latest.tmp`.
+/// Removes what a killed job left: hidden temporary and staged snapshot directories and
+/// `.latest.tmp`.
 fn clean_leftovers(dir: &Path) {
     let _ = std::fs::remove_file(dir.join(".latest.tmp"));
     if let Ok(rd) = std::fs::read_dir(dir.join("snapshots")) {
         for e in rd.flatten() {
             let name = e.file_name().to_string_lossy().into_owned();
-            if name.starts_with('.') && (name.contains(".tmp-") || name.contains(".old-")) {
+            if name.starts_with('.')
+                && (name.contains(".tmp-") || name.contains(".old-") || name.contains("staged-"))
+            {
                 tracing::info!("removing {} left by an earlier run", e.path().display());
                 let _ = std::fs::remove_dir_all(e.path());
             }
@@ -937,8 +1035,12 @@ enum SnapCmd {
 }
 
 struct SnapJob {
+    /// The global epoch: the snapshot's name.
     epoch: u64,
-    next_epoch: Option<u64>,
+    /// Taken at once for a hang (else on the periodic cycle).
+    early: bool,
+    /// Another snapshot follows (not the last one).
+    more: bool,
     reply: Receiver<Captured>,
     threads: Vec<ThreadInfo>,
     errors: Vec<ErrorRecord>,
@@ -949,17 +1051,32 @@ struct SnapJob {
 struct SnapshotThread {
     dir: PathBuf,
     writer: Option<SnapshotWriter>,
+    /// Staging directories opened so far (their names).
+    staged: u64,
     keep: usize,
     hook: Option<String>,
     watch: Watch,
-    tracker: HangTracker,
+    /// Shared with the main loop, which asks it whether a hang is due.
+    tracker: Arc<std::sync::Mutex<HangTracker>>,
     delay: Duration,
     written: u64,
+    /// Snapshots installed so far, for the main loop.
+    installed: Arc<std::sync::atomic::AtomicU64>,
+    /// Wakes the main loop once a snapshot is installed (a hang may be due now).
+    notify: Sender<()>,
 }
 
 impl SnapshotThread {
-    fn open(&mut self, epoch: u64) -> Result<()> {
-        let target = self.dir.join("snapshots").join(snapshot_name(epoch));
+    /// Opens the next snapshot's writer. Its name (the epoch) is only known when it is
+    /// finished (a hang may take it early), so it is written under a hidden staging name
+    /// and renamed to `snapshots/<epoch>` once complete.
+    fn open(&mut self) -> Result<()> {
+        let target = self.dir.join("snapshots").join(format!(
+            ".staged-{}-{}",
+            std::process::id(),
+            self.staged
+        ));
+        self.staged += 1;
         self.writer = Some(
             SnapshotWriter::new(&target)
                 .with_context(|| format!("creating snapshot {}", target.display()))?,
@@ -985,13 +1102,15 @@ impl SnapshotThread {
         let mut writer = match self.writer.take() {
             Some(w) => w,
             None => {
-                self.open(job.epoch)?;
+                self.open()?;
                 self.writer
                     .take()
                     .context("invariant: writer just opened")?
             }
         };
-        let target = writer.target().to_path_buf();
+        let staged = writer.target().to_path_buf();
+        let name = snapshot_name(job.epoch);
+        let target = self.dir.join("snapshots").join(&name);
         let cap = job
             .reply
             .recv()
@@ -1013,17 +1132,43 @@ impl SnapshotThread {
         let manifest = writer
             .finish(info)
             .with_context(|| format!("writing snapshot {}", target.display()))?;
-        let name = snapshot_name(job.epoch);
+        std::fs::rename(&staged, &target)
+            .with_context(|| format!("renaming {} to {}", staged.display(), target.display()))?;
         set_latest(&self.dir, &name)?;
         self.written += 1;
+        self.installed.fetch_add(1, Ordering::Release);
         tracing::info!(
             snapshot = %target.display(),
             local_epoch = cap.local_epoch,
+            early = job.early,
             segments = manifest.counts.segments,
             edges = manifest.counts.edges,
             spins = manifest.counts.spins,
             "snapshot written"
         );
+        let by_tid: HashMap<i32, &ThreadInfo> = job.threads.iter().map(|t| (t.tid.0, t)).collect();
+        let own = own_threads();
+        let watch = &self.watch;
+        let notices = lock(&self.tracker).update(&cap.spins, cap.watermark, |s| {
+            !own.contains(&s.tid.0) && watch.watches(s, &by_tid)
+        });
+        for n in &notices {
+            let who = argus_schema::describe_thread(&job.threads, n.spin.tid);
+            if !job.quiet {
+                eprintln!(
+                    "argus start: {} hang: {who}: {} {:.3} s{} (snapshot {}{})",
+                    if n.new { "new" } else { "growing" },
+                    n.spin.class.name(),
+                    n.duration_ns as f64 / 1e9,
+                    if n.spin.open { ", still going" } else { "" },
+                    target.display(),
+                    if job.early { ", taken at once" } else { "" },
+                );
+            }
+            if let Some(cmd) = &self.hook {
+                run_hook(cmd, n, &target);
+            }
+        }
         // Keep the newest `keep` (the one just written is among them).
         let all = list_snapshots(&self.dir);
         if all.len() > self.keep {
@@ -1031,41 +1176,140 @@ impl SnapshotThread {
                 let _ = std::fs::remove_dir_all(p);
             }
         }
-        let by_tid: HashMap<i32, &ThreadInfo> = job.threads.iter().map(|t| (t.tid.0, t)).collect();
-        // This job's own threads appear in the records of the tasks they switch with; the
-        // recorder cannot tell their process, so they are recognised here.
-        let own: std::collections::HashSet<i32> = std::fs::read_dir("/proc/self/task")
-            .map(|rd| {
-                rd.flatten()
-                    .filter_map(|e| e.file_name().to_str()?.parse().ok())
-                    .collect()
-            })
-            .unwrap_or_default();
-        let watch = &self.watch;
-        let notices = self.tracker.update(&cap.spins, cap.watermark, |s| {
-            !own.contains(&s.tid.0) && watch.watches(s, &by_tid)
-        });
-        for n in &notices {
-            let who = argus_schema::describe_thread(&job.threads, n.spin.tid);
-            if !job.quiet {
-                eprintln!(
-                    "argus start: {} hang: {who}: {} {:.3} s{} (snapshot {})",
-                    if n.new { "new" } else { "growing" },
-                    n.spin.class.name(),
-                    n.duration_ns as f64 / 1e9,
-                    if n.spin.open { ", still going" } else { "" },
-                    target.display()
-                );
-            }
-            if let Some(cmd) = &self.hook {
-                run_hook(cmd, n, &target);
-            }
+        if job.more {
+            self.open()?;
         }
-        if let Some(next) = job.next_epoch {
-            self.open(next)?;
-        }
+        let _ = self.notify.try_send(());
         Ok(())
     }
+}
+
+/// What every snapshot request carries besides the graph.
+struct SnapContext {
+    sources: Vec<PathBuf>,
+    live_start: Nanos,
+    threshold_ns: u64,
+    workers: u32,
+    quiet: bool,
+}
+
+impl SnapContext {
+    /// Asks the oldest generation for its graph and the snapshot thread to write snapshot
+    /// `epoch` with it.
+    #[allow(clippy::too_many_arguments)]
+    fn request(
+        &self,
+        job: &Job<'_>,
+        merge: &LiveMerge,
+        errors: Vec<ErrorRecord>,
+        epoch: u64,
+        early: bool,
+        more: bool,
+        tx: &Sender<SnapCmd>,
+    ) -> Result<()> {
+        let reply = job.request()?;
+        let oldest = job.gens.first().map_or(self.live_start, |g| g.start_ns);
+        let cmd = SnapJob {
+            epoch,
+            early,
+            more,
+            reply,
+            threads: merge.threads(),
+            errors,
+            info: SnapshotInfo {
+                sources: self.sources.clone(),
+                trace_start_ns: Some(oldest),
+                trace_end_ns: Some(job.watermark),
+                epoch: argus_schema::Epoch(epoch),
+                watermark_ns: job.watermark,
+                lost_events: merge.stats.lost.clone(),
+                unknown_events: 0,
+                threshold_ns: self.threshold_ns,
+                workers: self.workers,
+                ..SnapshotInfo::default()
+            },
+            quiet: self.quiet,
+        };
+        tx.send(SnapCmd::Finish(Box::new(cmd)))
+            .map_err(|_| anyhow::anyhow!("the snapshot thread stopped"))
+    }
+}
+
+/// When a hang earns a snapshot out of the periodic cycle: a watched thread's spin that
+/// the hook has not been told of (new, or doubled since), in the oldest generation (the one
+/// snapshots come from), while no snapshot is being written, at most one per half period.
+struct EarlySnapshots {
+    watch: Watch,
+    tracker: Arc<std::sync::Mutex<HangTracker>>,
+    installed: Arc<std::sync::atomic::AtomicU64>,
+    /// Snapshots requested so far.
+    requested: u64,
+    /// The epoch of the last snapshot requested (names must grow).
+    last_epoch: Option<u64>,
+    /// When the last early one was requested.
+    last_at: Option<Instant>,
+    min_gap: Duration,
+    /// Spins found not watched (so the thread table is not consulted for them again).
+    unwatched: std::collections::HashSet<SegmentId>,
+}
+
+impl EarlySnapshots {
+    fn taken(&mut self, epoch: u64, early: bool) {
+        self.requested += 1;
+        self.last_epoch = Some(epoch);
+        if early {
+            self.last_at = Some(Instant::now());
+        }
+    }
+
+    /// Whether a snapshot requested is not installed yet.
+    fn writing(&self) -> bool {
+        self.installed.load(Ordering::Acquire) < self.requested
+    }
+
+    fn due(&mut self, job: &Job<'_>, merge: &LiveMerge) -> bool {
+        if self.writing()
+            || self.last_epoch.is_some_and(|e| job.epoch <= e)
+            || self.last_at.is_some_and(|t| t.elapsed() < self.min_gap)
+        {
+            return false;
+        }
+        let Some(g) = job.gens.first() else {
+            return false;
+        };
+        let spins = g.live.get();
+        let present: std::collections::HashSet<SegmentId> =
+            spins.iter().map(|s| s.segment).collect();
+        self.unwatched.retain(|seg| present.contains(seg));
+        let tracker = lock(&self.tracker);
+        let candidates: Vec<&Spin> = spins
+            .iter()
+            .filter(|s| {
+                !self.unwatched.contains(&s.segment) && tracker.notice(s, job.watermark).is_some()
+            })
+            .collect();
+        drop(tracker);
+        if candidates.is_empty() {
+            return false;
+        }
+        let threads = merge.threads();
+        let by_tid: HashMap<i32, &ThreadInfo> = threads.iter().map(|t| (t.tid.0, t)).collect();
+        let own = own_threads();
+        let mut due = false;
+        for s in candidates {
+            if !own.contains(&s.tid.0) && self.watch.watches(s, &by_tid) {
+                due = true;
+            } else {
+                self.unwatched.insert(s.segment);
+            }
+        }
+        due
+    }
+}
+
+/// Locks a mutex, whether or not a thread panicked holding it.
+fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 // ───────────────────────────── the job ─────────────────────────────
@@ -1097,6 +1341,8 @@ struct Job<'a> {
     epoch: u64,
     /// Each generation's next local epoch is `epoch - first_epoch`.
     watermark: Nanos,
+    /// Given to every generation's collector: woken when its spins change.
+    notify: Sender<()>,
 }
 
 impl Job<'_> {
@@ -1122,7 +1368,8 @@ impl Job<'_> {
     }
 
     /// Starts and drops generations so the oldest covers between `retain` and 2×`retain`.
-    fn rotate(&mut self) -> Result<()> {
+    /// `idle`: no snapshot is being taken (so a dropped generation's unread input can go).
+    fn rotate(&mut self, idle: bool) -> Result<()> {
         let retain = self.cfg.retain.as_nanos() as u64;
         let age = |g: &Generation, w: Nanos| g.start_ns.until(w);
         if self
@@ -1135,6 +1382,7 @@ impl Job<'_> {
                 &self.cfg.dataflow,
                 self.epoch,
                 self.watermark,
+                self.notify.clone(),
             )?;
             tracing::info!(generation = g.id, "new dataflow generation");
             self.next_gen += 1;
@@ -1146,7 +1394,7 @@ impl Job<'_> {
                 generation = old.id,
                 "dropping the oldest dataflow generation"
             );
-            old.stop(true)?;
+            old.stop(true, idle)?;
         }
         Ok(())
     }
@@ -1167,7 +1415,7 @@ impl Job<'_> {
     fn open_segments(&self) -> i64 {
         self.gens
             .first()
-            .map_or(0, |g| g.open.load(Ordering::Relaxed))
+            .map_or(0, |g| g.live.open.load(Ordering::Relaxed))
     }
 }
 
@@ -1175,16 +1423,22 @@ impl Job<'_> {
 /// and the time of the first.
 fn replay_previous(job: &mut Job<'_>, prev: &Path) -> Result<(u64, Option<Nanos>)> {
     let reader = TraceReader::open(prev).with_context(|| format!("opening {}", prev.display()))?;
-    let end = reader.meta().end_ns;
     let mut events = reader.events();
     let mut batch = Vec::with_capacity(REPLAY_BATCH);
-    let mut all: Vec<Event> = Vec::new();
-    // Two passes would re-decode; keep the tail window instead (bounded by `retain`).
+    // Two passes would re-decode; keep the tail window instead (bounded by `retain`): events
+    // come in time order, so what falls out of the window leaves at the front.
+    let mut all: VecDeque<Event> = VecDeque::new();
     let retain = job.cfg.retain.as_nanos() as u64;
     let mut errors = 0u64;
     for r in &mut events {
         match r {
-            Ok(ev) => all.push(ev),
+            Ok(ev) => {
+                let cut = ev.ts.0.saturating_sub(retain);
+                while all.front().is_some_and(|e| e.ts.0 < cut) {
+                    all.pop_front();
+                }
+                all.push_back(ev);
+            }
             Err(e) => {
                 errors += 1;
                 if errors == 1 {
@@ -1192,17 +1446,9 @@ fn replay_previous(job: &mut Job<'_>, prev: &Path) -> Result<(u64, Option<Nanos>
                 }
             }
         }
-        if all.len() >= 4 * REPLAY_BATCH {
-            let last = all.last().map_or(0, |e| e.ts.0);
-            let cut = last.saturating_sub(retain);
-            all.retain(|e| e.ts.0 >= cut);
-        }
     }
-    let last = all.last().map_or(end, |e| e.ts.0);
-    let cut = last.saturating_sub(retain);
-    all.retain(|e| e.ts.0 >= cut);
     let n = all.len() as u64;
-    let first = all.first().map(|e| e.ts);
+    let first = all.front().map(|e| e.ts);
     for (i, mut ev) in all.into_iter().enumerate() {
         ev.seq = i as u64;
         batch.push(ev);
@@ -1285,15 +1531,24 @@ pub fn run(cfg: &StartConfig, quiet: bool) -> Result<u8> {
     }
     let (formats, procs) = live_formats(&trace_dir)?;
 
+    // Collectors (spins changed) and the snapshot thread (a snapshot installed) wake the
+    // main loop to check for a hang that should be snapshotted at once.
+    let (notify, woken) = crossbeam_channel::bounded::<()>(1);
     let mut job = Job {
         cfg,
         gens: Vec::new(),
         next_gen: 1,
         epoch: first_epoch,
         watermark: Nanos(0),
+        notify: notify.clone(),
     };
-    job.gens
-        .push(Generation::start(0, &cfg.dataflow, first_epoch, Nanos(0))?);
+    job.gens.push(Generation::start(
+        0,
+        &cfg.dataflow,
+        first_epoch,
+        Nanos(0),
+        notify.clone(),
+    )?);
     let (replayed, replay_start) = match &prev {
         Some(p) => {
             let (n, first) = replay_previous(&mut job, p)?;
@@ -1312,126 +1567,163 @@ pub fn run(cfg: &StartConfig, quiet: bool) -> Result<u8> {
         g.start_ns = replay_start.unwrap_or(live_start);
     }
     let mut merge = LiveMerge::new(&formats, &procs, replayed)?;
-    let sources = vec![trace_dir.clone()];
 
     let (snap_tx, snap_rx) = crossbeam_channel::bounded::<SnapCmd>(SNAPSHOT_BACKLOG);
     let mut next_snapshot = job.epoch + ticks_per_snapshot;
+    let watch = Watch {
+        pids: cfg.watch_pids.clone(),
+        comms: cfg.watch_comms.clone(),
+        since: live_start,
+    };
+    let tracker = Arc::new(std::sync::Mutex::new(HangTracker::default()));
+    let installed = Arc::new(std::sync::atomic::AtomicU64::new(0));
     let mut snap_thread = SnapshotThread {
         dir: cfg.dir.clone(),
         writer: None,
+        staged: 0,
         keep: cfg.keep,
         hook: cfg.on_hang.clone(),
-        watch: Watch {
-            pids: cfg.watch_pids.clone(),
-            comms: cfg.watch_comms.clone(),
-            since: live_start,
-        },
-        tracker: HangTracker::default(),
+        watch: watch.clone(),
+        tracker: tracker.clone(),
         delay: cfg.snapshot_delay,
         written: 0,
+        installed: installed.clone(),
+        notify: notify.clone(),
     };
-    snap_thread.open(next_snapshot)?;
+    drop(notify);
+    snap_thread.open()?;
     let snapshots = std::thread::Builder::new()
         .name("argus-snapshot".into())
         .spawn(move || snap_thread.run(snap_rx))?;
+    let mut early = EarlySnapshots {
+        watch,
+        tracker,
+        installed,
+        requested: 0,
+        last_epoch: None,
+        last_at: None,
+        min_gap: cfg.snapshot_every / 2,
+        unwatched: std::collections::HashSet::new(),
+    };
+    let snap = SnapContext {
+        sources: vec![trace_dir.clone()],
+        live_start,
+        threshold_ns: cfg.dataflow.rules.spin_threshold_ns,
+        workers: cfg.dataflow.workers as u32,
+        quiet,
+    };
 
     let mut status = RateLimit::new(cfg.status_every);
     let mut status_events = 0u64;
     let mut next_tick = Instant::now() + TICK;
     let mut errors: Vec<ErrorRecord> = Vec::new();
     let mut closed = false;
+    let mut skipped = 0u64;
     let mut result: Result<()> = Ok(());
     while !closed {
-        // Decode pages as they come until the tick.
+        // Decode pages as they come until the tick, or until woken to check for a hang.
+        let mut tick = false;
         loop {
             let now = Instant::now();
             if now >= next_tick {
+                tick = true;
                 break;
             }
-            match tap_rx.recv_timeout(next_tick - now) {
-                Ok(p) => merge.push_page(p.cpu, &p.data),
-                Err(RecvTimeoutError::Timeout) => break,
-                Err(RecvTimeoutError::Disconnected) => {
-                    closed = true;
-                    break;
-                }
-            }
-        }
-        next_tick += TICK;
-        if Instant::now() > next_tick {
-            next_tick = Instant::now() + TICK;
-        }
-        // Whatever is already tapped goes in before the watermark moves.
-        for p in tap_rx.try_iter() {
-            merge.push_page(p.cpu, &p.data);
-        }
-        let clock = Nanos(monotonic_ns().saturating_sub(cfg.lag.as_nanos() as u64));
-        let watermark = if closed {
-            merge.max_queued().map_or(clock, |m| m.max(clock))
-        } else {
-            merge
-                .watermark(clock)
-                .max(merge.released().unwrap_or(Nanos(0)))
-        };
-        let mut events = Vec::new();
-        merge.release(watermark, &mut events);
-        status_events += events.len() as u64;
-        errors.extend(merge.take_errors());
-        errors.truncate(MAX_ERROR_ROWS);
-        if !events.is_empty() && snap_tx.send(SnapCmd::Events(events.clone())).is_err() {
-            result = Err(anyhow::anyhow!("the snapshot thread stopped"));
-            break;
-        }
-        if let Err(e) = job.send(events, watermark) {
-            result = Err(e);
-            break;
-        }
-        if closed {
-            // Pad to the planned epoch so the last snapshot keeps its name.
-            while job.epoch < next_snapshot {
-                if let Err(e) = job.send(Vec::new(), watermark) {
-                    result = Err(e);
-                    break;
-                }
-            }
-        }
-        if job.epoch >= next_snapshot {
-            let reply = match job.request() {
-                Ok(r) => r,
-                Err(e) => {
-                    result = Err(e);
-                    break;
-                }
-            };
-            let oldest = job.gens.first().map_or(live_start, |g| g.start_ns);
-            let lost: BTreeMap<u32, u64> = merge.stats.lost.clone();
-            let job_cmd = SnapJob {
-                epoch: next_snapshot,
-                next_epoch: (!closed).then_some(next_snapshot + ticks_per_snapshot),
-                reply,
-                threads: merge.threads(),
-                errors: std::mem::take(&mut errors),
-                info: SnapshotInfo {
-                    sources: sources.clone(),
-                    trace_start_ns: Some(oldest),
-                    trace_end_ns: Some(watermark),
-                    epoch: argus_schema::Epoch(next_snapshot),
-                    watermark_ns: watermark,
-                    lost_events: lost,
-                    unknown_events: 0,
-                    threshold_ns: cfg.dataflow.rules.spin_threshold_ns,
-                    workers: cfg.dataflow.workers as u32,
-                    ..SnapshotInfo::default()
+            select! {
+                recv(tap_rx) -> p => match p {
+                    Ok(p) => merge.push_page(p.cpu, &p.data),
+                    Err(_) => {
+                        closed = true;
+                        tick = true;
+                        break;
+                    }
                 },
-                quiet,
+                recv(woken) -> _ => break,
+                default(next_tick - now) => {
+                    tick = true;
+                    break;
+                }
+            }
+        }
+        if tick {
+            next_tick += TICK;
+            if Instant::now() > next_tick {
+                next_tick = Instant::now() + TICK;
+            }
+            // Whatever is already tapped goes in before the watermark moves.
+            for p in tap_rx.try_iter() {
+                merge.push_page(p.cpu, &p.data);
+            }
+            let clock = Nanos(monotonic_ns().saturating_sub(cfg.lag.as_nanos() as u64));
+            let watermark = if closed {
+                merge.max_queued().map_or(clock, |m| m.max(clock))
+            } else {
+                merge
+                    .watermark(clock)
+                    .max(merge.released().unwrap_or(Nanos(0)))
             };
-            if snap_tx.send(SnapCmd::Finish(Box::new(job_cmd))).is_err() {
+            let mut events = Vec::new();
+            merge.release(watermark, &mut events);
+            status_events += events.len() as u64;
+            errors.extend(merge.take_errors());
+            errors.truncate(MAX_ERROR_ROWS);
+            if !events.is_empty() && snap_tx.send(SnapCmd::Events(events.clone())).is_err() {
                 result = Err(anyhow::anyhow!("the snapshot thread stopped"));
                 break;
             }
-            next_snapshot += ticks_per_snapshot;
+            if let Err(e) = job.send(events, watermark) {
+                result = Err(e);
+                break;
+            }
+            if closed {
+                // Pad to the planned epoch so the last snapshot keeps its name.
+                while job.epoch < next_snapshot {
+                    if let Err(e) = job.send(Vec::new(), watermark) {
+                        result = Err(e);
+                        break;
+                    }
+                }
+            }
+            if job.epoch >= next_snapshot && !closed && early.writing() {
+                // The previous snapshot is still being written: skip this one rather than
+                // queue a copy of the graph behind it (the next one holds both periods'
+                // events).
+                next_snapshot += ticks_per_snapshot;
+                skipped += 1;
+            }
+            if job.epoch >= next_snapshot {
+                let epoch = next_snapshot;
+                next_snapshot += ticks_per_snapshot;
+                let errs = std::mem::take(&mut errors);
+                let r = snap.request(&job, &merge, errs, epoch, false, !closed, &snap_tx);
+                if let Err(e) = r {
+                    result = Err(e);
+                    break;
+                }
+                early.taken(epoch, false);
+            }
         }
-        if let Err(e) = job.rotate() {
+        // A watched hang that is new, or grew, since the last snapshot: snapshot it now
+        // rather than at the next period.
+        if !closed && job.epoch < next_snapshot && early.due(&job, &merge) {
+            let epoch = job.epoch;
+            let errs = std::mem::take(&mut errors);
+            if let Err(e) = snap.request(&job, &merge, errs, epoch, true, true, &snap_tx) {
+                result = Err(e);
+                break;
+            }
+            early.taken(epoch, true);
+            if !quiet {
+                eprintln!(
+                    "argus start: a watched thread's hang appeared or grew: snapshot {} taken at once",
+                    snapshot_name(epoch)
+                );
+            }
+        }
+        if !tick {
+            continue;
+        }
+        if let Err(e) = job.rotate(!early.writing()) {
             result = Err(e);
             break;
         }
@@ -1440,7 +1732,7 @@ pub fn run(cfg: &StartConfig, quiet: bool) -> Result<u8> {
                 let lag = monotonic_ns().saturating_sub(merge.released().map_or(0, |w| w.0));
                 let s = &merge.stats;
                 eprintln!(
-                    "argus start: {:.0} events/s, lag {:.2} s, {} open segments, lost {} (kernel {}, late {}, malformed {}), {} pages + {} records waiting, {} generation(s)",
+                    "argus start: {:.0} events/s, lag {:.2} s, {} open segments, lost {} (kernel {}, late {}, malformed {}), {} pages + {} records waiting, {} generation(s){}",
                     status_events as f64 / elapsed.as_secs_f64(),
                     lag as f64 / 1e9,
                     job.open_segments(),
@@ -1451,6 +1743,11 @@ pub fn run(cfg: &StartConfig, quiet: bool) -> Result<u8> {
                     tap_rx.len(),
                     merge.queued(),
                     job.gens.len(),
+                    if skipped > 0 {
+                        format!(", {skipped} snapshots skipped (the previous one was still being written)")
+                    } else {
+                        String::new()
+                    },
                 );
             }
             status_events = 0;
@@ -1462,7 +1759,7 @@ pub fn run(cfg: &StartConfig, quiet: bool) -> Result<u8> {
         .map_err(|_| anyhow::anyhow!("the recorder thread panicked"))?;
     let gens = std::mem::take(&mut job.gens);
     for g in gens {
-        if let Err(e) = g.stop(false) {
+        if let Err(e) = g.stop(false, false) {
             result = result.and(Err(e));
         }
     }
@@ -1549,6 +1846,46 @@ mod tests {
         // Gone from the window: forgotten, so it would be new again.
         assert!(t.update(&[], w, all).is_empty());
         assert!(t.update(&[spin(1, 10, 10, 0, 5_000)], w, all)[0].new);
+    }
+
+    #[test]
+    fn a_hang_is_due_for_an_early_snapshot_until_the_snapshot_reports_it() {
+        let mut t = HangTracker::default();
+        let s = spin(1, 10, 10, 0, 2_500);
+        assert!(t.notice(&s, Nanos(2_500)).is_some(), "new: due");
+        assert!(
+            t.notice(&s, Nanos(2_500)).is_some(),
+            "asking does not report it"
+        );
+        t.update(std::slice::from_ref(&s), Nanos(2_500), |_| true);
+        assert!(
+            t.notice(&s, Nanos(4_000)).is_none(),
+            "reported, not doubled"
+        );
+        let n = t.notice(&s, Nanos(5_000)).unwrap();
+        assert_eq!((n.new, n.duration_ns), (false, 5_000), "an open spin grows");
+    }
+
+    #[test]
+    fn leftovers_of_a_killed_job_are_removed_and_snapshots_kept() {
+        let tmp = tempfile::tempdir().unwrap();
+        let snaps = tmp.path().join("snapshots");
+        for name in [
+            ".staged-7-3",
+            "..staged-7-4.tmp-7-9",
+            ".0000000010.old-7-1",
+            "0000000005",
+        ] {
+            std::fs::create_dir_all(snaps.join(name)).unwrap();
+        }
+        std::fs::write(snaps.join("0000000005").join("manifest.json"), "{}").unwrap();
+        clean_leftovers(tmp.path());
+        let left: Vec<String> = std::fs::read_dir(&snaps)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(left, vec!["0000000005".to_string()]);
+        assert_eq!(list_snapshots(tmp.path()).len(), 1);
     }
 
     #[test]

@@ -123,6 +123,10 @@ pub fn run(name: &str, secs: f64) -> Result<()> {
                 "{{\"workload\":\"yield\",\"main_tid\":{main_tid},\"worker_tid\":{worker_tid},\"root_cause_comm\":\"argus-setter\",\"polls\":{spins}}}"
             );
         }
+        // Hidden: descriptors with known identities for the file-identity test.
+        "fd-pass" => crate::fdpass::run()?,
+        // Hidden: an event loop dispatching jobs to `argus_dispatch_job` (`--dispatch`).
+        "dispatch" => crate::dispatchwork::run(secs)?,
         other => {
             if let Some(r) = crate::patterns::run(other, secs) {
                 return r;

@@ -8,7 +8,9 @@ use argus_schema::{
     syscalls, CausalEdge, Context, Cpu, EdgeKind, EndCause, Event, EventKind, Nanos, Pid, Segment,
     SegmentId, SegmentKind, StartCause, Strength, ThreadInfo, Tid,
 };
-use argus_sinks::{write_snapshot, SnapshotData, SnapshotInfo};
+use argus_sinks::{
+    write_snapshot, EventStack, SnapshotData, SnapshotInfo, SnapshotWriter, StackFrame,
+};
 use serde_json::Value;
 use std::collections::{HashMap, HashSet};
 use std::io::Write;
@@ -27,6 +29,7 @@ struct World {
     edges: Vec<CausalEdge>,
     threads: Vec<ThreadInfo>,
     events: Vec<Event>,
+    stacks: Vec<EventStack>,
     seq: HashMap<i32, u32>,
 }
 
@@ -156,11 +159,22 @@ impl World {
                 kind: EventKind::Exec,
             });
         }
+        let info = SnapshotInfo {
+            trace_end_ns: Some(end),
+            ..SnapshotInfo::default()
+        };
+        if !self.stacks.is_empty() {
+            let mut w = SnapshotWriter::new(dir).expect("snapshot writer");
+            w.write_events(&self.events).expect("events");
+            w.write_segments(&self.segments).expect("segments");
+            w.write_edges(&self.edges).expect("edges");
+            w.write_threads(&self.threads).expect("threads");
+            w.write_stacks(&self.stacks).expect("stacks");
+            w.finish(info).expect("snapshot written");
+            return;
+        }
         let data = SnapshotData {
-            info: SnapshotInfo {
-                trace_end_ns: Some(end),
-                ..SnapshotInfo::default()
-            },
+            info,
             events: self.events,
             segments: self.segments,
             edges: self.edges,
@@ -191,6 +205,150 @@ fn two_wakers(dir: &Path, base: i32) {
     w.edge(a0, m1, EdgeKind::Wakeup, Strength::Strong, 3009);
     w.edge(b1, m1, EdgeKind::Wakeup, Strength::Weak, 3010);
     w.write(dir);
+}
+
+/// A stack taken at `ts` ms by `tid`: user functions (innermost first) of `/usr/bin/app`
+/// called through libc's `syscall`, and the innermost kernel frame.
+fn stack(w: &mut World, tid: i32, ts: u64, user: &[&str], kernel: &str) {
+    let mut frames = vec![StackFrame {
+        kernel: true,
+        depth: 0,
+        ip: 0xffff_ffff_8100_0000,
+        symbol: Some(kernel.into()),
+        offset: Some(0x10),
+        object: Some("[kernel]".into()),
+    }];
+    let libc = std::iter::once(("syscall", "/usr/lib/x86_64-linux-gnu/libc.so.6"));
+    for (d, (sym, obj)) in libc
+        .chain(user.iter().map(|u| (*u, "/usr/bin/app")))
+        .enumerate()
+    {
+        frames.push(StackFrame {
+            kernel: false,
+            depth: d as u16,
+            ip: 0x5555_0000 + d as u64 * 0x40,
+            symbol: Some(sym.into()),
+            offset: Some(4),
+            object: Some(obj.into()),
+        });
+    }
+    let event_seq = w.stacks.len() as u64 + 1000;
+    w.stacks.push(EventStack {
+        event_seq,
+        tid,
+        ts: ts * MS,
+        frames,
+    });
+}
+
+/// `two_wakers`, recorded with stacks: the main thread blocks in `app_wait_for_result`,
+/// alpha wakes it from `alpha_publish_result`, beta from `beta_notify`.
+#[test]
+fn questions_and_report_steps_show_the_stacks_of_the_syscalls_that_blocked_or_sent() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let snap = dir.path().join("snap");
+    let (main, alpha, beta) = (20, 21, 22);
+    let mut w = World::default();
+    w.thread(main, 20, "app", "app");
+    w.thread(alpha, 20, "alpha", "app");
+    w.thread(beta, 20, "beta", "app");
+    w.seg(main, 0, Some(10), Some(3010), "futex", 5, Some(0));
+    let m1 = w.seg(main, 3010, None, None, "", 50, None);
+    let a0 = w.seg(alpha, 0, Some(3009), Some(3300), "futex", 2950, Some(0));
+    let b0 = w.seg(beta, 0, Some(5), Some(3005), "clock_nanosleep", 1, Some(0));
+    let b1 = w.seg(beta, 3005, Some(3010), Some(3300), "futex", 1, Some(0));
+    let t0 = w.seg(-1, 3005, None, Some(3005), "", 0, None);
+    w.edge(b0, t0, EdgeKind::Timer, Strength::Strong, 5);
+    w.edge(t0, b1, EdgeKind::Wakeup, Strength::Strong, 3005);
+    w.edge(a0, m1, EdgeKind::Wakeup, Strength::Strong, 3009);
+    w.edge(b1, m1, EdgeKind::Wakeup, Strength::Weak, 3010);
+    stack(
+        &mut w,
+        main,
+        9,
+        &["app_wait_for_result", "main"],
+        "futex_wait",
+    );
+    stack(&mut w, alpha, 3008, &["alpha_publish_result"], "futex_wake");
+    stack(&mut w, beta, 3009, &["beta_notify"], "futex_wake");
+    // A stack of the main thread after it blocked is not the blocking one.
+    stack(&mut w, main, 3011, &["app_after_the_wait"], "ksys_write");
+    w.write(&snap);
+
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_argus"));
+    cmd.arg("debug")
+        .arg(&snap)
+        .args(["--pid", "20", "--json"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = cmd.spawn().expect("argus runs");
+    drop(child.stdin.take());
+    let out = child.wait_with_output().expect("argus finishes");
+    assert_eq!(out.status.code(), Some(1));
+    let asked = String::from_utf8_lossy(&out.stderr);
+    // The question shows where the main thread blocked, and each choice where it acted.
+    assert!(
+        asked.contains(
+            "(blocked at: syscall (libc.so.6) ← app_wait_for_result (app) ← main (app) · \
+             kernel: futex_wait)"
+        ),
+        "{asked}"
+    );
+    assert!(
+        asked.contains("at: syscall (libc.so.6) ← alpha_publish_result (app) · kernel: futex_wake"),
+        "{asked}"
+    );
+    assert!(asked.contains("beta_notify (app)"), "{asked}");
+    assert!(!asked.contains("app_after_the_wait"), "{asked}");
+    let r: Value = serde_json::from_slice(&out.stdout).expect("JSON report");
+    let syms = |v: &Value| -> Vec<String> {
+        v["stack"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .filter_map(|f| f["symbol"].as_str().map(str::to_string))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let path = r["path"].as_array().expect("path");
+    assert_eq!(
+        syms(&path[0]),
+        ["syscall", "app_wait_for_result", "main", "futex_wait"]
+    );
+    assert_eq!(path[0]["stack"][3]["kernel"], true);
+    assert_eq!(path[0]["stack"][1]["object"], "/usr/bin/app");
+    let alpha_step = path.iter().find(|p| p["comm"] == "alpha").expect("alpha");
+    assert_eq!(
+        syms(alpha_step),
+        ["syscall", "alpha_publish_result", "futex_wake"]
+    );
+    let q = &r["questions"][0];
+    assert_eq!(syms(q)[1], "app_wait_for_result");
+    let choice_syms: Vec<Vec<String>> = q["choices"]
+        .as_array()
+        .expect("choices")
+        .iter()
+        .map(syms)
+        .collect();
+    assert!(choice_syms
+        .iter()
+        .any(|s| s.contains(&"beta_notify".to_string())));
+    // Without --json the report prints the stacks under the steps.
+    let out = run(&[
+        "debug",
+        snap.to_str().expect("utf-8"),
+        "--pid",
+        "20",
+        "--auto",
+    ]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("blocked at: syscall (libc.so.6) ← app_wait_for_result (app)")
+            && text.contains("at: syscall (libc.so.6) ← alpha_publish_result (app)"),
+        "{text}"
+    );
 }
 
 /// Runs `argus debug` with `stdin` piped in (the interactive mode), `--json`.
@@ -509,6 +667,81 @@ pub fn check_trace_events(v: &Value) -> (usize, usize, usize) {
     (slices, starts.len(), hang)
 }
 
+/// Whether Graphviz's `dot` is on the PATH. `.ci/run` installs it; without it the SVG checks
+/// print a loud SKIP line, or fail under `ARGUS_REQUIRE_LIVE=1` (CI).
+fn have_dot(test: &str) -> bool {
+    let found = Command::new("sh")
+        .args(["-c", "command -v dot"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !found {
+        if std::env::var("ARGUS_REQUIRE_LIVE").as_deref() == Ok("1") {
+            panic!("{test}: graphviz `dot` is not installed (.ci/run installs it)");
+        }
+        eprintln!("SKIP {test}: graphviz `dot` is not installed; the DOT file was checked by structure only");
+    }
+    found
+}
+
+/// Renders the exported DOT with `dot -Tsvg` and checks the picture: one node per segment of
+/// the diagnosed path (the same diagnosis as `argus debug --auto`), one edge per path edge,
+/// each labelled `kind (strength)`; and the SVG `argus export` wrote beside the DOT file.
+fn check_svg(snap: &Path, pid: i32, dot: &Path) {
+    if !have_dot("check_svg") {
+        return;
+    }
+    let out = Command::new("dot")
+        .arg("-Tsvg")
+        .arg(dot)
+        .output()
+        .expect("dot runs");
+    assert!(
+        out.status.success(),
+        "dot parses the file: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let svg = String::from_utf8(out.stdout).expect("utf-8 SVG");
+    assert!(svg.contains("<svg") && svg.trim_end().ends_with("</svg>"));
+    let (_, report) = crate::common::debug_json(snap, pid);
+    let path = report["path"].as_array().expect("path");
+    let segments: HashSet<u64> = path.iter().filter_map(|p| p["segment"].as_u64()).collect();
+    let nodes = svg.matches("class=\"node\"").count();
+    assert_eq!(nodes, segments.len(), "one node per path segment: {svg}");
+    // One edge per step that was reached over an edge, each with its label.
+    let steps = path
+        .iter()
+        .skip(1)
+        .filter(|p| p["edge"].is_object())
+        .count();
+    let edges: Vec<&str> = svg.split("class=\"edge\"").skip(1).collect();
+    assert_eq!(edges.len(), steps, "one edge per step: {svg}");
+    // Each edge, found by its title `cause->effect` (segment labels), has its label.
+    for w in path.windows(2).filter(|w| w[1]["edge"].is_object()) {
+        let title = format!(
+            "<title>{}&#45;&gt;{}</title>",
+            w[1]["segment_label"].as_str().unwrap_or("?"),
+            w[0]["segment_label"].as_str().unwrap_or("?")
+        );
+        let block = edges
+            .iter()
+            .find(|e| e.contains(&title))
+            .unwrap_or_else(|| panic!("an edge {title}: {svg}"));
+        let block = block.split("</g>").next().unwrap_or("");
+        let label = format!(
+            "{} ({})",
+            w[1]["edge"]["kind"].as_str().unwrap_or("?"),
+            w[1]["edge"]["strength"].as_str().unwrap_or("?")
+        );
+        assert!(
+            block.contains(&format!(">{label}</text>")),
+            "edge labelled {label}: {block}"
+        );
+    }
+    let written =
+        std::fs::read_to_string(dot.with_extension("svg")).expect("argus export wrote the SVG");
+    assert_eq!(written.matches("class=\"node\"").count(), nodes);
+}
+
 fn export_and_check(snap: &Path, pid: i32) -> String {
     let dir = tempfile::tempdir().expect("tempdir");
     let json = dir.path().join("trace.json");
@@ -539,27 +772,7 @@ fn export_and_check(snap: &Path, pid: i32) -> String {
     let text = std::fs::read_to_string(&dot).expect("dot");
     assert!(text.starts_with("digraph argus {") && text.trim_end().ends_with('}'));
     assert!(text.contains("subgraph cluster_0") && text.contains("->"));
-    let have_dot = Command::new("sh")
-        .args(["-c", "command -v dot"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if have_dot {
-        let st = Command::new("dot")
-            .arg("-Tsvg")
-            .arg(&dot)
-            .stdout(Stdio::null())
-            .status()
-            .expect("dot runs");
-        assert!(st.success(), "dot parses the file");
-        assert!(
-            dot.with_extension("svg").exists(),
-            "argus export wrote the SVG"
-        );
-    } else {
-        eprintln!(
-            "note: graphviz `dot` is not installed; the DOT file was checked by structure only"
-        );
-    }
+    check_svg(snap, pid, &dot);
     text
 }
 
@@ -593,4 +806,236 @@ fn live_exports_of_the_chain_follow_their_formats() {
         text.contains("Picture (time →") && text.contains('①') && text.contains("─wakeup"),
         "{text}"
     );
+}
+
+/// `argus workload stacks` recorded with `--stacks`: the thread `argus-stackrd` blocks in
+/// `read` until the main thread writes. The report's hang step carries the stack of that
+/// read (the reader's last stack before it was woken) and the terminal shows its named
+/// frames on the `blocked at:` line.
+#[test]
+fn live_stacks_show_where_the_hung_thread_blocked() {
+    if !live_or_skip("live_stacks_show_where_the_hung_thread_blocked") {
+        return;
+    }
+    let (_dir, snap, truth) = {
+        let _guard = crate::common::recording_lock();
+        let dir = tempfile::tempdir().expect("tempdir");
+        let trace = dir.path().join("trace");
+        let snap = dir.path().join("snap");
+        let exe = env!("CARGO_BIN_EXE_argus");
+        let t = trace.to_str().expect("utf-8");
+        let out = run(&[
+            "record", "--stacks", "-o", t, "--", exe, "workload", "stacks", "--secs", "1.5",
+        ]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let truth: Value = stdout
+            .lines()
+            .find_map(|l| serde_json::from_str(l).ok())
+            .unwrap_or_else(|| panic!("no JSON line: {stdout}"));
+        let out = run(&["build", t, "-o", snap.to_str().expect("utf-8")]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        (dir, snap, truth)
+    };
+    let reader = truth["reader_tid"].as_i64().expect("reader_tid");
+    let snap_s = snap.to_str().expect("utf-8");
+    let tid = reader.to_string();
+    let out = run(&["debug", snap_s, "--tid", &tid, "--threshold", "1", "--json"]);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r: Value = serde_json::from_slice(&out.stdout).expect("JSON report");
+    let hang = &r["path"][0];
+    assert_eq!(hang["tid"].as_i64(), Some(reader), "{r:#}");
+    // The reader's last stack before its wait ended: the read it blocked in.
+    let stacks = argus_sinks::read_stacks(&snap).expect("stacks.parquet");
+    let end = hang["end_ns"].as_u64().expect("end_ns");
+    let start = hang["start_ns"].as_u64().expect("start_ns");
+    let read = stacks
+        .iter()
+        .filter(|s| i64::from(s.tid) == reader && s.ts >= start && s.ts <= end)
+        .max_by_key(|s| s.ts)
+        .expect("a stack of the reader during the hang");
+    let user: Vec<&StackFrame> = read.frames.iter().filter(|f| !f.kernel).take(4).collect();
+    assert!(!user.is_empty(), "user frames: {read:?}");
+    let shown = hang["stack"].as_array().expect("stack array");
+    let shown_user: Vec<u64> = shown
+        .iter()
+        .filter(|f| f["kernel"] == false)
+        .filter_map(|f| f["ip"].as_u64())
+        .collect();
+    assert_eq!(
+        shown_user,
+        user.iter().map(|f| f.ip).collect::<Vec<_>>(),
+        "{r:#}"
+    );
+    // The terminal names the same functions where the thread blocked.
+    let out = run(&["debug", snap_s, "--tid", &tid, "--threshold", "1", "--auto"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    let line = text
+        .lines()
+        .find(|l| l.contains("blocked at: "))
+        .unwrap_or_else(|| panic!("a blocked-at line: {text}"));
+    for f in &user {
+        if let Some(sym) = &f.symbol {
+            assert!(line.contains(sym.as_str()), "{sym} in {line}");
+        }
+    }
+    // Some step names a function of the workload itself (the main thread's sleep, its write
+    // or the reader's read).
+    assert!(
+        text.contains("argus::stackwork") || text.contains("argus_stack_blocking_read"),
+        "{text}"
+    );
+}
+
+/// `argus workload flag-watch` recorded with a hardware watchpoint on its flag
+/// (`--watch ARGUS_HANG_FLAG@cmd`): the main thread polls the flag while `argus-decoy` burns
+/// CPU and `argus-flagger` sleeps, then sets it. `--auto` names the setter from the
+/// watchpoint's write (a strong flag step), not the busiest-thread guess, which — without
+/// the watchpoint hits — would blame the decoy.
+#[test]
+fn live_watchpoint_names_the_real_flag_setter() {
+    if !live_or_skip("live_watchpoint_names_the_real_flag_setter") {
+        return;
+    }
+    let (_dir, snap, truth) = {
+        let _guard = crate::common::recording_lock();
+        let dir = tempfile::tempdir().expect("tempdir");
+        let trace = dir.path().join("trace");
+        let snap = dir.path().join("snap");
+        let exe = env!("CARGO_BIN_EXE_argus");
+        let t = trace.to_str().expect("utf-8");
+        let out = run(&[
+            "record",
+            "--watch",
+            "ARGUS_HANG_FLAG@cmd",
+            "-o",
+            t,
+            "--",
+            exe,
+            "workload",
+            "flag-watch",
+            "--secs",
+            "1.5",
+        ]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let truth: Value = stdout
+            .lines()
+            .find_map(|l| serde_json::from_str(l).ok())
+            .unwrap_or_else(|| panic!("no JSON line: {stdout}"));
+        let out = run(&[
+            "build",
+            t,
+            "-o",
+            snap.to_str().expect("utf-8"),
+            "--threshold",
+            "1",
+        ]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        (dir, snap, truth)
+    };
+    let pid = truth["target_pid"].as_i64().expect("target_pid");
+    let snap_s = snap.to_str().expect("utf-8");
+    let out = run(&[
+        "debug",
+        snap_s,
+        "--pid",
+        &pid.to_string(),
+        "--threshold",
+        "1",
+        "--auto",
+        "--json",
+    ]);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r: Value = serde_json::from_slice(&out.stdout).expect("JSON report");
+    assert_eq!(r["hang"]["class"], "RepeatedYield", "{r:#}");
+    let path = r["path"].as_array().expect("path");
+    let setter = path
+        .iter()
+        .find(|p| p["role"] == "setter")
+        .unwrap_or_else(|| panic!("a setter step: {r:#}"));
+    assert_eq!(setter["comm"], "argus-flagger", "{r:#}");
+    assert_eq!(setter["edge"]["kind"], "flag");
+    assert_eq!(
+        setter["edge"]["strength"], "strong",
+        "known, not guessed: {r:#}"
+    );
+    assert!(
+        setter["description"]
+            .as_str()
+            .is_some_and(|d| d.contains("known from a watchpoint write to 0x")),
+        "{r:#}"
+    );
+    assert_eq!(
+        crate::common::comms(&r["root_causes"])
+            .last()
+            .map(String::as_str),
+        Some("argus-flagger"),
+        "{r:#}"
+    );
+    assert!(
+        !r["advice"].to_string().contains("is a guess"),
+        "no guessing advice: {r:#}"
+    );
+    // The same snapshot without its watchpoint hits (and the flag edges the rules made of
+    // them): the guess blames the busy decoy.
+    let snap_tables = argus_sinks::read_snapshot_tables(&snap, false).expect("tables");
+    let g = argus_diagnose::Graph::new(argus_diagnose::GraphInput {
+        segments: snap_tables.segments,
+        edges: snap_tables
+            .edges
+            .into_iter()
+            .filter(|e| e.kind != EdgeKind::Flag)
+            .collect(),
+        spins: snap_tables.spins,
+        threads: snap_tables.threads,
+        trace_end_ns: snap_tables.manifest.trace_end_ns.unwrap_or_default(),
+    })
+    .expect("graph");
+    let mut cfg = argus_diagnose::DiagnoseConfig::default();
+    cfg.hang.threshold_ns = 1_000_000_000;
+    let d = argus_diagnose::diagnose(
+        &g,
+        Some(argus_diagnose::Target {
+            pid: Pid(pid as i32),
+            tid: None,
+        }),
+        &mut argus_diagnose::AutoOracle,
+        &cfg,
+    )
+    .expect("diagnosis");
+    let guess = d.report.expect("a hang");
+    let guessed = guess
+        .path
+        .iter()
+        .find(|p| p.role == argus_diagnose::Role::Setter)
+        .expect("a guessed setter");
+    assert_eq!(guessed.comm, "argus-decoy", "{:#?}", guess.path);
+    assert_eq!(guessed.edge.map(|e| e.strength), Some(Strength::Weak));
 }

@@ -8,11 +8,12 @@ use crate::common::{live_or_skip, recording_lock, run};
 use argus_ingest::replay::TraceReader;
 use argus_pipeline::dataflow::{collect_epochs, Batch, DataflowConfig};
 use argus_pipeline::reference;
-use argus_pipeline::rules::{CondvarRule, Counter, PipeRule, RulesConfig};
+use argus_pipeline::rules::{ChannelEnd, ChannelMap, CondvarRule, Counter, PipeRule, RulesConfig};
 use argus_pipeline::stats::GraphStats;
 use argus_pipeline::Graph;
 use argus_schema::{
-    CausalEdge, EdgeKind, Event, Pid, Segment, SegmentId, SegmentKind, Strength, Tid,
+    CausalEdge, EdgeKind, EndCause, Event, Pid, Segment, SegmentId, SegmentKind, StartCause,
+    Strength, Tid,
 };
 use serde_json::Value;
 use std::collections::{BTreeSet, HashMap};
@@ -24,6 +25,8 @@ struct Live {
     /// The kernel rules for this trace: delegate and maintenance threads from the thread
     /// table, maintenance callbacks from kallsyms.
     base: RulesConfig,
+    /// `base` plus the channels of the trace's fd identity, as `argus build` uses it.
+    ident: RulesConfig,
 }
 
 fn record(name: &str) -> Live {
@@ -63,6 +66,7 @@ fn record(name: &str) -> Live {
             .map(|p| (Tid(p.tid), p.comm.as_str(), p.kernel)),
     );
     let syms = reader.kallsyms().cloned();
+    let files = reader.files().expect("the fd identity reads");
     let evs = reader
         .events()
         .collect::<Result<Vec<_>, _>>()
@@ -83,7 +87,22 @@ fn record(name: &str) -> Live {
                 .filter_map(|a| syms.name(a).map(|n| (a, n))),
         );
     }
-    Live { evs, truth, base }
+    let mut ident = base.clone();
+    ident.channels = ChannelMap::from_identity(
+        files.entries().map(|(pid, fd, ts, f)| {
+            let end = f.map_or(ChannelEnd::default(), |f| {
+                ChannelEnd::of_file(f.kind.as_str(), f.inode, f.peer, &f.target)
+            });
+            (pid, fd, ts, end)
+        }),
+        files.forks(),
+    );
+    Live {
+        evs,
+        truth,
+        base,
+        ident,
+    }
 }
 
 impl Live {
@@ -106,8 +125,61 @@ impl Live {
             .unwrap_or_else(|| panic!("{key} in {}", self.truth))
     }
 
-    /// The reference graph under `cfg`, checked against the dataflow.
+    /// The reference graph under `cfg`, checked against the dataflow, without the weak
+    /// wait↔wake pairs (every wake-up that ends a wait has one, pointing from the waiter
+    /// back to its waker; the pattern tests reason about the forward edges, and
+    /// [`Live::wait_wake_pairs`] checks the pairs).
     fn graph(&self, cfg: &RulesConfig) -> Graph {
+        let mut g = self.full_graph(cfg);
+        g.edges.retain(|e| e.kind != EdgeKind::WaitWake);
+        g
+    }
+
+    /// Checks that every wake-up that ended a wait between two of `tids` has its weak
+    /// wait↔wake pair (waiter's previous segment → the waker's segment); returns how many.
+    fn wait_wake_pairs(&self, cfg: &RulesConfig, tids: &BTreeSet<Tid>) -> usize {
+        let g = self.full_graph(cfg);
+        let pairs: BTreeSet<(SegmentId, SegmentId)> = g
+            .edges
+            .iter()
+            .filter(|e| e.kind == EdgeKind::WaitWake)
+            .map(|e| (e.src, e.dst))
+            .collect();
+        assert!(g
+            .edges
+            .iter()
+            .filter(|e| e.kind == EdgeKind::WaitWake)
+            .all(|e| e.strength == Strength::Weak));
+        let segs: HashMap<SegmentId, &Segment> = g.segments.iter().map(|s| (s.id, s)).collect();
+        let mut n = 0;
+        for e in g.edges.iter().filter(|e| {
+            e.kind == EdgeKind::Wakeup
+                && e.src.tid() != e.dst.tid()
+                && tids.contains(&e.src.tid())
+                && tids.contains(&e.dst.tid())
+                && e.dst.seq() > 0
+        }) {
+            // The wake-up ended the wait that closed the waiter's previous segment.
+            let waiter = SegmentId::new(e.dst.tid(), e.dst.seq() - 1);
+            let ended_in_wait = segs
+                .get(&waiter)
+                .is_some_and(|s| s.end == EndCause::Woken && s.wait_start_ns.is_some());
+            let started = segs
+                .get(&e.dst)
+                .is_some_and(|s| s.start == StartCause::Woken);
+            if ended_in_wait && started {
+                assert!(
+                    pairs.contains(&(waiter, e.src)),
+                    "wake-up {e:?} has no wait↔wake pair"
+                );
+                n += 1;
+            }
+        }
+        n
+    }
+
+    /// The reference graph under `cfg` with every edge, checked against the dataflow.
+    fn full_graph(&self, cfg: &RulesConfig) -> Graph {
         let evs = &self.evs;
         let wm = evs.last().map(|e| e.ts).unwrap_or_default();
         let want = reference::compute(evs, wm, cfg);
@@ -265,6 +337,8 @@ fn mutex_convoy_hand_offs_are_weak() {
     let live = record("convoy");
     let tids: BTreeSet<Tid> = live.tids("tids").into_iter().collect();
     let g = live.graph(&live.base);
+    // Every hand-off that ended a wait has its weak wait↔wake pair.
+    assert!(live.wait_wake_pairs(&live.base, &tids) >= 5);
     let hand_offs: Vec<_> = g
         .edges
         .iter()
@@ -466,17 +540,24 @@ fn kernel_work_items_are_segments_not_chained_by_thread_order() {
 }
 
 #[test]
-fn a_pipe_data_dependency_without_a_wake_up_needs_the_pipe_declared() {
-    if !live_or_skip("a_pipe_data_dependency_without_a_wake_up_needs_the_pipe_declared") {
+fn a_pipe_data_dependency_without_a_wake_up_is_linked_through_fd_identity() {
+    if !live_or_skip("a_pipe_data_dependency_without_a_wake_up_is_linked_through_fd_identity") {
         return;
     }
     let live = record("pipe-dep");
     let (writer, reader) = (live.tid("writer_tid"), live.tid("reader_tid"));
     let g = live.graph(&live.base);
     // The workload lets the reader find data without blocking; when the scheduler still
-    // makes it block once, that round is linked by an ordinary wake-up. Without the
-    // declaration most rounds have no edge at all.
+    // makes it block once, that round is linked by an ordinary wake-up. Without fd
+    // identity or a declaration most rounds have no edge at all.
     let undeclared = between(&g, writer, reader);
+    // The recorded fd identity knows both ends are one pipe.
+    let g = live.graph(&live.ident);
+    let mut identified: Vec<(SegmentId, SegmentId)> = between(&g, writer, reader)
+        .iter()
+        .map(|e| (e.src, e.dst))
+        .collect();
+    identified.sort();
     let mut cfg = live.base.clone();
     cfg.user.pipes.push(PipeRule {
         pid: Pid(live.num("pid") as i32),
@@ -496,6 +577,12 @@ fn a_pipe_data_dependency_without_a_wake_up_needs_the_pipe_declared() {
         deps.len() >= rounds / 2,
         "{} data dependencies in {rounds} rounds",
         deps.len()
+    );
+    let mut declared: Vec<(SegmentId, SegmentId)> = deps.iter().map(|e| (e.src, e.dst)).collect();
+    declared.sort();
+    assert_eq!(
+        identified, declared,
+        "fd identity finds the same dependencies as the declaration"
     );
     for e in deps {
         assert_eq!((e.kind, e.strength), (EdgeKind::Message, Strength::Strong));

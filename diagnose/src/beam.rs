@@ -28,7 +28,7 @@ use argus_schema::{CausalEdge, EdgeKind, Nanos, Segment, SegmentId, Strength};
 #[derive(Clone, Debug, PartialEq)]
 pub struct Penalties {
     /// Cost of each edge kind, indexed like [`EdgeKind::ALL`].
-    pub kind: [f64; 10],
+    pub kind: [f64; EdgeKind::ALL.len()],
     /// Factor per strength, indexed like [`Strength::ALL`] (weak, boosted, strong).
     pub strength: [f64; 3],
     /// Reward for a segment covering the whole hang window.
@@ -37,7 +37,7 @@ pub struct Penalties {
 
 impl Default for Penalties {
     fn default() -> Penalties {
-        let mut kind = [1.0; 10];
+        let mut kind = [1.0; EdgeKind::ALL.len()];
         for (i, k) in EdgeKind::ALL.iter().enumerate() {
             kind[i] = match k {
                 EdgeKind::Wakeup => 1.0,
@@ -50,6 +50,7 @@ impl Default for Penalties {
                 EdgeKind::Exit => 0.6,
                 EdgeKind::Flag => 0.4,
                 EdgeKind::Rule => 0.5,
+                EdgeKind::WaitWake => 3.0,
             };
         }
         Penalties {

@@ -11,6 +11,7 @@
 //! Loading does no per-node allocation: the segments are moved in, nodes carry no weight and
 //! edge weights are indices into [`Graph::edges`].
 
+use crate::stacks::{shown, CallStack, Frame, Stacks};
 use crate::Error;
 use argus_schema::{CausalEdge, EndCause, Nanos, Pid, Segment, SegmentId, Spin, ThreadInfo, Tid};
 use petgraph::graph::{DiGraph, EdgeIndex, NodeIndex};
@@ -156,6 +157,7 @@ pub struct Graph {
     dropped_edges: u64,
     duplicate_segments: u64,
     app: AppEvents,
+    stacks: Stacks,
 }
 
 impl Graph {
@@ -251,11 +253,19 @@ impl Graph {
             dropped_edges: 0,
             duplicate_segments,
             app: AppEvents::default(),
+            stacks: Stacks::default(),
         };
 
         let mut kept = Vec::with_capacity(edges.len());
         let mut dropped = 0u64;
         for e in edges {
+            // The weak wait↔wake pairs lead from a waker to whoever was waiting for it;
+            // every wake-up has one, so in the walk's graph they would compete with the
+            // real causes at every step. They stay in the snapshot (stats, Perfetto,
+            // notebooks) but not in the walk's graph.
+            if e.kind == argus_schema::EdgeKind::WaitWake {
+                continue;
+            }
             match (g.node_of(e.src), g.node_of(e.dst)) {
                 (Some(a), Some(b)) => {
                     let w = kept.len() as u32;
@@ -285,6 +295,30 @@ impl Graph {
     /// The markers and data-flag accesses attached with [`Graph::set_app_events`].
     pub fn app_events(&self) -> &AppEvents {
         &self.app
+    }
+
+    /// Attaches the call stacks of the trace (`stacks.parquet`, from `argus record
+    /// --stacks`): questions and report steps then show the stack of the syscall that
+    /// blocked or sent.
+    pub fn set_stacks(&mut self, stacks: Vec<CallStack>) {
+        self.stacks = Stacks::new(stacks);
+    }
+
+    /// How many call stacks are attached.
+    pub fn stack_count(&self) -> usize {
+        self.stacks.len()
+    }
+
+    /// The stack of the syscall segment `s` blocked in (the shown frames; empty when the
+    /// trace has none).
+    pub fn blocking_stack(&self, s: &Segment) -> Vec<Frame> {
+        self.stacks.blocking(s).map(shown).unwrap_or_default()
+    }
+
+    /// The stack of the syscall through which segment `s` acted at `ts` (woke, wrote,
+    /// signalled); empty when the trace has none.
+    pub fn sending_stack(&self, s: &Segment, ts: Nanos) -> Vec<Frame> {
+        self.stacks.sending(s, ts).map(shown).unwrap_or_default()
     }
 
     /// Position in `by_id` of a segment id.

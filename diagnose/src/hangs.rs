@@ -399,6 +399,16 @@ pub fn find_hangs(g: &Graph, tid: Tid, cfg: &HangConfig) -> Vec<Hang> {
         cands.push((s, HangSource::Spins));
     }
     for (spin, source) in cands {
+        // A thread stopped by a tracer or a stop signal (state `t`/`T`: a debugger, the
+        // recorder's own `--watch …@cmd` attach, SIGSTOP) is not hung: nothing it waits for
+        // can be diagnosed.
+        let stopped = spin.class == SpinClass::LongWait
+            && g.segment(spin.segment)
+                .is_some_and(|s| matches!(s.wait_state, b't' | b'T'));
+        if stopped {
+            tracing::debug!(segment = %spin.segment, "stopped (state t/T), not a hang");
+            continue;
+        }
         let idle = lw.as_ref().is_some_and(|l| {
             spin.wait_syscall == l.syscall
                 && matches!(spin.class, SpinClass::LongWait | SpinClass::RepeatedYield)

@@ -37,13 +37,17 @@
 //! - **Baselines**: similar vertices by signature (wait syscall, syscall sequence, connection
 //!   kinds; a short wait ended by a wake-up is normal), the user's pick (default the most
 //!   recent), the baseline's wake-up path, and what each of its threads did during the hang.
+//!   Every abnormal thread of that path is ranked (stuck through the whole hang first, the
+//!   nearest first; then by beam score) and its chain diagnosed; the best-ranked chain (or the
+//!   one a person picks) gives the root cause, the others are `further_culprits`.
 //! - **Saved answers** ([`SavedAnswers`], [`RuleOracle`]): explicit answers kept as rules keyed
 //!   by the question's pattern (no ids), reused on the next hang of the same shape.
 //! - **Pictures**: [`Report::to_picture`] draws the path as lanes per thread for a terminal;
 //!   [`Report::highlight`] gives the segments and edges to mark in a Perfetto or DOT export.
 //!
-//! Non-goals for now: call stacks in questions (the schema has stack events but segments do
-//! not carry symbols yet).
+//! - **Call stacks** ([`Graph::set_stacks`], module [`stacks`]): when the trace was recorded
+//!   with `--stacks`, every question, choice and report step carries the stack of the
+//!   syscall that blocked or sent (a few user frames and the innermost kernel frame).
 //!
 //! ```
 //! use argus_diagnose::{diagnose, AutoOracle, DiagnoseConfig, Graph, GraphInput, Outcome, Target};
@@ -84,6 +88,7 @@ pub mod hangs;
 mod oracle;
 mod picture;
 mod report;
+pub mod stacks;
 mod walk;
 
 pub use answers::{RuleOracle, SavedAnswers, SavedPick, SavedRule};
@@ -93,9 +98,11 @@ pub use hangs::{find_hangs, Hang, HangConfig, HangSource, LoopWait};
 pub use oracle::{AutoOracle, Oracle, Reply, ScriptedOracle, TerminalOracle};
 pub use picture::Highlight;
 pub use report::{
-    secs, Answer, BaselineInfo, Candidate, CauseClass, Choice, HangInfo, PathEdge, PathEdgeKind,
-    PathItem, Question, RankedPath, RankedStep, Report, Role, RootCause, ThreadComparison,
+    secs, Answer, BaselineInfo, Candidate, CauseClass, Choice, FurtherCulprit, HangInfo, PathEdge,
+    PathEdgeKind, PathItem, Question, RankedPath, RankedStep, Report, Role, RootCause,
+    ThreadComparison,
 };
+pub use stacks::{stack_line, CallStack, Frame};
 pub use walk::DiagnoseConfig;
 
 use argus_schema::{Pid, SegmentId, Spin, Tid};

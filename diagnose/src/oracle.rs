@@ -5,6 +5,7 @@
 //! the report's `answer` are 0-based indices.
 
 use crate::report::Question;
+use crate::stacks::stack_line;
 use crate::Error;
 use std::collections::VecDeque;
 use std::io::{BufRead, Write};
@@ -127,6 +128,9 @@ impl<R: BufRead, W: Write> Oracle for TerminalOracle<R, W> {
         let n = q.choices.len();
         // Write errors (a closed terminal) are not fatal: the read then decides.
         let _ = writeln!(self.output, "\n? {}", q.prompt);
+        if !q.stack.is_empty() {
+            let _ = writeln!(self.output, "  (blocked at: {})", stack_line(&q.stack));
+        }
         for (i, c) in q.choices.iter().enumerate() {
             let mark = if i == q.default { " (default)" } else { "" };
             let _ = writeln!(
@@ -138,6 +142,9 @@ impl<R: BufRead, W: Write> Oracle for TerminalOracle<R, W> {
                 c.description,
                 mark
             );
+            if !c.stack.is_empty() {
+                let _ = writeln!(self.output, "       at: {}", stack_line(&c.stack));
+            }
         }
         let _ = writeln!(self.output, "  s) stop here");
         loop {
@@ -198,6 +205,7 @@ mod tests {
                     strength: Strength::Strong,
                     ts: Nanos(i as u64),
                     description: format!("choice {i}"),
+                    stack: Vec::new(),
                 })
                 .collect(),
             default: n - 1,
@@ -205,6 +213,7 @@ mod tests {
             defaulted: true,
             pattern: "wake|main|futex|wakeup/strong".into(),
             by_rule: false,
+            stack: Vec::new(),
         }
     }
 

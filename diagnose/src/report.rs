@@ -1,11 +1,12 @@
-//! The diagnosis report: the JSON contract of `argus debug --json` (ARCHITECTURE.md §9) and
-//! its terminal rendering.
+//! The diagnosis report: the JSON contract of `argus debug --json` (ARCHITECTURE.md §9; every
+//! field is described in `docs/report.md`) and its terminal rendering.
 //!
 //! Times are nanoseconds on the trace clock; ids are `u64` numbers with a human
 //! `segment_label` (`tid#seq`) beside them. Edge kinds and strengths are lowercase names
 //! (`wakeup`, `strong`) as in the Parquet tables; classes are the paper's names
 //! (`LongWait`).
 
+use crate::stacks::{stack_line, Frame};
 use argus_schema::{Nanos, Pid, SegmentId, SpinClass, Strength, Tid};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
@@ -37,6 +38,31 @@ pub struct Report {
     /// was needed and found.
     #[serde(default)]
     pub baseline: Option<BaselineInfo>,
+    /// Other culprits of a baseline comparison: abnormal threads on the baseline's wake-up
+    /// path whose chains are independent of the one followed (`path` / `root_causes`), each
+    /// diagnosed with the default answers. Best-ranked first.
+    #[serde(default)]
+    pub further_culprits: Vec<FurtherCulprit>,
+}
+
+/// An abnormal thread of a baseline's wake-up path that the walk did not follow, with the
+/// chain it leads to (diagnosed recursively with the default answers).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct FurtherCulprit {
+    /// Its rank among the abnormal threads of the baseline path (1 = best).
+    pub rank: usize,
+    /// The thread examined during the hang.
+    pub tid: Tid,
+    /// Its name.
+    pub comm: String,
+    /// What it did during the hang.
+    pub during_hang: String,
+    /// Its beam score on the baseline path (lower is better).
+    pub score: f64,
+    /// Its chain: the thread as seen during the hang, then the culprits behind it.
+    pub path: Vec<PathItem>,
+    /// The culprits of its chain, nearest first; the last is the deepest.
+    pub root_causes: Vec<RootCause>,
 }
 
 /// One path ranked by the beam search.
@@ -71,6 +97,10 @@ pub struct RankedStep {
     pub cost: f64,
     /// What the segment did, in plain words.
     pub description: String,
+    /// The call stack of the syscall it acted through (sent) or blocked in, when the trace
+    /// has stacks: user frames innermost first, then the innermost kernel frame.
+    #[serde(default)]
+    pub stack: Vec<Frame>,
 }
 
 /// The baseline comparison of a wait that never ended (or timed out).
@@ -112,6 +142,23 @@ pub struct ThreadComparison {
     pub during_hang: String,
     /// Whether that was abnormal (blocked, busy or gone): a culprit.
     pub abnormal: bool,
+    /// Whether it was blocked, busy or gone for (nearly) the whole hang, outside its own
+    /// event-loop wait: such threads rank first, the nearest to the hung thread first.
+    #[serde(default)]
+    pub whole_hang: bool,
+    /// Beam score of the baseline path up to this thread: edge penalties minus the reward
+    /// for how much of the hang the thread was stuck (lower is better).
+    #[serde(default)]
+    pub score: f64,
+    /// Rank among the abnormal threads (1 = best); `null` for a normal one.
+    #[serde(default)]
+    pub rank: Option<usize>,
+    /// Whether the walk followed this thread (its chain is `path` / `root_causes`).
+    #[serde(default)]
+    pub followed: bool,
+    /// An abnormal thread whose chain meets a better-ranked culprit's chain: that culprit.
+    #[serde(default)]
+    pub explained_by: Option<Tid>,
 }
 
 /// The hang (spinning vertex) the report explains.
@@ -205,6 +252,8 @@ pub enum PathEdgeKind {
     Exit,
     /// A user rule's edge.
     Rule,
+    /// The weak wait↔wake pair: the waker's work may have been for the waiter.
+    WaitWake,
 }
 
 impl PathEdgeKind {
@@ -222,6 +271,7 @@ impl PathEdgeKind {
             PathEdgeKind::Signal => "signal",
             PathEdgeKind::Exit => "exit",
             PathEdgeKind::Rule => "rule",
+            PathEdgeKind::WaitWake => "wait_wake",
         }
     }
 }
@@ -239,6 +289,7 @@ impl From<argus_schema::EdgeKind> for PathEdgeKind {
             argus_schema::EdgeKind::Exit => PathEdgeKind::Exit,
             argus_schema::EdgeKind::Flag => PathEdgeKind::Flag,
             argus_schema::EdgeKind::Rule => PathEdgeKind::Rule,
+            argus_schema::EdgeKind::WaitWake => PathEdgeKind::WaitWake,
         }
     }
 }
@@ -282,6 +333,12 @@ pub struct PathItem {
     pub role: Role,
     /// What this segment did, in plain words.
     pub description: String,
+    /// The call stack of the syscall this segment acted through (the one that woke, wrote or
+    /// signalled the previous item) or, for a wait, blocked in; empty when the trace has no
+    /// stacks (`argus record --stacks`). User frames innermost first, then the innermost
+    /// kernel frame.
+    #[serde(default)]
+    pub stack: Vec<Frame>,
 }
 
 /// What kind of culprit a root cause is.
@@ -361,6 +418,9 @@ pub struct Choice {
     pub ts: Nanos,
     /// What the choice means, in plain words.
     pub description: String,
+    /// The call stack of the syscall the choice's segment acted through (or blocked in).
+    #[serde(default)]
+    pub stack: Vec<Frame>,
 }
 
 /// The answer to a question.
@@ -426,6 +486,9 @@ pub struct Question {
     /// Whether a saved answer (`--save-answers`) answered it, so nobody was asked.
     #[serde(default)]
     pub by_rule: bool,
+    /// The call stack of the syscall the segment asked about blocked in.
+    #[serde(default)]
+    pub stack: Vec<Frame>,
 }
 
 /// A thread that could have ended the hang, and what it did during it.
@@ -464,6 +527,9 @@ impl Report {
         let mut out = String::new();
         let hang = self.path.first().map_or("", |p| p.description.as_str());
         out.push_str(&format!("Hang: {} ({})\n", hang, self.hang.class.name()));
+        if let Some(first) = self.path.first().filter(|p| !p.stack.is_empty()) {
+            out.push_str(&format!("  · blocked at: {}\n", stack_line(&first.stack)));
+        }
         for e in &self.hang.evidence {
             out.push_str(&format!("  · {e}\n"));
         }
@@ -480,6 +546,9 @@ impl Report {
                 _ => "",
             };
             out.push_str(&format!("  {arrow} {}{strength}\n", item.description));
+            if !item.stack.is_empty() {
+                out.push_str(&format!("      at: {}\n", stack_line(&item.stack)));
+            }
         }
         match self.root_causes.split_last() {
             Some((last, others)) => {
@@ -493,6 +562,24 @@ impl Report {
                 }
             }
             None => out.push_str("Root cause: not found\n"),
+        }
+        if !self.further_culprits.is_empty() {
+            out.push_str(
+                "Further culprits (other abnormal threads on the baseline's wake-up path):\n",
+            );
+            for f in &self.further_culprits {
+                out.push_str(&format!(
+                    "  #{} {} {}: during the hang {} (score {:.2})\n",
+                    f.rank, f.comm, f.tid, f.during_hang, f.score
+                ));
+                if let Some(last) = f.root_causes.last() {
+                    out.push_str(&format!(
+                        "     its root cause: {} ({})\n",
+                        sentence(&last.reason),
+                        last.class.name()
+                    ));
+                }
+            }
         }
         if let Some(b) = &self.baseline {
             out.push_str(&format!(
@@ -523,7 +610,16 @@ impl Report {
                 out.push_str(&format!("  its wake-up path: ← {}\n", chain.join(" ← ")));
             }
             for t in &b.threads {
-                let mark = if t.abnormal { "abnormal" } else { "normal" };
+                let mut mark = if t.abnormal { "abnormal" } else { "normal" }.to_string();
+                if let Some(r) = t.rank {
+                    mark.push_str(&format!(", culprit #{r}"));
+                }
+                if t.followed {
+                    mark.push_str(", followed");
+                }
+                if let Some(by) = t.explained_by {
+                    mark.push_str(&format!(", on the chain of tid {by}"));
+                }
                 out.push_str(&format!(
                     "  during the hang, {} {}: {} ({mark})\n",
                     t.comm, t.tid, t.during_hang
@@ -583,7 +679,17 @@ impl Report {
                 } else {
                     ""
                 };
-                out.push_str(&format!("  ? {}\n    → {ans}{how}\n", q.prompt));
+                out.push_str(&format!("  ? {}\n", q.prompt));
+                if !q.stack.is_empty() {
+                    out.push_str(&format!("    (blocked at: {})\n", stack_line(&q.stack)));
+                }
+                out.push_str(&format!("    → {ans}{how}\n"));
+                if let Some(c) = match q.answer {
+                    Answer::Choice(n) => q.choices.get(n).filter(|c| !c.stack.is_empty()),
+                    Answer::Stop => None,
+                } {
+                    out.push_str(&format!("      at: {}\n", stack_line(&c.stack)));
+                }
             }
         }
         for a in &self.advice {

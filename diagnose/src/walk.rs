@@ -19,11 +19,12 @@
 
 use crate::beam::{self, BeamConfig};
 use crate::graph::Graph;
-use crate::hangs::{Hang, HangConfig};
+use crate::hangs::{self, Hang, HangConfig};
 use crate::oracle::{Oracle, Reply};
 use crate::report::{
-    secs, Answer, BaselineInfo, Candidate, CauseClass, Choice, HangInfo, PathEdge, PathEdgeKind,
-    PathItem, Question, RankedPath, RankedStep, Report, Role, RootCause, ThreadComparison,
+    secs, Answer, BaselineInfo, Candidate, CauseClass, Choice, FurtherCulprit, HangInfo, PathEdge,
+    PathEdgeKind, PathItem, Question, RankedPath, RankedStep, Report, Role, RootCause,
+    ThreadComparison,
 };
 use crate::Error;
 use argus_schema::syscalls;
@@ -62,6 +63,10 @@ pub struct DiagnoseConfig {
     pub input_depth: usize,
     /// Ask before recursing into the culprit of a culprit (Algorithm 1 line 19).
     pub confirm_recursion: bool,
+    /// The fraction of a hang a thread of a baseline's wake-up path must have spent blocked
+    /// (outside its event-loop wait), busy or gone to count as stuck for the whole hang;
+    /// such culprits rank first.
+    pub whole_hang_fraction: f64,
     /// Finding the spinning vertex.
     pub hang: HangConfig,
     /// Ranking paths and default answers.
@@ -83,6 +88,7 @@ impl Default for DiagnoseConfig {
             baseline_depth: 6,
             input_depth: 6,
             confirm_recursion: true,
+            whole_hang_fraction: 0.8,
             hang: HangConfig::default(),
             beam: BeamConfig::default(),
         }
@@ -164,12 +170,16 @@ fn via(kind: EdgeKind) -> &'static str {
         EdgeKind::Exit => "released by the exit of",
         EdgeKind::Flag => "flag set by",
         EdgeKind::Rule => "linked by a rule to",
+        EdgeKind::WaitWake => "possibly working for",
     }
 }
 
 /// Kinds of edge that end a wait: everything but creation, timer arming and thread order.
 fn wakes(k: EdgeKind) -> bool {
-    !matches!(k, EdgeKind::ThreadOrder | EdgeKind::Fork | EdgeKind::Timer)
+    !matches!(
+        k,
+        EdgeKind::ThreadOrder | EdgeKind::Fork | EdgeKind::Timer | EdgeKind::WaitWake
+    )
 }
 
 /// How much an edge kind says beyond "a wake-up happened".
@@ -224,6 +234,41 @@ struct Walk<'g, 'o> {
     baseline_info: Option<BaselineInfo>,
     /// The baseline's next segment (where its wake-up landed), for ranking.
     baseline_next: Option<SegmentId>,
+    /// Abnormal threads of a baseline path not followed, with their chains.
+    further: Vec<FurtherCulprit>,
+    /// Exploring a chain with the default answers: nothing is asked or recorded as a
+    /// question, and only the best-ranked culprit of a baseline is followed.
+    silent: bool,
+}
+
+/// The walk's state that a dry run (see [`Walk::dry_run`]) restores.
+struct Saved {
+    path: usize,
+    root_causes: usize,
+    questions: usize,
+    candidates: Vec<Candidate>,
+    advice: usize,
+    visited: HashSet<SegmentId>,
+    baseline_info: Option<BaselineInfo>,
+    baseline_next: Option<SegmentId>,
+    further: usize,
+    silent: bool,
+}
+
+/// An abnormal thread of a baseline's wake-up path, ranked.
+struct Culprit<'g> {
+    /// Position on the baseline path (0 = nearest the hung thread).
+    pos: usize,
+    /// The thread on the baseline path and the one examined during the hang.
+    bt: Tid,
+    t: Tid,
+    /// The baseline edge that thread acted through, and its baseline segment.
+    e: &'g CausalEdge,
+    x: &'g Segment,
+    whole: bool,
+    score: f64,
+    /// The segment that shows what it did during the hang.
+    seg: Option<&'g Segment>,
 }
 
 /// Diagnoses one spinning vertex.
@@ -254,6 +299,8 @@ pub(crate) fn run(
         window: (spin.start_ns, end),
         baseline_info: None,
         baseline_next: None,
+        further: Vec::new(),
+        silent: false,
     };
     w.visited.insert(first.id);
     match spin.class {
@@ -292,6 +339,7 @@ pub(crate) fn run(
         summary,
         ranked_paths,
         baseline: w.baseline_info,
+        further_culprits: w.further,
     })
 }
 
@@ -320,8 +368,28 @@ impl<'g> Walk<'g, '_> {
         }
     }
 
+    /// The stack shown for a step: the syscall `s` acted through at the edge's time (a graph
+    /// edge it caused), else the one it blocked in.
+    fn step_stack(&self, s: &Segment, edge: Option<PathEdge>) -> Vec<crate::stacks::Frame> {
+        let sent = edge
+            .filter(|e| {
+                !matches!(
+                    e.kind,
+                    PathEdgeKind::Baseline | PathEdgeKind::ThreadOrder | PathEdgeKind::Flag
+                )
+            })
+            .map(|e| self.g.sending_stack(s, e.ts))
+            .unwrap_or_default();
+        if sent.is_empty() {
+            self.g.blocking_stack(s)
+        } else {
+            sent
+        }
+    }
+
     fn item(&self, s: &Segment, edge: Option<PathEdge>, role: Role, desc: String) -> PathItem {
         PathItem {
+            stack: self.step_stack(s, edge),
             segment: s.id,
             segment_label: s.id.to_string(),
             pid: s.pid,
@@ -460,6 +528,14 @@ impl<'g> Walk<'g, '_> {
                         self.source_phrase(s, e),
                         self.rel(e.ts)
                     ),
+                    stack: {
+                        let st = g.sending_stack(s, e.ts);
+                        if st.is_empty() {
+                            g.blocking_stack(s)
+                        } else {
+                            st
+                        }
+                    },
                 })
             })
             .collect::<Vec<_>>();
@@ -510,6 +586,9 @@ impl<'g> Walk<'g, '_> {
         default: usize,
     ) -> Option<usize> {
         let n = choices.len();
+        if self.silent {
+            return (default < n).then_some(default);
+        }
         let mut kinds: Vec<String> = choices
             .iter()
             .map(|c| format!("{}/{}", c.kind, c.strength.name()))
@@ -523,6 +602,7 @@ impl<'g> Walk<'g, '_> {
             kinds.join(",")
         );
         let mut q = Question {
+            stack: self.g.blocking_stack(about),
             about: about.id,
             about_label: about.id.to_string(),
             prompt,
@@ -730,6 +810,7 @@ impl<'g> Walk<'g, '_> {
                 strength: Strength::Weak,
                 ts: seg.start_ns,
                 description: format!("{}: {}", self.who(*tid), self.during(act, h0, h1)),
+                stack: g.blocking_stack(seg),
             });
         }
         if segs.is_empty() {
@@ -934,17 +1015,29 @@ impl<'g> Walk<'g, '_> {
             .flat_map(|s| g.incoming(s.id))
             .filter(|e| e.kind == EdgeKind::Flag && e.src.tid() != tid)
             .max_by_key(|e| (e.ts, e.src));
+        let app = g.app_events();
         if let Some(e) = edge {
             if let Some(src) = g.segment(e.src) {
-                return Some((
-                    src,
-                    e.ts,
-                    format!("a flag edge of the graph ({})", e.strength.name()),
-                ));
+                // The rules make flag edges from watchpoint hits: say so when a write of the
+                // source thread matches the edge.
+                let near = self.cfg.near_ns;
+                let hit = app
+                    .flags
+                    .iter()
+                    .filter(|f| f.write && f.tid == e.src.tid() && f.ts.0.abs_diff(e.ts.0) <= near)
+                    .min_by_key(|f| f.ts.0.abs_diff(e.ts.0));
+                let how = match hit {
+                    Some(f) => format!(
+                        "a watchpoint write to {:#x} the loop reads (a {} flag edge of the graph)",
+                        f.addr,
+                        e.strength.name()
+                    ),
+                    None => format!("a flag edge of the graph ({})", e.strength.name()),
+                };
+                return Some((src, e.ts, how));
             }
         }
         // 2. Watchpoint hits: addresses the loop read, written by another thread.
-        let app = g.app_events();
         let mut addrs: Vec<u64> = app
             .flags
             .iter()
@@ -1246,6 +1339,33 @@ impl<'g> Walk<'g, '_> {
         let who = self.who(w.tid);
         let woken_who = self.who(woken.tid);
         let slack = ((len as f64 * self.cfg.running_slack) as u64).max(self.floor);
+        if len >= self.floor && w.start_ns > plus(h0, slack) {
+            if let Some((from, on_cpu)) = self.busy_through_brief_waits(w, e.ts, h0, slack) {
+                let run = from.until(e.ts).max(1);
+                self.describe_item(
+                    idx,
+                    format!(
+                        "{by}, which was busy on CPU ({} of its {} run, counting from before \
+                         the brief waits that split it)",
+                        secs(on_cpu),
+                        secs(run)
+                    ),
+                );
+                self.root(
+                    w,
+                    CauseClass::LongRunning,
+                    format!(
+                        "{who} ran {} on CPU ({}% of its {} run, through brief waits) before it \
+                         woke {woken_who}",
+                        secs(on_cpu),
+                        pct(on_cpu, run),
+                        secs(run)
+                    ),
+                );
+                self.context(w);
+                return;
+            }
+        }
         if len < self.floor || w.start_ns <= plus(h0, slack) {
             // The waker was there through the window: it ran, or waited for a CPU.
             let run_end = w.wait_start_ns.unwrap_or_else(|| g.end_of(w)).max(e.ts);
@@ -1300,7 +1420,12 @@ impl<'g> Walk<'g, '_> {
         let split = g.prev_in_thread(w.id).filter(|p| {
             p.wait_start_ns.is_none() && p.end_ns == w.start_ns && p.end != EndCause::Exit
         });
-        if let Some(p) = split.filter(|_| !g.incoming(w.id).any(|e| wakes(e.kind))) {
+        // A message edge into a segment whose thread did not block before it is a data
+        // dependency (the request it read without waiting), not a wake-up that started it.
+        let woken_by_edge = g
+            .incoming(w.id)
+            .any(|e| wakes(e.kind) && e.kind != EdgeKind::Message);
+        if let Some(p) = split.filter(|_| !woken_by_edge) {
             if let Some(te) = g
                 .incoming(w.id)
                 .find(|e| e.kind == EdgeKind::ThreadOrder && e.src == p.id)
@@ -1418,6 +1543,40 @@ impl<'g> Walk<'g, '_> {
         }
     }
 
+    /// A waker `w` that started after the window began, but only because brief waits (below
+    /// the floor, not sleeps: a page fault, a lock hand-off, a preemption recorded as a
+    /// block) split a run that began before it: when that run (from its start to `until`)
+    /// was mostly on CPU, its start and on-CPU time.
+    fn busy_through_brief_waits(
+        &self,
+        w: &'g Segment,
+        until: Nanos,
+        h0: Nanos,
+        slack: u64,
+    ) -> Option<(Nanos, u64)> {
+        let g = self.g;
+        let mut from = w.start_ns;
+        let mut on_cpu = w.on_cpu_ns;
+        let mut cur = w;
+        while from > plus(h0, slack) {
+            let p = g.prev_in_thread(cur.id)?;
+            // (A run split without any wait is the batching-loop split handled below.)
+            let brief = p.wait_start_ns.is_some_and(|_| {
+                p.wait_ns() < self.floor
+                    && !syscalls::is_sleep(p.wait_syscall)
+                    && !p.wait_timed_out()
+            });
+            if p.end_ns != cur.start_ns || !brief || p.end == EndCause::Exit {
+                return None;
+            }
+            from = p.start_ns;
+            on_cpu += p.on_cpu_ns;
+            cur = p;
+        }
+        let run = from.until(until).max(1);
+        (cur.id != w.id && at_least(on_cpu, run, self.cfg.busy_fraction)).then_some((from, on_cpu))
+    }
+
     /// The waker's thread was created during the window: follow the fork edge once.
     fn created_late(&mut self, w: &'g Segment, woken: &'g Segment, h0: Nanos, depth: usize) {
         let g = self.g;
@@ -1494,11 +1653,19 @@ impl<'g> Walk<'g, '_> {
                     CauseClass::Interrupt,
                     format!("{what} woke {woken_who}; the walk was stopped here"),
                 ),
-                Chosen::Nothing => self.root(
-                    w,
-                    CauseClass::Interrupt,
-                    format!("{what} woke {woken_who}; who armed the timer was not traced"),
-                ),
+                Chosen::Nothing => {
+                    // The arming was not traced (lost events), but the timer ended the
+                    // woken thread's own sleep: it slept.
+                    if let Some(p) = self.slept_before(woken) {
+                        self.own_sleep(p, woken, h0, depth);
+                        return;
+                    }
+                    self.root(
+                        w,
+                        CauseClass::Interrupt,
+                        format!("{what} woke {woken_who}; who armed the timer was not traced"),
+                    );
+                }
             }
             return;
         }
@@ -1516,11 +1683,7 @@ impl<'g> Walk<'g, '_> {
             ),
             Chosen::Nothing => {
                 // An untraced timer interrupt ending the thread's own sleep: it slept.
-                let slept = g.prev_in_thread(woken.id).filter(|p| {
-                    p.end_ns == woken.start_ns
-                        && p.wait_start_ns.is_some()
-                        && (syscalls::is_sleep(p.wait_syscall) || p.wait_timed_out())
-                });
+                let slept = self.slept_before(woken);
                 if let Some(p) = slept.filter(|_| !matches!(w.kind, SegmentKind::HardIrq { .. })) {
                     self.own_sleep(p, woken, h0, depth);
                     return;
@@ -1536,6 +1699,16 @@ impl<'g> Walk<'g, '_> {
                 self.root(w, CauseClass::Interrupt, reason);
             }
         }
+    }
+
+    /// The segment before `woken` in its thread when it ended in a sleep or a timed-out wait
+    /// right where `woken` starts: the wait a timer ended.
+    fn slept_before(&self, woken: &'g Segment) -> Option<&'g Segment> {
+        self.g.prev_in_thread(woken.id).filter(|p| {
+            p.end_ns == woken.start_ns
+                && p.wait_start_ns.is_some()
+                && (syscalls::is_sleep(p.wait_syscall) || p.wait_timed_out())
+        })
     }
 
     /// `p` slept (its timer fired in an interrupt the trace does not explain) and then
@@ -1792,6 +1965,7 @@ impl<'g> Walk<'g, '_> {
                         secs(b.wait_ns()),
                         score
                     ),
+                    stack: g.blocking_stack(b),
                 })
                 .collect();
             let prompt = format!(
@@ -1853,24 +2027,74 @@ impl<'g> Walk<'g, '_> {
             return;
         }
         self.add_process_candidates(s, w0, w1, Some(tids[0].0));
-        let mut culprit: Option<(Tid, Tid, &'g CausalEdge, &'g Segment)> = None;
-        for (bt, x, e) in &tids {
+        let pen = &self.cfg.beam.penalties;
+        let mut cum = 0.0;
+        let mut culprits: Vec<Culprit<'g>> = Vec::new();
+        for (pos, (bt, x, e)) in tids.iter().enumerate() {
             let (t, role_note) = self.same_role(*bt, w0, w1);
             let act = self.activity(t, w0, w1);
             let abnormal = self.abnormal(&act, w0, w1, hang_wait);
+            let (cov, whole, idle) = self.stuck(t, &act, hang_wait);
+            cum += pen.edge(e) - pen.relevance * cov;
+            let score = (cum * 1000.0).round() / 1000.0;
+            let idle_note = match idle {
+                Some(nr) => format!(" (its event-loop wait {}: idle)", sc(nr)),
+                None => String::new(),
+            };
             info.threads.push(ThreadComparison {
                 baseline_tid: *bt,
                 tid: t,
                 comm: g.comm(t),
-                during_hang: format!("{}{role_note}", self.during(&act, w0, w1)),
+                during_hang: format!("{}{idle_note}{role_note}", self.during(&act, w0, w1)),
                 abnormal,
+                whole_hang: abnormal && whole,
+                score,
+                rank: None,
+                followed: false,
+                explained_by: None,
             });
-            if abnormal && culprit.is_none() {
-                culprit = Some((*bt, t, e, x));
+            if abnormal {
+                let seg = act
+                    .exited_at
+                    .map(|(x, _)| x)
+                    .or(act.longest_block.map(|(b, _)| b))
+                    .filter(|_| whole || act.exited_at.is_some())
+                    .or(act.busiest)
+                    .or(act.at_start);
+                culprits.push(Culprit {
+                    pos,
+                    bt: *bt,
+                    t,
+                    e,
+                    x,
+                    whole,
+                    score,
+                    seg,
+                });
             }
         }
-        self.baseline_info = self.baseline_info.take().or(Some(info));
-        let Some((bt, t, e, x)) = culprit else {
+        // Threads stuck through the whole hang first, the nearest to the hung thread first;
+        // then the others by their beam score.
+        culprits.sort_by(|a, b| {
+            (!a.whole)
+                .cmp(&!b.whole)
+                .then_with(|| {
+                    if a.whole && b.whole {
+                        a.pos.cmp(&b.pos)
+                    } else {
+                        std::cmp::Ordering::Equal
+                    }
+                })
+                .then_with(|| a.score.total_cmp(&b.score))
+                .then_with(|| a.pos.cmp(&b.pos))
+        });
+        for (r, c) in culprits.iter().enumerate() {
+            if let Some(tc) = info.threads.get_mut(c.pos) {
+                tc.rank = Some(r + 1);
+            }
+        }
+        if culprits.is_empty() {
+            self.baseline_info = self.baseline_info.take().or(Some(info));
             let names: Vec<String> = tids.iter().map(|(t, _, _)| self.g.comm(*t)).collect();
             self.advice.push(format!(
                 "every thread on the baseline's wake-up path ({}) ran normally during the hang; \
@@ -1878,14 +2102,208 @@ impl<'g> Walk<'g, '_> {
                 names.join(", ")
             ));
             return;
+        }
+        let note = |w: &Self, c: &Culprit<'g>| {
+            let how = if c.pos == 0 {
+                "normally woken by"
+            } else {
+                "normally on the wake-up path:"
+            };
+            format!(
+                "{how} {} (the same wait at {} ended after {})",
+                w.source_phrase(c.x, c.e),
+                w.rel(bw0),
+                secs(b.wait_ns())
+            )
         };
-        let note = format!(
-            "normally woken by {} (the same wait at {} ended after {})",
-            self.source_phrase(x, e),
-            self.rel(bw0),
-            secs(b.wait_ns())
-        );
-        self.compare_culprit(s, t, bt, note, w0, w1, depth);
+        if culprits.len() == 1 || self.silent {
+            // One culprit (or a chain explored with the default answers): follow the best.
+            let c = &culprits[0];
+            if let Some(tc) = info.threads.get_mut(c.pos) {
+                tc.followed = true;
+            }
+            self.baseline_info = self.baseline_info.take().or(Some(info));
+            let n = note(self, c);
+            self.compare_culprit(s, c.t, c.bt, c.pos, n, w0, w1, depth);
+            return;
+        }
+        // Several: explore each chain with the default answers, keep the independent ones
+        // (a culprit on a better-ranked culprit's chain, or whose chain meets it, is explained
+        // by it), and ask which to follow when more than one is left.
+        let chains: Vec<(Vec<PathItem>, Vec<RootCause>)> = culprits
+            .iter()
+            .map(|c| {
+                let n = note(self, c);
+                self.dry_run(|w| w.compare_culprit(s, c.t, c.bt, c.pos, n, w0, w1, depth))
+            })
+            .collect();
+        let tids_of = |(path, roots): &(Vec<PathItem>, Vec<RootCause>)| -> HashSet<Tid> {
+            path.iter()
+                .map(|p| p.tid)
+                .chain(roots.iter().map(|r| r.tid))
+                .collect()
+        };
+        let mut independent: Vec<usize> = Vec::new();
+        for (j, c) in culprits.iter().enumerate() {
+            let mine = tids_of(&chains[j]);
+            let deepest = chains[j].1.last().map(|r| r.segment);
+            let by = independent.iter().copied().find(|&i| {
+                let theirs = tids_of(&chains[i]);
+                theirs.contains(&c.t)
+                    || mine.contains(&culprits[i].t)
+                    || (deepest.is_some() && chains[i].1.last().map(|r| r.segment) == deepest)
+            });
+            match by {
+                Some(i) => {
+                    if let Some(tc) = info.threads.get_mut(c.pos) {
+                        tc.explained_by = Some(culprits[i].t);
+                    }
+                }
+                None => independent.push(j),
+            }
+        }
+        let pick = if independent.len() == 1 {
+            Some(0)
+        } else {
+            let choices: Vec<Choice> = independent
+                .iter()
+                .map(|&j| {
+                    let c = &culprits[j];
+                    let seg = c.seg.unwrap_or(c.x);
+                    let during = info
+                        .threads
+                        .get(c.pos)
+                        .map_or_else(String::new, |t| t.during_hang.clone());
+                    let ends = chains[j].1.last().map_or_else(String::new, |r| {
+                        format!("; its chain ends at: {}", r.reason)
+                    });
+                    Choice {
+                        segment: seg.id,
+                        segment_label: seg.id.to_string(),
+                        pid: seg.pid,
+                        tid: c.t,
+                        comm: g.comm(c.t),
+                        kind: PathEdgeKind::Baseline.name().to_string(),
+                        strength: Strength::Weak,
+                        ts: seg.start_ns,
+                        description: format!(
+                            "{}: during the hang {during} (score {:.2}){ends}",
+                            self.who(c.t),
+                            c.score
+                        ),
+                        stack: g.blocking_stack(seg),
+                    }
+                })
+                .collect();
+            let prompt = format!(
+                "{} threads on the baseline's wake-up path behaved abnormally during the {} \
+                 wait of {who} in {sys}, with separate causes. Which one to follow?",
+                independent.len(),
+                secs(hang_wait)
+            );
+            self.ask("culprit", s, prompt, choices, 0)
+        };
+        let durings: Vec<String> = culprits
+            .iter()
+            .map(|c| {
+                info.threads
+                    .get(c.pos)
+                    .map_or_else(String::new, |t| t.during_hang.clone())
+            })
+            .collect();
+        let followed = pick.and_then(|i| independent.get(i).copied());
+        if let Some(j) = followed {
+            if let Some(tc) = info.threads.get_mut(culprits[j].pos) {
+                tc.followed = true;
+            }
+        } else {
+            self.advice.push(
+                "the baseline comparison was stopped before a culprit was followed; the \
+                 abnormal threads of the baseline path are listed as further culprits"
+                    .to_string(),
+            );
+        }
+        self.baseline_info = self.baseline_info.take().or(Some(info));
+        if let Some(j) = followed {
+            let c = &culprits[j];
+            let n = note(self, c);
+            self.compare_culprit(s, c.t, c.bt, c.pos, n, w0, w1, depth);
+        }
+        let mut chains: Vec<Option<(Vec<PathItem>, Vec<RootCause>)>> =
+            chains.into_iter().map(Some).collect();
+        for &j in independent.iter().filter(|&&j| Some(j) != followed) {
+            let c = &culprits[j];
+            let Some((path, root_causes)) = chains.get_mut(j).and_then(Option::take) else {
+                continue;
+            };
+            let during = durings.get(j).cloned().unwrap_or_default();
+            self.further.push(FurtherCulprit {
+                rank: j + 1,
+                tid: c.t,
+                comm: g.comm(c.t),
+                during_hang: during,
+                score: c.score,
+                path,
+                root_causes,
+            });
+        }
+    }
+
+    /// Runs `f` (a step of the walk) with the default answers and no questions, then puts
+    /// the walk back as it was; returns the path items and root causes `f` found.
+    fn dry_run(&mut self, f: impl FnOnce(&mut Self)) -> (Vec<PathItem>, Vec<RootCause>) {
+        let saved = Saved {
+            path: self.path.len(),
+            root_causes: self.root_causes.len(),
+            questions: self.questions.len(),
+            candidates: self.candidates.clone(),
+            advice: self.advice.len(),
+            visited: self.visited.clone(),
+            baseline_info: self.baseline_info.clone(),
+            baseline_next: self.baseline_next,
+            further: self.further.len(),
+            silent: self.silent,
+        };
+        self.silent = true;
+        f(self);
+        let path = self.path.split_off(saved.path.min(self.path.len()));
+        let roots = self
+            .root_causes
+            .split_off(saved.root_causes.min(self.root_causes.len()));
+        self.questions.truncate(saved.questions);
+        self.candidates = saved.candidates;
+        self.advice.truncate(saved.advice);
+        self.visited = saved.visited;
+        self.baseline_info = saved.baseline_info;
+        self.baseline_next = saved.baseline_next;
+        self.further.truncate(saved.further);
+        self.silent = saved.silent;
+        (path, roots)
+    }
+
+    /// How much of a hang of length `hang_wait` thread `t` was stuck (gone, blocked outside
+    /// its event-loop wait, or busy), as a fraction; whether that is (nearly) the whole hang;
+    /// and the event-loop wait it idled in, when its longest block was one.
+    fn stuck(&self, t: Tid, act: &Activity<'_>, hang_wait: u64) -> (f64, bool, Option<i32>) {
+        if hang_wait == 0 {
+            return (0.0, false, None);
+        }
+        let frac = |ns: u64| (ns as f64 / hang_wait as f64).min(1.0);
+        if act.exited_at.is_some() || act.segments == 0 {
+            return (1.0, true, None);
+        }
+        let block = act.longest_block.map_or(0, |(_, ns)| ns);
+        let idle = act
+            .longest_block
+            .filter(|(_, ns)| *ns > 0 && *ns >= act.on_cpu_ns)
+            .and_then(|(b, _)| {
+                hangs::learn_loop_wait(self.g, t, &self.cfg.hang)
+                    .filter(|lw| lw.syscall == b.wait_syscall)
+                    .map(|lw| lw.syscall)
+            });
+        let blocked = if idle.is_some() { 0.0 } else { frac(block) };
+        let cov = blocked.max(frac(act.on_cpu_ns));
+        (cov, cov >= self.cfg.whole_hang_fraction, idle)
     }
 
     /// The culprit of a baseline comparison: `t` (with the role of `bt` on the baseline path)
@@ -1896,6 +2314,7 @@ impl<'g> Walk<'g, '_> {
         s: &'g Segment,
         t: Tid,
         bt: Tid,
+        pos: usize,
         note: String,
         w0: Nanos,
         w1: Nanos,
@@ -1904,6 +2323,11 @@ impl<'g> Walk<'g, '_> {
         let hang_wait = w0.until(w1);
         let act = self.activity(t, w0, w1);
         let who = self.who(s.tid);
+        let wakes = if pos == 0 {
+            format!("which normally wakes {who}")
+        } else {
+            format!("which is normally on the wake-up path of {who}")
+        };
         let xwho = self.who(t);
         let same = if t == bt {
             String::new()
@@ -1926,7 +2350,7 @@ impl<'g> Walk<'g, '_> {
                 seg,
                 CauseClass::Exited,
                 format!(
-                    "{xwho}, which normally wakes {who}, exited at {} so the wake-up never came",
+                    "{xwho}, {wakes}, exited at {} so the wake-up never came",
                     self.rel(at)
                 ),
             );
@@ -1951,7 +2375,7 @@ impl<'g> Walk<'g, '_> {
                     bseg,
                     self.classify(bseg),
                     format!(
-                        "circular wait: {xwho}, which normally wakes {who}, was blocked in \
+                        "circular wait: {xwho}, {wakes}, was blocked in \
                          {bsys} and is already on the path"
                     ),
                 );
@@ -1961,7 +2385,7 @@ impl<'g> Walk<'g, '_> {
                 bseg,
                 self.classify(bseg),
                 format!(
-                    "{xwho}, which normally wakes {who}, was itself blocked {} in {bsys} during \
+                    "{xwho}, {wakes}, was itself blocked {} in {bsys} during \
                      the hang",
                     secs(ns)
                 ),
@@ -1996,7 +2420,7 @@ impl<'g> Walk<'g, '_> {
                 busy,
                 CauseClass::LongRunning,
                 format!(
-                    "{xwho}, which normally wakes {who}, was busy on CPU for {} during the hang \
+                    "{xwho}, {wakes}, was busy on CPU for {} during the hang \
                      instead",
                     secs(act.on_cpu_ns)
                 ),
@@ -2023,7 +2447,7 @@ impl<'g> Walk<'g, '_> {
             self.root(
                 seg,
                 self.classify(seg),
-                format!("{xwho}, which normally wakes {who}, was {during} during the hang"),
+                format!("{xwho}, {wakes}, was {during} during the hang"),
             );
         }
     }
@@ -2078,9 +2502,10 @@ impl<'g> Walk<'g, '_> {
     }
 
     /// Similar vertices that did not hang: segments of the same thread, or of threads with the
-    /// same name in a process of the same name, ending in the same wait syscall, whose wait
-    /// was short, not a timeout, and ended by a wake-up. Ranked by signature similarity; of the
-    /// best group (within 0.2 of the best), the most recent first.
+    /// same name in a process of the same name (those of the hung thread's own process when
+    /// it has any), ending in the same wait syscall, whose wait was short, not a timeout, and
+    /// ended by a wake-up. Ranked by signature similarity; of the best group (within 0.2 of
+    /// the best), the most recent first.
     fn similar(&self, s: &'g Segment, hang_wait: u64) -> Vec<(&'g Segment, &'g Segment, f64)> {
         let g = self.g;
         let short = ((hang_wait as f64 * self.cfg.running_slack) as u64).max(1);
@@ -2127,6 +2552,11 @@ impl<'g> Walk<'g, '_> {
                 let kinds = jaccard(&s_kinds, &kinds_of(b));
                 out.push((b, nb, 0.7 * seq + 0.3 * kinds));
             }
+        }
+        // The hung thread's own process first: a same-named process elsewhere on the machine
+        // (a system-wide trace) is only a baseline when the process has none.
+        if out.iter().any(|x| x.0.pid == s.pid) {
+            out.retain(|x| x.0.pid == s.pid);
         }
         let best = out.iter().map(|x| x.2).fold(f64::MIN, f64::max);
         out.retain(|x| x.2 >= best - 0.2);
@@ -2203,6 +2633,7 @@ impl<'g> Walk<'g, '_> {
             strength: Strength::Strong,
             ts: culprit.start_ns,
             description: format!("continue with {}", self.who(culprit.tid)),
+            stack: g.blocking_stack(culprit),
         };
         self.ask("recurse", culprit, what, vec![choice], 0)
             .is_some()
@@ -2211,6 +2642,7 @@ impl<'g> Walk<'g, '_> {
     /// One step of a ranked or baseline path.
     fn ranked_step(&self, s: &Segment, edge: Option<PathEdge>, cost: f64) -> RankedStep {
         RankedStep {
+            stack: self.step_stack(s, edge),
             segment: s.id,
             segment_label: s.id.to_string(),
             pid: s.pid,
@@ -2484,6 +2916,14 @@ impl<'g> Walk<'g, '_> {
                 let o: Vec<&str> = others.iter().map(|r| r.reason.as_str()).collect();
                 out.push_str(&format!(" Also implicated: {}.", o.join("; ")));
             }
+        }
+        let further: Vec<&str> = self
+            .further
+            .iter()
+            .filter_map(|f| f.root_causes.last().map(|r| r.reason.as_str()))
+            .collect();
+        if !further.is_empty() {
+            out.push_str(&format!(" Further culprits: {}.", further.join("; ")));
         }
         if !self.questions.is_empty() {
             let d = self.questions.iter().filter(|q| q.defaulted).count();

@@ -750,6 +750,11 @@ enum Handler {
         size: Option<Field>,
         caller: ArrayField,
     },
+    /// An event whose every record is a marker with this text ([`EventFormat::marker`]:
+    /// the `--dispatch` uprobes, `linux/uprobe.rs`).
+    Marker {
+        text: String,
+    },
     /// A known format Argus does not map (counted).
     Ignored,
 }
@@ -785,6 +790,9 @@ fn in_system(ev: &EventFormat, system: &str) -> bool {
 
 impl Handler {
     fn build(ev: &EventFormat) -> Result<Handler, FormatError> {
+        if let Some(text) = &ev.marker {
+            return Ok(Handler::Marker { text: text.clone() });
+        }
         let opt = |name| StrField::of(ev, name).ok();
         let int = |name| Field::int(ev, name);
         Ok(match ev.name.as_str() {
@@ -1211,6 +1219,7 @@ impl Converter {
                     text: String::from_utf8_lossy(b).into_owned(),
                 }
             }
+            Handler::Marker { text } => EventKind::Marker { text: text.clone() },
             Handler::WorkQueue { work, function } => EventKind::WorkQueue {
                 work: work.u64(p).map_err(oob)?,
                 function: function.u64(p).map_err(oob)?,
@@ -1278,6 +1287,14 @@ impl Converter {
             }
         };
         let flags = slot.common_flags.u64(p).map_err(oob)? as u8;
+        let ctx = match slot.handler {
+            // Uprobe handlers run in the task that hit the probe (on its way back to user
+            // mode), and their `common_flags` cannot be trusted: 6.18 writes 0xff (the
+            // context word is taken with `tracing_gen_ctx_dec()`, whose decrement of a zero
+            // preempt count borrows into the flags; seen as `DBZff` in `trace`).
+            Handler::Marker { .. } => Context::Task,
+            _ => Context::from_common_flags(flags),
+        };
         let tid = Tid(slot.common_pid.i32(p).map_err(oob)?);
         Ok(Some(Decoded {
             ts,
@@ -1288,7 +1305,7 @@ impl Converter {
                 cpu,
                 pid: Pid(tid.0),
                 tid,
-                ctx: Context::from_common_flags(flags),
+                ctx,
                 kind,
             }),
             comms,
@@ -1511,5 +1528,49 @@ mod tests {
         let c = Comm::new(b"sleep\0r/0\0\0\0\0\0\0\0");
         assert_eq!(c.as_bytes(), b"sleep");
         assert_eq!(Comm::new(&[b'a'; 20]).as_bytes().len(), 16);
+    }
+
+    /// A `--dispatch` return probe as 6.18 writes its format, with its marker text: each
+    /// record becomes that marker in the task that hit the probe.
+    #[test]
+    fn marker_events_become_markers() {
+        let text = "name: dispatch_0_ret\nID: 2400\nformat:\n\
+\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n\
+\tfield:unsigned char common_flags;\toffset:2;\tsize:1;\tsigned:0;\n\
+\tfield:unsigned char common_preempt_count;\toffset:3;\tsize:1;\tsigned:0;\n\
+\tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;\n\n\
+\tfield:unsigned long __probe_func;\toffset:8;\tsize:8;\tsigned:0;\n\
+\tfield:unsigned long __probe_ret_ip;\toffset:16;\tsize:8;\tsigned:0;\n\n\
+print fmt: \"(%lx <- %lx)\", REC->__probe_func, REC->__probe_ret_ip\n";
+        let mut ev = EventFormat::parse("argus_1", text).expect("format");
+        let mut set = FormatSet::default();
+        set.insert(ev.clone());
+        let mut p = vec![0u8; 24];
+        p[0..2].copy_from_slice(&2400u16.to_le_bytes());
+        p[4..8].copy_from_slice(&77i32.to_le_bytes());
+        // common_flags and preempt count as 6.18 writes them for uprobes.
+        p[2] = 0xff;
+        p[3] = 0xff;
+        let rec = RawRecord {
+            ts: 5,
+            offset: 16,
+            payload: &p,
+        };
+        // Without the marker file the probe is an event Argus does not use.
+        let mut conv = Converter::new(&set).expect("converter");
+        assert!(conv.convert(Cpu(0), &rec).expect("ok").is_none());
+        ev.marker = Some("argus:dispatch-end krate::f".into());
+        set.insert(ev);
+        let mut conv = Converter::new(&set).expect("converter");
+        let d = conv.convert(Cpu(0), &rec).expect("ok").expect("mapped");
+        let e = d.event.expect("event");
+        assert_eq!(e.tid, Tid(77));
+        assert_eq!(e.ctx, Context::Task);
+        assert_eq!(
+            e.kind,
+            EventKind::Marker {
+                text: "argus:dispatch-end krate::f".into()
+            }
+        );
     }
 }

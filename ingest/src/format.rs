@@ -305,7 +305,15 @@ pub struct EventFormat {
     pub fields: Vec<FieldFormat>,
     /// The `print fmt:` text (empty when absent).
     pub print_fmt: String,
+    /// Argus extension: the marker text every record of this event stands for, from the
+    /// [`MARKER_FILE`] next to the format file in a trace directory (the `--dispatch`
+    /// uprobes: `argus:dispatch-begin SYMBOL`). `None` for kernel formats.
+    pub marker: Option<String>,
 }
+
+/// The file next to an event's `format` in a trace directory's `formats/events/SYS/EVENT/`
+/// that makes every record of the event a marker with the file's text (first line).
+pub const MARKER_FILE: &str = "argus_marker";
 
 impl EventFormat {
     /// Parses the text of a `format` file. `system` is recorded as given.
@@ -332,6 +340,7 @@ impl EventFormat {
             id: id.ok_or(FormatError::NoId)?,
             fields,
             print_fmt,
+            marker: None,
         })
     }
 
@@ -567,8 +576,16 @@ impl FormatSet {
                     Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => continue,
                     Err(e) => return Err(io(&path, e)),
                 };
-                let ev = EventFormat::parse(&system, &text)
-                    .map_err(|source| LoadError::Parse { path, source })?;
+                let mut ev =
+                    EventFormat::parse(&system, &text).map_err(|source| LoadError::Parse {
+                        path: path.clone(),
+                        source,
+                    })?;
+                let marker = path.with_file_name(MARKER_FILE);
+                if marker.is_file() {
+                    let text = read_text(&marker).map_err(|e| io(&marker, e))?;
+                    ev.marker = Some(text.lines().next().unwrap_or_default().to_string());
+                }
                 set.insert(ev);
             }
         }
@@ -886,5 +903,38 @@ mod tests {
         assert_eq!(d.letter(0x100), b'+');
         assert_eq!(d.letter(0x10), b'X');
         assert_eq!(StateTable::from_print_fmt("garbage"), d);
+    }
+
+    /// `argus_marker` next to a format becomes [`EventFormat::marker`] (first line);
+    /// formats without it have none.
+    #[test]
+    fn marker_files_are_loaded() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let write = |rel: &str, text: &str| {
+            let path = dir.path().join(rel);
+            std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
+            std::fs::write(path, text).expect("write");
+        };
+        let format = |name: &str, id: u16| {
+            format!(
+                "name: {name}\nID: {id}\nformat:\n\
+                 \tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n"
+            )
+        };
+        write("argus_1/dispatch_0/format", &format("dispatch_0", 9000));
+        write(
+            "argus_1/dispatch_0/argus_marker",
+            "argus:dispatch-begin f\nignored\n",
+        );
+        write(
+            "argus_1/dispatch_0_ret/format",
+            &format("dispatch_0_ret", 9001),
+        );
+        let set = FormatSet::load_dir(dir.path()).expect("load");
+        assert_eq!(
+            set.get(9000).and_then(|e| e.marker.as_deref()),
+            Some("argus:dispatch-begin f")
+        );
+        assert_eq!(set.get(9001).map(|e| e.marker.clone()), Some(None));
     }
 }

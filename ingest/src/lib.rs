@@ -19,8 +19,12 @@
 //! - [`import`]: readers for others' recordings (tracefs text, `trace-cmd report`, systrace
 //!   HTML, format files + raw per-CPU pages) into the same events and thread table.
 //! - [`replay`]: [`replay::TraceReader`], reading a trace directory back.
+//! - [`perffile`]: the `perf/` part of a trace (call stacks, watchpoint hits) and its merge
+//!   into the replayed events.
+//! - [`symbolize`]: `/proc/PID/maps` + ELF symbols + DWARF unwinding of recorded stacks.
 //! - [`merge`]: per-CPU merge, thread table, epoch batching.
 //! - [`tracedir`]: trace directory file names and JSON documents.
+//! - [`files`]: file identity (what each file descriptor referred to), [`files::FileTable`].
 //! - [`linux`]: the live collector (writes trace directories).
 //!
 //! **What this crate does:** validates the trace directory; decodes every page defensively
@@ -76,11 +80,14 @@
 
 pub mod decode;
 pub mod error;
+pub mod files;
 pub mod format;
 pub mod import;
 pub mod kallsyms;
 pub mod merge;
+pub mod perffile;
 pub mod replay;
+pub mod symbolize;
 
 pub mod linux;
 pub mod tracedir;

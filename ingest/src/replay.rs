@@ -284,6 +284,12 @@ impl TraceReader {
             .map_or(self.meta.start_ns, |c| c.max(self.meta.start_ns))
     }
 
+    /// What each file descriptor referred to (`files/`, [`crate::files`]); empty for traces
+    /// without it. A cut last frame is tolerated while the trace's status is `recording`.
+    pub fn files(&self) -> Result<crate::files::FileTable, crate::files::FilesError> {
+        crate::files::FileTable::read(&self.dir, self.meta.status != "complete")
+    }
+
     /// `meta.json`'s extension keys (ring, lost ranges).
     pub fn meta_ext(&self) -> &MetaExt {
         &self.ext
@@ -386,6 +392,7 @@ impl TraceReader {
             meta: self.meta,
             kallsyms: self.kallsyms,
             errors: 0,
+            perf: crate::perffile::PerfMerge::load_logged(&self.dir, self.cutoff),
             cutoff: self.cutoff.map(Nanos),
             seq: 0,
             before_cutoff: 0,
@@ -790,6 +797,9 @@ pub struct Events {
     seq: u64,
     /// Events dropped as before the cutoff.
     before_cutoff: u64,
+    /// Stack samples and watchpoint hits of `perf/` merged into the stream (every event
+    /// is then renumbered).
+    perf: Option<crate::perffile::PerfMerge>,
 }
 
 impl Iterator for Events {
@@ -797,6 +807,9 @@ impl Iterator for Events {
 
     #[inline]
     fn next(&mut self) -> Option<Self::Item> {
+        if self.perf.is_some() {
+            return self.next_merged();
+        }
         loop {
             match self.merge.next()? {
                 Ok(mut ev) => {
@@ -820,6 +833,38 @@ impl Iterator for Events {
 }
 
 impl Events {
+    /// [`Iterator::next`] with `perf/` samples merged in ([`crate::perffile::PerfMerge`]).
+    fn next_merged(&mut self) -> Option<Result<Event, IngestError>> {
+        loop {
+            let perf = self.perf.as_mut()?;
+            if let Some(mut ev) = perf.pop() {
+                ev.seq = self.seq;
+                self.seq += 1;
+                return Some(Ok(ev));
+            }
+            match self.merge.next() {
+                None => {
+                    perf.finish();
+                    let mut ev = perf.pop()?;
+                    ev.seq = self.seq;
+                    self.seq += 1;
+                    return Some(Ok(ev));
+                }
+                Some(Err(e)) => {
+                    self.errors += 1;
+                    return Some(Err(e));
+                }
+                Some(Ok(ev)) => {
+                    if self.cutoff.is_some_and(|c| ev.ts < c) {
+                        self.before_cutoff += 1;
+                        continue;
+                    }
+                    perf.push(ev);
+                }
+            }
+        }
+    }
+
     /// `meta.json`.
     pub fn meta(&self) -> &TraceMeta {
         &self.meta
@@ -837,9 +882,9 @@ impl Events {
 
     /// Ends the stream: threads and statistics (whatever was consumed).
     pub fn finish(self) -> ReplaySummary {
-        let events = match self.cutoff {
-            Some(_) => self.seq,
-            None => self.merge.released(),
+        let events = match (self.cutoff, &self.perf) {
+            (None, None) => self.merge.released(),
+            _ => self.seq,
         };
         let before_cutoff = self.before_cutoff;
         let (streams, table) = self.merge.into_parts();

@@ -167,3 +167,82 @@ pub struct LostRange {
     /// Events lost (`None` when a page said "some" without a count).
     pub events: Option<u64>,
 }
+
+/// Directory holding the file-identity records (`files/NNNNNN.jsonl.zst`).
+pub fn files_dir(dir: &Path) -> PathBuf {
+    dir.join("files")
+}
+/// Path of file-identity file number `seq`.
+pub fn files_path(dir: &Path, seq: u32) -> PathBuf {
+    files_dir(dir).join(format!("{seq:06}.jsonl.zst"))
+}
+
+/// One line of a `files/NNNNNN.jsonl.zst` file: what a file descriptor refers to
+/// (`docs/trace-dir.md`, "File identity"). Read back by [`crate::files::FileTable`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum FileLine {
+    /// The first line of every file: the lines up to the first non-snapshot line restate
+    /// the whole table known at `ts`, so the file can be read without its predecessors.
+    Snapshot {
+        /// The file's sequence number.
+        seq: u32,
+        /// `CLOCK_MONOTONIC` when the snapshot was taken.
+        ts: u64,
+    },
+    /// From `ts` on, fd `fd` of process `pid` refers to this file.
+    Fd {
+        /// When the fd got this meaning (the creating syscall's exit, or recording start).
+        ts: u64,
+        /// Process (thread group) id.
+        pid: i32,
+        /// The descriptor.
+        fd: i32,
+        /// `pipe`, `socket`, `regular`, `anon` or `other`.
+        kind: String,
+        /// Inode number (the bracketed number of `pipe:[N]`/`socket:[N]`, `st_ino` of a
+        /// path, the `eventfd-id` of an eventfd).
+        ino: u64,
+        /// For a connected socket: the inode of the socket at the other end, when the kernel
+        /// exposes it (unix sockets, TCP/UDP over loopback).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        peer: Option<u64>,
+        /// The `/proc/PID/fd/N` link text (`pipe:[123]`, `/etc/passwd`, `anon_inode:[eventfd]`).
+        target: String,
+        /// How it was learnt: `start` (the scan at recording start), `syscall` (the fd a
+        /// syscall returned), `scan` (a rescan of the process), `snapshot` (restated at the
+        /// start of a later file).
+        src: String,
+    },
+    /// From `ts` on, what fd `fd` of process `pid` refers to is unknown: it was created at
+    /// `ts`, but closed (and possibly reused) before `/proc` could be read.
+    Unknown {
+        /// The creating syscall's time.
+        ts: u64,
+        /// Process id.
+        pid: i32,
+        /// The descriptor.
+        fd: i32,
+    },
+    /// Process `child` was created by `parent` at `ts` with a copy of its descriptor table.
+    Fork {
+        /// `task_newtask` time.
+        ts: u64,
+        /// The parent process.
+        parent: i32,
+        /// The new process.
+        child: i32,
+    },
+    /// The tracker could not keep up and dropped `messages` syscall notifications before
+    /// `ts`: identities created then may be missing.
+    Lost {
+        /// When the drop was noticed.
+        ts: u64,
+        /// Notifications dropped since the previous `lost` line.
+        messages: u64,
+    },
+    /// A line type this build does not know (written by a newer recorder); ignored.
+    #[serde(other)]
+    Other,
+}

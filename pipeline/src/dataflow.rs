@@ -1,4 +1,5 @@
-//! The timely/differential dataflow.
+//! The timely dataflow, with differential semantics: every stream carries `(record, diff)`
+//! changes at an epoch, and the output accumulates to the graph.
 //!
 //! ```text
 //!  worker 0: batches ─► route ─► (key, role, event) + one Tick per worker
@@ -6,15 +7,24 @@
 //!                         ▼
 //!            "pipeline::keyed": per-key state machines (rules.rs), per epoch in order:
 //!              final records (+1), mutable records diffed against what was emitted,
-//!              open-segment spin deadlines crossed by the epoch's watermark
-//!                         │ differential collection of Output
-//!        ┌────────────────┼─────────────────────┬───────────────┐
-//!     segments,        Src ⋈ Dst on seq      Src ⋈ Pair ⋈ Dst    spins,
-//!     thread order     (wake-up, fork,       (timers, work,      rule counters
-//!                       signal)               pipes)
-//!        └────────────────┴──────────┬──────────┴───────────────┘
-//!                                    ▼ exchange to worker 0 ─► output channel
+//!              open-segment spin deadlines crossed by the epoch's watermark;
+//!              four outputs, so no record is copied to consumers that drop it
+//!        ┌──────────────┬───────────────────┬────────────────────────────┐
+//!     segments,      counters       Src, direct Dst, Pair          paired Dst
+//!     thread order,     │             │ exchange by seq               │
+//!     spins             │             ▼                               │
+//!        │              │   "pipeline::join_seq": Src ⋈ Dst ─► edges  │
+//!        │              │      Src ⋈ Pair ─► (fire, Src) ─────────────┤ exchange by fire
+//!        │              │                                             ▼
+//!        │              │                "pipeline::join_fire": (fire, Src) ⋈ Dst ─► edges
+//!        └──────────────┴────────────┬────────────────────────────────┘
+//!                                    ▼ exchange to worker 0 ─► output channel (containers
+//!                                      handed over as they are)
 //! ```
+//!
+//! The joins (`dataflow/join.rs`) are hash joins over closed epochs that hold one compact entry per
+//! `seq` and do work proportional to the epoch's changes, so an epoch costs the same
+//! whatever the history behind it.
 //!
 //! Epoch closing: the driver (worker 0 of process 0) introduces epoch *e*'s events and its
 //! watermark, advances the input to *e+1*, and steps until the probe passes *e*; only then
@@ -22,19 +32,24 @@
 //! Records are never late here: ingest's merger releases an event only once every CPU's
 //! stream has passed its timestamp (see `argus_ingest::merge`).
 
-use crate::rules::{route, wake_edge, Counter, Counts, Key, KeyState, Output, Role, RulesConfig};
+mod join;
+
+use crate::rules::{route, Counter, Counts, Key, KeyState, Output, Role, RulesConfig};
 use argus_schema::{CausalEdge, Epoch, Event, Nanos, Segment, Spin};
 use crossbeam_channel::{Receiver, Sender};
-use differential_dataflow::collection::AsCollection;
+use join::{Diff, SideA, SideB, StageA, StageB};
 use serde::{Deserialize, Serialize};
 use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::rc::Rc;
 use std::sync::Arc;
+use timely::container::CapacityContainerBuilder;
 use timely::dataflow::channels::pact::Exchange;
+use timely::dataflow::operators::generic::builder_rc::OperatorBuilder;
 use timely::dataflow::operators::generic::operator::Operator;
+use timely::dataflow::operators::generic::OutputBuilder;
 use timely::dataflow::operators::Exchange as _;
-use timely::dataflow::operators::{InspectCore, Probe};
+use timely::dataflow::operators::{Capability, Concat, InspectCore, Probe};
 use timely::dataflow::{InputHandleVec, ProbeHandle};
 
 /// One epoch of input: events in `seq` order, complete up to `watermark`.
@@ -178,6 +193,47 @@ fn timely_config(cfg: &DataflowConfig) -> Result<timely::Config, PipelineError> 
     })
 }
 
+/// The keyed operator's records, split by where they go next.
+#[derive(Default)]
+struct Outs {
+    /// Graph records, to the output.
+    updates: Vec<(Update, Diff)>,
+    /// Rule counters, to worker 0's tally.
+    counts: Vec<(Counter, Diff)>,
+    /// Endpoints joined by `seq` ([`StageA`]).
+    a: Vec<(SideA, Diff)>,
+    /// Targets of paired effects ([`StageB`]).
+    b: Vec<(SideB, Diff)>,
+}
+
+impl Outs {
+    fn push(&mut self, o: Output, d: Diff) {
+        match o {
+            Output::Segment(s) => self.updates.push((Update::Segment(s), d)),
+            Output::Edge(e) => self.updates.push((Update::Edge(e), d)),
+            Output::Spin(s) => self.updates.push((Update::Spin(s), d)),
+            Output::Src(s) => self.a.push((SideA::Src(s), d)),
+            Output::Dst(t) if t.paired => self.b.push((SideB::Dst(t), d)),
+            Output::Dst(t) => self.a.push((SideA::Direct(t), d)),
+            Output::Pair(p) => self.a.push((SideA::Pair(p), d)),
+            Output::Count(c) => self.counts.push((c, d)),
+        }
+    }
+}
+
+/// Epochs waiting for their input to be complete: capabilities (one per output) and data.
+type Pending<C, D> = BTreeMap<u64, (C, Vec<D>)>;
+
+/// An output port with its container builder.
+type Port<D> = OutputBuilder<u64, CapacityContainerBuilder<Vec<(D, Diff)>>>;
+
+/// Sends `data` at `cap` on `port` as one container (no copy when it stays on this worker).
+fn ship<D: Clone + 'static>(port: &mut Port<D>, cap: &Capability<u64>, mut data: Vec<(D, Diff)>) {
+    if !data.is_empty() {
+        port.activate().session(cap).give_container(&mut data);
+    }
+}
+
 /// Runs the dataflow until `input` is closed. In a cluster, only process 0 reads `input`
 /// and writes `output`; other processes pass channels that are never used.
 pub fn run(
@@ -197,21 +253,109 @@ pub fn run(
         let counts_rx = counts_tx.clone();
         let out_tx = output.clone();
         worker.dataflow::<u64, _, _>(|scope| {
+            let routed = handle.to_stream(scope);
+
+            // The keyed operator: state machines per key, four outputs.
+            let mut kb = OperatorBuilder::new("pipeline::keyed".to_owned(), routed.scope());
+            let mut kin = kb.new_input(
+                routed,
+                Exchange::new(|r: &Routed| match r {
+                    Routed::Ev { key, .. } => key.hash64(),
+                    Routed::Tick { worker, .. } => *worker,
+                }),
+            );
+            let (p_upd, updates) = kb.new_output::<Vec<(Update, Diff)>>();
+            let (p_cnt, counted) = kb.new_output::<Vec<(Counter, Diff)>>();
+            let (p_a, side_a) = kb.new_output::<Vec<(SideA, Diff)>>();
+            let (p_b, side_b) = kb.new_output::<Vec<(SideB, Diff)>>();
+            let mut p_upd: Port<Update> = OutputBuilder::from(p_upd);
+            let mut p_cnt: Port<Counter> = OutputBuilder::from(p_cnt);
+            let mut p_a: Port<SideA> = OutputBuilder::from(p_a);
+            let mut p_b: Port<SideB> = OutputBuilder::from(p_b);
             let rk = rules.clone();
-            let outputs = handle
-                .to_stream(scope)
-                .unary_frontier(
-                    Exchange::new(|r: &Routed| match r {
-                        Routed::Ev { key, .. } => key.hash64(),
-                        Routed::Tick { worker, .. } => *worker,
-                    }),
-                    "pipeline::keyed",
+            kb.build(move |initial| {
+                drop(initial);
+                let mut keyed = Keyed::new(rk);
+                let mut queued: Pending<Vec<Capability<u64>>, Routed> = BTreeMap::new();
+                move |frontiers| {
+                    kin.for_each(|time, data| {
+                        queued
+                            .entry(*time.time())
+                            .or_insert_with(|| {
+                                ((0..4).map(|p| time.retain(p)).collect(), Vec::new())
+                            })
+                            .1
+                            .append(data);
+                    });
+                    while let Some(entry) = queued.first_entry() {
+                        if frontiers[0].less_equal(entry.key()) {
+                            break;
+                        }
+                        let (caps, items) = entry.remove();
+                        let mut outs = Outs::default();
+                        keyed.epoch(items, &mut outs);
+                        ship(&mut p_upd, &caps[0], outs.updates);
+                        ship(&mut p_cnt, &caps[1], outs.counts);
+                        ship(&mut p_a, &caps[2], outs.a);
+                        ship(&mut p_b, &caps[3], outs.b);
+                    }
+                }
+            });
+
+            // Join stage A, by seq: direct edges, and paired actors re-keyed by effect.
+            let mut ab = OperatorBuilder::new("pipeline::join_seq".to_owned(), side_a.scope());
+            let mut ain = ab.new_input(
+                side_a,
+                Exchange::new(|x: &(SideA, Diff)| join::spread(x.0.key())),
+            );
+            let (p_edges, edges_a) = ab.new_output::<Vec<(Update, Diff)>>();
+            let (p_fires, fires) = ab.new_output::<Vec<(SideB, Diff)>>();
+            let mut p_edges: Port<Update> = OutputBuilder::from(p_edges);
+            let mut p_fires: Port<SideB> = OutputBuilder::from(p_fires);
+            let ra = rules.clone();
+            ab.build(move |initial| {
+                drop(initial);
+                let mut stage = StageA::new();
+                let mut queued: Pending<Vec<Capability<u64>>, (SideA, Diff)> = BTreeMap::new();
+                move |frontiers| {
+                    ain.for_each(|time, data| {
+                        queued
+                            .entry(*time.time())
+                            .or_insert_with(|| {
+                                ((0..2).map(|p| time.retain(p)).collect(), Vec::new())
+                            })
+                            .1
+                            .append(data);
+                    });
+                    while let Some(entry) = queued.first_entry() {
+                        if frontiers[0].less_equal(entry.key()) {
+                            break;
+                        }
+                        let (caps, delta) = entry.remove();
+                        let mut edges = Vec::new();
+                        let mut fired = Vec::new();
+                        stage.epoch(
+                            delta,
+                            &ra,
+                            |e, d| edges.push((Update::Edge(e), d)),
+                            |f, d| fired.push((f, d)),
+                        );
+                        ship(&mut p_edges, &caps[0], edges);
+                        ship(&mut p_fires, &caps[1], fired);
+                    }
+                }
+            });
+
+            // Join stage B, by effect seq: paired edges.
+            let rb = rules.clone();
+            let edges_b = side_b
+                .concat(fires)
+                .unary_frontier::<CapacityContainerBuilder<Vec<(Update, Diff)>>, _, _, _>(
+                    Exchange::new(|x: &(SideB, Diff)| join::spread(x.0.key())),
+                    "pipeline::join_fire",
                     move |_cap, _info| {
-                        let mut keyed = Keyed::new(rk);
-                        let mut queued: BTreeMap<
-                            u64,
-                            (timely::dataflow::operators::Capability<u64>, Vec<Routed>),
-                        > = BTreeMap::new();
+                        let mut stage = StageB::new();
+                        let mut queued: Pending<Capability<u64>, (SideB, Diff)> = BTreeMap::new();
                         move |(input, frontier), output| {
                             input.for_each(|time, data| {
                                 queued
@@ -224,88 +368,53 @@ pub fn run(
                                 if frontier.less_equal(entry.key()) {
                                     break;
                                 }
-                                let (cap, items) = entry.remove();
-                                let updates = keyed.epoch(items);
-                                let t = *cap.time();
-                                output
-                                    .session(&cap)
-                                    .give_iterator(updates.into_iter().map(|(o, d)| (o, t, d)));
+                                let (cap, delta) = entry.remove();
+                                let mut edges = Vec::new();
+                                stage.epoch(delta, &rb, |e, d| edges.push((Update::Edge(e), d)));
+                                if !edges.is_empty() {
+                                    output.session(&cap).give_container(&mut edges);
+                                }
                             }
                         }
                     },
-                )
-                .as_collection();
+                );
 
-            let segments = outputs.clone().flat_map(|o| match o {
-                Output::Segment(s) => Some(Update::Segment(s)),
-                Output::Edge(e) => Some(Update::Edge(e)),
-                Output::Spin(s) => Some(Update::Spin(s)),
-                _ => None,
-            });
-            let counted = counts_tx.clone();
-            outputs
-                .clone()
-                .flat_map(|o| match o {
-                    Output::Count(c) => Some(c),
-                    _ => None,
-                })
-                .inner
+            // Rule counters: tallied on worker 0 for the driver.
+            let counted_to = counts_tx.clone();
+            counted
                 .exchange(|_| 0)
                 .inspect_container(move |event| {
                     if let Ok((_time, data)) = event {
-                        let mut acc = counted.borrow_mut();
-                        for (c, _t, d) in data.iter() {
-                            acc.add(*c, *d as i64);
+                        let mut acc = counted_to.borrow_mut();
+                        for (c, d) in data.iter() {
+                            acc.add(*c, *d);
                         }
                     }
                 })
                 .probe_with(&probe);
-            let srcs = outputs.clone().flat_map(|o| match o {
-                Output::Src(s) => Some((s.seq, s)),
-                _ => None,
-            });
-            let direct = outputs.clone().flat_map(|o| match o {
-                Output::Dst(d) if !d.paired => Some((d.seq, d)),
-                _ => None,
-            });
-            let paired = outputs.clone().flat_map(|o| match o {
-                Output::Dst(d) if d.paired => Some((d.seq, d)),
-                _ => None,
-            });
-            let pairs = outputs.flat_map(|o| match o {
-                Output::Pair(p) => Some((p.arm, p.fire)),
-                _ => None,
-            });
-            let r1 = rules.clone();
-            let wake_edges = srcs
-                .clone()
-                .join_map(direct, move |_seq, s, d| Update::Edge(wake_edge(s, d, &r1)));
-            let r2 = rules.clone();
-            let paired_edges = srcs
-                .join_map(pairs, |_arm, s, fire| (*fire, s.clone()))
-                .join_map(paired, move |_fire, s, d| {
-                    Update::Edge(wake_edge(s, d, &r2))
-                });
-            segments
-                .concat(wake_edges)
-                .concat(paired_edges)
-                .inner
-                .exchange(|_| 0)
-                .inspect_container(move |event| {
-                    if let Ok((time, data)) = event {
-                        if !data.is_empty() {
-                            let updates: Vec<(Update, i64)> = data
-                                .iter()
-                                .map(|(u, _t, d)| (u.clone(), *d as i64))
-                                .collect();
-                            // A closed receiver means the caller stopped listening: drop.
-                            let _ = out_tx.send(Message::Updates {
-                                epoch: Epoch(*time),
-                                updates,
+
+            // Every graph change goes to worker 0, which hands the containers to the channel
+            // as they are (no copy).
+            updates
+                .concat(edges_a)
+                .concat(edges_b)
+                .unary_frontier::<CapacityContainerBuilder<Vec<()>>, _, _, _>(
+                    Exchange::new(|_: &(Update, Diff)| 0),
+                    "pipeline::output",
+                    move |_cap, _info| {
+                        move |(input, _frontier), _output| {
+                            input.for_each(|time, data| {
+                                if !data.is_empty() {
+                                    // A closed receiver means the caller stopped listening.
+                                    let _ = out_tx.send(Message::Updates {
+                                        epoch: Epoch(*time.time()),
+                                        updates: std::mem::take(data),
+                                    });
+                                }
                             });
                         }
-                    }
-                })
+                    },
+                )
                 .probe_with(&probe);
         });
 
@@ -316,24 +425,22 @@ pub fn run(
             return;
         }
         let mut epoch = 0u64;
+        let mut routed = Vec::with_capacity(4);
         while let Ok(batch) = input.recv() {
             let n = batch.events.len();
             for ev in batch.events {
-                let mut sub = 0u8;
-                let mut routed = Vec::with_capacity(2);
-                route(&ev, &rules, |key, role| {
-                    routed.push((key, role, sub));
-                    sub = sub.wrapping_add(1);
-                });
-                if let Some((&(key, role, sub), rest)) = routed.split_last() {
-                    for &(key, role, sub) in rest {
+                routed.clear();
+                route(&ev, &rules, |key, role| routed.push((key, role)));
+                if let Some((&(key, role), rest)) = routed.split_last() {
+                    for (sub, &(key, role)) in rest.iter().enumerate() {
                         handle.send(Routed::Ev {
                             key,
                             role,
-                            sub,
+                            sub: sub as u8,
                             ev: ev.clone(),
                         });
                     }
+                    let sub = rest.len() as u8;
                     handle.send(Routed::Ev { key, role, sub, ev });
                 }
             }
@@ -369,6 +476,9 @@ struct Keyed {
     emitted: HashMap<Key, Vec<Output>>,
     deadlines: BTreeSet<(Nanos, Key)>,
     deadline_of: HashMap<Key, Nanos>,
+    /// Reused buffers.
+    finals: Vec<Output>,
+    now: Vec<Output>,
 }
 
 impl Keyed {
@@ -379,11 +489,13 @@ impl Keyed {
             emitted: HashMap::new(),
             deadlines: BTreeSet::new(),
             deadline_of: HashMap::new(),
+            finals: Vec::new(),
+            now: Vec::new(),
         }
     }
 
-    /// Processes one closed epoch's items; returns the updates at that epoch.
-    fn epoch(&mut self, mut items: Vec<Routed>) -> Vec<(Output, isize)> {
+    /// Processes one closed epoch's items; the updates at that epoch go to `outs`.
+    fn epoch(&mut self, mut items: Vec<Routed>, outs: &mut Outs) {
         let mut watermark = Nanos(0);
         items.retain(|r| match r {
             Routed::Tick { watermark: w, .. } => {
@@ -392,21 +504,30 @@ impl Keyed {
             }
             Routed::Ev { .. } => true,
         });
-        items.sort_unstable_by_key(|r| match r {
+        // One driver sends in seq order, so this is usually a check that finds it sorted.
+        let key = |r: &Routed| match r {
             Routed::Ev { ev, sub, .. } => (ev.seq, *sub),
             Routed::Tick { .. } => (u64::MAX, 0),
-        });
-        let mut finals = Vec::new();
+        };
+        if !items.is_sorted_by_key(key) {
+            items.sort_unstable_by_key(key);
+        }
+        let mut finals = std::mem::take(&mut self.finals);
         let mut touched: HashSet<Key> = HashSet::new();
+        let mut last: Option<Key> = None;
         for r in &items {
             if let Routed::Ev { key, role, ev, .. } = r {
+                if last != Some(*key) {
+                    touched.insert(*key);
+                    last = Some(*key);
+                }
                 self.keys
                     .entry(*key)
                     .or_insert_with(|| KeyState::new(*key))
                     .on_event(ev, *role, &self.rules, &mut finals);
-                touched.insert(*key);
             }
         }
+        drop(items);
         // Re-arm the spin deadlines of touched keys, then fire those the watermark passed.
         for key in &touched {
             if let Some(old) = self.deadline_of.remove(key) {
@@ -430,16 +551,16 @@ impl Keyed {
             touched.insert(key);
         }
         // Counters are summed: one update per counter and epoch.
-        let mut counts: BTreeMap<Counter, isize> = BTreeMap::new();
-        let mut updates: Vec<(Output, isize)> = Vec::with_capacity(finals.len());
-        for o in finals {
+        let mut counts: BTreeMap<Counter, Diff> = BTreeMap::new();
+        for o in finals.drain(..) {
             match o {
                 Output::Count(c) => *counts.entry(c).or_insert(0) += 1,
-                o => updates.push((o, 1)),
+                o => outs.push(o, 1),
             }
         }
-        updates.extend(counts.into_iter().map(|(c, n)| (Output::Count(c), n)));
-        let mut now = Vec::new();
+        self.finals = finals;
+        outs.counts.extend(counts);
+        let mut now = std::mem::take(&mut self.now);
         for key in touched {
             now.clear();
             if let Some(s) = self.keys.get(&key) {
@@ -448,19 +569,21 @@ impl Keyed {
             let before = self.emitted.remove(&key).unwrap_or_default();
             for o in &before {
                 if !now.contains(o) {
-                    updates.push((o.clone(), -1));
+                    outs.push(o.clone(), -1);
                 }
             }
             for o in &now {
                 if !before.contains(o) {
-                    updates.push((o.clone(), 1));
+                    outs.push(o.clone(), 1);
                 }
             }
             if !now.is_empty() {
-                self.emitted.insert(key, now.clone());
+                // The old list becomes the next key's scratch buffer.
+                self.emitted
+                    .insert(key, std::mem::replace(&mut now, before));
             }
         }
-        updates
+        self.now = now;
     }
 }
 

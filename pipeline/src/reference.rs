@@ -2,7 +2,7 @@
 //! then the joins done with hash maps. Slow and obvious on purpose; it is the oracle the
 //! dataflow is tested against at every epoch.
 
-use crate::rules::{route, wake_edge, Dst, Key, KeyState, Output, RulesConfig, Src};
+use crate::rules::{join_edges, route, Dst, Key, KeyState, Output, RulesConfig, Src};
 use crate::Graph;
 use argus_schema::{Event, Nanos};
 use std::collections::HashMap;
@@ -46,14 +46,14 @@ pub fn assemble(out: Vec<Output>, cfg: &RulesConfig) -> Graph {
     for (seq, ds) in &direct {
         for s in srcs.get(seq).into_iter().flatten() {
             for d in ds {
-                g.edges.push(wake_edge(s, d, cfg));
+                join_edges(s, d, cfg, |e| g.edges.push(e));
             }
         }
     }
     for p in pairs {
         for s in srcs.get(&p.arm).into_iter().flatten() {
             for d in paired.get(&p.fire).into_iter().flatten() {
-                g.edges.push(wake_edge(s, d, cfg));
+                join_edges(s, d, cfg, |e| g.edges.push(e));
             }
         }
     }

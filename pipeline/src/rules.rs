@@ -42,7 +42,11 @@
 //! - **callouts** (1.c, `Dispatch_invoke`): each work item (`workqueue_execute_start..end` in
 //!   a kernel worker) is a segment of its own, [`SegmentKind::WorkItem`]; a work item
 //!   started inside another splits it, and the outer item's two parts are joined by a
-//!   *boosted* thread-order edge (one piece of work split by the rule).
+//!   *boosted* thread-order edge (one piece of work split by the rule). User-space
+//!   dispatches are callouts too: between the markers `argus:dispatch-begin NAME` and
+//!   `argus:dispatch-end NAME` ([`DISPATCH_BEGIN`]; from `trace_marker` or the collector's
+//!   uprobes) the thread runs one callback, a `WorkItem` segment with `work` 0 and
+//!   `function` [`dispatch_id`]`(NAME)`.
 //! - **interrupt cut-out** (1.a): hard interrupts, softirqs and timer callbacks (hrtimer and
 //!   wheel timers) are segments of the per-CPU pseudo-thread [`Tid::irq`], never of the task
 //!   they interrupted.
@@ -66,6 +70,9 @@
 //!
 //! Edges (ComputeGraph lines 2.a–2.f; ARCHITECTURE.md §5), see [`wake_edge`]:
 //!
+//! - **wait ↔ wake** (2.a, `AddWeakEdge`): for every wake-up that ended a wait, a weak
+//!   [`EdgeKind::WaitWake`] edge from the segment that ended in the wait to the waker's
+//!   segment (the waker may have been working for the waiter), see [`join_edges`].
 //! - **wake-up** (2.a): waker's segment → the segment the wake-up starts. *Strong* when the
 //!   waker shows intent: interrupt context or a work item (delegated work), a data-transfer
 //!   syscall, a notification (`kill`, `exit`…); *weak* otherwise (futex hand-offs may be
@@ -416,7 +423,9 @@ pub struct PipeRule {
 /// connected socket with inode `i` and peer `p`, writes feed `i → p` and reads drain
 /// `p → i` (see [`ChannelEnd::socket`]). `None`: not a channel (a regular file, a socket
 /// whose peer is unknown).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
 pub struct ChannelEnd {
     /// Channel fed by writes.
     pub send: Option<u64>,
@@ -491,8 +500,8 @@ pub struct ChannelSpan {
 pub struct ChannelMap {
     /// Spans per process, sorted by (fd, from).
     spans: std::collections::BTreeMap<Pid, Vec<ChannelSpan>>,
-    /// Process → (parent, fork time).
-    parents: std::collections::BTreeMap<Pid, (Pid, Nanos)>,
+    /// Process → its creations `(fork time, parent)`, sorted (a pid may be reused).
+    parents: std::collections::BTreeMap<Pid, Vec<(Nanos, Pid)>>,
 }
 
 impl ChannelMap {
@@ -531,13 +540,20 @@ impl ChannelMap {
                 self.insert(pid, s.fd, s.from, s.end);
             }
         }
-        self.parents.extend(other.parents);
+        for (child, forks) in other.parents {
+            for (at, parent) in forks {
+                self.set_parent(child, parent, at);
+            }
+        }
     }
 
     /// Records that `child` was forked from `parent` at `at` (inherits its descriptors).
     pub fn set_parent(&mut self, child: Pid, parent: Pid, at: Nanos) {
         if child != parent {
-            self.parents.insert(child, (parent, at));
+            let v = self.parents.entry(child).or_default();
+            if let Err(i) = v.binary_search(&(at, parent)) {
+                v.insert(i, (at, parent));
+            }
         }
     }
 
@@ -551,20 +567,27 @@ impl ChannelMap {
         self.spans.values().map(Vec::len).sum()
     }
 
-    /// What `fd` of `pid` referred to at `ts`.
+    /// What `fd` of `pid` referred to at `ts`: the process's own latest span since its
+    /// latest creation (a reused pid does not see the previous process's descriptors), else
+    /// what its parent's `fd` was at the fork.
     pub fn lookup(&self, pid: Pid, fd: i32, ts: Nanos) -> Option<ChannelEnd> {
         let (mut pid, mut ts) = (pid, ts);
         // Parent chains are short; the bound guards against a cycle in bad input.
         for _ in 0..16 {
+            let fork = self.parents.get(&pid).and_then(|v| {
+                let i = v.partition_point(|&(at, _)| at <= ts);
+                i.checked_sub(1).map(|i| v[i])
+            });
+            let born = fork.map_or(Nanos(0), |(at, _)| at);
             if let Some(v) = self.spans.get(&pid) {
                 let i = v.partition_point(|s| (s.fd, s.from) <= (fd, ts));
-                if i > 0 && v[i - 1].fd == fd {
+                if i > 0 && v[i - 1].fd == fd && v[i - 1].from >= born {
                     return Some(v[i - 1].end);
                 }
             }
-            let &(parent, at) = self.parents.get(&pid)?;
+            let (at, parent) = fork?;
             pid = parent;
-            ts = ts.min(at);
+            ts = at;
         }
         None
     }
@@ -851,6 +874,10 @@ pub struct Dst {
     /// Whether this endpoint joins through a [`Pair`] (timers, work, pipes) rather than
     /// directly on `seq` (wake-ups, forks, signals).
     pub paired: bool,
+    /// Whether the wake-up ended a wait that closed the target's previous segment (whose
+    /// id is then `seg`'s predecessor): the wait side of the weak wait↔wake pair.
+    #[serde(default)]
+    pub waited: bool,
 }
 
 /// An action (`arm` seq: timer armed, work queued, pipe written) and the effect it caused
@@ -998,6 +1025,45 @@ pub fn wake_edge(src: &Src, dst: &Dst, cfg: &RulesConfig) -> CausalEdge {
     }
 }
 
+/// Every edge one joined (actor, target) pair makes: the edge of [`wake_edge`], and for a
+/// wake-up that ended a wait, the weak wait↔wake pair (ComputeGraph line 2.a): from the
+/// segment that ended in the wait to the waker's segment, when the waker is another task.
+pub fn join_edges(src: &Src, dst: &Dst, cfg: &RulesConfig, mut f: impl FnMut(CausalEdge)) {
+    f(wake_edge(src, dst, cfg));
+    let waiter = dst.seg.tid();
+    if dst.waited
+        && !dst.paired
+        && dst.seg.seq() > 0
+        && src.seg.tid().is_task()
+        && src.seg.tid() != waiter
+    {
+        f(CausalEdge {
+            src: SegmentId::new(waiter, dst.seg.seq() - 1),
+            dst: src.seg,
+            kind: EdgeKind::WaitWake,
+            strength: Strength::Weak,
+            ts: src.ts,
+            src_syscall: -1,
+        });
+    }
+}
+
+/// Marker text that starts a user-space dispatch callout in the writing thread
+/// (`argus:dispatch-begin NAME`; written by applications to `trace_marker`, or made by the
+/// collector from a uprobe on the dispatch function, `argus record --dispatch`).
+pub const DISPATCH_BEGIN: &str = "argus:dispatch-begin";
+/// Marker text that ends the innermost dispatch callout of the same `NAME`.
+pub const DISPATCH_END: &str = "argus:dispatch-end";
+
+/// The `function` id of a dispatch callout's [`SegmentKind::WorkItem`] (its `work` is 0):
+/// the callout's name (trimmed) hashed with FNV-1a, so callouts of different functions
+/// differ and a begin matches its end.
+pub fn dispatch_id(name: &str) -> u64 {
+    name.trim().bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
+    })
+}
+
 /// The state machine of one key.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub enum KeyState {
@@ -1021,6 +1087,7 @@ impl KeyState {
             Key::Pipe(_) | Key::Channel(_) | Key::Flag(..) => KeyState::Object(ObjectState {
                 last_arm: None,
                 sticky: true,
+                fired_by: Vec::new(),
             }),
         }
     }
@@ -1468,7 +1535,7 @@ impl ThreadState {
     fn on_target(&mut self, ev: &Event, cfg: &RulesConfig, out: &mut Vec<Output>) {
         let ts = ev.ts;
         let culled = cfg.cull_threads.contains(&self.tid);
-        let dst = |seg: SegmentId, kind: EdgeKind, wait: i32| {
+        let dst = |seg: SegmentId, kind: EdgeKind, wait: i32, waited: bool| {
             if culled {
                 Output::Count(Counter::Culled)
             } else {
@@ -1478,6 +1545,7 @@ impl ThreadState {
                     kind,
                     wait,
                     paired: false,
+                    waited,
                 })
             }
         };
@@ -1489,7 +1557,7 @@ impl ThreadState {
                 let waker = (ev.ctx == Context::Task && ev.tid.is_task()).then_some(ev.tid);
                 if self.cur.is_none() {
                     let id = self.open(ts, StartCause::Woken);
-                    out.push(dst(id, EdgeKind::Wakeup, -1));
+                    out.push(dst(id, EdgeKind::Wakeup, -1, false));
                 } else if self.blocked {
                     self.blocked = false;
                     let wait = self.cur.as_ref().map_or(-1, |c| c.wait_syscall);
@@ -1500,12 +1568,12 @@ impl ThreadState {
                         // wait, which may report other connections first).
                         self.woken_by = waker.filter(|_| message_op(wait) == Some(false));
                         self.link_prev(ts, cfg, out);
-                        out.push(dst(id, EdgeKind::Wakeup, wait));
+                        out.push(dst(id, EdgeKind::Wakeup, wait, true));
                     } else {
                         // callout_level > 0: the wait does not end the segment.
                         self.resume_in_callout();
                         if let Some(id) = self.cur.as_ref().map(|c| c.id) {
-                            out.push(dst(id, EdgeKind::Wakeup, wait));
+                            out.push(dst(id, EdgeKind::Wakeup, wait, false));
                         }
                     }
                 }
@@ -1515,13 +1583,13 @@ impl ThreadState {
             {
                 self.pid = child_pid;
                 let id = self.open(ts, StartCause::Created);
-                out.push(dst(id, EdgeKind::Fork, -1));
+                out.push(dst(id, EdgeKind::Fork, -1, false));
             }
             EventKind::WakeupNew { .. }
                 if self.cur.is_none() && !self.dead && self.next_ord == 0 =>
             {
                 let id = self.open(ts, StartCause::Created);
-                out.push(dst(id, EdgeKind::Fork, -1));
+                out.push(dst(id, EdgeKind::Fork, -1, false));
             }
             _ => {}
         }
@@ -1581,11 +1649,29 @@ impl ThreadState {
                 self.link_prev(ts, cfg, out);
             }
             EventKind::WorkStart { work, function } => {
-                self.start_callout(ev, *work, *function, cfg, out);
+                self.start_callout(ev, *work, *function, true, cfg, out);
                 return;
             }
             EventKind::WorkEnd { .. } => {
                 self.end_callout(ts, cfg, out);
+                return;
+            }
+            EventKind::Marker { text } if text.starts_with(DISPATCH_BEGIN) => {
+                let function = dispatch_id(&text[DISPATCH_BEGIN.len()..]);
+                self.start_callout(ev, 0, function, false, cfg, out);
+                return;
+            }
+            EventKind::Marker { text } if text.starts_with(DISPATCH_END) => {
+                // Only the callout it closes: a dispatch that began before the trace did
+                // (or a kernel work item in progress) is left alone.
+                let function = dispatch_id(&text[DISPATCH_END.len()..]);
+                if self
+                    .callouts
+                    .last()
+                    .is_some_and(|c| c.work == 0 && c.function == function)
+                {
+                    self.end_callout(ts, cfg, out);
+                }
                 return;
             }
             EventKind::SignalDeliver { sig } => {
@@ -1684,6 +1770,7 @@ impl ThreadState {
                                 kind: EdgeKind::Message,
                                 wait: -1,
                                 paired: true,
+                                waited: false,
                             }));
                         }
                     }
@@ -1698,6 +1785,7 @@ impl ThreadState {
                         kind: EdgeKind::Flag,
                         wait: -1,
                         paired: true,
+                        waited: false,
                     }));
                 }
             }
@@ -1827,6 +1915,7 @@ impl ThreadState {
         ev: &Event,
         work: u64,
         function: u64,
+        queued: bool,
         cfg: &RulesConfig,
         out: &mut Vec<Output>,
     ) {
@@ -1846,6 +1935,9 @@ impl ThreadState {
             culled,
             seg: id,
         });
+        if !queued {
+            return;
+        }
         out.push(if culled {
             Output::Count(Counter::Culled)
         } else {
@@ -1855,6 +1947,7 @@ impl ThreadState {
                 kind: EdgeKind::Queue,
                 wait: -1,
                 paired: true,
+                waited: false,
             })
         });
     }
@@ -1914,6 +2007,7 @@ impl ThreadState {
                 kind: EdgeKind::Signal,
                 wait: -1,
                 paired: false,
+                waited: false,
             })),
             // Not generated for this thread: a process-directed signal generated for the
             // group leader, paired with its generation through [`Key::ProcSignal`].
@@ -1923,6 +2017,7 @@ impl ThreadState {
                 kind: EdgeKind::Signal,
                 wait: -1,
                 paired: true,
+                waited: false,
             })),
             None => {}
         }
@@ -2124,6 +2219,7 @@ impl IrqState {
                 kind: EdgeKind::Timer,
                 wait: -1,
                 paired: true,
+                waited: false,
             })
         });
     }
@@ -2234,12 +2330,19 @@ pub struct ObjectState {
     /// Whether an action may cause several effects (a pipe's written data is read by
     /// several reads) rather than one (a timer expires once per arming).
     sticky: bool,
+    /// Sticky objects: threads already linked to the last arming (one edge per reader
+    /// thread and write, however many reads it takes).
+    #[serde(default)]
+    fired_by: Vec<Tid>,
 }
 
 impl ObjectState {
     fn on_event(&mut self, ev: &Event, role: Role, cfg: &RulesConfig, out: &mut Vec<Output>) {
         match role {
-            Role::Arm => self.last_arm = Some((ev.seq, ev.ts, ev.tid)),
+            Role::Arm => {
+                self.last_arm = Some((ev.seq, ev.ts, ev.tid));
+                self.fired_by.clear();
+            }
             Role::Fire => {
                 let arm = if self.sticky {
                     self.last_arm
@@ -2255,7 +2358,18 @@ impl ObjectState {
                     // A thread reading back what it wrote itself (a self-pipe, its own
                     // flag) depends on nobody.
                     Some((_, _, by)) if self.sticky && by == ev.tid => {}
-                    Some((arm, _, _)) => out.push(Output::Pair(Pair { arm, fire: ev.seq })),
+                    // Each reader thread is linked once per write (a second link would
+                    // repeat the edge); past MAX_PEERS readers of one write, none more.
+                    Some(_)
+                        if self.sticky
+                            && (self.fired_by.contains(&ev.tid)
+                                || self.fired_by.len() >= MAX_PEERS) => {}
+                    Some((arm, _, _)) => {
+                        if self.sticky {
+                            self.fired_by.push(ev.tid);
+                        }
+                        out.push(Output::Pair(Pair { arm, fire: ev.seq }));
+                    }
                     None => {}
                 }
             }

@@ -617,7 +617,12 @@ fn stream(seed: u64, n: usize) -> Vec<Event> {
                 ts += 3;
             }
             24 => {
-                let text = ["frame 1", "other"][r.below(2) as usize];
+                let text = [
+                    "frame 1",
+                    "other",
+                    "argus:dispatch-begin cb",
+                    "argus:dispatch-end cb",
+                ][r.below(4) as usize];
                 push(
                     &mut evs,
                     ts,
@@ -720,6 +725,7 @@ fn assert_coverage(graphs: &[Graph]) {
         EdgeKind::Exit,
         EdgeKind::Flag,
         EdgeKind::Rule,
+        EdgeKind::WaitWake,
     ] {
         assert!(
             has(&|g: &Graph| g.edges.iter().any(|e| e.kind == kind)),
@@ -729,6 +735,15 @@ fn assert_coverage(graphs: &[Graph]) {
     assert!(has(&|g: &Graph| g.edges.iter().any(|e| e.strength
         == Strength::Boosted
         && e.kind == EdgeKind::ThreadOrder)));
+    let cb = argus_pipeline::rules::dispatch_id("cb");
+    assert!(
+        has(&|g: &Graph| g.segments.iter().any(|s| s.kind
+            == argus_schema::SegmentKind::WorkItem {
+                work: 0,
+                function: cb
+            })),
+        "no user-space dispatch callout in the oracle streams"
+    );
     assert!(has(&|g: &Graph| g.edges.iter().any(|e| e.strength
         == Strength::Boosted
         && e.kind == EdgeKind::Wakeup)));

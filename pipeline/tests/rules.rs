@@ -601,9 +601,9 @@ fn fd_identity_links_pipe_and_socket_data_dependencies_across_processes() {
         .insert(Pid(600), 3, Nanos(0), ChannelEnd::pipe(777));
     cfg.channels.set_parent(Pid(620), Pid(600), Nanos(500));
     cfg.channels
-        .insert(Pid(620), 7, Nanos(0), ChannelEnd::socket(52, 51));
+        .insert(Pid(620), 7, Nanos(600), ChannelEnd::socket(52, 51));
     cfg.channels
-        .insert(Pid(620), 8, Nanos(0), ChannelEnd::socket(91, 92));
+        .insert(Pid(620), 8, Nanos(600), ChannelEnd::socket(91, 92));
     let mut s = S::default();
     s.run(611);
     s.enter(611, WRITE, 4);
@@ -641,6 +641,116 @@ fn fd_identity_links_pipe_and_socket_data_dependencies_across_processes() {
     );
     // Without fd identity there is nothing to go on.
     assert!(edges_between(&graph(&s.evs, &RulesConfig::default()), 611, 621).is_empty());
+}
+
+#[test]
+fn one_write_read_many_times_by_one_thread_is_one_edge() {
+    let mut cfg = RulesConfig::default();
+    cfg.channels
+        .insert(Pid(610), 4, Nanos(0), ChannelEnd::pipe(5));
+    cfg.channels
+        .insert(Pid(620), 3, Nanos(0), ChannelEnd::pipe(5));
+    let mut s = S::default();
+    s.run(611);
+    s.enter(611, WRITE, 4);
+    s.exit(611, WRITE, 100);
+    s.run(621);
+    for _ in 0..3 {
+        s.enter(621, READ, 3);
+        s.exit(621, READ, 10);
+    }
+    s.block(621);
+    s.run(621);
+    s.enter(621, READ, 3);
+    s.exit(621, READ, 10);
+    let g = graph(&s.evs, &cfg);
+    assert_eq!(edges_between(&g, 611, 621).len(), 1, "{:#?}", g.edges);
+    // A new write is a new dependency.
+    s.enter(611, WRITE, 4);
+    s.exit(611, WRITE, 100);
+    s.enter(621, READ, 3);
+    s.exit(621, READ, 10);
+    let g = graph(&s.evs, &cfg);
+    assert_eq!(edges_between(&g, 611, 621).len(), 2, "{:#?}", g.edges);
+}
+
+#[test]
+fn a_wake_up_that_ends_a_wait_has_its_weak_wait_wake_pair() {
+    // 13 blocks, 14 wakes it: 13's first segment (ended by the wait) → 14's segment, weak.
+    // A wake-up of a thread that was not waiting (its first record) has no pair.
+    let mut s = S::default();
+    s.run(13);
+    s.block(13);
+    s.run(14);
+    s.wake(14, 13);
+    s.wake(14, 15);
+    let g = graph(&s.evs, &RulesConfig::default());
+    let pairs: Vec<&CausalEdge> = g
+        .edges
+        .iter()
+        .filter(|e| e.kind == EdgeKind::WaitWake)
+        .collect();
+    assert_eq!(pairs.len(), 1, "{:#?}", g.edges);
+    assert_eq!((pairs[0].src, pairs[0].dst), (seg(13, 0), seg(14, 0)));
+    assert_eq!(pairs[0].strength, Strength::Weak);
+    assert!(edge(&g, seg(14, 0), seg(13, 1)).is_some_and(|e| e.kind == EdgeKind::Wakeup));
+}
+
+#[test]
+fn each_user_space_dispatch_is_a_callout_segment_and_waits_inside_do_not_split_it() {
+    let marker = |s: &mut S, text: &str| {
+        s.task(
+            12,
+            EventKind::Marker {
+                text: text.to_string(),
+            },
+        );
+    };
+    let mut s = S::default();
+    s.run(12);
+    s.enter(12, EPOLL_WAIT, 3);
+    s.exit(12, EPOLL_WAIT, 1);
+    marker(&mut s, "argus:dispatch-begin on_job");
+    s.enter(12, READ, 5);
+    s.block(12); // a wait inside the callback
+    s.wake(10, 12);
+    s.run(12);
+    s.exit(12, READ, 8);
+    marker(&mut s, "argus:dispatch-end on_job");
+    marker(&mut s, "argus:dispatch-begin on_job");
+    s.enter(12, WRITE, 5);
+    s.exit(12, WRITE, 8);
+    // An end of another name (its begin was before the trace) closes nothing.
+    marker(&mut s, "argus:dispatch-end other");
+    marker(&mut s, "argus:dispatch-end on_job");
+    s.enter(12, EPOLL_WAIT, 3);
+    let g = graph(&s.evs, &RulesConfig::default());
+    let mine: Vec<_> = g.segments.iter().filter(|x| x.tid == Tid(12)).collect();
+    let id = argus_pipeline::rules::dispatch_id("on_job");
+    let items: Vec<_> = mine
+        .iter()
+        .filter(|x| {
+            x.kind
+                == SegmentKind::WorkItem {
+                    work: 0,
+                    function: id,
+                }
+        })
+        .collect();
+    assert_eq!(items.len(), 2, "{mine:#?}");
+    // The first callback blocked in read and stayed one segment; the wake-up points into it.
+    assert!(items[0].syscalls >= 1);
+    assert!(edges_between(&g, 10, 12)
+        .iter()
+        .any(|e| e.dst == items[0].id && e.kind == EdgeKind::Wakeup));
+    // Loop, callback, the loop between the callbacks, callback, loop.
+    assert_eq!(mine.len(), 5, "{mine:#?}");
+    // No thread-order edge into or out of a callback (each serves another request).
+    assert!(g
+        .edges
+        .iter()
+        .filter(|e| e.kind == EdgeKind::ThreadOrder)
+        .all(|e| items.iter().all(|i| e.src != i.id && e.dst != i.id)));
 }
 
 #[test]
@@ -682,6 +792,13 @@ fn channel_map_lookup_follows_fd_reuse_and_fork_inheritance() {
     m.insert(Pid(2), 3, Nanos(350), ChannelEnd::pipe(10));
     assert_eq!(m.lookup(Pid(2), 3, Nanos(400)), Some(ChannelEnd::pipe(10)));
     assert_eq!(m.len(), 3);
+    // Pid 2 reused by a later process: it does not see the old process's fd 3, but its
+    // new parent's table at its own fork.
+    m.set_parent(Pid(2), Pid(7), Nanos(1000));
+    assert_eq!(m.lookup(Pid(2), 3, Nanos(1100)), None);
+    m.insert(Pid(7), 3, Nanos(900), ChannelEnd::pipe(11));
+    assert_eq!(m.lookup(Pid(2), 3, Nanos(1100)), Some(ChannelEnd::pipe(11)));
+    assert_eq!(m.lookup(Pid(2), 3, Nanos(400)), Some(ChannelEnd::pipe(10)));
     // A socket's writes feed exactly what its peer reads.
     let (a, b) = (ChannelEnd::socket(4, 5), ChannelEnd::socket(5, 4));
     assert_eq!(a.send, b.recv);

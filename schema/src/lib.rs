@@ -683,11 +683,15 @@ pub enum EdgeKind {
     Flag,
     /// An edge added by a user rule (`argus build --rules`).
     Rule,
+    /// The weak pair of a wake-up (ComputeGraph line 2.a, `AddWeakEdge(wait, wake_up)`):
+    /// from the segment that ended in the wait to the waker's segment — the waker may have
+    /// been doing what the waiter asked for. Always weak.
+    WaitWake,
 }
 
 impl EdgeKind {
     /// Every kind, in declaration order.
-    pub const ALL: [EdgeKind; 10] = [
+    pub const ALL: [EdgeKind; 11] = [
         EdgeKind::Wakeup,
         EdgeKind::Fork,
         EdgeKind::Timer,
@@ -698,6 +702,7 @@ impl EdgeKind {
         EdgeKind::Exit,
         EdgeKind::Flag,
         EdgeKind::Rule,
+        EdgeKind::WaitWake,
     ];
 }
 
@@ -715,6 +720,7 @@ impl EdgeKind {
             EdgeKind::Exit => "exit",
             EdgeKind::Flag => "flag",
             EdgeKind::Rule => "rule",
+            EdgeKind::WaitWake => "wait_wake",
         }
     }
 }

@@ -7,6 +7,7 @@
 //!    manifest.json      schema_version, trace range, epoch, row counts, lost events…
 //!    events.parquet     segments.parquet   edges.parquet
 //!    spins.parquet      threads.parquet    errors.parquet
+//!    stacks.parquet     (optional) symbolized call stacks, see [`read_stacks`]
 //! ```
 //!
 //! Every column of every table (name, Arrow type, unit, meaning) is documented in
@@ -77,6 +78,7 @@ mod error;
 pub mod export;
 mod manifest;
 mod reader;
+mod stacks;
 mod table;
 mod writer;
 
@@ -84,6 +86,7 @@ pub use collection::CollectionSink;
 pub use error::SinkError;
 pub use manifest::{Manifest, SnapshotInfo, TableCounts, MANIFEST_FILE};
 pub use reader::{read_events, read_snapshot, read_snapshot_tables, EventReader, Snapshot};
+pub use stacks::{read_stacks, stacks_schema, EventStack, StackFrame, STACKS_FILE};
 pub use table::{
     parse_context, parse_edge_kind, parse_end_cause, parse_event_kind, parse_segment_kind,
     parse_spin_class, parse_start_cause, parse_strength, EventKindTag, SegmentKindTag, Table,

@@ -6,6 +6,7 @@ use crate::encode::{
 };
 use crate::error::SinkError;
 use crate::manifest::{Manifest, SnapshotInfo, TableCounts, MANIFEST_FILE};
+use crate::stacks::{EventStack, StacksWriter};
 use crate::table::Table;
 use argus_schema::{
     CausalEdge, ErrorRecord, Event, Nanos, Segment, Spin, ThreadInfo, SCHEMA_VERSION,
@@ -103,8 +104,55 @@ fn high_cardinality_columns(table: Table) -> &'static [(&'static str, bool)] {
 ///
 /// Uses the column-level API of `parquet` rather than `ArrowWriter::write` so that the
 /// columns of each batch are encoded (dictionary, statistics, zstd) on several threads:
-/// encoding is ~75% of the cost of writing events.
+/// encoding is ~75% of the cost of writing events. The large tables (events, segments,
+/// edges) encode on a thread of their own, so filling the next batch (decoding, for
+/// events) overlaps the encoding of the previous one.
 struct TableWriter<E: Encoder> {
+    path: PathBuf,
+    schema: SchemaRef,
+    enc: E,
+    batch_rows: usize,
+    rows: u64,
+    columns: Columns,
+}
+
+/// Where finished batches go: encoded on this thread, or sent to the table's encoder.
+enum Columns {
+    Inline(Option<Box<ColumnSink>>),
+    Thread {
+        tx: Option<std::sync::mpsc::SyncSender<RecordBatch>>,
+        handle: Option<std::thread::JoinHandle<Result<ColumnSink, SinkError>>>,
+    },
+}
+
+impl Columns {
+    /// Takes the sink: stops the encoder thread (after the batches already sent) and
+    /// returns its sink or the error that stopped it. `None` once taken.
+    fn join(&mut self) -> Option<Result<ColumnSink, SinkError>> {
+        match self {
+            Columns::Inline(sink) => sink.take().map(|s| Ok(*s)),
+            Columns::Thread { tx, handle } => {
+                drop(tx.take());
+                let handle = handle.take()?;
+                Some(match handle.join() {
+                    Ok(r) => r,
+                    Err(panic) => std::panic::resume_unwind(panic),
+                })
+            }
+        }
+    }
+}
+
+impl Drop for Columns {
+    fn drop(&mut self) {
+        // A writer dropped without close: let the encoder finish before the temporary
+        // directory goes.
+        let _ = self.join();
+    }
+}
+
+/// The Parquet side of a table: the file and the column writers of its current row group.
+struct ColumnSink {
     path: PathBuf,
     schema: SchemaRef,
     file: SerializedFileWriter<BufWriter<File>>,
@@ -114,9 +162,6 @@ struct TableWriter<E: Encoder> {
     group_rows: usize,
     row_group_rows: usize,
     threads: usize,
-    enc: E,
-    batch_rows: usize,
-    rows: u64,
 }
 
 impl<E: Encoder> TableWriter<E> {
@@ -158,26 +203,45 @@ impl<E: Encoder> TableWriter<E> {
         } else {
             batch_rows.min(4096)
         };
-        Ok(TableWriter {
-            path,
-            schema,
+        let sink = ColumnSink {
+            path: path.clone(),
+            schema: schema.clone(),
             file,
             factory,
             group: None,
             group_rows: 0,
             row_group_rows,
             threads: options.encode_threads.max(1),
+        };
+        let columns = if matches!(E::TABLE, Table::Events | Table::Segments | Table::Edges) {
+            // Two batches in flight: bounded memory, and the encoder never waits for the
+            // producer while it has work.
+            let (tx, rx) = std::sync::mpsc::sync_channel::<RecordBatch>(2);
+            let mut sink = sink;
+            let handle = std::thread::Builder::new()
+                .name(format!("argus-write-{}", E::TABLE.file_name()))
+                .spawn(move || {
+                    for batch in rx {
+                        sink.write_batch(&batch)?;
+                    }
+                    Ok(sink)
+                })
+                .map_err(|e| SinkError::io(&path, "starting the encoder thread for", e))?;
+            Columns::Thread {
+                tx: Some(tx),
+                handle: Some(handle),
+            }
+        } else {
+            Columns::Inline(Some(Box::new(sink)))
+        };
+        Ok(TableWriter {
+            path,
+            schema,
             enc: E::with_capacity(capacity),
             batch_rows,
             rows: 0,
+            columns,
         })
-    }
-
-    fn parquet_error(&self, source: ParquetError) -> SinkError {
-        SinkError::Parquet {
-            path: self.path.clone(),
-            source,
-        }
     }
 
     fn push(&mut self, row: &E::Row) -> Result<(), SinkError> {
@@ -200,7 +264,61 @@ impl<E: Encoder> TableWriter<E> {
                     source,
                 }
             })?;
-        // Cut the batch at row-group boundaries.
+        match &mut self.columns {
+            Columns::Inline(Some(sink)) => sink.write_batch(&batch)?,
+            Columns::Inline(None) => {
+                return Err(SinkError::Parquet {
+                    path: self.path.clone(),
+                    source: ParquetError::General("the table is closed".to_string()),
+                })
+            }
+            Columns::Thread { tx, .. } => {
+                let sent = tx.as_ref().is_some_and(|tx| tx.send(batch).is_ok());
+                if !sent {
+                    // The encoder stopped: it returns why.
+                    return Err(match self.columns.join() {
+                        Some(Err(e)) => e,
+                        _ => SinkError::Parquet {
+                            path: self.path.clone(),
+                            source: ParquetError::General("the encoder thread stopped".to_string()),
+                        },
+                    });
+                }
+            }
+        }
+        self.rows += n as u64;
+        Ok(())
+    }
+
+    /// Writes the footer and fsyncs; returns the number of rows.
+    fn close(mut self) -> Result<u64, SinkError> {
+        self.flush_batch()?;
+        let rows = self.rows;
+        let sink = match self.columns.join() {
+            Some(r) => r?,
+            None => {
+                return Err(SinkError::Parquet {
+                    path: self.path.clone(),
+                    source: ParquetError::General("the table is closed".to_string()),
+                })
+            }
+        };
+        sink.close()?;
+        Ok(rows)
+    }
+}
+
+impl ColumnSink {
+    fn parquet_error(&self, source: ParquetError) -> SinkError {
+        SinkError::Parquet {
+            path: self.path.clone(),
+            source,
+        }
+    }
+
+    /// Encodes a batch, cut at row-group boundaries.
+    fn write_batch(&mut self, batch: &RecordBatch) -> Result<(), SinkError> {
+        let n = batch.num_rows();
         let mut offset = 0;
         while offset < n {
             let take = (n - offset).min(self.row_group_rows - self.group_rows);
@@ -211,7 +329,6 @@ impl<E: Encoder> TableWriter<E> {
                 self.flush_group()?;
             }
         }
-        self.rows += n as u64;
         Ok(())
     }
 
@@ -281,9 +398,8 @@ impl<E: Encoder> TableWriter<E> {
         close().map_err(|e| self.parquet_error(e))
     }
 
-    /// Writes the footer and fsyncs; returns the number of rows.
-    fn close(mut self) -> Result<u64, SinkError> {
-        self.flush_batch()?;
+    /// Writes the footer and fsyncs.
+    fn close(mut self) -> Result<(), SinkError> {
         self.flush_group()?;
         let path = self.path;
         let buf = self
@@ -298,7 +414,7 @@ impl<E: Encoder> TableWriter<E> {
             .map_err(|e| SinkError::io(&path, "writing", e.into_error()))?;
         file.sync_all()
             .map_err(|e| SinkError::io(&path, "syncing", e))?;
-        Ok(self.rows)
+        Ok(())
     }
 }
 
@@ -377,13 +493,17 @@ fn encode_parallel(
 /// [`SinkError::WriterFailed`] and the snapshot is never installed.
 pub struct SnapshotWriter {
     target: PathBuf,
-    temp: TempDir,
     events: TableWriter<EventEncoder>,
     segments: TableWriter<SegmentEncoder>,
     edges: TableWriter<EdgeEncoder>,
     spins: TableWriter<SpinEncoder>,
     threads: TableWriter<ThreadEncoder>,
     errors: TableWriter<ErrorEncoder>,
+    /// `stacks.parquet`, created by the first [`SnapshotWriter::write_stacks`] call.
+    stacks: Option<StacksWriter>,
+    zstd_level: i32,
+    /// Declared after the tables: dropped (removed) once their encoder threads are done.
+    temp: TempDir,
     ts_range: Option<(Nanos, Nanos)>,
     failed: bool,
 }
@@ -477,6 +597,8 @@ impl SnapshotWriter {
             spins: TableWriter::create(&dir, &options)?,
             threads: TableWriter::create(&dir, &options)?,
             errors: TableWriter::create(&dir, &options)?,
+            stacks: None,
+            zstd_level: options.zstd_level,
             temp,
             ts_range: None,
             failed: false,
@@ -611,6 +733,31 @@ impl SnapshotWriter {
         self.poison_on_err(r)
     }
 
+    /// Appends call stacks to `stacks.parquet` (one row per frame; the file exists only
+    /// once this was called). Returns the number of rows (frames) written.
+    pub fn write_stacks<I>(&mut self, stacks: I) -> Result<u64, SinkError>
+    where
+        I: IntoIterator,
+        I::Item: Borrow<EventStack>,
+    {
+        self.check_alive()?;
+        let r = (|| {
+            if self.stacks.is_none() {
+                self.stacks = Some(StacksWriter::create(&self.temp.path, self.zstd_level)?);
+            }
+            let mut n = 0;
+            if let Some(w) = self.stacks.as_mut() {
+                for s in stacks {
+                    let s = s.borrow();
+                    w.push(s)?;
+                    n += s.frames.len() as u64;
+                }
+            }
+            Ok(n)
+        })();
+        self.poison_on_err(r)
+    }
+
     /// Closes every table, writes `manifest.json`, fsyncs, and installs the directory at the
     /// target. Returns the manifest written.
     pub fn finish(self, info: SnapshotInfo) -> Result<Manifest, SinkError> {
@@ -624,9 +771,14 @@ impl SnapshotWriter {
             spins,
             threads,
             errors,
+            stacks,
+            zstd_level: _,
             ts_range,
             failed: _,
         } = self;
+        if let Some(stacks) = stacks {
+            stacks.close()?;
+        }
         let counts = TableCounts {
             events: events.close()?,
             segments: segments.close()?,

@@ -201,3 +201,134 @@ fn a_short_sleep_woken_by_an_untraced_interrupt_leads_back_to_what_started_it() 
         .iter()
         .any(|p| p.description.contains("untraced interrupt")));
 }
+
+/// A thread stopped by a tracer (state `t`: the recorder's own `--watch …@cmd` attach, a
+/// debugger) or a stop signal (`T`) for longer than the threshold is not hung; a real wait
+/// later on is the hang.
+#[test]
+fn a_stopped_thread_is_not_a_hang() {
+    let mut b = B::new(5600.0);
+    b.thread(1, 1, "app", "app");
+    let stopped = b.task(1, 0.0, 1.0, 3000.0, "", 0.5);
+    let real = b.task(1, 3000.0, 3001.0, 5500.0, "read", 0.5);
+    b.open(1, 5500.0, None, "", 1.0);
+    for s in b.segments.iter_mut().filter(|s| s.id == stopped) {
+        s.wait_state = b't';
+    }
+    let g = b.graph();
+    let hangs = argus_diagnose::find_hangs(&g, argus_schema::Tid(1), &Default::default());
+    let segs: Vec<_> = hangs.iter().map(|h| h.spin.segment).collect();
+    assert_eq!(segs, vec![real]);
+}
+
+/// A batching server loop: `main` sent its request at 100 ms, the loop thread (busy with
+/// another client, its segment split where its peers change) read it without blocking — a
+/// message edge that is a data dependency, not a wake-up — and replied at 2999 ms. The walk
+/// continues into the loop's previous segment (busy), not back along the request to `main`
+/// (which would read as a circular wait).
+#[test]
+fn a_request_read_without_blocking_does_not_hide_the_split_of_a_batching_loop() {
+    let mut b = B::new(3600.0);
+    b.thread(1, 1, "main", "srv");
+    b.thread(2, 1, "loop", "srv");
+    let m0 = b.task(1, 0.0, 100.0, 3000.0, "recvfrom", 1.0);
+    let m1 = b.open(1, 3000.0, None, "", 1.0);
+    let l0 = b.seg(crate::builder::Seg {
+        tid: 2,
+        start: 0.0,
+        wait: None,
+        end: Some(2000.0),
+        sys: "",
+        on_cpu: 1950.0,
+        ret: None,
+    });
+    let l1 = b.task(2, 2000.0, 2999.5, 3500.0, "select", 900.0);
+    b.edge(l0, l1, EdgeKind::ThreadOrder, Strength::Weak, 2000.0, "");
+    b.edge(m0, l1, EdgeKind::Message, Strength::Strong, 100.0, "sendto");
+    b.edge(l1, m1, EdgeKind::Wakeup, Strength::Weak, 2999.0, "sendto");
+    b.long_wait(m0);
+    let g = b.graph();
+    let d = diagnose(
+        &g,
+        Some(Target {
+            pid: Pid(1),
+            tid: None,
+        }),
+        &mut AutoOracle,
+        &DiagnoseConfig::default(),
+    )
+    .unwrap();
+    let r = d.report.unwrap();
+    let last = r.root_causes.last().unwrap();
+    assert_eq!(last.segment, l0, "{:#?}", r.root_causes);
+    assert_eq!(last.class, argus_diagnose::CauseClass::LongRunning);
+    assert!(r.root_causes.iter().all(|c| !c.reason.contains("circular")));
+}
+
+fn run_main(b: B) -> argus_diagnose::Report {
+    let g = b.graph();
+    diagnose(
+        &g,
+        Some(Target {
+            pid: Pid(1),
+            tid: None,
+        }),
+        &mut AutoOracle,
+        &DiagnoseConfig::default(),
+    )
+    .unwrap()
+    .report
+    .unwrap()
+}
+
+/// The timer that ended `sleeper`'s sleep has no armer in the graph (its arming was lost):
+/// it still ended the thread's own sleep, so the root cause is that sleep, not the interrupt.
+#[test]
+fn a_timer_whose_arming_was_lost_still_ends_its_own_sleep() {
+    let mut b = B::new(3400.0);
+    b.thread(1, 1, "main", "app");
+    b.thread(2, 2, "sleeper", "sleeper");
+    b.task(1, 0.0, 10.0, 3010.0, "futex", 1.0);
+    let m1 = b.open(1, 3010.0, None, "", 1.0);
+    let s0 = b.task(2, 0.0, 5.0, 3005.0, "clock_nanosleep", 1.0);
+    let s1 = b.task(2, 3005.0, 3009.5, 3300.0, "", 0.5);
+    let t = b.irq(
+        0,
+        argus_schema::SegmentKind::Timer {
+            timer: 1,
+            function: 2,
+        },
+        3005.0,
+        3005.0,
+    );
+    b.edge(t, s1, EdgeKind::Wakeup, Strength::Strong, 3005.0, "");
+    b.wake(s1, m1, 3009.0, "futex");
+    let r = run_main(b);
+    let last = r.root_causes.last().unwrap();
+    assert_eq!(last.segment, s0, "{:#?}", r.root_causes);
+    assert_eq!(last.class, argus_diagnose::CauseClass::Sleep);
+    assert!(last.reason.contains("its own timer"), "{}", last.reason);
+}
+
+/// The waker computed through the whole wait, but a 1 ms block (a page fault, say) split its
+/// run: it is still the busy culprit, not a thread that "waited" before waking main.
+#[test]
+fn a_waker_busy_through_brief_waits_is_long_running() {
+    let mut b = B::new(3400.0);
+    b.thread(1, 1, "main", "app");
+    b.thread(2, 1, "worker", "app");
+    b.task(1, 0.0, 10.0, 3010.0, "futex", 1.0);
+    let m1 = b.open(1, 3010.0, None, "", 1.0);
+    b.task(2, 0.0, 1500.0, 1501.0, "", 1490.0);
+    let w1 = b.task(2, 1501.0, 3009.5, 3300.0, "futex", 1500.0);
+    b.wake(w1, m1, 3009.0, "futex");
+    let r = run_main(b);
+    let last = r.root_causes.last().unwrap();
+    assert_eq!(last.segment, w1, "{:#?}", r.root_causes);
+    assert_eq!(last.class, argus_diagnose::CauseClass::LongRunning);
+    assert!(
+        last.reason.contains("through brief waits"),
+        "{}",
+        last.reason
+    );
+}

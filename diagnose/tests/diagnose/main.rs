@@ -3,6 +3,7 @@
 //! workspace's integration tests.)
 #![allow(clippy::unwrap_used)]
 
+mod baseline;
 mod builder;
 mod fidelity;
 mod graph;

@@ -195,6 +195,9 @@ pub enum RecordError {
         /// The CPU.
         cpu: u32,
     },
+    /// A `--dispatch BINARY:SYMBOL` probe cannot be set up.
+    #[error(transparent)]
+    Dispatch(#[from] super::uprobe::DispatchError),
 }
 
 impl RecordError {

@@ -76,13 +76,22 @@
 //! `common_pid` of those records only.
 
 mod error;
+mod fdtrack;
+mod perf;
 mod reader;
 mod ring;
 mod signals;
 mod sysinfo;
 mod tracefs;
+mod uprobe;
 
 pub use error::RecordError;
+pub use fdtrack::scan_pages as file_scan_pages;
+pub use perf::{
+    default_stack_syscalls, parse_stacks, PerfConfig, PerfSummary, StackSet, WatchProcess,
+    WatchSpec, WatchTarget, DEFAULT_STACK_BYTES, PERF_SHARE_DIVISOR,
+};
+pub use uprobe::{symbol_file_offset, DispatchError, DispatchSpec, OffsetError};
 
 use crate::format::HeaderPage;
 use crate::tracedir::{self, LostRange, TraceMeta};
@@ -294,6 +303,17 @@ pub struct RecordConfig {
     /// When recording `ftrace/print` on a kernel with `options/copy_trace_marker` (6.17+),
     /// also record writes to the top-level `trace_marker` (default true).
     pub copy_top_level_markers: bool,
+    /// Call stacks (`--stacks`) and hardware watchpoints (`--watch`) recorded with perf into
+    /// `perf/` (see `perf.rs`); off by default.
+    pub perf: PerfConfig,
+    /// Record what every file descriptor refers to (`files/`, read back by
+    /// [`crate::files::FileTable`]; default true). Costs a scan of each page by the readers
+    /// and a thread reading `/proc` after each descriptor-creating syscall.
+    pub track_files: bool,
+    /// User-space dispatch functions (`--dispatch BINARY:SYMBOL`): each call is recorded as
+    /// an `argus:dispatch-begin SYMBOL` / `argus:dispatch-end SYMBOL` marker of the calling
+    /// thread, through a uprobe and a uretprobe (`uprobe.rs`). Empty by default.
+    pub dispatch: Vec<DispatchSpec>,
 }
 
 impl RecordConfig {
@@ -314,6 +334,9 @@ impl RecordConfig {
             flush_interval: Some(DEFAULT_FLUSH_INTERVAL),
             tracefs: PathBuf::from(DEFAULT_TRACEFS),
             copy_top_level_markers: true,
+            perf: PerfConfig::default(),
+            track_files: true,
+            dispatch: Vec::new(),
         }
     }
 }
@@ -338,6 +361,9 @@ impl PartialEq for RecordConfig {
             && self.flush_interval == other.flush_interval
             && self.tracefs == other.tracefs
             && self.copy_top_level_markers == other.copy_top_level_markers
+            && self.perf == other.perf
+            && self.track_files == other.track_files
+            && self.dispatch == other.dispatch
     }
 }
 
@@ -428,6 +454,8 @@ pub struct RecordSummary {
     pub command_status: Option<i32>,
     /// Threads of this process hidden from the trace (`set_event_notrace_pid`).
     pub excluded_tids: Vec<i32>,
+    /// What perf recorded (`--stacks`, `--watch`), when on.
+    pub perf: Option<PerfSummary>,
 }
 
 impl RecordSummary {
@@ -477,6 +505,23 @@ impl fmt::Display for RecordSummary {
         if tap > 0 {
             write!(f, "; the page tap dropped {tap} pages")?;
         }
+        if let Some(p) = &self.perf {
+            write!(
+                f,
+                "; perf: {} stack samples, {} watchpoint hits, {} maps copies",
+                p.stack_samples, p.watch_hits, p.maps_copies
+            )?;
+            if p.lost > 0 {
+                write!(f, " ({} samples LOST)", p.lost)?;
+            }
+            if p.dropped_chunks > 0 {
+                write!(
+                    f,
+                    " ({} oldest perf chunks deleted by the ring)",
+                    p.dropped_chunks
+                )?;
+            }
+        }
         match (self.command_pid, self.command_status) {
             (Some(pid), Some(status)) => write!(f, "; command pid {pid} exited with {status}"),
             (Some(pid), None) => write!(f, "; command pid {pid} still running"),
@@ -518,15 +563,25 @@ impl Recorder {
     /// and spawns the command. Returns once tracing is on.
     pub fn start(self) -> Result<Recording, RecordError> {
         let Recorder { config, stop } = self;
-        let events = validate(&config)?;
+        let mut events = validate(&config)?;
         check_root()?;
         check_tracefs(&config.tracefs)?;
         check_events(&config.tracefs, &events)?;
         prepare_output(&config.output_dir)?;
         tracefs::remove_stale_instances(&config.tracefs);
+        uprobe::remove_stale_groups(&config.tracefs);
 
         let page_size = page_size();
         let name = instance_name(&config);
+        // Dropped after `instance` on every error path below (reverse declaration order):
+        // a probe enabled in a live instance cannot be removed.
+        let uprobes = uprobe::Uprobes::create(
+            &config.tracefs,
+            &uprobe::group_name(&name),
+            &config.dispatch,
+        )?;
+        events.extend(uprobes.events().iter().cloned());
+        check_events(&config.tracefs, &events)?;
         let instance = Instance::create(&config.tracefs, &name)?;
         let marker_path = instance.file("trace_marker");
         let (release, machine, hostname) = sysinfo::uname();
@@ -589,6 +644,10 @@ impl Recorder {
             instance_dir: instance.path().to_path_buf(),
             copies_markers: false,
             instance: Some(instance),
+            perf: None,
+            fd_tracker: None,
+            fd_start: None,
+            uprobes: Some(uprobes),
         };
         recording.setup()?;
         Ok(recording)
@@ -626,6 +685,14 @@ pub struct Recording {
     copies_markers: bool,
     /// Removes the instance when dropped; `None` once closed.
     instance: Option<Instance>,
+    /// The perf collector (`--stacks`, `--watch`).
+    perf: Option<perf::PerfRecorder>,
+    /// The fd-tracker thread (`fdtrack.rs`), when [`RecordConfig::track_files`].
+    fd_tracker: Option<JoinHandle<Result<fdtrack::FdStats, RecordError>>>,
+    /// Tells the fd tracker the start time once tracing is on.
+    fd_start: Option<crossbeam_channel::Sender<u64>>,
+    /// The `--dispatch` uprobes; removed after the instance.
+    uprobes: Option<uprobe::Uprobes>,
 }
 
 impl Recording {
@@ -744,6 +811,9 @@ impl Recording {
         let cpus = self.cpus()?;
         self.shared.lock().meta.cpus = cpus.clone();
         sysinfo::copy_formats(&dir, &instance_events, &self.events)?;
+        if let Some(u) = &self.uprobes {
+            u.write_markers(&dir)?;
+        }
         sysinfo::write_kallsyms(&dir)?;
         for &cpu in &cpus {
             sysinfo::create_dir_private(&tracedir::cpu_dir(&dir, cpu))?;
@@ -756,9 +826,17 @@ impl Recording {
             }
         })?;
         self.chunk_pages = self.config.chunk_pages;
+        let files_budget = match self.config.ring_size {
+            Some(size) if self.config.track_files => Some(fdtrack::files_reserve(size)),
+            _ => None,
+        };
         if let Some(size) = self.config.ring_size {
             // The side files and meta.json (rewritten as it grows) count against the cap.
-            let side = sysinfo::dir_bytes(&dir) + RING_META_RESERVE + PROC_JSON_RESERVE;
+            let side = sysinfo::dir_bytes(&dir)
+                + RING_META_RESERVE
+                + PROC_JSON_RESERVE
+                + files_budget.unwrap_or(0)
+                + perf::PerfRecorder::reserve(&self.config.perf, Some(size));
             let budget = size.saturating_sub(side);
             let per_chunk_min =
                 (MIN_CHUNKS_PER_CPU * cpus.len().max(1) as u64) * self.page_size as u64;
@@ -789,7 +867,8 @@ impl Recording {
                 .map_err(|source| RecordError::io("opening", &path, source))?;
             pipes.push((cpu, pipe, path));
         }
-        self.spawn_readers(pipes, header_page)?;
+        let fd_scan = self.spawn_fd_tracker(files_budget)?;
+        self.spawn_readers(pipes, header_page, fd_scan)?;
 
         self.exclude_own_threads()?;
         for event in &self.events {
@@ -798,9 +877,19 @@ impl Recording {
             }
         }
 
+        self.perf = perf::start_if_enabled(
+            &self.config.perf,
+            &dir,
+            &self.config.tracefs,
+            self.config.flush_interval,
+            self.config.ring_size,
+        )?;
         self.shared.lock().meta.start_ns = sysinfo::monotonic_ns();
         self.started = Instant::now();
         tracefs::write(&self.file("tracing_on"), "1")?;
+        if let Some(start) = self.fd_start.take() {
+            let _ = start.send(self.shared.lock().meta.start_ns);
+        }
         self.set_copy_markers(true)?;
         self.shared.write_meta()?;
         tracing::info!(
@@ -816,7 +905,10 @@ impl Recording {
         sysinfo::write_proc(&dir, &threads)?;
 
         if let Some(argv) = self.config.command.clone() {
-            let child = spawn(&argv)?;
+            let child = match self.perf.as_mut() {
+                Some(p) => p.spawn_command(&argv)?,
+                None => spawn(&argv)?,
+            };
             self.shared.lock().meta.command_pid = Some(child.id() as i32);
             self.child = Some(child);
             self.shared.write_meta()?;
@@ -861,10 +953,47 @@ impl Recording {
             .collect())
     }
 
+    /// Starts the fd-tracker thread (before the exclusion list is written, so it is hidden
+    /// too); returns the page scan for the readers.
+    fn spawn_fd_tracker(
+        &mut self,
+        budget: Option<u64>,
+    ) -> Result<Option<fdtrack::PageScan>, RecordError> {
+        if !self.config.track_files {
+            return Ok(None);
+        }
+        let events_dir = tracedir::formats_dir(&self.config.output_dir).join("events");
+        let formats =
+            crate::format::FormatSet::load_dir(&events_dir).map_err(|e| RecordError::Parse {
+                path: events_dir.clone(),
+                reason: e.to_string(),
+            })?;
+        let (start_tx, start_rx) = crossbeam_channel::bounded(1);
+        let tracker = fdtrack::FdTracker::new(
+            &self.config.output_dir,
+            &formats,
+            start_rx,
+            self.config.flush_interval,
+            budget,
+        );
+        let scan = tracker.scan();
+        let handle = std::thread::Builder::new()
+            .name("argus-rec-fd".into())
+            .spawn(move || tracker.run())
+            .map_err(|source| RecordError::Sys {
+                call: "pthread_create",
+                source,
+            })?;
+        self.fd_tracker = Some(handle);
+        self.fd_start = Some(start_tx);
+        Ok(Some(scan))
+    }
+
     fn spawn_readers(
         &mut self,
         pipes: Vec<(u32, File, PathBuf)>,
         header_page: HeaderPage,
+        fd_scan: Option<fdtrack::PageScan>,
     ) -> Result<(), RecordError> {
         let (tid_tx, tid_rx) = crossbeam_channel::unbounded();
         for (cpu, pipe, pipe_path) in pipes {
@@ -882,6 +1011,7 @@ impl Recording {
                 header_page,
                 tap: self.config.tap.clone(),
                 tap_dropped: self.tap_dropped.clone(),
+                fd_scan: fd_scan.clone(),
             };
             let tid_tx = tid_tx.clone();
             let handle = std::thread::Builder::new()
@@ -1005,6 +1135,14 @@ impl Recording {
         }
         let end_ns = sysinfo::monotonic_ns();
         let duration = self.started.elapsed();
+        let perf_summary = match self.perf.take().map(perf::PerfRecorder::stop) {
+            Some(Ok(s)) => Some(s),
+            Some(Err(err)) => {
+                first_error.get_or_insert(err);
+                None
+            }
+            None => None,
+        };
         self.signal_drain();
         let mut cpus = BTreeMap::new();
         for (cpu, handle) in std::mem::take(&mut self.readers) {
@@ -1030,6 +1168,17 @@ impl Recording {
                 }
             }
         }
+        // The readers held the tracker's channel: it drains what they sent and ends.
+        self.fd_start = None;
+        if let Some(handle) = self.fd_tracker.take() {
+            match handle.join() {
+                Ok(Ok(stats)) => tracing::debug!(?stats, "fd tracker"),
+                Ok(Err(err)) => {
+                    first_error.get_or_insert(err);
+                }
+                Err(_) => tracing::warn!("the fd tracker panicked; files/ may be incomplete"),
+            }
+        }
         if let Some(instance) = &instance {
             for (cpu, summary) in cpus.iter_mut() {
                 match tracefs::lost_events(&instance.file(&format!("per_cpu/cpu{cpu}/stats"))) {
@@ -1042,6 +1191,7 @@ impl Recording {
         }
         // rmdir now that every descriptor into the instance is closed.
         drop(instance);
+        self.uprobes = None;
         self.signals = None;
         if let Some(err) = first_error {
             return Err(err);
@@ -1094,6 +1244,7 @@ impl Recording {
             command_pid,
             command_status,
             excluded_tids: self.excluded_tids(),
+            perf: perf_summary,
         };
         if summary.lost_total() > 0 {
             tracing::warn!(lost = ?summary.lost, "the kernel lost events: raise buffer_size_kb");
@@ -1116,6 +1267,10 @@ impl Drop for Recording {
         for (_, handle) in std::mem::take(&mut self.readers) {
             let _ = handle.join();
         }
+        self.fd_start = None;
+        if let Some(handle) = self.fd_tracker.take() {
+            let _ = handle.join();
+        }
         if let Some(child) = self.child.as_mut() {
             if matches!(child.try_wait(), Ok(None)) {
                 // SAFETY: kill has no memory-safety preconditions; the pid is our child.
@@ -1124,6 +1279,7 @@ impl Drop for Recording {
         }
         // Dropping the instance removes it (readers have closed their descriptors).
         self.instance = None;
+        self.uprobes = None;
     }
 }
 
@@ -1401,6 +1557,7 @@ mod tests {
             command_pid: Some(7),
             command_status: Some(0),
             excluded_tids: vec![1],
+            perf: None,
         };
         assert_eq!(
             summary.to_string(),

@@ -94,6 +94,8 @@ pub(crate) struct Reader {
     pub(crate) header_page: HeaderPage,
     pub(crate) tap: Option<Sender<TappedPage>>,
     pub(crate) tap_dropped: Arc<AtomicU64>,
+    /// Picks the records the fd tracker needs out of each page (`fdtrack.rs`).
+    pub(crate) fd_scan: Option<super::fdtrack::PageScan>,
 }
 
 /// The chunk file being appended to.
@@ -242,6 +244,9 @@ impl Reader {
             );
         }
         *prev_ts = Some(ts);
+        if let Some(scan) = &self.fd_scan {
+            scan.page(&self.header_page, page);
+        }
         if let Some(tap) = &self.tap {
             match tap.try_send(TappedPage {
                 cpu: self.cpu,

@@ -83,3 +83,45 @@ fn works_through_the_trait_object() {
     }
     assert_eq!(sink.contents(), vec!["x".to_string()]);
 }
+
+#[test]
+fn large_streams_consolidate_like_a_map() {
+    // Enough updates to fold the pending ones in place several times (the threshold is a
+    // million), with retractions landing before and after their insertions' folds.
+    let mut sink = CollectionSink::new("segments");
+    let mut model = std::collections::BTreeMap::<u32, i64>::new();
+    let mut x: u64 = 0x2545_f491_4f6c_dd1d;
+    for i in 0..2_200_000u32 {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        let record = (x % 1_100_000) as u32;
+        let diff = if i % 3 == 0 { -1 } else { 1 };
+        sink.update(record, diff);
+        *model.entry(record).or_insert(0) += diff;
+        if i == 1_700_000 {
+            // A query in the middle sees pending and folded updates alike.
+            let n = model.values().filter(|&&c| c != 0).count();
+            assert_eq!(sink.len(), n);
+            assert_eq!(sink.count(&record), model[&record]);
+        }
+    }
+    model.retain(|_, c| *c != 0);
+    let expected: Vec<u32> = model
+        .iter()
+        .flat_map(|(&r, &c)| std::iter::repeat_n(r, c.max(0) as usize))
+        .collect();
+    assert_eq!(sink.len(), model.len());
+    assert_eq!(sink.updates(), 2_200_000);
+    assert_eq!(sink.contents(), expected);
+    let first_bad = model.iter().find(|(_, &c)| c != 1).map(|(r, _)| *r);
+    match sink.check() {
+        Err(SinkError::Multiplicity { records, first, .. }) => {
+            assert_eq!(records, model.values().filter(|&&c| c != 1).count());
+            assert_eq!(Some(first), first_bad.map(|r| r.to_string()));
+        }
+        other => panic!("expected a multiplicity error, got {other:?}"),
+    }
+    sink.consolidate();
+    assert_eq!(sink.into_contents(), expected);
+}

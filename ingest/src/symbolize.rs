@@ -1,0 +1,718 @@
+//! Symbolization of recorded call stacks (`argus record --stacks`), for `argus build`'s
+//! `stacks.parquet`, and symbol → address resolution for `argus record --watch SYMBOL@PID`.
+//!
+//! ```text
+//!  user ip ─► the pid's /proc/PID/maps copy (perf/maps/PID-TS.maps) taken closest to the sample
+//!          ─► mapping → file offset → PT_LOAD segment → ELF virtual address
+//!          ─► .symtab (else .dynsym) of that ELF, read once per file ─► demangled name + offset
+//!  kernel ip ─► the trace's kallsyms.zst ([`Kallsyms`]) ─► name + offset, object `[kernel]`
+//!  user stack ─► DWARF CFI unwinding (.eh_frame) of the copied stack bytes and registers,
+//!               falling back to / completed by the kernel's frame-pointer callchain
+//! ```
+//!
+//! **Crates, and why.** ELF reading uses [`object`] (the gimli project's reader, maintained,
+//! used by `std`'s backtraces and `addr2line`): it gives the symbol tables, program headers
+//! and unwind sections with no copying, and nothing more — a full symbolizer such as
+//! `blazesym` would also bring DWARF line tables, a C build and ~10× the dependency weight
+//! for names we get from `.symtab`. Unwinding uses [`framehop`] (samply's unwinder,
+//! maintained, pure Rust, built on `gimli`): frame-pointer callchains lose the caller of every
+//! frameless function — e.g. glibc's `read` wrapper never pushes a frame, so the function
+//! that called `read()` is missing — while `.eh_frame` unwinding of the recorded stack copy
+//! finds it. Names are demangled with `rustc-demangle` and `cpp_demangle` (both small).
+//!
+//! **Choosing the maps copy.** A process's maps are copied when recording starts, when it
+//! first appears, when it execs, and when a sample shows an address its last copy does not
+//! cover (dlopen). For a sample at time `t`, the last copy taken at or before `t` is used if
+//! it covers the address, else the first later copy that covers it.
+//!
+//! Limits: the ELF files are read at build time by the path the maps show, so the build
+//! must run on the recording machine with the binaries unchanged (a `(deleted)` or replaced
+//! file gives unknown symbols; a mismatch in size of the mapped segment is not detected);
+//! processes in other mount namespaces (containers) resolve only if the path is the same
+//! from the host; kernel module symbols come from kallsyms like the core kernel's.
+
+use crate::kallsyms::Kallsyms;
+use object::{Object, ObjectSection, ObjectSegment, ObjectSymbol, SymbolKind};
+use std::collections::{BTreeMap, HashMap};
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// A problem reading maps or an ELF file. Each names the file.
+#[derive(Debug, thiserror::Error)]
+pub enum SymbolizeError {
+    /// Reading a file failed.
+    #[error("{}: {source}", path.display())]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// A maps line does not parse.
+    #[error("{}: line {line}: {reason}", path.display())]
+    Maps {
+        /// The maps file.
+        path: PathBuf,
+        /// 1-based line number.
+        line: usize,
+        /// What is wrong.
+        reason: String,
+    },
+    /// An ELF file does not parse.
+    #[error("{}: not a readable ELF file: {reason}", path.display())]
+    Elf {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        reason: String,
+    },
+    /// A symbol is not in any ELF mapped by the process.
+    #[error("symbol {name:?} not found in the ELF files mapped by pid {pid}")]
+    NoSymbol {
+        /// The symbol.
+        name: String,
+        /// The process.
+        pid: i32,
+    },
+}
+
+/// One line of `/proc/PID/maps`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MapEntry {
+    /// First address.
+    pub start: u64,
+    /// One past the last address.
+    pub end: u64,
+    /// `r`, `w`, `x` permissions as four letters (`r-xp`).
+    pub perms: String,
+    /// File offset of `start`.
+    pub offset: u64,
+    /// The mapped file or pseudo-name (`[stack]`), if any.
+    pub path: Option<String>,
+}
+
+impl MapEntry {
+    /// Whether the mapping is executable.
+    pub fn executable(&self) -> bool {
+        self.perms.as_bytes().get(2) == Some(&b'x')
+    }
+
+    /// The mapped file, when it is a real file (absolute path, not deleted).
+    pub fn file(&self) -> Option<&str> {
+        self.path
+            .as_deref()
+            .filter(|p| p.starts_with('/') && !p.ends_with(" (deleted)"))
+    }
+}
+
+/// Parses the text of `/proc/PID/maps`; `path` names it in errors.
+pub fn parse_maps(path: &Path, text: &str) -> Result<Vec<MapEntry>, SymbolizeError> {
+    let mut out = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let bad = |reason: &str| SymbolizeError::Maps {
+            path: path.to_path_buf(),
+            line: i + 1,
+            reason: format!("{reason}: {line:?}"),
+        };
+        let mut parts = line.splitn(6, ' ');
+        let range = parts.next().ok_or_else(|| bad("no address range"))?;
+        let perms = parts.next().ok_or_else(|| bad("no permissions"))?;
+        let offset = parts.next().ok_or_else(|| bad("no offset"))?;
+        let _dev = parts.next().ok_or_else(|| bad("no device"))?;
+        let _inode = parts.next().ok_or_else(|| bad("no inode"))?;
+        let name = parts.next().map(str::trim).filter(|s| !s.is_empty());
+        let (s, e) = range
+            .split_once('-')
+            .ok_or_else(|| bad("address range without '-'"))?;
+        let hex = |t: &str| u64::from_str_radix(t, 16).map_err(|_| bad("not hexadecimal"));
+        if perms.len() != 4 {
+            return Err(bad("permissions are not 4 letters"));
+        }
+        let (start, end) = (hex(s)?, hex(e)?);
+        if end < start {
+            return Err(bad("range ends before it starts"));
+        }
+        out.push(MapEntry {
+            start,
+            end,
+            perms: perms.to_string(),
+            offset: hex(offset)?,
+            path: name.map(str::to_string),
+        });
+    }
+    Ok(out)
+}
+
+/// Demangles a Rust or C++ symbol name; other names are returned unchanged.
+pub fn demangle(name: &str) -> String {
+    if let Ok(d) = rustc_demangle::try_demangle(name) {
+        return format!("{d:#}");
+    }
+    if name.starts_with("_Z") {
+        if let Ok(sym) = cpp_demangle::Symbol::new(name) {
+            if let Ok(s) = sym.demangle(&cpp_demangle::DemangleOptions::default()) {
+                return s;
+            }
+        }
+    }
+    name.to_string()
+}
+
+/// A `PT_LOAD` segment.
+#[derive(Clone, Copy, Debug)]
+struct Segment {
+    vaddr: u64,
+    offset: u64,
+    filesz: u64,
+}
+
+/// What is read once per ELF file: function and object symbols, load segments, unwind
+/// sections.
+#[derive(Debug)]
+pub struct ElfInfo {
+    path: PathBuf,
+    /// Function symbols `(start, size, raw name)`, sorted by start (names are demangled on
+    /// lookup: a large library has ~10⁵ symbols and few are ever asked for).
+    symbols: Vec<(u64, u64, Box<str>)>,
+    /// Every defined function, object and TLS symbol `(raw name, start, size)`, for
+    /// [`resolve_symbol`].
+    all: Vec<(Box<str>, u64, u64)>,
+    segments: Vec<Segment>,
+    unwind: UnwindSections,
+}
+
+#[derive(Debug, Default)]
+struct UnwindSections {
+    text: Option<(Range<u64>, Arc<[u8]>)>,
+    eh_frame: Option<(Range<u64>, Arc<[u8]>)>,
+    eh_frame_hdr: Option<(Range<u64>, Arc<[u8]>)>,
+    got: Option<Range<u64>>,
+}
+
+impl ElfInfo {
+    /// Reads `path`'s symbols (`.symtab`, else `.dynsym`), segments and unwind sections.
+    pub fn load(path: &Path) -> Result<ElfInfo, SymbolizeError> {
+        let data = std::fs::read(path).map_err(|source| SymbolizeError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        let file = object::File::parse(&*data).map_err(|e| SymbolizeError::Elf {
+            path: path.to_path_buf(),
+            reason: e.to_string(),
+        })?;
+        let mut symbols = Vec::new();
+        let mut all = Vec::new();
+        let mut add = |sym: object::Symbol<'_, '_>| {
+            if !matches!(
+                sym.kind(),
+                SymbolKind::Text | SymbolKind::Data | SymbolKind::Tls
+            ) || sym.is_undefined()
+            {
+                return;
+            }
+            let Ok(name) = sym.name() else { return };
+            if name.is_empty() {
+                return;
+            }
+            if sym.kind() == SymbolKind::Text {
+                symbols.push((sym.address(), sym.size(), Box::<str>::from(name)));
+            }
+            all.push((Box::<str>::from(name), sym.address(), sym.size()));
+        };
+        for sym in file.symbols() {
+            add(sym);
+        }
+        for sym in file.dynamic_symbols() {
+            add(sym);
+        }
+        symbols.sort_by_key(|s| (s.0, std::cmp::Reverse(s.1)));
+        symbols.dedup_by_key(|s| s.0);
+        let segments = file
+            .segments()
+            .filter_map(|seg| {
+                let (offset, filesz) = seg.file_range();
+                (filesz > 0).then_some(Segment {
+                    vaddr: seg.address(),
+                    offset,
+                    filesz,
+                })
+            })
+            .collect();
+        let section = |name: &str| -> Option<(Range<u64>, Arc<[u8]>)> {
+            let s = file.section_by_name(name)?;
+            let data = s.data().ok()?;
+            Some((s.address()..s.address() + s.size(), Arc::from(data)))
+        };
+        let unwind = UnwindSections {
+            text: section(".text"),
+            eh_frame: section(".eh_frame"),
+            eh_frame_hdr: section(".eh_frame_hdr"),
+            got: file
+                .section_by_name(".got")
+                .map(|s| s.address()..s.address() + s.size()),
+        };
+        Ok(ElfInfo {
+            path: path.to_path_buf(),
+            symbols,
+            all,
+            segments,
+            unwind,
+        })
+    }
+
+    /// The ELF virtual address of a file offset (through the `PT_LOAD` segment holding it).
+    pub fn offset_to_vaddr(&self, offset: u64) -> Option<u64> {
+        self.segments
+            .iter()
+            .find(|s| offset >= s.offset && offset < s.offset + s.filesz)
+            .map(|s| offset - s.offset + s.vaddr)
+    }
+
+    /// The function containing ELF virtual address `vaddr`: `(demangled name, vaddr -
+    /// start)`. A symbol of size 0 covers addresses up to the next symbol.
+    pub fn lookup(&self, vaddr: u64) -> Option<(String, u64)> {
+        let i = self.symbols.partition_point(|s| s.0 <= vaddr);
+        let (start, size, name) = self.symbols.get(i.checked_sub(1)?)?;
+        let off = vaddr - start;
+        (*size == 0 || off < *size).then(|| (demangle(name), off))
+    }
+
+    /// A symbol by raw name, or by demangled Rust path (`crate::module::NAME`): `(vaddr,
+    /// size)`.
+    pub fn find(&self, name: &str) -> Option<(u64, u64)> {
+        self.all
+            .iter()
+            .find(|s| &*s.0 == name)
+            .or_else(|| {
+                self.all.iter().find(|s| {
+                    s.0.starts_with("_ZN")
+                        && rustc_demangle::try_demangle(&s.0)
+                            .is_ok_and(|d| format!("{d:#}") == name)
+                })
+            })
+            .map(|s| (s.1, s.2))
+    }
+}
+
+/// Reads ELF files once each (a file that fails to load is remembered as such).
+#[derive(Debug, Default)]
+pub struct ElfCache {
+    files: HashMap<String, Option<Arc<ElfInfo>>>,
+}
+
+impl ElfCache {
+    /// The ELF at `path`, loaded on first use; `None` when it cannot be read.
+    pub fn get(&mut self, path: &str) -> Option<Arc<ElfInfo>> {
+        self.files
+            .entry(path.to_string())
+            .or_insert_with(|| match ElfInfo::load(Path::new(path)) {
+                Ok(e) => Some(Arc::new(e)),
+                Err(e) => {
+                    tracing::debug!("symbolization: {e}");
+                    None
+                }
+            })
+            .clone()
+    }
+}
+
+/// The ELF virtual address of runtime address `ip` in mapping `m` of `elf`.
+fn vaddr_in(elf: &ElfInfo, m: &MapEntry, ip: u64) -> Option<u64> {
+    elf.offset_to_vaddr(ip - m.start + m.offset)
+}
+
+/// Runtime address of ELF virtual address 0 for the file mapped by `m` (the load bias).
+fn load_bias(elf: &ElfInfo, m: &MapEntry) -> Option<u64> {
+    let v = elf.offset_to_vaddr(m.offset)?;
+    Some(m.start.wrapping_sub(v))
+}
+
+/// Resolves `SYMBOL` in the live process `pid` (its `/proc/PID/maps` and mapped ELF files):
+/// `(runtime address, size)`. The main executable is searched first.
+pub fn resolve_symbol(pid: i32, name: &str) -> Result<(u64, u64), SymbolizeError> {
+    let path = PathBuf::from(format!("/proc/{pid}/maps"));
+    let text = std::fs::read_to_string(&path).map_err(|source| SymbolizeError::Io {
+        path: path.clone(),
+        source,
+    })?;
+    let maps = parse_maps(&path, &text)?;
+    let exe = std::fs::read_link(format!("/proc/{pid}/exe"))
+        .ok()
+        .map(|p| p.to_string_lossy().into_owned());
+    let mut files: Vec<&str> = Vec::new();
+    for m in &maps {
+        if let Some(f) = m.file() {
+            if !files.contains(&f) {
+                files.push(f);
+            }
+        }
+    }
+    files.sort_by_key(|f| Some(*f) != exe.as_deref());
+    let mut cache = ElfCache::default();
+    for f in files {
+        let Some(elf) = cache.get(f) else { continue };
+        let Some((vaddr, size)) = elf.find(name) else {
+            continue;
+        };
+        // Any mapping of this file gives the bias.
+        if let Some(bias) = maps
+            .iter()
+            .filter(|m| m.file() == Some(f))
+            .find_map(|m| load_bias(&elf, m))
+        {
+            return Ok((vaddr.wrapping_add(bias), size));
+        }
+    }
+    Err(SymbolizeError::NoSymbol {
+        name: name.to_string(),
+        pid,
+    })
+}
+
+/// A symbolized frame.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SymFrame {
+    /// Kernel frame.
+    pub kernel: bool,
+    /// The address.
+    pub ip: u64,
+    /// Demangled function name.
+    pub symbol: Option<String>,
+    /// `ip - symbol start`.
+    pub offset: Option<u64>,
+    /// ELF path, `[kernel]`, or `[module]`.
+    pub object: Option<String>,
+}
+
+/// A copy of a process's maps.
+struct MapsCopy {
+    ts: u64,
+    maps: Vec<MapEntry>,
+    unwinder: Option<Arc<framehop::x86_64::UnwinderX86_64<Arc<[u8]>>>>,
+}
+
+/// Symbolizes the stacks of one trace directory.
+#[derive(Default)]
+pub struct Symbolizer {
+    kallsyms: Option<Kallsyms>,
+    maps: BTreeMap<i32, Vec<MapsCopy>>,
+    elves: ElfCache,
+    cache: Option<framehop::x86_64::CacheX86_64>,
+}
+
+impl std::fmt::Debug for MapsCopy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MapsCopy")
+            .field("ts", &self.ts)
+            .field("maps", &self.maps.len())
+            .finish()
+    }
+}
+
+impl std::fmt::Debug for Symbolizer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Symbolizer")
+            .field("kallsyms", &self.kallsyms.as_ref().map(Kallsyms::len))
+            .field("maps", &self.maps)
+            .finish()
+    }
+}
+
+impl Symbolizer {
+    /// A symbolizer using `kallsyms` for kernel addresses and the maps copies
+    /// `(pid, ts, path)` ([`crate::perffile::PerfTrace::maps_files`]). Unreadable maps files
+    /// are skipped with a warning (their process's frames stay unknown).
+    pub fn new(kallsyms: Option<Kallsyms>, maps_files: &[(i32, u64, PathBuf)]) -> Symbolizer {
+        let mut maps: BTreeMap<i32, Vec<MapsCopy>> = BTreeMap::new();
+        for (pid, ts, path) in maps_files {
+            let parsed = std::fs::read_to_string(path)
+                .map_err(|source| SymbolizeError::Io {
+                    path: path.clone(),
+                    source,
+                })
+                .and_then(|t| parse_maps(path, &t));
+            match parsed {
+                Ok(m) => maps.entry(*pid).or_default().push(MapsCopy {
+                    ts: *ts,
+                    maps: m,
+                    unwinder: None,
+                }),
+                Err(e) => tracing::warn!("{e}; frames of pid {pid} at that time stay unknown"),
+            }
+        }
+        for copies in maps.values_mut() {
+            copies.sort_by_key(|c| c.ts);
+        }
+        Symbolizer {
+            kallsyms,
+            maps,
+            elves: ElfCache::default(),
+            cache: None,
+        }
+    }
+
+    /// Index of the maps copy of `pid` used for address `ip` at time `ts`.
+    fn copy_for(&self, pid: i32, ts: u64, ip: u64) -> Option<usize> {
+        let copies = self.maps.get(&pid)?;
+        let covers = |c: &MapsCopy| c.maps.iter().any(|m| ip >= m.start && ip < m.end);
+        let before = copies.partition_point(|c| c.ts <= ts);
+        if let Some(i) = before.checked_sub(1) {
+            if covers(&copies[i]) {
+                return Some(i);
+            }
+        }
+        (before..copies.len())
+            .find(|&i| covers(&copies[i]))
+            .or_else(|| (0..before).rev().find(|&i| covers(&copies[i])))
+    }
+
+    /// Symbolizes a kernel address.
+    pub fn kernel_frame(&self, ip: u64, lookup_ip: u64) -> SymFrame {
+        let found = self.kallsyms.as_ref().and_then(|k| k.lookup(lookup_ip));
+        SymFrame {
+            kernel: true,
+            ip,
+            symbol: found.map(|(n, _)| n.to_string()),
+            offset: found.map(|(_, o)| o + (ip - lookup_ip)),
+            object: Some("[kernel]".to_string()),
+        }
+    }
+
+    /// Symbolizes a user address of `pid` at time `ts`. `lookup_ip` is `ip - 1` for return
+    /// addresses (so a call at the very end of a function names that function).
+    pub fn user_frame(&mut self, pid: i32, ts: u64, ip: u64, lookup_ip: u64) -> SymFrame {
+        let mut frame = SymFrame {
+            kernel: false,
+            ip,
+            symbol: None,
+            offset: None,
+            object: None,
+        };
+        let Some(i) = self.copy_for(pid, ts, lookup_ip) else {
+            return frame;
+        };
+        let Some(m) = self.maps.get(&pid).and_then(|c| c.get(i)).and_then(|c| {
+            c.maps
+                .iter()
+                .find(|m| lookup_ip >= m.start && lookup_ip < m.end)
+                .cloned()
+        }) else {
+            return frame;
+        };
+        frame.object = m.path.clone();
+        let Some(file) = m.file() else { return frame };
+        let Some(elf) = self.elves.get(file) else {
+            return frame;
+        };
+        if let Some((name, off)) = vaddr_in(&elf, &m, lookup_ip).and_then(|v| elf.lookup(v)) {
+            frame.symbol = Some(name);
+            frame.offset = Some(off + (ip - lookup_ip));
+        }
+        frame
+    }
+
+    /// The framehop unwinder for a maps copy: one module per mapped ELF file.
+    fn unwinder(
+        &mut self,
+        pid: i32,
+        i: usize,
+    ) -> Option<Arc<framehop::x86_64::UnwinderX86_64<Arc<[u8]>>>> {
+        use framehop::Unwinder;
+        let copy = self.maps.get(&pid)?.get(i)?;
+        if let Some(u) = &copy.unwinder {
+            return Some(u.clone());
+        }
+        let maps = copy.maps.clone();
+        let mut unwinder = framehop::x86_64::UnwinderX86_64::new();
+        let mut done: Vec<&str> = Vec::new();
+        for m in maps.iter().filter(|m| m.executable()) {
+            let Some(file) = m.file() else { continue };
+            if done.contains(&file) {
+                continue;
+            }
+            done.push(file);
+            let Some(elf) = self.elves.get(file) else {
+                continue;
+            };
+            let Some(bias) = load_bias(&elf, m) else {
+                continue;
+            };
+            let lo = maps
+                .iter()
+                .filter(|x| x.file() == Some(file))
+                .map(|x| x.start)
+                .min()
+                .unwrap_or(m.start);
+            let hi = maps
+                .iter()
+                .filter(|x| x.file() == Some(file))
+                .map(|x| x.end)
+                .max()
+                .unwrap_or(m.end);
+            let u = &elf.unwind;
+            let info = framehop::ExplicitModuleSectionInfo {
+                base_svma: 0,
+                text_svma: u.text.as_ref().map(|t| t.0.clone()),
+                text: u.text.as_ref().map(|t| t.1.clone()),
+                got_svma: u.got.clone(),
+                eh_frame_svma: u.eh_frame.as_ref().map(|t| t.0.clone()),
+                eh_frame: u.eh_frame.as_ref().map(|t| t.1.clone()),
+                eh_frame_hdr_svma: u.eh_frame_hdr.as_ref().map(|t| t.0.clone()),
+                eh_frame_hdr: u.eh_frame_hdr.as_ref().map(|t| t.1.clone()),
+                ..Default::default()
+            };
+            unwinder.add_module(framehop::Module::new(
+                elf.path.display().to_string(),
+                lo..hi,
+                bias,
+                info,
+            ));
+        }
+        let unwinder = Arc::new(unwinder);
+        if let Some(copy) = self.maps.get_mut(&pid).and_then(|c| c.get_mut(i)) {
+            copy.unwinder = Some(unwinder.clone());
+        }
+        Some(unwinder)
+    }
+
+    /// The user return addresses of a sample, innermost first: DWARF CFI unwinding of the
+    /// copied stack when the sample has registers and stack bytes, completed by the kernel's
+    /// frame-pointer chain `fp_ips` beyond the copy; `fp_ips` alone otherwise.
+    pub fn unwind_user(
+        &mut self,
+        pid: i32,
+        ts: u64,
+        regs: Option<crate::perffile::UserRegs>,
+        stack: &[u8],
+        fp_ips: &[u64],
+    ) -> Vec<u64> {
+        use framehop::Unwinder;
+        let Some(regs) = regs.filter(|r| r.ip != 0 && !stack.is_empty()) else {
+            return fp_ips.to_vec();
+        };
+        let Some(i) = self.copy_for(pid, ts, regs.ip) else {
+            return fp_ips.to_vec();
+        };
+        let Some(unwinder) = self.unwinder(pid, i) else {
+            return fp_ips.to_vec();
+        };
+        let cache = self
+            .cache
+            .get_or_insert_with(framehop::x86_64::CacheX86_64::new);
+        let sp = regs.sp;
+        let mut read_stack = |addr: u64| -> Result<u64, ()> {
+            let off = usize::try_from(addr.checked_sub(sp).ok_or(())?).map_err(|_| ())?;
+            let b = stack.get(off..off.checked_add(8).ok_or(())?).ok_or(())?;
+            let mut a = [0u8; 8];
+            a.copy_from_slice(b);
+            Ok(u64::from_le_bytes(a))
+        };
+        let mut out = Vec::new();
+        let mut it = unwinder.iter_frames(
+            regs.ip,
+            framehop::x86_64::UnwindRegsX86_64::new(regs.ip, regs.sp, regs.bp),
+            cache,
+            &mut read_stack,
+        );
+        while let Ok(Some(frame)) = it.next() {
+            out.push(frame.address());
+            if out.len() >= 256 {
+                break;
+            }
+        }
+        if out.len() < 2 && fp_ips.len() > out.len() {
+            return fp_ips.to_vec();
+        }
+        // Past the copied stack, continue with the frame-pointer chain from where the two
+        // agree.
+        let tail: Vec<u64> = match out
+            .last()
+            .and_then(|l| fp_ips.iter().position(|ip| ip == l))
+        {
+            Some(pos) => fp_ips[pos + 1..].to_vec(),
+            // No common frame (the copy ended inside a large frame): the frame-pointer
+            // frames not found by the unwinder follow.
+            None => fp_ips
+                .iter()
+                .skip(1)
+                .filter(|ip| !out.contains(ip))
+                .copied()
+                .collect(),
+        };
+        out.extend(tail);
+        out
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[inline(never)]
+    #[no_mangle]
+    pub extern "C" fn argus_symbolize_test_marker() -> u64 {
+        std::hint::black_box(42)
+    }
+
+    #[test]
+    fn maps_lines_parse() {
+        let text = "55d0c0000000-55d0c0001000 r--p 00000000 08:01 123 /usr/bin/x\n\
+                    55d0c0001000-55d0c0005000 r-xp 00001000 08:01 123 /usr/bin/x\n\
+                    7ffd00000000-7ffd00021000 rw-p 00000000 00:00 0 [stack]\n\
+                    7f0000000000-7f0000001000 rw-p 00000000 00:00 0\n";
+        let maps = parse_maps(Path::new("m"), text).unwrap();
+        assert_eq!(maps.len(), 4);
+        assert!(maps[1].executable());
+        assert_eq!(maps[1].offset, 0x1000);
+        assert_eq!(maps[1].file(), Some("/usr/bin/x"));
+        assert_eq!(maps[2].path.as_deref(), Some("[stack]"));
+        assert_eq!(maps[2].file(), None);
+        assert_eq!(maps[3].path, None);
+    }
+
+    #[test]
+    fn bad_maps_name_file_and_line() {
+        let e = parse_maps(
+            Path::new("perf/maps/1-2.maps"),
+            "0-1 r-xp 0 0 0\nzz r-xp 0 0 0\n",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("perf/maps/1-2.maps: line 2"), "{e}");
+    }
+
+    #[test]
+    fn symbols_of_the_test_binary_itself() {
+        let pid = std::process::id() as i32;
+        let marker = argus_symbolize_test_marker as *const () as usize as u64;
+        // name → address through the live maps and the ELF.
+        let (addr, _) = resolve_symbol(pid, "argus_symbolize_test_marker").unwrap();
+        assert_eq!(addr, marker);
+        // address → name through a copy of the maps.
+        let dir = tempfile::tempdir().unwrap();
+        let copy = dir.path().join(format!("{pid}-5.maps"));
+        std::fs::copy(format!("/proc/{pid}/maps"), &copy).unwrap();
+        let mut s = Symbolizer::new(None, &[(pid, 5, copy)]);
+        let f = s.user_frame(pid, 10, marker + 1, marker + 1);
+        assert_eq!(f.symbol.as_deref(), Some("argus_symbolize_test_marker"));
+        assert_eq!(f.offset, Some(1));
+        assert!(f.object.is_some_and(|o| o.starts_with('/')));
+        // Unknown pid: nothing known, no panic.
+        assert_eq!(s.user_frame(-5, 0, marker, marker).symbol, None);
+    }
+
+    #[test]
+    fn demangles_rust_and_cpp() {
+        assert_eq!(
+            demangle("_ZN4core3fmt5write17h0123456789abcdefE"),
+            "core::fmt::write"
+        );
+        assert_eq!(demangle("_ZN3foo3barEv"), "foo::bar()");
+        assert_eq!(demangle("read"), "read");
+    }
+}
