@@ -77,16 +77,7 @@ pub fn record_command(cmd: &[&str]) -> Recorded {
     let mut args = vec!["record", "-o", trace.to_str().expect("utf-8 path"), "--"];
     args.extend_from_slice(cmd);
     let out = run(&args);
-    assert!(
-        out.status.success(),
-        "argus record failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let truth: Value = stdout
-        .lines()
-        .find_map(|l| serde_json::from_str(l).ok())
-        .unwrap_or_else(|| panic!("workload printed no JSON line: {stdout}"));
+    let truth = recorded_truth(&out);
     let meta: Value =
         serde_json::from_slice(&std::fs::read(trace.join("meta.json")).expect("meta.json exists"))
             .expect("meta.json parses");
@@ -109,6 +100,21 @@ pub fn record_command(cmd: &[&str]) -> Recorded {
         pid,
         truth,
     }
+}
+
+/// Asserts that `argus record -- WORKLOAD` succeeded and returns the JSON line the
+/// workload printed about itself (its ground truth).
+pub fn recorded_truth(out: &Output) -> Value {
+    assert!(
+        out.status.success(),
+        "argus record failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    stdout
+        .lines()
+        .find_map(|l| serde_json::from_str(l).ok())
+        .unwrap_or_else(|| panic!("the workload printed no JSON line: {stdout}"))
 }
 
 /// The chain workload, recorded once for every test that needs a real trace.

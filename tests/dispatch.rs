@@ -2,7 +2,7 @@
 //! dispatch function become `argus:dispatch-begin/end SYMBOL` markers of the calling thread,
 //! and each call is its own `work_item` segment.
 
-use crate::common::{live_or_skip, recording_lock, run};
+use crate::common::{live_or_skip, recorded_truth, recording_lock, run};
 use argus_ingest::replay::TraceReader;
 use argus_schema::{EventKind, Nanos, SegmentKind, Tid};
 use serde_json::Value;
@@ -56,16 +56,7 @@ fn dispatch_probes_make_one_callout_per_job() {
             "0.5",
         ])
     };
-    assert!(
-        out.status.success(),
-        "argus record failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let truth: Value = stdout
-        .lines()
-        .find_map(|l| serde_json::from_str(l).ok())
-        .unwrap_or_else(|| panic!("no JSON line: {stdout}"));
+    let truth = recorded_truth(&out);
     let loop_tid = Tid(truth["loop_tid"].as_i64().expect("loop_tid") as i32);
     let jobs = truth["jobs"].as_u64().expect("jobs") as usize;
     assert_eq!(truth["blocking_jobs"].as_array().map(Vec::len), Some(3));

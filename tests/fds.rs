@@ -2,7 +2,7 @@
 //! `TraceReader::files()` must say what each descriptor of the workload referred to, checked
 //! against the inodes the workload read with `fstat`.
 
-use crate::common::{live_or_skip, recording_lock, run};
+use crate::common::{live_or_skip, recorded_truth, recording_lock, run};
 use argus_ingest::files::{FileKind, FileTable};
 use argus_ingest::replay::TraceReader;
 use argus_schema::{EventKind, Nanos, Pid, Tid};
@@ -64,16 +64,7 @@ fn descriptors_are_identified_across_fork_sockets_and_scm_rights() {
         libc::close(early[0]);
         libc::close(early[1]);
     }
-    assert!(
-        out.status.success(),
-        "argus record failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let truth: Value = stdout
-        .lines()
-        .find_map(|l| serde_json::from_str(l).ok())
-        .unwrap_or_else(|| panic!("the workload printed no JSON line: {stdout}"));
+    let truth = recorded_truth(&out);
     assert_eq!(
         truth["said"],
         serde_json::json!(["hello", "passed"]),

@@ -4,7 +4,7 @@
 //! timers, signals), the graph is built with the batch reference and checked against what
 //! the workload did; the dataflow (2 workers, several epochs) must equal it.
 
-use crate::common::{live_or_skip, recording_lock, run};
+use crate::common::{live_or_skip, recorded_truth, recording_lock, run};
 use argus_ingest::replay::TraceReader;
 use argus_pipeline::dataflow::{collect_epochs, Batch, DataflowConfig};
 use argus_pipeline::reference;
@@ -47,16 +47,7 @@ fn record(name: &str) -> Live {
         "--secs",
         "1",
     ]);
-    assert!(
-        out.status.success(),
-        "argus record {name} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let truth: Value = stdout
-        .lines()
-        .find_map(|l| serde_json::from_str(l).ok())
-        .unwrap_or_else(|| panic!("{name} printed no JSON line: {stdout}"));
+    let truth = recorded_truth(&out);
     let reader = TraceReader::open(&trace).expect("the trace opens");
     let mut base = RulesConfig::default();
     base.classify_threads(

@@ -1,7 +1,7 @@
 //! Live tests of `argus record --stacks` and `--watch`: call stacks symbolized into
 //! `stacks.parquet`, watchpoint hits merged into the events as `flag_access`.
 
-use crate::common::{live_or_skip, recording_lock, run};
+use crate::common::{live_or_skip, recorded_truth, recording_lock, run};
 use argus_schema::{EventKind, Tid};
 use serde_json::Value;
 use std::path::Path;
@@ -21,16 +21,7 @@ fn record_and_build(
     args.extend_from_slice(extra);
     args.extend_from_slice(&["--", exe, "workload", workload, "--secs", "1"]);
     let out = run(&args);
-    assert!(
-        out.status.success(),
-        "argus record failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let truth: Value = stdout
-        .lines()
-        .find_map(|l| serde_json::from_str(l).ok())
-        .unwrap_or_else(|| panic!("no JSON line: {stdout}"));
+    let truth = recorded_truth(&out);
     assert!(
         trace.join("perf/streams.json").is_file(),
         "perf/ written: {}",
