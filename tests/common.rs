@@ -70,11 +70,19 @@ pub fn record_workload(name: &str) -> Recorded {
 
 /// Records `cmd` (which prints one JSON line on stdout), then builds the snapshot.
 pub fn record_command(cmd: &[&str]) -> Recorded {
+    record_with(&[], cmd, &[])
+}
+
+/// Records `cmd` with extra `argus record` options (`--stacks`, `--watch …`), then builds
+/// the snapshot with extra `argus build` options.
+pub fn record_with(record_opts: &[&str], cmd: &[&str], build_opts: &[&str]) -> Recorded {
     let _guard = recording_lock();
     let dir = tempfile::tempdir().expect("tempdir");
     let trace = dir.path().join("trace");
     let snapshot = dir.path().join("snapshot");
-    let mut args = vec!["record", "-o", trace.to_str().expect("utf-8 path"), "--"];
+    let mut args = vec!["record"];
+    args.extend_from_slice(record_opts);
+    args.extend_from_slice(&["-o", trace.to_str().expect("utf-8 path"), "--"]);
     args.extend_from_slice(cmd);
     let out = run(&args);
     let truth = recorded_truth(&out);
@@ -82,12 +90,14 @@ pub fn record_command(cmd: &[&str]) -> Recorded {
         serde_json::from_slice(&std::fs::read(trace.join("meta.json")).expect("meta.json exists"))
             .expect("meta.json parses");
     let pid = meta["command_pid"].as_i64().expect("command_pid") as i32;
-    let out = run(&[
+    let mut args = vec![
         "build",
         trace.to_str().expect("utf-8"),
         "-o",
         snapshot.to_str().expect("utf-8"),
-    ]);
+    ];
+    args.extend_from_slice(build_opts);
+    let out = run(&args);
     assert!(
         out.status.success(),
         "argus build failed: {}",

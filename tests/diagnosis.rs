@@ -817,34 +817,13 @@ fn live_stacks_show_where_the_hung_thread_blocked() {
     if !live_or_skip("live_stacks_show_where_the_hung_thread_blocked") {
         return;
     }
-    let (_dir, snap, truth) = {
-        let _guard = crate::common::recording_lock();
-        let dir = tempfile::tempdir().expect("tempdir");
-        let trace = dir.path().join("trace");
-        let snap = dir.path().join("snap");
-        let exe = env!("CARGO_BIN_EXE_argus");
-        let t = trace.to_str().expect("utf-8");
-        let out = run(&[
-            "record", "--stacks", "-o", t, "--", exe, "workload", "stacks", "--secs", "1.5",
-        ]);
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        let truth: Value = stdout
-            .lines()
-            .find_map(|l| serde_json::from_str(l).ok())
-            .unwrap_or_else(|| panic!("no JSON line: {stdout}"));
-        let out = run(&["build", t, "-o", snap.to_str().expect("utf-8")]);
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        (dir, snap, truth)
-    };
+    let exe = env!("CARGO_BIN_EXE_argus");
+    let rec = crate::common::record_with(
+        &["--stacks"],
+        &[exe, "workload", "stacks", "--secs", "1.5"],
+        &[],
+    );
+    let (snap, truth) = (&rec.snapshot, &rec.truth);
     let reader = truth["reader_tid"].as_i64().expect("reader_tid");
     let snap_s = snap.to_str().expect("utf-8");
     let tid = reader.to_string();
@@ -859,7 +838,7 @@ fn live_stacks_show_where_the_hung_thread_blocked() {
     let hang = &r["path"][0];
     assert_eq!(hang["tid"].as_i64(), Some(reader), "{r:#}");
     // The reader's last stack before its wait ended: the read it blocked in.
-    let stacks = argus_sinks::read_stacks(&snap).expect("stacks.parquet");
+    let stacks = argus_sinks::read_stacks(snap).expect("stacks.parquet");
     let end = hang["end_ns"].as_u64().expect("end_ns");
     let start = hang["start_ns"].as_u64().expect("start_ns");
     let read = stacks
@@ -910,51 +889,13 @@ fn live_watchpoint_names_the_real_flag_setter() {
     if !live_or_skip("live_watchpoint_names_the_real_flag_setter") {
         return;
     }
-    let (_dir, snap, truth) = {
-        let _guard = crate::common::recording_lock();
-        let dir = tempfile::tempdir().expect("tempdir");
-        let trace = dir.path().join("trace");
-        let snap = dir.path().join("snap");
-        let exe = env!("CARGO_BIN_EXE_argus");
-        let t = trace.to_str().expect("utf-8");
-        let out = run(&[
-            "record",
-            "--watch",
-            "ARGUS_HANG_FLAG@cmd",
-            "-o",
-            t,
-            "--",
-            exe,
-            "workload",
-            "flag-watch",
-            "--secs",
-            "1.5",
-        ]);
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        let truth: Value = stdout
-            .lines()
-            .find_map(|l| serde_json::from_str(l).ok())
-            .unwrap_or_else(|| panic!("no JSON line: {stdout}"));
-        let out = run(&[
-            "build",
-            t,
-            "-o",
-            snap.to_str().expect("utf-8"),
-            "--threshold",
-            "1",
-        ]);
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        (dir, snap, truth)
-    };
+    let exe = env!("CARGO_BIN_EXE_argus");
+    let rec = crate::common::record_with(
+        &["--watch", "ARGUS_HANG_FLAG@cmd"],
+        &[exe, "workload", "flag-watch", "--secs", "1.5"],
+        &["--threshold", "1"],
+    );
+    let (snap, truth) = (&rec.snapshot, &rec.truth);
     let pid = truth["target_pid"].as_i64().expect("target_pid");
     let snap_s = snap.to_str().expect("utf-8");
     let out = run(&[
@@ -1005,7 +946,7 @@ fn live_watchpoint_names_the_real_flag_setter() {
     );
     // The same snapshot without its watchpoint hits (and the flag edges the rules made of
     // them): the guess blames the busy decoy.
-    let snap_tables = argus_sinks::read_snapshot_tables(&snap, false).expect("tables");
+    let snap_tables = argus_sinks::read_snapshot_tables(snap, false).expect("tables");
     let g = argus_diagnose::Graph::new(argus_diagnose::GraphInput {
         segments: snap_tables.segments,
         edges: snap_tables
