@@ -94,9 +94,9 @@ fn listen_addr(pid: i32) -> (libc::sockaddr_un, libc::socklen_t) {
     (addr, len as libc::socklen_t)
 }
 
-/// Sends one byte and descriptor `fd` over unix socket `sock`.
-fn send_fd(sock: libc::c_int, fd: libc::c_int) -> Result<()> {
-    let mut byte = [b'F'];
+/// Runs `f` on a `msghdr` for one byte (`byte`) with a control buffer sized for one
+/// descriptor (`CMSG_SPACE(sizeof(int))`); the buffers live until `f` returns.
+fn with_fd_msg<R>(byte: &mut [u8; 1], f: impl FnOnce(&mut libc::msghdr) -> R) -> R {
     let mut iov = libc::iovec {
         iov_base: byte.as_mut_ptr().cast(),
         iov_len: 1,
@@ -110,17 +110,24 @@ fn send_fd(sock: libc::c_int, fd: libc::c_int) -> Result<()> {
     msg.msg_iovlen = 1;
     msg.msg_control = control.as_mut_ptr().cast();
     msg.msg_controllen = space as _;
-    // SAFETY: `msg` has a control buffer of CMSG_SPACE(sizeof(int)) bytes, so the first
-    // header and its data fit.
-    unsafe {
-        let cmsg = libc::CMSG_FIRSTHDR(&msg);
-        (*cmsg).cmsg_level = libc::SOL_SOCKET;
-        (*cmsg).cmsg_type = libc::SCM_RIGHTS;
-        (*cmsg).cmsg_len = libc::CMSG_LEN(std::mem::size_of::<libc::c_int>() as u32) as _;
-        std::ptr::write_unaligned(libc::CMSG_DATA(cmsg).cast::<libc::c_int>(), fd);
-    }
-    // SAFETY: `msg` is fully initialized.
-    let n = unsafe { libc::sendmsg(sock, &msg, 0) };
+    f(&mut msg)
+}
+
+/// Sends one byte and descriptor `fd` over unix socket `sock`.
+fn send_fd(sock: libc::c_int, fd: libc::c_int) -> Result<()> {
+    let n = with_fd_msg(&mut [b'F'], |msg| {
+        // SAFETY: `msg` has a control buffer of CMSG_SPACE(sizeof(int)) bytes, so the first
+        // header and its data fit.
+        unsafe {
+            let cmsg = libc::CMSG_FIRSTHDR(msg);
+            (*cmsg).cmsg_level = libc::SOL_SOCKET;
+            (*cmsg).cmsg_type = libc::SCM_RIGHTS;
+            (*cmsg).cmsg_len = libc::CMSG_LEN(std::mem::size_of::<libc::c_int>() as u32) as _;
+            std::ptr::write_unaligned(libc::CMSG_DATA(cmsg).cast::<libc::c_int>(), fd);
+        }
+        // SAFETY: `msg` is fully initialized.
+        unsafe { libc::sendmsg(sock, msg, 0) }
+    });
     if n != 1 {
         return Err(io::Error::last_os_error()).context("sendmsg(SCM_RIGHTS)");
     }
@@ -129,38 +136,26 @@ fn send_fd(sock: libc::c_int, fd: libc::c_int) -> Result<()> {
 
 /// Receives one byte and one descriptor from unix socket `sock`.
 fn recv_fd(sock: libc::c_int) -> Result<libc::c_int> {
-    let mut byte = [0u8];
-    let mut iov = libc::iovec {
-        iov_base: byte.as_mut_ptr().cast(),
-        iov_len: 1,
-    };
-    // SAFETY: CMSG_SPACE is a pure computation.
-    let space = unsafe { libc::CMSG_SPACE(std::mem::size_of::<libc::c_int>() as u32) } as usize;
-    let mut control = vec![0u8; space];
-    // SAFETY: an all-zero msghdr is valid; the pointers set below outlive the call.
-    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
-    msg.msg_iov = &mut iov;
-    msg.msg_iovlen = 1;
-    msg.msg_control = control.as_mut_ptr().cast();
-    msg.msg_controllen = space as _;
-    // SAFETY: `msg` points to live buffers.
-    let n = unsafe { libc::recvmsg(sock, &mut msg, libc::MSG_CMSG_CLOEXEC) };
-    if n != 1 {
-        return Err(io::Error::last_os_error()).context("recvmsg(SCM_RIGHTS)");
-    }
-    // SAFETY: the kernel filled `msg`'s control buffer; CMSG_FIRSTHDR checks its length.
-    unsafe {
-        let cmsg = libc::CMSG_FIRSTHDR(&msg);
-        if cmsg.is_null()
-            || (*cmsg).cmsg_level != libc::SOL_SOCKET
-            || (*cmsg).cmsg_type != libc::SCM_RIGHTS
-        {
-            bail!("recvmsg: no SCM_RIGHTS descriptor received");
+    with_fd_msg(&mut [0u8], |msg| {
+        // SAFETY: `msg` points to live buffers.
+        let n = unsafe { libc::recvmsg(sock, msg, libc::MSG_CMSG_CLOEXEC) };
+        if n != 1 {
+            return Err(io::Error::last_os_error()).context("recvmsg(SCM_RIGHTS)");
         }
-        Ok(std::ptr::read_unaligned(
-            libc::CMSG_DATA(cmsg).cast::<libc::c_int>(),
-        ))
-    }
+        // SAFETY: the kernel filled `msg`'s control buffer; CMSG_FIRSTHDR checks its length.
+        unsafe {
+            let cmsg = libc::CMSG_FIRSTHDR(msg);
+            if cmsg.is_null()
+                || (*cmsg).cmsg_level != libc::SOL_SOCKET
+                || (*cmsg).cmsg_type != libc::SCM_RIGHTS
+            {
+                bail!("recvmsg: no SCM_RIGHTS descriptor received");
+            }
+            Ok(std::ptr::read_unaligned(
+                libc::CMSG_DATA(cmsg).cast::<libc::c_int>(),
+            ))
+        }
+    })
 }
 
 fn fork() -> Result<libc::pid_t> {
