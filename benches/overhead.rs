@@ -33,6 +33,10 @@
 //! (`ARGUS_BENCH_BUFFER_KB`, default 65536) while `dd bs=1` storms run on every CPU but one
 //! for SECS seconds; prints events/s (counted from the pages written) and lost events.
 //!
+//! **Idle**: the whole run holds PM QoS CPU latency 0 (polling idle) so that wake-up latency
+//! from a halted CPU, which a tracer's busy reader hides, does not decide the ping-pong
+//! ratios (see `hold_polling_idle`; `ARGUS_BENCH_IDLE=native` turns this off).
+//!
 //! Needs root, tracefs, gcc and perf; without them it prints `SKIP` and exits 0.
 
 use std::io::{Read, Write};
@@ -51,6 +55,8 @@ fn main() {
         println!("SKIP overhead benchmark: {why}");
         return;
     }
+    // Held for the whole run (every mode alike); see `hold_polling_idle`.
+    let _idle = hold_polling_idle();
     if let Ok(secs) = std::env::var("ARGUS_BENCH_SUSTAINED") {
         let secs: u64 = secs
             .parse()
@@ -351,6 +357,33 @@ fn compile_loop(sources: &[PathBuf]) -> Duration {
 }
 
 /// `n` one-byte round trips with a child process over two pipes.
+/// Asks the kernel for polling idle (PM QoS CPU latency 0 through `/dev/cpu_dma_latency`,
+/// held while the returned file is open). On this VM (cpuidle `haltpoll`) a CPU that halts
+/// takes tens of µs to wake, so an untraced ping-pong ran at 45 µs per round trip and one
+/// under a tracer whose reader kept the CPUs busy ran 3× *faster* than untraced: the
+/// comparison measured idle exits, not tracing. With polling idle a round trip takes ~9 µs
+/// in every mode. `ARGUS_BENCH_IDLE=native` keeps the machine's own idle policy.
+fn hold_polling_idle() -> Option<std::fs::File> {
+    if std::env::var("ARGUS_BENCH_IDLE").as_deref() == Ok("native") {
+        println!("idle: the machine's own idle policy (ARGUS_BENCH_IDLE=native)");
+        return None;
+    }
+    let held = std::fs::OpenOptions::new()
+        .write(true)
+        .open("/dev/cpu_dma_latency")
+        .and_then(|mut f| f.write_all(&0i32.to_ne_bytes()).map(|()| f));
+    match held {
+        Ok(f) => {
+            println!("idle: polling (PM QoS CPU latency 0 held through /dev/cpu_dma_latency)");
+            Some(f)
+        }
+        Err(e) => {
+            println!("idle: the machine's own idle policy (/dev/cpu_dma_latency: {e})");
+            None
+        }
+    }
+}
+
 fn pingpong(n: usize) -> Duration {
     let exe = std::env::current_exe().expect("own path");
     let mut child = Command::new(exe)

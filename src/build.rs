@@ -173,6 +173,8 @@ pub struct BuildSummary {
     pub stats: Option<argus_pipeline::stats::GraphStats>,
     /// Records of unknown kinds skipped.
     pub unknown: u64,
+    /// Stack samples lost by the recorder's perf rings (`--stacks`).
+    pub stacks_lost: u64,
     /// Wall time.
     pub elapsed: Duration,
     /// Where.
@@ -200,6 +202,13 @@ impl fmt::Display for BuildSummary {
                 f,
                 "\nargus: note: {} records of event types Argus does not use (or has no format file for) were skipped",
                 self.unknown
+            )?;
+        }
+        if self.stacks_lost > 0 {
+            write!(
+                f,
+                "\nargus: warning: the recorder lost {} stack samples (--stacks): those events have no stack in stacks.parquet",
+                self.stacks_lost
             )?;
         }
         let lost: u64 = self.lost.values().sum();
@@ -390,6 +399,7 @@ pub fn build(cfg: &BuildConfig) -> Result<BuildSummary> {
     let mut lost: BTreeMap<u32, u64> = BTreeMap::new();
     let mut lost_ranges: Vec<(u32, u64, u64, Option<u64>)> = Vec::new();
     let mut unknown = 0u64;
+    let mut stacks_lost = 0u64;
     let mut errors: Vec<ErrorRecord> = Vec::new();
     let mut events_total = 0u64;
     let mut seq_base = 0u64;
@@ -456,6 +466,20 @@ pub fn build(cfg: &BuildConfig) -> Result<BuildSummary> {
                 .finish(&dir, events.kallsyms().cloned(), &mut writer)
                 .with_context(|| format!("stacks of {}", dir.display()))
         });
+        if let Ok(done) = &written {
+            if done.lost > 0 {
+                stacks_lost += done.lost;
+                errors.push(ErrorRecord {
+                    source: format!("{}/perf", dir.display()),
+                    offset: None,
+                    ts: None,
+                    message: format!(
+                        "the recorder's perf rings lost {} stack samples: those events have no stack",
+                        done.lost
+                    ),
+                });
+            }
+        }
         let summary = events.finish();
         if let Err(e) = written {
             result = Err(e);
@@ -574,6 +598,7 @@ pub fn build(cfg: &BuildConfig) -> Result<BuildSummary> {
         lost: lost.clone(),
         lost_ranges,
         unknown,
+        stacks_lost,
         elapsed: Duration::ZERO,
         output: cfg.output.clone(),
     };

@@ -8,6 +8,8 @@
 //!   └─ fork: receiver ── closes A, fills the freed numbers with /dev/null,
 //!                        connect(listener) → client; recvmsg(sb) ← SCM_RIGHTS(A's write end)
 //!                        from main over sa → new fd N; write(N, "passed")
+//!  main ── fcntl(A's write end, F_DUPFD, 100) → D; write(D, "dup"); close(D);
+//!          fcntl(/dev/null, F_DUPFD_CLOEXEC, 100) → D again (the number reused); read(D)
 //! ```
 //!
 //! Every step leaves the descriptors open for a few hundred milliseconds, so the recorder's
@@ -21,6 +23,8 @@ use std::time::Duration;
 
 /// How long each step keeps its descriptors before the next one.
 const STEP: Duration = Duration::from_millis(300);
+/// The lowest number `fcntl(F_DUPFD)` may give: above every descriptor the workload has.
+const DUP_MIN: libc::c_int = 100;
 
 fn check(rc: libc::c_int, what: &str) -> Result<libc::c_int> {
     if rc < 0 {
@@ -307,6 +311,36 @@ pub fn run() -> Result<()> {
             bail!("child {child} failed (wait status {status})");
         }
     }
+    // fcntl(F_DUPFD): the pipe's write end at a fresh number, used, closed, and the number
+    // reused by fcntl(F_DUPFD_CLOEXEC) of /dev/null (the lowest free one from DUP_MIN).
+    // SAFETY: fcntl on a descriptor this process owns.
+    let dup = check(
+        unsafe { libc::fcntl(pw, libc::F_DUPFD, DUP_MIN) },
+        "fcntl(F_DUPFD)",
+    )?;
+    write_all(dup, b"dup")?;
+    let dup_said = read_exact(pr, 3)?;
+    sleep(STEP);
+    // SAFETY: closing a descriptor this process owns.
+    check(unsafe { libc::close(dup) }, "close")?;
+    sleep(STEP);
+    // SAFETY: a valid NUL-terminated path.
+    let null_fd = check(
+        unsafe { libc::open(c"/dev/null".as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) },
+        "open /dev/null",
+    )?;
+    // SAFETY: fcntl on a descriptor this process owns.
+    let reused = check(
+        unsafe { libc::fcntl(null_fd, libc::F_DUPFD_CLOEXEC, DUP_MIN) },
+        "fcntl(F_DUPFD_CLOEXEC)",
+    )?;
+    let mut byte = [0u8; 1];
+    // SAFETY: `byte` is valid for writes of one byte.
+    let n = unsafe { libc::read(reused, byte.as_mut_ptr().cast(), 1) };
+    if n != 0 {
+        bail!("read of /dev/null returned {n}");
+    }
+    sleep(STEP);
     let json = serde_json::json!({
         "workload": "fd-pass",
         "pid": pid,
@@ -324,6 +358,10 @@ pub fn run() -> Result<()> {
         "client_fd": client_fd,
         "client_ino": client_ino,
         "received_fd": received_fd,
+        "dup_fd": dup,
+        "dup_said": String::from_utf8_lossy(&dup_said),
+        "null_fd": null_fd,
+        "reused_fd": reused,
         "said": [String::from_utf8_lossy(&hello), String::from_utf8_lossy(&passed)],
     });
     println!("{json}");

@@ -15,6 +15,13 @@
 //!   (`flush_to_ldisc`): work-item segments, queue edges, no thread-order chain.
 //! - `pipe-dep`: a writer fills a pipe; a reader that sleeps on a timer reads it later
 //!   without blocking: a data dependency with no wake-up.
+//! - `stack-loop`: one thread runs an event loop (`poll` on three pipes): callback A and
+//!   callback B (two functions, each blocking inside: `nanosleep`, `clock_nanosleep`) are
+//!   unrelated work, and a handler sends two requests to a backend thread and blocks in
+//!   `read` for each reply: one piece of work split by its waits. Recorded with `--stacks`,
+//!   the thread-order edge between the callbacks is pruned and the one across the
+//!   handler's wait boosted. The loop calls every function through a frame-pointer frame
+//!   ([`framed`]) so the kernel's frame-pointer walk sees the call sites.
 
 use anyhow::{bail, Context, Result};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -47,6 +54,10 @@ pub const PATTERNS: &[(&str, &str)] = &[
     (
         "pipe-dep",
         "a reader finds a writer's data in a pipe without blocking",
+    ),
+    (
+        "stack-loop",
+        "an event loop's unrelated callbacks and a handler blocking mid-request (--stacks)",
     ),
 ];
 
@@ -122,6 +133,7 @@ pub fn run(name: &str, secs: f64) -> Option<Result<()>> {
         "timer" => timer(rounds),
         "kwork" => kwork(rounds),
         "pipe-dep" => pipe_dep(rounds),
+        "stack-loop" => stack_loop(rounds),
         _ => return None,
     })
 }
@@ -481,6 +493,228 @@ fn pipe_dep(rounds: usize) -> Result<()> {
     let reader_tid = join(reader, "reader")?;
     println!(
         "{{\"workload\":\"pipe-dep\",\"pid\":{},\"writer_tid\":{writer_tid},\"reader_tid\":{reader_tid},\"write_fd\":{wfd},\"read_fd\":{rfd},\"rounds\":{rounds}}}",
+        pid()
+    );
+    Ok(())
+}
+
+// `argus_pattern_fp_call(f, arg)` calls `f(arg)` inside a frame-pointer frame (push the
+// frame pointer, point it at the frame, call, pop), as code compiled with frame pointers
+// does for every call. The argus binary is built without them (Rust's default), so the
+// kernel's frame-pointer walk of a user stack would skip the workload's own functions; a
+// function called through this shows up in the walk as the return address into its caller.
+#[cfg(target_arch = "x86_64")]
+std::arch::global_asm!(
+    ".pushsection .text.argus_pattern_fp_call,\"ax\",@progbits",
+    ".globl argus_pattern_fp_call",
+    ".type argus_pattern_fp_call,@function",
+    ".p2align 4",
+    "argus_pattern_fp_call:",
+    ".cfi_startproc",
+    "push rbp",
+    ".cfi_def_cfa_offset 16",
+    ".cfi_offset rbp, -16",
+    "mov rbp, rsp",
+    ".cfi_def_cfa_register rbp",
+    "mov rax, rdi",
+    "mov rdi, rsi",
+    "call rax",
+    "pop rbp",
+    ".cfi_def_cfa rsp, 8",
+    "ret",
+    ".cfi_endproc",
+    ".size argus_pattern_fp_call, .-argus_pattern_fp_call",
+    ".popsection",
+);
+
+#[cfg(target_arch = "aarch64")]
+std::arch::global_asm!(
+    ".pushsection .text.argus_pattern_fp_call,\"ax\",@progbits",
+    ".globl argus_pattern_fp_call",
+    ".type argus_pattern_fp_call,@function",
+    ".p2align 2",
+    "argus_pattern_fp_call:",
+    ".cfi_startproc",
+    "stp x29, x30, [sp, #-16]!",
+    ".cfi_def_cfa_offset 16",
+    ".cfi_offset x29, -16",
+    ".cfi_offset x30, -8",
+    "mov x29, sp",
+    "mov x9, x0",
+    "mov x0, x1",
+    "blr x9",
+    "ldp x29, x30, [sp], #16",
+    ".cfi_def_cfa_offset 0",
+    "ret",
+    ".cfi_endproc",
+    ".size argus_pattern_fp_call, .-argus_pattern_fp_call",
+    ".popsection",
+);
+
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+unsafe extern "C" {
+    fn argus_pattern_fp_call(f: extern "C" fn(*mut u8), arg: *mut u8);
+}
+
+/// Elsewhere: a plain call (the walk will not see it).
+#[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+unsafe extern "C" fn argus_pattern_fp_call(f: extern "C" fn(*mut u8), arg: *mut u8) {
+    f(arg)
+}
+
+/// Runs `f` through `argus_pattern_fp_call`: a stack taken inside `f` shows this call's
+/// return address (one per closure type, so one per call site). The workload calls every
+/// function whose frame a stack should show this way, and the syscall wrappers that block,
+/// as a binary built with frame pointers would show them.
+#[inline(never)]
+fn framed<F: FnMut()>(f: &mut F) {
+    extern "C" fn call<F: FnMut()>(arg: *mut u8) {
+        // SAFETY: `arg` is the `&mut F` given below, alive and unaliased for the call.
+        let f = unsafe { &mut *arg.cast::<F>() };
+        f();
+    }
+    // SAFETY: the trampoline calls `call::<F>` with the pointer it is given and returns.
+    unsafe { argus_pattern_fp_call(call::<F>, (f as *mut F).cast()) }
+}
+
+fn pipe() -> Result<(i32, i32)> {
+    let mut fds = [0i32; 2];
+    // SAFETY: fds has room for both ends.
+    check(unsafe { libc::pipe(fds.as_mut_ptr()) }, "pipe")?;
+    Ok((fds[0], fds[1]))
+}
+
+const MS: libc::timespec = libc::timespec {
+    tv_sec: 0,
+    tv_nsec: 1_000_000,
+};
+
+/// Callback A: takes its event, then blocks inside (in `nanosleep`, standing for its I/O).
+/// False at end of input.
+fn callback_a(fd: i32) -> Result<bool> {
+    let mut b = [0u8; 1];
+    if read_some(fd, &mut b)? == 0 {
+        return Ok(false);
+    }
+    // SAFETY: a valid timespec; the remainder is not wanted.
+    framed(&mut || unsafe {
+        libc::syscall(
+            libc::SYS_nanosleep,
+            &MS,
+            std::ptr::null_mut::<libc::timespec>(),
+        );
+    });
+    Ok(true)
+}
+
+/// Callback B: the same, blocking in `clock_nanosleep`.
+fn callback_b(fd: i32) -> Result<bool> {
+    let mut b = [0u8; 1];
+    if read_some(fd, &mut b)? == 0 {
+        return Ok(false);
+    }
+    // SAFETY: as above.
+    framed(&mut || unsafe {
+        libc::clock_nanosleep(libc::CLOCK_MONOTONIC, 0, &MS, std::ptr::null_mut());
+    });
+    Ok(true)
+}
+
+/// The handler: one request done in two calls to the backend, blocking in `read` for each
+/// reply.
+fn handler(fd: i32, req: i32, rep: i32) -> Result<bool> {
+    let mut b = [0u8; 8];
+    if read_some(fd, &mut b[..1])? == 0 {
+        return Ok(false);
+    }
+    for part in [&b"prepare!"[..], &b"commit!!"[..]] {
+        write_all(req, part)?;
+        let mut reply = Ok(0);
+        framed(&mut || reply = read_some(rep, &mut b));
+        reply?;
+    }
+    Ok(true)
+}
+
+/// The event loop: `poll` on A's, B's and the handler's pipes; each ready one is served by
+/// its function, until all three are closed.
+fn event_loop(fa: i32, fb: i32, fh: i32, req: i32, rep: i32) -> Result<()> {
+    let mut fds = [fa, fb, fh].map(|fd| libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    });
+    let mut open = fds.len();
+    while open > 0 {
+        let mut n = 0;
+        // SAFETY: fds is a valid array of 3 pollfds.
+        framed(&mut || n = unsafe { libc::poll(fds.as_mut_ptr(), 3, -1) });
+        check(n, "poll")?;
+        for (i, p) in fds.iter_mut().enumerate() {
+            if p.revents == 0 {
+                continue;
+            }
+            let mut more = Ok(true);
+            match i {
+                0 => framed(&mut || more = callback_a(fa)),
+                1 => framed(&mut || more = callback_b(fb)),
+                _ => framed(&mut || more = handler(fh, req, rep)),
+            }
+            if !more? {
+                p.fd = -1;
+                open -= 1;
+            }
+        }
+    }
+    Ok(())
+}
+
+fn stack_loop(rounds: usize) -> Result<()> {
+    let (fa_r, fa_w) = pipe()?;
+    let (fb_r, fb_w) = pipe()?;
+    let (fh_r, fh_w) = pipe()?;
+    let (req_r, req_w) = pipe()?;
+    let (rep_r, rep_w) = pipe()?;
+    let backend =
+        thread::Builder::new()
+            .name("argus-backend".into())
+            .spawn(move || -> Result<i32> {
+                let mut buf = [0u8; 8];
+                // Each request is answered after 1 ms, so the handler surely blocks for it.
+                while read_some(req_r, &mut buf)? > 0 {
+                    thread::sleep(Duration::from_millis(1));
+                    write_all(rep_w, b"done!!!!")?;
+                }
+                Ok(tid())
+            })?;
+    let evloop =
+        thread::Builder::new()
+            .name("argus-evloop".into())
+            .spawn(move || -> Result<i32> {
+                let mut res = Ok(());
+                framed(&mut || res = event_loop(fa_r, fb_r, fh_r, req_w, rep_r));
+                // SAFETY: closing our own descriptor ends the backend.
+                unsafe { libc::close(req_w) };
+                res.map(|()| tid())
+            })?;
+    for _ in 0..rounds {
+        // A's and B's events together: B's is there before A's callback returns.
+        write_all(fa_w, b"a")?;
+        write_all(fb_w, b"b")?;
+        thread::sleep(Duration::from_millis(5));
+        write_all(fh_w, b"h")?;
+        thread::sleep(Duration::from_millis(8));
+    }
+    // SAFETY: closing our own descriptors ends the loop.
+    unsafe {
+        libc::close(fa_w);
+        libc::close(fb_w);
+        libc::close(fh_w);
+    }
+    let loop_tid = join(evloop, "event loop")?;
+    let backend_tid = join(backend, "backend")?;
+    println!(
+        "{{\"workload\":\"stack-loop\",\"pid\":{},\"loop_tid\":{loop_tid},\"backend_tid\":{backend_tid},\"rounds\":{rounds}}}",
         pid()
     );
     Ok(())

@@ -56,27 +56,39 @@ impl StackCollector {
     }
 
     /// Symbolizes the stacks of `dir` and appends them to the snapshot. Returns the number
-    /// of stacks written.
+    /// of stacks written and of samples the recorder's rings lost.
     pub fn finish(
         self,
         dir: &Path,
         kallsyms: Option<Kallsyms>,
         writer: &mut SnapshotWriter,
-    ) -> Result<u64> {
-        if self.is_empty() {
-            return Ok(0);
-        }
+    ) -> Result<StacksDone> {
         let Some(trace) = PerfTrace::open(dir).with_context(|| format!("{}", dir.display()))?
         else {
-            return Ok(0);
+            return Ok(StacksDone::default());
         };
+        if self.is_empty() {
+            // No event carries a stack: only the lost samples are worth counting.
+            let lost = trace
+                .items()
+                .map(|item| match item {
+                    Ok(PerfItem::Lost { lost, .. }) => lost,
+                    _ => 0,
+                })
+                .sum();
+            return Ok(StacksDone { written: 0, lost });
+        }
+        let mut lost = 0u64;
         let mut symbolizer = Symbolizer::new(kallsyms, &trace.maps_files());
         let mut used: HashMap<u64, ()> = HashMap::new();
         let mut out: Vec<EventStack> = Vec::new();
         for item in trace.items() {
             let s = match item {
                 Ok(PerfItem::Sample(s)) => s,
-                Ok(PerfItem::Lost { .. }) => continue,
+                Ok(PerfItem::Lost { lost: n, .. }) => {
+                    lost += n;
+                    continue;
+                }
                 // Already reported by replay (logged); the rest of the chunk is skipped.
                 Err(e) => {
                     tracing::warn!("{e}");
@@ -141,6 +153,88 @@ impl StackCollector {
         writer
             .write_stacks(&out)
             .context("writing stacks.parquet")?;
-        Ok(out.len() as u64)
+        Ok(StacksDone {
+            written: out.len() as u64,
+            lost,
+        })
+    }
+}
+
+/// What [`StackCollector::finish`] did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StacksDone {
+    /// Stacks written to `stacks.parquet`.
+    pub written: u64,
+    /// Stack samples the recorder's perf rings dropped (`PERF_RECORD_LOST`): their events
+    /// have no stack.
+    pub lost: u64,
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use argus_ingest::perffile::{
+        chunk_path, perf_dir, StreamInfo, StreamKind, StreamsFile, PERF_FORMAT_VERSION,
+        RECORD_LOST, STREAMS_FILE,
+    };
+
+    /// A `PERF_RECORD_LOST` record as the recorder stores it: stream id, then the record.
+    fn lost_record(stream: u32, lost: u64) -> Vec<u8> {
+        let mut rec = stream.to_le_bytes().to_vec();
+        rec.extend_from_slice(&RECORD_LOST.to_le_bytes());
+        rec.extend_from_slice(&0u16.to_le_bytes());
+        rec.extend_from_slice(&(8u16 + 16).to_le_bytes());
+        rec.extend_from_slice(&7u64.to_le_bytes()); // perf's event id
+        rec.extend_from_slice(&lost.to_le_bytes());
+        rec
+    }
+
+    #[test]
+    fn lost_stack_samples_are_counted() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(perf_dir(dir.path())).unwrap();
+        let streams = StreamsFile {
+            version: PERF_FORMAT_VERSION,
+            streams: vec![StreamInfo {
+                id: 1,
+                sample_type: 0,
+                regs_user: 0,
+                kind: StreamKind::Stacks {
+                    cpu: 0,
+                    syscalls: vec![0, 1],
+                },
+            }],
+        };
+        std::fs::write(
+            perf_dir(dir.path()).join(STREAMS_FILE),
+            serde_json::to_vec(&streams).unwrap(),
+        )
+        .unwrap();
+        let mut records = lost_record(1, 1200);
+        records.extend(lost_record(1, 34));
+        std::fs::write(
+            chunk_path(dir.path(), 0),
+            zstd::encode_all(records.as_slice(), 1).unwrap(),
+        )
+        .unwrap();
+        let out = tempfile::tempdir().unwrap();
+        let mut writer = SnapshotWriter::new(out.path().join("snap")).unwrap();
+        let done = StackCollector::default()
+            .finish(dir.path(), None, &mut writer)
+            .unwrap();
+        assert_eq!(
+            done,
+            StacksDone {
+                written: 0,
+                lost: 1234
+            }
+        );
+        // No perf directory: nothing to count.
+        let plain = tempfile::tempdir().unwrap();
+        let done = StackCollector::default()
+            .finish(plain.path(), None, &mut writer)
+            .unwrap();
+        assert_eq!(done, StacksDone::default());
     }
 }

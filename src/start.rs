@@ -29,6 +29,17 @@
 //! lost (`late` in the status line, one row per CPU and snapshot period in `errors.parquet`)
 //! and stays in the raw ring, so `argus build DIR/trace` still sees it.
 //!
+//! **Lost-events gaps.** A page flagged with missed events (the kernel overwrote records the
+//! reader had not read), or one after pages the tap dropped, is a gap on its CPU: from that
+//! CPU's last record before it (or the job's start) to the page's first record.
+//! [`LiveMerge::push_page`] adds it to the rules' [`GapSet`] (shared by every generation and
+//! worker, kept for later generations) before it queues any record of the page, so every
+//! event released afterwards is processed with the gap known and no timer/queue pair or
+//! thread-order edge is made across it, as in `argus build`. Events of other CPUs inside the
+//! gap released *before* the page came (only when the watermark passed the CPU's last record:
+//! its hold expired, or its last page was partial) were processed without it; an edge made
+//! then stays (`docs/start.md`, "Lost events").
+//!
 //! **Retention.** The dataflow only accepts insertions of events, so old events cannot be
 //! retracted from it. Instead the job runs *generations*: a new dataflow starts whenever the
 //! newest one has covered `--retain`; the oldest is dropped once the next one covers
@@ -95,6 +106,7 @@ use argus_ingest::merge::ThreadTable;
 use argus_ingest::replay::TraceReader;
 use argus_ingest::tracedir::ProcEntry;
 use argus_pipeline::dataflow::{self, Batch, DataflowConfig, Message, Update};
+use argus_pipeline::gaps::GapSet;
 use argus_pipeline::rules::RulesConfig;
 use argus_schema::{
     CausalEdge, EndCause, ErrorRecord, Event, Nanos, SegmentId, Spin, ThreadInfo, UpdateSink,
@@ -346,6 +358,12 @@ pub struct LiveStats {
     pub late: u64,
     /// Malformed pages or records, and records going back in time (dropped).
     pub bad: u64,
+    /// Pages the recorder read but could not hand to the job in time (the tap was full):
+    /// their records are in the raw ring only.
+    pub tap_dropped: u64,
+    /// Lost-events gaps found (a page flagged with lost events, or pages the tap dropped):
+    /// each was added to the rules' gaps before any record after it was released.
+    pub gaps: u64,
 }
 
 impl LiveStats {
@@ -359,6 +377,9 @@ struct CpuLive {
     conv: Converter,
     queue: VecDeque<Decoded>,
     last: Option<Nanos>,
+    /// The tap's drop count of this CPU as of its last page
+    /// ([`argus_ingest::linux::TappedPage::dropped_before`]).
+    dropped: u64,
     /// Set when the last page tapped was full: the reader had more to read, so records
     /// after `last` may still come (the time is when that page arrived).
     behind: Option<(Nanos, Instant)>,
@@ -368,6 +389,12 @@ struct CpuLive {
 const FULL_PAGE_SLACK: usize = 512;
 /// How long a CPU whose reader is behind may hold the watermark back.
 const MAX_HOLD: Duration = Duration::from_secs(5);
+/// Gaps remembered for the snapshots' `errors.parquet` rows (the newest).
+const MAX_GAP_ROWS: usize = 64;
+
+/// A lost-events gap: `(cpu, from ns, to ns, events lost if counted)`, as
+/// [`crate::gaps::touched`] takes them.
+pub type LostRange = (u32, u64, u64, Option<u64>);
 
 /// Per-CPU pages in, one time-ordered event stream out, released behind a watermark (see the
 /// module docs for the rule and what happens to late records).
@@ -381,6 +408,13 @@ pub struct LiveMerge {
     /// Counters.
     pub stats: LiveStats,
     errors: Vec<ErrorRecord>,
+    /// Where lost-events gaps go: shared with the rules of every dataflow generation.
+    gaps: GapSet,
+    /// Where this run's records begin: a CPU whose first page already follows lost events
+    /// lost them after this.
+    origin: Nanos,
+    /// The newest gaps, for the snapshots' rows.
+    ranges: VecDeque<LostRange>,
 }
 
 impl LiveMerge {
@@ -396,7 +430,53 @@ impl LiveMerge {
             released: None,
             stats: LiveStats::default(),
             errors: Vec::new(),
+            gaps: GapSet::new(),
+            origin: Nanos(0),
+            ranges: VecDeque::new(),
         })
+    }
+
+    /// Adds the gaps this merge finds to `gaps` (the job passes its rules' set, shared by
+    /// every generation), and takes `origin` as the start of the records: a CPU's first page
+    /// that already follows lost events lost them between `origin` and its first record.
+    pub fn track_gaps(&mut self, gaps: GapSet, origin: Nanos) {
+        self.gaps = gaps;
+        self.origin = origin;
+    }
+
+    /// Records a lost-events gap on `cpu` from `from` to `to`: into the rules' gaps at once
+    /// (so no record after it reaches a dataflow before the gap does), an error row, and
+    /// the list the snapshots name touched segments from. `why` says what was lost.
+    pub fn add_gap(&mut self, cpu: u32, from: Nanos, to: Nanos, events: Option<u64>, why: &str) {
+        let (from, to) = (from.min(to), from.max(to));
+        self.gaps.add(from, to);
+        self.stats.gaps += 1;
+        if self.ranges.len() >= MAX_GAP_ROWS {
+            self.ranges.pop_front();
+        }
+        self.ranges.push_back((cpu, from.0, to.0, events));
+        self.error(
+            cpu,
+            Some(from),
+            format!(
+                "{why} from {} to {} ns: no edge is made across this gap; threads running then may miss segments",
+                from.0, to.0
+            ),
+        );
+    }
+
+    /// The gaps found (the newest [`MAX_GAP_ROWS`]) that end at or after `since`.
+    pub fn gaps_since(&self, since: Nanos) -> Vec<LostRange> {
+        self.ranges
+            .iter()
+            .filter(|r| r.2 >= since.0)
+            .copied()
+            .collect()
+    }
+
+    /// Decodes one tapped page, noting the pages the tap dropped before it as a gap.
+    pub fn push_tapped(&mut self, p: &Tapped) {
+        self.push_page(p.cpu, &p.data, p.dropped_before);
     }
 
     fn error(&mut self, cpu: u32, ts: Option<Nanos>, message: String) {
@@ -410,8 +490,14 @@ impl LiveMerge {
         }
     }
 
-    /// Decodes one page read from `cpu`'s ring buffer.
-    pub fn push_page(&mut self, cpu: u32, page: &[u8]) {
+    /// Decodes one page read from `cpu`'s ring buffer, the tap having dropped `dropped`
+    /// pages of that CPU so far ([`argus_ingest::linux::TappedPage::dropped_before`]).
+    ///
+    /// A page flagged with lost events (or one after pages the tap dropped) is a **gap**:
+    /// from this CPU's last record before it (or the merge's origin) to the page's first
+    /// record. It goes into the rules' [`GapSet`] here, before any record of the page is
+    /// queued, so every dataflow generation has it before the first record after it.
+    pub fn push_page(&mut self, cpu: u32, page: &[u8], dropped: u64) {
         self.stats.pages += 1;
         let recs = match parse_page(&self.layout, page) {
             Ok(r) => r,
@@ -426,13 +512,20 @@ impl LiveMerge {
             Missed::Unknown => self.stats.lost_unknown_pages += 1,
             Missed::Count(n) => *self.stats.lost.entry(cpu).or_default() += n,
         }
+        let missed = recs.header().missed;
+        let page_ts = Nanos(recs.header().ts);
         let template = &self.template;
         let state = self.cpus.entry(cpu).or_insert_with(|| CpuLive {
             conv: template.clone(),
             queue: VecDeque::new(),
             last: None,
+            dropped: 0,
             behind: None,
         });
+        let tap_dropped = dropped.saturating_sub(state.dropped);
+        state.dropped = state.dropped.max(dropped);
+        let before = state.last;
+        let mut first = None;
         let full = recs.header().commit + FULL_PAGE_SLACK + 16 >= page.len();
         let mut decoded = Vec::new();
         let mut bad = Vec::new();
@@ -445,6 +538,7 @@ impl LiveMerge {
                 }
             };
             let ts = Nanos(r.ts);
+            first.get_or_insert(ts);
             if state.last.is_some_and(|prev| ts < prev) {
                 bad.push((Some(ts), "record goes back in time on its CPU".to_string()));
                 continue;
@@ -463,6 +557,29 @@ impl LiveMerge {
         self.stats.bad += bad.len() as u64;
         for (ts, m) in bad {
             self.error(cpu, ts, m);
+        }
+        if missed != Missed::None || tap_dropped > 0 {
+            let from = before.unwrap_or(self.origin);
+            let to = first.unwrap_or(page_ts);
+            self.stats.tap_dropped += tap_dropped;
+            let mut why = Vec::new();
+            let events = match missed {
+                Missed::Count(n) => {
+                    why.push(format!("the kernel lost {n} events"));
+                    Some(n)
+                }
+                Missed::Unknown => {
+                    why.push("the kernel lost events (count unknown)".to_string());
+                    None
+                }
+                Missed::None => None,
+            };
+            if tap_dropped > 0 {
+                why.push(format!(
+                    "{tap_dropped} pages were read but not decoded in time (they are in the raw ring only)"
+                ));
+            }
+            self.add_gap(cpu, from, to, events, &why.join(" and "));
         }
         self.enqueue(cpu, decoded);
     }
@@ -1044,6 +1161,8 @@ struct SnapJob {
     reply: Receiver<Captured>,
     threads: Vec<ThreadInfo>,
     errors: Vec<ErrorRecord>,
+    /// Lost-events gaps in the window: the segments they touched get error rows.
+    gaps: Vec<LostRange>,
     info: SnapshotInfo,
     quiet: bool,
 }
@@ -1122,7 +1241,12 @@ impl SnapshotThread {
         writer.write_edges(&cap.edges)?;
         writer.write_spins(&cap.spins)?;
         writer.write_threads(&job.threads)?;
-        writer.write_errors(&job.errors)?;
+        let mut errors = job.errors;
+        if !job.gaps.is_empty() {
+            // As `argus build` does: which threads' segments a gap touched.
+            errors.extend(crate::gaps::touched(&cap.segments, &job.gaps));
+        }
+        writer.write_errors(&errors)?;
         if !self.delay.is_zero() {
             std::thread::sleep(self.delay);
         }
@@ -1216,6 +1340,7 @@ impl SnapContext {
             reply,
             threads: merge.threads(),
             errors,
+            gaps: merge.gaps_since(oldest),
             info: SnapshotInfo {
                 sources: self.sources.clone(),
                 trace_start_ns: Some(oldest),
@@ -1419,10 +1544,32 @@ impl Job<'_> {
     }
 }
 
-/// Replays the last `retain` of an earlier run's ring into the job; returns the events fed
-/// and the time of the first.
-fn replay_previous(job: &mut Job<'_>, prev: &Path) -> Result<(u64, Option<Nanos>)> {
+/// What replaying an earlier run's ring fed the job.
+struct Replayed {
+    /// Events fed.
+    events: u64,
+    /// The time of the first and of the last.
+    first: Option<Nanos>,
+    last: Option<Nanos>,
+    /// Its lost-events gaps (already in the rules' gaps).
+    gaps: Vec<LostRange>,
+}
+
+/// Replays the last `retain` of an earlier run's ring into the job, its lost-events gaps
+/// into the rules' gaps first.
+fn replay_previous(job: &mut Job<'_>, prev: &Path) -> Result<Replayed> {
     let reader = TraceReader::open(prev).with_context(|| format!("opening {}", prev.display()))?;
+    let mut gaps = Vec::new();
+    for (&cpu, ranges) in &reader.meta_ext().lost_ranges {
+        for g in ranges {
+            job.cfg
+                .dataflow
+                .rules
+                .gaps
+                .add(Nanos(g.from_ns), Nanos(g.to_ns));
+            gaps.push((cpu, g.from_ns, g.to_ns, g.events));
+        }
+    }
     let mut events = reader.events();
     let mut batch = Vec::with_capacity(REPLAY_BATCH);
     // Two passes would re-decode; keep the tail window instead (bounded by `retain`): events
@@ -1449,6 +1596,7 @@ fn replay_previous(job: &mut Job<'_>, prev: &Path) -> Result<(u64, Option<Nanos>
     }
     let n = all.len() as u64;
     let first = all.front().map(|e| e.ts);
+    let last = all.back().map(|e| e.ts);
     for (i, mut ev) in all.into_iter().enumerate() {
         ev.seq = i as u64;
         batch.push(ev);
@@ -1462,7 +1610,12 @@ fn replay_previous(job: &mut Job<'_>, prev: &Path) -> Result<(u64, Option<Nanos>
         job.send(batch, w)?;
     }
     let _ = events.finish();
-    Ok((n, first))
+    Ok(Replayed {
+        events: n,
+        first,
+        last,
+        gaps,
+    })
 }
 
 /// The live trace directory's formats and `/proc` table (what `TraceReader::open` reads,
@@ -1494,6 +1647,10 @@ type Tapped = argus_ingest::linux::TappedPage;
 
 /// Runs the job until the recorder stops (signal, `--duration`).
 pub fn run(cfg: &StartConfig, quiet: bool) -> Result<u8> {
+    // This run's own gap set: the merge adds to it, every generation's rules read it.
+    let mut owned = cfg.clone();
+    owned.dataflow.rules.gaps = GapSet::new();
+    let cfg = &owned;
     std::fs::create_dir_all(cfg.dir.join("snapshots"))
         .with_context(|| format!("creating {}", cfg.dir.display()))?;
     clean_leftovers(&cfg.dir);
@@ -1549,24 +1706,45 @@ pub fn run(cfg: &StartConfig, quiet: bool) -> Result<u8> {
         Nanos(0),
         notify.clone(),
     )?);
-    let (replayed, replay_start) = match &prev {
+    let replayed = match &prev {
         Some(p) => {
-            let (n, first) = replay_previous(&mut job, p)?;
+            let r = replay_previous(&mut job, p)?;
             if !quiet {
                 eprintln!(
-                    "argus start: resumed {n} events of the last {:.0} s from {}",
+                    "argus start: resumed {} events of the last {:.0} s from {}",
+                    r.events,
                     cfg.retain.as_secs_f64(),
                     p.display()
                 );
             }
-            (n, first)
+            Some(r)
         }
-        None => (0, None),
+        None => None,
     };
     if let Some(g) = job.gens.first_mut() {
-        g.start_ns = replay_start.unwrap_or(live_start);
+        g.start_ns = replayed
+            .as_ref()
+            .and_then(|r| r.first)
+            .unwrap_or(live_start);
     }
-    let mut merge = LiveMerge::new(&formats, &procs, replayed)?;
+    let mut merge = LiveMerge::new(&formats, &procs, replayed.as_ref().map_or(0, |r| r.events))?;
+    merge.track_gaps(cfg.dataflow.rules.gaps.clone(), live_start);
+    if let Some(r) = &replayed {
+        // The previous run's gaps are in the rules already; these name them in snapshots.
+        for &(cpu, from, to, events) in &r.gaps {
+            merge.add_gap(
+                cpu,
+                Nanos(from),
+                Nanos(to),
+                events,
+                "the previous run's kernel lost events",
+            );
+        }
+        // Nothing was recorded between the runs: no edge across that stretch either.
+        if let Some(last) = r.last {
+            cfg.dataflow.rules.gaps.add(last, live_start);
+        }
+    }
 
     let (snap_tx, snap_rx) = crossbeam_channel::bounded::<SnapCmd>(SNAPSHOT_BACKLOG);
     let mut next_snapshot = job.epoch + ticks_per_snapshot;
@@ -1631,7 +1809,7 @@ pub fn run(cfg: &StartConfig, quiet: bool) -> Result<u8> {
             }
             select! {
                 recv(tap_rx) -> p => match p {
-                    Ok(p) => merge.push_page(p.cpu, &p.data),
+                    Ok(p) => merge.push_tapped(&p),
                     Err(_) => {
                         closed = true;
                         tick = true;
@@ -1652,7 +1830,7 @@ pub fn run(cfg: &StartConfig, quiet: bool) -> Result<u8> {
             }
             // Whatever is already tapped goes in before the watermark moves.
             for p in tap_rx.try_iter() {
-                merge.push_page(p.cpu, &p.data);
+                merge.push_tapped(&p);
             }
             let clock = Nanos(monotonic_ns().saturating_sub(cfg.lag.as_nanos() as u64));
             let watermark = if closed {
@@ -1732,7 +1910,7 @@ pub fn run(cfg: &StartConfig, quiet: bool) -> Result<u8> {
                 let lag = monotonic_ns().saturating_sub(merge.released().map_or(0, |w| w.0));
                 let s = &merge.stats;
                 eprintln!(
-                    "argus start: {:.0} events/s, lag {:.2} s, {} open segments, lost {} (kernel {}, late {}, malformed {}), {} pages + {} records waiting, {} generation(s){}",
+                    "argus start: {:.0} events/s, lag {:.2} s, {} open segments, lost {} (kernel {}, late {}, malformed {}), {} lost-events gaps, {} pages + {} records waiting, {} generation(s){}",
                     status_events as f64 / elapsed.as_secs_f64(),
                     lag as f64 / 1e9,
                     job.open_segments(),
@@ -1740,6 +1918,7 @@ pub fn run(cfg: &StartConfig, quiet: bool) -> Result<u8> {
                     s.lost.values().sum::<u64>(),
                     s.late,
                     s.bad,
+                    s.gaps,
                     tap_rx.len(),
                     merge.queued(),
                     job.gens.len(),
@@ -1941,6 +2120,7 @@ mod tests {
                 conv: m.template.clone(),
                 queue: VecDeque::new(),
                 last: None,
+                dropped: 0,
                 behind: None,
             });
             for &t in *ts {
@@ -1997,12 +2177,394 @@ mod tests {
     #[test]
     fn a_malformed_page_is_counted_not_fatal() {
         let mut m = LiveMerge::new(&FormatSet::default(), &[], 0).unwrap();
-        m.push_page(3, &[0u8; 10]);
+        m.push_page(3, &[0u8; 10], 0);
         assert_eq!((m.stats.pages, m.stats.bad), (1, 1));
         assert_eq!(m.take_errors()[0].source, "live/cpu3");
         // An empty page (commit 0) decodes to nothing.
-        m.push_page(3, &[0u8; 4096]);
+        m.push_page(3, &[0u8; 4096], 0);
         assert_eq!((m.stats.pages, m.stats.bad, m.queued()), (2, 1, 0));
+    }
+
+    /// This kernel's layouts of the events the timer test needs (`print fmt` left out).
+    const FORMATS: &[(&str, &str)] = &[
+        (
+            "sched",
+            "name: sched_switch\nID: 1\nformat:\n\
+             \tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n\
+             \tfield:unsigned char common_flags;\toffset:2;\tsize:1;\tsigned:0;\n\
+             \tfield:unsigned char common_preempt_count;\toffset:3;\tsize:1;\tsigned:0;\n\
+             \tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;\n\n\
+             \tfield:char prev_comm[16];\toffset:8;\tsize:16;\tsigned:0;\n\
+             \tfield:pid_t prev_pid;\toffset:24;\tsize:4;\tsigned:1;\n\
+             \tfield:int prev_prio;\toffset:28;\tsize:4;\tsigned:1;\n\
+             \tfield:long prev_state;\toffset:32;\tsize:8;\tsigned:1;\n\
+             \tfield:char next_comm[16];\toffset:40;\tsize:16;\tsigned:0;\n\
+             \tfield:pid_t next_pid;\toffset:56;\tsize:4;\tsigned:1;\n\
+             \tfield:int next_prio;\toffset:60;\tsize:4;\tsigned:1;\n",
+        ),
+        (
+            "sched",
+            "name: sched_waking\nID: 2\nformat:\n\
+             \tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n\
+             \tfield:unsigned char common_flags;\toffset:2;\tsize:1;\tsigned:0;\n\
+             \tfield:unsigned char common_preempt_count;\toffset:3;\tsize:1;\tsigned:0;\n\
+             \tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;\n\n\
+             \tfield:char comm[16];\toffset:8;\tsize:16;\tsigned:0;\n\
+             \tfield:pid_t pid;\toffset:24;\tsize:4;\tsigned:1;\n\
+             \tfield:int prio;\toffset:28;\tsize:4;\tsigned:1;\n\
+             \tfield:int target_cpu;\toffset:32;\tsize:4;\tsigned:1;\n",
+        ),
+        (
+            "timer",
+            "name: hrtimer_start\nID: 3\nformat:\n\
+             \tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n\
+             \tfield:unsigned char common_flags;\toffset:2;\tsize:1;\tsigned:0;\n\
+             \tfield:unsigned char common_preempt_count;\toffset:3;\tsize:1;\tsigned:0;\n\
+             \tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;\n\n\
+             \tfield:void * hrtimer;\toffset:8;\tsize:8;\tsigned:0;\n\
+             \tfield:void * function;\toffset:16;\tsize:8;\tsigned:0;\n\
+             \tfield:s64 expires;\toffset:24;\tsize:8;\tsigned:1;\n\
+             \tfield:s64 softexpires;\toffset:32;\tsize:8;\tsigned:1;\n\
+             \tfield:enum hrtimer_mode mode;\toffset:40;\tsize:4;\tsigned:0;\n\
+             \tfield:bool was_armed;\toffset:44;\tsize:1;\tsigned:0;\n",
+        ),
+        (
+            "timer",
+            "name: hrtimer_expire_entry\nID: 4\nformat:\n\
+             \tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n\
+             \tfield:unsigned char common_flags;\toffset:2;\tsize:1;\tsigned:0;\n\
+             \tfield:unsigned char common_preempt_count;\toffset:3;\tsize:1;\tsigned:0;\n\
+             \tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;\n\n\
+             \tfield:void * hrtimer;\toffset:8;\tsize:8;\tsigned:0;\n\
+             \tfield:s64 now;\toffset:16;\tsize:8;\tsigned:1;\n\
+             \tfield:void * function;\toffset:24;\tsize:8;\tsigned:0;\n",
+        ),
+        (
+            "timer",
+            "name: hrtimer_expire_exit\nID: 5\nformat:\n\
+             \tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n\
+             \tfield:unsigned char common_flags;\toffset:2;\tsize:1;\tsigned:0;\n\
+             \tfield:unsigned char common_preempt_count;\toffset:3;\tsize:1;\tsigned:0;\n\
+             \tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;\n\n\
+             \tfield:void * hrtimer;\toffset:8;\tsize:8;\tsigned:0;\n",
+        ),
+    ];
+
+    fn formats() -> FormatSet {
+        let mut set = FormatSet::default();
+        for (sys, text) in FORMATS {
+            set.insert(argus_ingest::format::EventFormat::parse(sys, text).unwrap());
+        }
+        set
+    }
+
+    /// A record of event `name` by `pid` (`flags`: 0x08 = hard interrupt) with `values` at
+    /// their fields' offsets.
+    fn record(set: &FormatSet, name: &str, pid: i32, flags: u8, values: &[(&str, u64)]) -> Vec<u8> {
+        let ev = set.events.values().find(|e| e.name == name).unwrap();
+        let len = ev
+            .fields
+            .iter()
+            .map(|f| (f.offset + f.size) as usize)
+            .max()
+            .unwrap();
+        let mut p = vec![0u8; (len + 3) & !3];
+        let common = [
+            ("common_type", ev.id as u64),
+            ("common_flags", flags as u64),
+            ("common_pid", pid as u32 as u64),
+        ];
+        for (field, v) in common.iter().chain(values) {
+            let f = ev.field(field).unwrap();
+            let (o, n) = (f.offset as usize, (f.size as usize).min(8));
+            p[o..o + n].copy_from_slice(&v.to_le_bytes()[..n]);
+        }
+        p
+    }
+
+    /// A 4 KiB ring-buffer page starting at `ts` holding `records` (time, payload); `missed`:
+    /// flagged as following that many lost events.
+    fn raw_page(ts: u64, missed: Option<u64>, records: &[(u64, Vec<u8>)]) -> Vec<u8> {
+        let mut data = Vec::new();
+        let mut at = ts;
+        for (t, payload) in records {
+            let delta = (t - at) as u32;
+            assert!(delta < 1 << 27 && payload.len() % 4 == 0 && payload.len() <= 112);
+            at = *t;
+            data.extend_from_slice(&((delta << 5) | (payload.len() / 4) as u32).to_le_bytes());
+            data.extend_from_slice(payload);
+        }
+        let mut page = vec![0u8; 4096];
+        let mut commit = data.len() as u64;
+        if missed.is_some() {
+            // RB_MISSED_EVENTS | RB_MISSED_STORED: the count follows the data.
+            commit |= (1 << 31) | (1 << 30);
+        }
+        page[..8].copy_from_slice(&ts.to_le_bytes());
+        page[8..16].copy_from_slice(&commit.to_le_bytes());
+        page[16..16 + data.len()].copy_from_slice(&data);
+        if let Some(n) = missed {
+            page[16 + data.len()..24 + data.len()].copy_from_slice(&n.to_le_bytes());
+        }
+        page
+    }
+
+    fn start_config(dir: &Path) -> StartConfig {
+        StartConfig {
+            dir: dir.to_path_buf(),
+            snapshot_every: Duration::from_secs(10),
+            retain: Duration::from_secs(600),
+            lag: Duration::from_millis(500),
+            keep: 3,
+            on_hang: None,
+            watch_pids: Vec::new(),
+            watch_comms: Vec::new(),
+            dataflow: DataflowConfig {
+                workers: 2,
+                ..DataflowConfig::default()
+            },
+            buffer_kb: 1024,
+            duration: None,
+            status_every: Duration::from_secs(5),
+            snapshot_delay: Duration::ZERO,
+        }
+    }
+
+    /// What the live job made of the timer stream.
+    struct LiveRun {
+        edges: Vec<CausalEdge>,
+        /// Segments after the first tick (the timer armed, the gap not yet seen).
+        before_gap: Vec<argus_schema::Segment>,
+        events: Vec<Event>,
+        watermark: Nanos,
+        gaps: Vec<(Nanos, Nanos)>,
+        stats: LiveStats,
+        errors: Vec<ErrorRecord>,
+    }
+
+    const TIMER: u64 = 0xffff_8880_0000_1000;
+    const BASE: u64 = 5_000_000_000;
+
+    /// Thread 10 arms an hrtimer on cpu0 and sleeps; thread 20 sleeps on cpu1. The pages go
+    /// through the job's merge into a dataflow generation tick by tick; the timer fires in
+    /// the next page of cpu0, flagged as following lost events when `missed`.
+    fn run_timer_stream(missed: Option<u64>) -> LiveRun {
+        let tmp = tempfile::tempdir().unwrap();
+        let cfg = start_config(tmp.path());
+        let set = formats();
+        let sleeping = |prev: i32, next: i32, state: u64| {
+            record(
+                &set,
+                "sched_switch",
+                prev,
+                0,
+                &[
+                    ("prev_pid", prev as u64),
+                    ("prev_state", state),
+                    ("next_pid", next as u64),
+                ],
+            )
+        };
+        let arm = record(
+            &set,
+            "hrtimer_start",
+            10,
+            0,
+            &[
+                ("hrtimer", TIMER),
+                ("function", 1),
+                ("expires", BASE + 1_000),
+            ],
+        );
+        let cpu0_before = raw_page(
+            BASE,
+            None,
+            &[(BASE + 20, arm), (BASE + 100, sleeping(10, 0, 1))],
+        );
+        let cpu1 = raw_page(BASE + 150, None, &[(BASE + 150, sleeping(20, 0, 1))]);
+        let fire = BASE + 1_000;
+        let cpu0_after = raw_page(
+            fire,
+            missed,
+            &[
+                (
+                    fire,
+                    record(
+                        &set,
+                        "hrtimer_expire_entry",
+                        0,
+                        0x08,
+                        &[("hrtimer", TIMER), ("function", 1)],
+                    ),
+                ),
+                (
+                    fire + 1,
+                    record(&set, "sched_waking", 0, 0x08, &[("pid", 10)]),
+                ),
+                (
+                    fire + 2,
+                    record(&set, "hrtimer_expire_exit", 0, 0x08, &[("hrtimer", TIMER)]),
+                ),
+                (fire + 10, sleeping(0, 10, 0)),
+            ],
+        );
+
+        let (notify, _woken) = crossbeam_channel::bounded::<()>(1);
+        let mut job = Job {
+            cfg: &cfg,
+            gens: vec![Generation::start(0, &cfg.dataflow, 0, Nanos(0), notify.clone()).unwrap()],
+            next_gen: 1,
+            epoch: 0,
+            watermark: Nanos(0),
+            notify,
+        };
+        let mut merge = LiveMerge::new(&set, &[], 0).unwrap();
+        merge.track_gaps(cfg.dataflow.rules.gaps.clone(), Nanos(BASE));
+        let mut all = Vec::new();
+        let mut tick = |job: &mut Job<'_>, merge: &mut LiveMerge, w: u64| {
+            let mut out = Vec::new();
+            merge.release(Nanos(w), &mut out);
+            all.extend(out.iter().cloned());
+            job.send(out, Nanos(w)).unwrap();
+            job.request().unwrap().recv().unwrap()
+        };
+        // Tick 1: the arming and both sleeps are in the graph before cpu0's next page comes.
+        merge.push_page(0, &cpu0_before, 0);
+        merge.push_page(1, &cpu1, 0);
+        let first = tick(&mut job, &mut merge, BASE + 500);
+        // Tick 2: the firing.
+        merge.push_page(0, &cpu0_after, 0);
+        let watermark = Nanos(BASE + 2_000);
+        let last = tick(&mut job, &mut merge, watermark.0);
+        for g in std::mem::take(&mut job.gens) {
+            g.stop(false, false).unwrap();
+        }
+        assert!(first.check.is_ok() && last.check.is_ok());
+        LiveRun {
+            edges: last.edges,
+            before_gap: first.segments,
+            events: all,
+            watermark,
+            gaps: cfg.dataflow.rules.gaps.to_vec(),
+            stats: merge.stats.clone(),
+            errors: merge.take_errors(),
+        }
+    }
+
+    fn timer_edges(edges: &[CausalEdge]) -> usize {
+        let irq = argus_schema::Tid::irq(argus_schema::Cpu(0));
+        edges
+            .iter()
+            .filter(|e| {
+                e.kind == argus_schema::EdgeKind::Timer
+                    && e.src.tid() == Tid(10)
+                    && e.dst.tid() == irq
+            })
+            .count()
+    }
+
+    #[test]
+    fn a_timer_armed_before_a_live_gap_and_firing_after_it_makes_no_edge_as_in_build() {
+        use argus_pipeline::reference;
+        // Control: without lost events the live graph has the timer edge.
+        let clean = run_timer_stream(None);
+        assert_eq!(clean.events.len(), 7, "{:#?}", clean.events);
+        assert_eq!(timer_edges(&clean.edges), 1, "{:#?}", clean.edges);
+        assert!(clean.gaps.is_empty() && clean.stats.gaps == 0);
+
+        let lossy = run_timer_stream(Some(3));
+        // The arming and the sleep that followed it were in the dataflow before the gap was
+        // known: the segment of thread 10 that armed the timer had ended.
+        assert!(
+            lossy
+                .before_gap
+                .iter()
+                .any(|s| s.tid == Tid(10) && s.end_ns == Nanos(BASE + 100)),
+            "{:#?}",
+            lossy.before_gap
+        );
+        assert_eq!(
+            lossy.gaps,
+            vec![(Nanos(BASE + 100), Nanos(BASE + 1_000))],
+            "from cpu0's last record before the loss to its first after"
+        );
+        assert_eq!(lossy.stats.gaps, 1);
+        assert_eq!(lossy.stats.lost.get(&0), Some(&3));
+        assert!(lossy.errors.iter().any(|e| e.source == "live/cpu0"
+            && e.message.contains("the kernel lost 3 events")
+            && e.message.contains("no edge is made across this gap")));
+        assert_eq!(timer_edges(&lossy.edges), 0, "{:#?}", lossy.edges);
+        // Thread 10's sleep spans the gap: no thread-order edge into its next segment.
+        assert!(!lossy
+            .edges
+            .iter()
+            .any(|e| e.kind == argus_schema::EdgeKind::ThreadOrder && e.dst.tid() == Tid(10)));
+
+        // As in build: the batch computation with the gap known from the start gives the
+        // same graph; without the gap it would have made the edge.
+        let mut rules = RulesConfig::default();
+        rules.add_gap(Nanos(BASE + 100), Nanos(BASE + 1_000));
+        let mut want = reference::compute(&lossy.events, lossy.watermark, &rules).edges;
+        let mut got = lossy.edges.clone();
+        want.sort();
+        got.sort();
+        assert_eq!(got, want);
+        let gapless = reference::compute(&lossy.events, lossy.watermark, &RulesConfig::default());
+        assert_eq!(timer_edges(&gapless.edges), 1);
+    }
+
+    #[test]
+    fn pages_the_tap_dropped_are_a_gap_too() {
+        let set = formats();
+        let mut m = LiveMerge::new(&set, &[], 0).unwrap();
+        let gaps = GapSet::new();
+        m.track_gaps(gaps.clone(), Nanos(BASE));
+        let rec = |pid: i32| record(&set, "sched_waking", pid, 0, &[("pid", 1)]);
+        m.push_tapped(&Tapped {
+            cpu: 1,
+            data: raw_page(BASE + 10, None, &[(BASE + 10, rec(7))]),
+            dropped_before: 0,
+        });
+        assert!(gaps.is_empty());
+        // Two pages of cpu1 were dropped by the tap before this one.
+        m.push_tapped(&Tapped {
+            cpu: 1,
+            data: raw_page(BASE + 900, None, &[(BASE + 950, rec(7))]),
+            dropped_before: 2,
+        });
+        assert_eq!(gaps.to_vec(), vec![(Nanos(BASE + 10), Nanos(BASE + 950))]);
+        assert_eq!((m.stats.tap_dropped, m.stats.gaps), (2, 1));
+        // A CPU whose first page already follows lost events lost them after the origin.
+        m.push_tapped(&Tapped {
+            cpu: 2,
+            data: raw_page(BASE + 2_000, Some(4), &[(BASE + 2_001, rec(8))]),
+            dropped_before: 0,
+        });
+        assert_eq!(
+            gaps.to_vec(),
+            vec![(Nanos(BASE), Nanos(BASE + 2_001))],
+            "merged with the first"
+        );
+        assert_eq!(m.gaps_since(Nanos(BASE + 900)).len(), 2);
+        assert_eq!(
+            m.gaps_since(Nanos(BASE + 1_000)),
+            vec![(2, BASE, BASE + 2_001, Some(4))],
+            "the snapshots name the gaps that end in their window"
+        );
+        assert!(m.gaps_since(Nanos(BASE + 3_000)).is_empty());
+    }
+
+    #[test]
+    fn the_rules_gap_set_is_shared_by_clones_and_serializes_as_a_list() {
+        let cfg = start_config(Path::new("/nonexistent"));
+        let generation = cfg.dataflow.clone();
+        cfg.dataflow.rules.gaps.add(Nanos(5), Nanos(9));
+        assert!(generation.rules.crosses_gap(Nanos(0), Nanos(5)));
+        let text = serde_json::to_string(&generation.rules.gaps).unwrap();
+        assert_eq!(text, "[[5,9]]");
+        let back: GapSet = serde_json::from_str(&text).unwrap();
+        assert_eq!(back, generation.rules.gaps);
+        assert!(!back.shares(&generation.rules.gaps));
     }
 
     #[test]

@@ -179,6 +179,30 @@ fn descriptors_are_identified_across_fork_sockets_and_scm_rights() {
     // over the parent's table from then on.
     let null = lookup(receiver, pw, at);
     assert_eq!(null.target, "/dev/null", "{null:?}");
+
+    // (d) fcntl(F_DUPFD) of the pipe's write end is the pipe while it is open; after its
+    // close the number is not the pipe any more; reused by fcntl(F_DUPFD_CLOEXEC) of
+    // /dev/null, it is /dev/null.
+    assert_eq!(truth["dup_said"], "dup", "{truth}");
+    let (dup, reused) = (num(&truth["dup_fd"]), num(&truth["reused_fd"]));
+    assert_eq!(dup, reused, "the number is reused: {truth}");
+    let at = syscall_ts(&events, pid, write, dup);
+    let d = lookup(pid, dup, at);
+    assert_eq!((d.kind, d.inode), (FileKind::Pipe, pipe_ino), "{d:?}");
+    let close = argus_schema::syscalls::number("close").expect("close");
+    let fcntl = argus_schema::syscalls::number("fcntl").expect("fcntl");
+    let closed_at = syscall_ts(&events, pid, close, dup);
+    // The fcntl that reuses the number starts after the close returned.
+    let reuse_at = syscall_ts(&events, pid, fcntl, num(&truth["null_fd"]));
+    assert!(closed_at < reuse_at && at < closed_at);
+    assert_eq!(
+        table.lookup(Pid(pid), dup as i32, reuse_at),
+        None,
+        "closed: not the pipe any more"
+    );
+    let at = syscall_ts(&events, pid, read, reused);
+    let r = lookup(pid, reused, at);
+    assert_eq!(r.target, "/dev/null", "{r:?}");
 }
 
 fn reader_end(trace: &std::path::Path) -> u64 {

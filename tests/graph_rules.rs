@@ -2,9 +2,10 @@
 //! construction (the workloads of `src/patterns.rs` print the threads, descriptors and
 //! addresses involved). Each trace is recorded with `--events full` (work items, wheel
 //! timers, signals), the graph is built with the batch reference and checked against what
-//! the workload did; the dataflow (2 workers, several epochs) must equal it.
+//! the workload did; the dataflow (2 workers, several epochs) must equal it. The call-stack
+//! rule is checked on the snapshot `argus build` makes of a `--stacks` recording.
 
-use crate::common::{live_or_skip, recorded_truth, recording_lock, run};
+use crate::common::{live_or_skip, record_with, recorded_truth, recording_lock, run};
 use argus_ingest::replay::TraceReader;
 use argus_pipeline::dataflow::{collect_epochs, Batch, DataflowConfig};
 use argus_pipeline::reference;
@@ -578,5 +579,161 @@ fn a_pipe_data_dependency_without_a_wake_up_is_linked_through_fd_identity() {
     for e in deps {
         assert_eq!((e.kind, e.strength), (EdgeKind::Message, Strength::Strong));
         assert_eq!(e.src_syscall, 1, "from the write");
+    }
+}
+
+#[test]
+fn call_stacks_prune_thread_order_between_callbacks_and_boost_it_across_a_handlers_wait() {
+    if !live_or_skip(
+        "call_stacks_prune_thread_order_between_callbacks_and_boost_it_across_a_handlers_wait",
+    ) {
+        return;
+    }
+    let exe = env!("CARGO_BIN_EXE_argus");
+    let rec = record_with(
+        &["--stacks"],
+        &[exe, "workload", "stack-loop", "--secs", "2"],
+        &[],
+    );
+    let snap = argus_sinks::read_snapshot(&rec.snapshot).expect("the snapshot reads");
+    let lp = Tid(rec.truth["loop_tid"].as_i64().expect("loop_tid") as i32);
+    let rounds = rec.truth["rounds"].as_u64().expect("rounds") as usize;
+    let nr = |name: &str| argus_schema::syscalls::number(name).expect("a syscall");
+    let (sleep_a, sleep_b, read) = (nr("nanosleep"), nr("clock_nanosleep"), nr("read"));
+    // Where the loop thread blocked with a user stack recorded (a blocking switch's stack
+    // can be missing: a lost or unpaired sample); only those waits give the rule a verdict.
+    let evs = snap.events.as_deref().expect("events");
+    let stacked: BTreeSet<argus_schema::Nanos> = evs
+        .windows(3)
+        .filter(|w| {
+            w[0].tid == lp
+                && matches!(w[0].kind, argus_schema::EventKind::Switch { prev, .. } if prev == lp)
+                && w[1..].iter().any(|e| {
+                    e.tid == lp
+                        && e.ts == w[0].ts
+                        && matches!(e.kind, argus_schema::EventKind::Stack { kernel: false, .. })
+                })
+        })
+        .map(|w| w[0].ts)
+        .collect();
+    // Stretches where the kernel lost events (a loaded machine): no edge is made across
+    // them, whatever the stacks.
+    let meta: Value = serde_json::from_slice(
+        &std::fs::read(rec.trace.join("meta.json")).expect("meta.json reads"),
+    )
+    .expect("meta.json parses");
+    let lost: Vec<(u64, u64)> = meta["lost_ranges"]
+        .as_object()
+        .into_iter()
+        .flat_map(|cpus| cpus.values())
+        .filter_map(Value::as_array)
+        .flatten()
+        .filter_map(|r| Some((r["from_ns"].as_u64()?, r["to_ns"].as_u64()?)))
+        .collect();
+    let mut segs: Vec<&Segment> = snap.segments.iter().filter(|s| s.tid == lp).collect();
+    segs.sort_by_key(|s| s.id);
+    let order: HashMap<SegmentId, &CausalEdge> = snap
+        .edges
+        .iter()
+        .filter(|e| e.kind == EdgeKind::ThreadOrder && e.src.tid() == lp)
+        .map(|e| (e.src, e))
+        .collect();
+    let (mut callbacks, mut handlers, mut unknown) = (0, 0, 0);
+    for w in segs.windows(2) {
+        let (a, b) = (w[0], w[1]);
+        if b.id.seq() != a.id.seq() + 1 || a.end != EndCause::Woken || b.end != EndCause::Woken {
+            continue;
+        }
+        if lost
+            .iter()
+            .any(|&(from, to)| from <= b.end_ns.0 && a.start_ns.0 <= to)
+        {
+            unknown += 1;
+            continue;
+        }
+        let known = [a, b]
+            .iter()
+            .all(|s| s.wait_start_ns.is_some_and(|t| stacked.contains(&t)));
+        let edge = order.get(&a.id).map(|e| e.strength);
+        match (a.wait_syscall, b.wait_syscall) {
+            // Callback A blocked, then callback B: unrelated callbacks of the loop.
+            (x, y) if x == sleep_a && y == sleep_b => {
+                if known {
+                    assert_eq!(edge, None, "A {a:?} → B {b:?}: pruned");
+                    callbacks += 1;
+                } else {
+                    assert_ne!(edge, Some(Strength::Boosted));
+                    unknown += 1;
+                }
+            }
+            // The handler blocked for its first reply, then for its second: one request.
+            (x, y) if x == read && y == read => {
+                if known {
+                    assert_eq!(
+                        edge,
+                        Some(Strength::Boosted),
+                        "handler {a:?} → {b:?}: boosted"
+                    );
+                    handlers += 1;
+                } else {
+                    assert!(edge.is_some(), "handler {a:?} → {b:?} never pruned");
+                    unknown += 1;
+                }
+            }
+            _ => {}
+        }
+    }
+    // Under load a round can take another shape (B's event late, so the loop polls in
+    // between; the reply there before the handler reads): most rounds must show both.
+    assert!(
+        callbacks * 2 >= rounds && handlers * 2 >= rounds,
+        "of {rounds} rounds, {callbacks} callback pairs and {handlers} handler waits had \
+         both stacks ({unknown} pairs lacked one)"
+    );
+    // The dataflow (2 workers, several epochs) equals the reference on the stream with its
+    // stacks (default rules, here: the snapshot's own graph used the trace's kernel rules).
+    let stream: Vec<argus_schema::Event> = evs.to_vec();
+    let cfg = RulesConfig::default();
+    let want = reference::compute(
+        &stream,
+        stream.last().map(|e| e.ts).unwrap_or_default(),
+        &cfg,
+    );
+    let batches: Vec<Batch> = stream
+        .chunks(stream.len() / 3 + 1)
+        .map(|c| Batch {
+            events: c.to_vec(),
+            watermark: c.last().map(|e| e.ts).unwrap_or_default(),
+        })
+        .collect();
+    let dcfg = DataflowConfig {
+        workers: 2,
+        rules: cfg,
+        ..DataflowConfig::default()
+    };
+    let got = collect_epochs(&dcfg, batches).expect("the dataflow runs");
+    assert!(
+        got.last().is_some_and(|(_, g)| g == &want),
+        "dataflow = reference"
+    );
+    assert!(
+        want.counts.get(Counter::PrunedStacks) > 0 && want.counts.get(Counter::BoostedStacks) > 0
+    );
+    // Every other thread-order edge of the loop thread is weak or pruned: only the
+    // handler's waits split one piece of work (or a wait interrupted and retried, which
+    // the retry rule boosts).
+    let by_id: HashMap<SegmentId, &Segment> = segs.iter().map(|s| (s.id, *s)).collect();
+    for e in order.values().filter(|e| e.strength == Strength::Boosted) {
+        let (a, b) = (by_id.get(&e.src), by_id.get(&e.dst));
+        let handler =
+            a.is_some_and(|a| a.wait_syscall == read) && b.is_some_and(|b| b.wait_syscall == read);
+        let retried = a.is_some_and(|a| {
+            a.wait_ret
+                .is_some_and(argus_pipeline::rules::is_retry_result)
+        });
+        assert!(
+            handler || retried,
+            "boosted thread order {e:?} between {a:#?} and {b:#?}"
+        );
     }
 }

@@ -20,13 +20,18 @@
 //! have been read before the other existed (a client connects before the server accepts);
 //! the table completes such records from the other end's (`A.peer = B` gives `B.peer = A`).
 //!
+//! **Closes.** `close` and `close_range` are recorded as `unknown` lines at the syscall's
+//! time: from then on [`FileTable::lookup`] gives `None` for the descriptor, until its
+//! number is reused (the new file's record). Closes by `exec` (close-on-exec) and by process
+//! exit are not recorded, nor a `close` whose entry and exit the recorder read on different
+//! CPUs (`docs/trace-dir.md`, "File identity").
+//!
 //! **Limits.** Identities come from `/proc`, read shortly after the creating syscall: a
 //! descriptor closed before that (a short-lived process, or a fast close-and-reuse) is
 //! `unknown` from its creation on ([`FileTable::lookup`] gives `None`), and descriptors made
-//! without a recorded syscall that returns them (`fcntl(F_DUPFD)`, `SCM_RIGHTS` receipts,
-//! `pipe2`) are learnt by rescanning the process, stamped with the time of the syscall that
-//! triggered the rescan. Closing is not recorded: a lookup of a closed descriptor gives what
-//! it last referred to.
+//! without a recorded syscall that returns them (`SCM_RIGHTS` receipts, `pipe2`,
+//! `socketpair`) are learnt by rescanning the process, stamped with the time of the syscall
+//! that triggered the rescan.
 
 use crate::tracedir::{self, FileLine};
 use argus_schema::{Nanos, Pid};
@@ -226,8 +231,8 @@ impl FileTable {
 
     /// What fd `fd` of process `pid` referred to at `ts`: the latest record at or before
     /// `ts`; a child with no record of its own falls back to its parent's table at fork
-    /// time. `None` when unknown (no record, or the descriptor was closed before `/proc`
-    /// could be read).
+    /// time. `None` when unknown: no record, the descriptor was closed (`close`,
+    /// `close_range`), or it was closed before `/proc` could be read.
     pub fn lookup(&self, pid: Pid, fd: i32, ts: Nanos) -> Option<&FileId> {
         let (mut pid, mut ts) = (pid.0, ts.0);
         for _ in 0..MAX_FORK_DEPTH {
@@ -267,7 +272,8 @@ impl FileTable {
     }
 
     /// Every record in time order, `unknown` ones included as `None`: from `ts` on, what
-    /// the descriptor refers to is not known (it was closed before `/proc` could be read).
+    /// the descriptor refers to is not known (it was closed, or closed before `/proc` could
+    /// be read).
     /// A map built from [`FileTable::records`] alone would keep the previous identity over
     /// such a stretch; at one `(pid, fd, ts)` the last entry is the one that counts.
     pub fn entries(&self) -> impl Iterator<Item = (Pid, i32, Nanos, Option<&FileId>)> + '_ {

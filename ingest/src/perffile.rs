@@ -244,12 +244,16 @@ impl StackAt {
         }
     }
 
-    /// What a trace event can carry a stack as: a `sys_enter`, a `switch` whose `prev` is
-    /// the current task, or a `waking`.
+    /// What a trace event can carry a stack as: a `sys_enter`, a `switch` where `prev` (the
+    /// current task) leaves the CPU asleep (S or D, as the recorder's sample filter; a
+    /// preempted switch has no sample and must not take the next blocking switch's), or a
+    /// `waking`.
     pub fn of_event(ev: &Event) -> Option<StackAt> {
         match ev.kind {
             EventKind::SysEnter { nr, .. } => Some(StackAt::SysEnter(Some(i64::from(nr)))),
-            EventKind::Switch { prev, .. } if prev == ev.tid => Some(StackAt::Block),
+            EventKind::Switch {
+                prev, prev_state, ..
+            } if prev == ev.tid && matches!(prev_state.0, b'S' | b'D') => Some(StackAt::Block),
             EventKind::Waking { target } => Some(StackAt::Wake(Some(target.0))),
             _ => None,
         }

@@ -215,8 +215,9 @@ pub enum FileLine {
         /// start of a later file).
         src: String,
     },
-    /// From `ts` on, what fd `fd` of process `pid` refers to is unknown: it was created at
-    /// `ts`, but closed (and possibly reused) before `/proc` could be read.
+    /// From `ts` on, what fd `fd` of process `pid` refers to is unknown: it was closed at
+    /// `ts` (`close`, `close_range`), or created at `ts` but closed (and possibly reused)
+    /// before `/proc` could be read.
     Unknown {
         /// The creating syscall's time.
         ts: u64,

@@ -27,8 +27,11 @@
 //! whatever the history behind it.
 //!
 //! Epoch closing: the driver (worker 0 of process 0) introduces epoch *e*'s events and its
-//! watermark, advances the input to *e+1*, and steps until the probe passes *e*; only then
-//! does it send [`Message::EpochDone`]. All updates for *e* have been sent before that.
+//! watermark, advances the input to *e+1*, and reads the next batch while *e* is still being
+//! processed (at most one epoch in flight). The output operator on worker 0 holds each
+//! epoch's changes until both its inputs (graph changes, rule counters) have passed the
+//! epoch, then sends them and [`Message::EpochDone`]: every update of *e* comes before
+//! `EpochDone(e)`, and none of *e+1* before it.
 //! Records are never late here: ingest's merger releases an event only once every CPU's
 //! stream has passed its timestamp (see `argus_ingest::merge`).
 
@@ -48,8 +51,7 @@ use timely::dataflow::channels::pact::Exchange;
 use timely::dataflow::operators::generic::builder_rc::OperatorBuilder;
 use timely::dataflow::operators::generic::operator::Operator;
 use timely::dataflow::operators::generic::OutputBuilder;
-use timely::dataflow::operators::Exchange as _;
-use timely::dataflow::operators::{Capability, Concat, InspectCore, Probe};
+use timely::dataflow::operators::{Capability, Concat, Probe};
 use timely::dataflow::{InputHandleVec, ProbeHandle};
 
 /// One epoch of input: events in `seq` order, complete up to `watermark`.
@@ -224,6 +226,10 @@ impl Outs {
 /// Epochs waiting for their input to be complete: capabilities (one per output) and data.
 type Pending<C, D> = BTreeMap<u64, (C, Vec<D>)>;
 
+/// A hash map with a fast fixed-seed hash: the keys are the trace's own ids (no untrusted
+/// input chooses them to collide), and SipHash was a visible share of the per-event cost.
+pub(crate) type FastMap<K, V> = HashMap<K, V, foldhash::fast::FixedState>;
+
 /// An output port with its container builder.
 type Port<D> = OutputBuilder<u64, CapacityContainerBuilder<Vec<(D, Diff)>>>;
 
@@ -231,6 +237,30 @@ type Port<D> = OutputBuilder<u64, CapacityContainerBuilder<Vec<(D, Diff)>>>;
 fn ship<D: Clone + 'static>(port: &mut Port<D>, cap: &Capability<u64>, mut data: Vec<(D, Diff)>) {
     if !data.is_empty() {
         port.activate().session(cap).give_container(&mut data);
+    }
+}
+
+/// The next batch for the driver. While an epoch is still in flight the worker keeps
+/// stepping (parking briefly when it has nothing to do) so that epoch finishes, and is
+/// reported, without waiting for more input; with nothing in flight it blocks on `input`.
+/// `None` once `input` is closed.
+fn next_batch(
+    input: &Receiver<Batch>,
+    worker: &mut timely::worker::Worker,
+    probe: &ProbeHandle<u64>,
+    epoch: u64,
+) -> Option<Batch> {
+    loop {
+        if !probe.less_than(&epoch) {
+            return input.recv().ok();
+        }
+        match input.try_recv() {
+            Ok(batch) => return Some(batch),
+            Err(crossbeam_channel::TryRecvError::Disconnected) => return None,
+            Err(crossbeam_channel::TryRecvError::Empty) => {
+                worker.step_or_park(Some(std::time::Duration::from_micros(200)));
+            }
+        }
     }
 }
 
@@ -248,9 +278,10 @@ pub fn run(
         let peers = worker.peers() as u64;
         let mut handle: InputHandleVec<u64, Routed> = InputHandleVec::new();
         let probe = ProbeHandle::new();
-        // Rule counters reach worker 0 here; the driver (same thread) reports them per epoch.
-        let counts_tx: Rc<RefCell<Counts>> = Rc::new(RefCell::new(Counts::default()));
-        let counts_rx = counts_tx.clone();
+        // The driver's record of each epoch it introduced (watermark, events), for the
+        // output operator's `EpochDone` (both on worker 0).
+        let epochs_in: Rc<RefCell<BTreeMap<u64, (Nanos, usize)>>> = Rc::default();
+        let epochs_out = epochs_in.clone();
         let out_tx = output.clone();
         worker.dataflow::<u64, _, _>(|scope| {
             let routed = handle.to_stream(scope);
@@ -379,39 +410,55 @@ pub fn run(
                     },
                 );
 
-            // Rule counters: tallied on worker 0 for the driver.
-            let counted_to = counts_tx.clone();
-            counted
-                .exchange(|_| 0)
-                .inspect_container(move |event| {
-                    if let Ok((_time, data)) = event {
-                        let mut acc = counted_to.borrow_mut();
-                        for (c, d) in data.iter() {
-                            acc.add(*c, *d);
-                        }
-                    }
-                })
-                .probe_with(&probe);
-
-            // Every graph change goes to worker 0, which hands the containers to the channel
-            // as they are (no copy).
+            // Every graph change and rule counter goes to worker 0, which hands each epoch's
+            // containers to the channel as they are (no copy), then its `EpochDone`, in epoch
+            // order, once both inputs have passed the epoch.
             updates
                 .concat(edges_a)
                 .concat(edges_b)
-                .unary_frontier::<CapacityContainerBuilder<Vec<()>>, _, _, _>(
+                .binary_frontier::<_, CapacityContainerBuilder<Vec<()>>, _, _, _, _>(
+                    counted,
                     Exchange::new(|_: &(Update, Diff)| 0),
+                    Exchange::new(|_: &(Counter, Diff)| 0),
                     "pipeline::output",
                     move |_cap, _info| {
-                        move |(input, _frontier), _output| {
-                            input.for_each(|time, data| {
+                        let mut held: BTreeMap<u64, Vec<Vec<(Update, Diff)>>> = BTreeMap::new();
+                        let mut counted: BTreeMap<u64, Counts> = BTreeMap::new();
+                        move |(updates, uf), (counts, cf), _output| {
+                            updates.for_each(|time, data| {
                                 if !data.is_empty() {
-                                    // A closed receiver means the caller stopped listening.
-                                    let _ = out_tx.send(Message::Updates {
-                                        epoch: Epoch(*time.time()),
-                                        updates: std::mem::take(data),
-                                    });
+                                    held.entry(*time.time())
+                                        .or_default()
+                                        .push(std::mem::take(data));
                                 }
                             });
+                            counts.for_each(|time, data| {
+                                let acc = counted.entry(*time.time()).or_default();
+                                for (c, d) in data.iter() {
+                                    acc.add(*c, *d);
+                                }
+                            });
+                            let mut known = epochs_out.borrow_mut();
+                            while let Some(entry) = known.first_entry() {
+                                let e = *entry.key();
+                                if uf.less_equal(&e) || cf.less_equal(&e) {
+                                    break;
+                                }
+                                let (watermark, events) = entry.remove();
+                                // A closed receiver means the caller stopped listening.
+                                for updates in held.remove(&e).unwrap_or_default() {
+                                    let _ = out_tx.send(Message::Updates {
+                                        epoch: Epoch(e),
+                                        updates,
+                                    });
+                                }
+                                let _ = out_tx.send(Message::EpochDone {
+                                    epoch: Epoch(e),
+                                    watermark,
+                                    events,
+                                    counts: counted.remove(&e).unwrap_or_default(),
+                                });
+                            }
                         }
                     },
                 )
@@ -426,7 +473,7 @@ pub fn run(
         }
         let mut epoch = 0u64;
         let mut routed = Vec::with_capacity(4);
-        while let Ok(batch) = input.recv() {
+        while let Some(batch) = next_batch(&input, worker, &probe, epoch) {
             let n = batch.events.len();
             for ev in batch.events {
                 routed.clear();
@@ -450,17 +497,17 @@ pub fn run(
                     watermark: batch.watermark,
                 });
             }
+            epochs_in.borrow_mut().insert(epoch, (batch.watermark, n));
             epoch += 1;
             handle.advance_to(epoch);
-            worker.step_while(|| probe.less_than(&epoch));
-            let counts = counts_rx.take();
-            let _ = output.send(Message::EpochDone {
-                epoch: Epoch(epoch - 1),
-                watermark: batch.watermark,
-                events: n,
-                counts,
-            });
+            // One epoch may still be in flight while the next batch is routed: the other
+            // workers are not idle while this one reads and routes.
+            let settled = epoch - 1;
+            worker.step_while(|| probe.less_than(&settled));
         }
+        // Input closed: the remaining epochs finish (and are reported) before returning.
+        drop(handle);
+        worker.step_while(|| !probe.done());
     })
     .map_err(PipelineError::Start)?;
     for r in guards.join() {
@@ -472,10 +519,10 @@ pub fn run(
 /// The keyed operator's state on one worker.
 struct Keyed {
     rules: Arc<RulesConfig>,
-    keys: HashMap<Key, KeyState>,
-    emitted: HashMap<Key, Vec<Output>>,
+    keys: FastMap<Key, KeyState>,
+    emitted: FastMap<Key, Vec<Output>>,
     deadlines: BTreeSet<(Nanos, Key)>,
-    deadline_of: HashMap<Key, Nanos>,
+    deadline_of: FastMap<Key, Nanos>,
     /// Reused buffers.
     finals: Vec<Output>,
     now: Vec<Output>,
@@ -485,10 +532,10 @@ impl Keyed {
     fn new(rules: Arc<RulesConfig>) -> Keyed {
         Keyed {
             rules,
-            keys: HashMap::new(),
-            emitted: HashMap::new(),
+            keys: FastMap::default(),
+            emitted: FastMap::default(),
             deadlines: BTreeSet::new(),
-            deadline_of: HashMap::new(),
+            deadline_of: FastMap::default(),
             finals: Vec::new(),
             now: Vec::new(),
         }
@@ -513,7 +560,7 @@ impl Keyed {
             items.sort_unstable_by_key(key);
         }
         let mut finals = std::mem::take(&mut self.finals);
-        let mut touched: HashSet<Key> = HashSet::new();
+        let mut touched: HashSet<Key, foldhash::fast::FixedState> = HashSet::default();
         let mut last: Option<Key> = None;
         for r in &items {
             if let Routed::Ev { key, role, ev, .. } = r {
@@ -656,4 +703,70 @@ pub fn collect_epochs(
         .join()
         .map_err(|_| PipelineError::Worker("dataflow thread panicked".into()))??;
     Ok(result)
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use argus_schema::{Context, Cpu, EventKind, Pid, TaskState, Tid};
+    use std::time::Duration;
+
+    /// Two threads switching on one CPU, `n` switches from `seq`.
+    fn switches(seq: u64, n: u64) -> Vec<Event> {
+        (seq..seq + n)
+            .map(|i| {
+                let (prev, next) = if i % 2 == 0 { (10, 20) } else { (20, 10) };
+                Event {
+                    ts: Nanos(1_000 * (i + 1)),
+                    seq: i,
+                    cpu: Cpu(0),
+                    pid: Pid(prev),
+                    tid: Tid(prev),
+                    ctx: Context::Task,
+                    kind: EventKind::Switch {
+                        prev: Tid(prev),
+                        prev_state: TaskState::SLEEPING,
+                        next: Tid(next),
+                    },
+                }
+            })
+            .collect()
+    }
+
+    /// A caller that sends the next batch only after the previous one is reported (the
+    /// latency benchmark, a live job between batches) gets every `EpochDone`: an epoch in
+    /// flight finishes without more input.
+    #[test]
+    fn each_epoch_is_reported_without_waiting_for_the_next_batch() {
+        for workers in [1, 2] {
+            let cfg = DataflowConfig {
+                workers,
+                ..DataflowConfig::default()
+            };
+            let (in_tx, in_rx) = crossbeam_channel::bounded::<Batch>(1);
+            let (out_tx, out_rx) = crossbeam_channel::unbounded();
+            let runner = std::thread::spawn(move || run(&cfg, in_rx, out_tx));
+            let mut last_epoch = None;
+            for b in 0..5u64 {
+                let events = switches(b * 100, 100);
+                let watermark = events.last().unwrap().ts;
+                in_tx.send(Batch { events, watermark }).unwrap();
+                let done = loop {
+                    match out_rx.recv_timeout(Duration::from_secs(30)) {
+                        Ok(Message::EpochDone { epoch, events, .. }) => break (epoch, events),
+                        Ok(Message::Updates { epoch, .. }) => {
+                            assert_eq!(epoch, Epoch(b), "an update of another epoch came first")
+                        }
+                        Err(e) => panic!("epoch {b} with {workers} workers not reported: {e}"),
+                    }
+                };
+                assert_eq!(done, (Epoch(b), 100));
+                last_epoch = Some(done.0);
+            }
+            drop(in_tx);
+            runner.join().unwrap().unwrap();
+            assert_eq!(last_epoch, Some(Epoch(4)));
+        }
+    }
 }

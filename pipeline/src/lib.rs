@@ -33,6 +33,7 @@
 #![warn(missing_docs)]
 
 pub mod dataflow;
+pub mod gaps;
 pub mod reference;
 pub mod rules;
 pub mod rulesfile;

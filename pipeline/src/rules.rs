@@ -52,9 +52,13 @@
 //!   they interrupted.
 //! - **message peer set** (1.d, `IPC_peer_set`): each data-transfer syscall of a thread
 //!   (`read`, `write`, `readv`, `writev`, `send*`, `recv*`, that moved data) has a peer set:
-//!   the file descriptor (`args[0]`, standing in for the connection until fd identity is
-//!   recorded), the tasks its send woke, and, for a receive that blocked and was woken, the
-//!   waker. When two consecutive message operations of a segment have
+//!   the connection (from fd identity, [`RulesConfig::connection`]: a pipe's inode, the
+//!   unordered pair of a connected socket's inodes, so both directions and every descriptor
+//!   of one connection are one peer, and a descriptor number reused for another connection is
+//!   another peer; a declared `[[pipe]]`; else the descriptor number `args[0]`, which stops
+//!   standing for its connection once the thread closes it), the tasks its send woke, and,
+//!   for a receive that blocked and was woken, the waker. When two consecutive message
+//!   operations of a segment have
 //!   disjoint peer sets, the segment is split at the entry of the second one (undoing an
 //!   epoll loop that serves many clients in one run). Only descriptors known to be
 //!   connections take part — one through which a wake-up went, in this thread, since it was
@@ -111,6 +115,7 @@
 //!   piece of work split by a heuristic: the wait that ended the previous segment returned
 //!   `EINTR`/`EAGAIN`/`ERESTART*` and the next syscall retries the same call; and across a
 //!   nested callout. Until the retry is known the edge is reported weak (mutable).
+//!   **Call stacks** (`argus record --stacks`) prune or boost it too, see below.
 //! - **user rules**: a futex wake-up on a declared condition variable becomes a strong
 //!   [`EdgeKind::Rule`] edge; weak wake-ups between threads of a declared worker pool are
 //!   boosted.
@@ -123,10 +128,54 @@
 //! Every split, pruned edge and culled connection is counted ([`Counter`]), for the graph
 //! statistics ([`crate::stats`]).
 //!
+//! # Thread order and call stacks
+//!
+//! The papers prune a thread-order edge "when the two segments' stacks share no symbol" and
+//! boost it when the stacks show one piece of work split by a heuristic. The pipeline has
+//! return addresses, not symbols (symbolization runs in `argus build` after the fact), so
+//! it uses **call sites** as the symbol proxy: the return addresses of the caller frames of
+//! a user stack (`ips[1..]` of an [`EventKind::Stack`] with `kernel: false`; `ips[0]` is
+//! the instruction the thread stopped at, inside the syscall wrapper). Two equal return
+//! addresses are the same call site in the same function, and, calls being direct, the
+//! same function entered from it. The approximation: a function called from two places is
+//! two different "symbols" (the same callback dispatched from two call sites of a loop
+//! looks like two), and an indirect call site that enters different functions is one.
+//!
+//! Stack events follow the event they were taken at, same thread and time: a blocking
+//! `sched_switch` and a `sched_waking` (`--stacks`), or the `sys_enter` of a chosen syscall
+//! (`--stacks read,write,…`). Per thread, only when it has stacks ([`ThreadState`] keeps
+//! nothing otherwise):
+//!
+//! - the **end stack** of a segment is the last user stack taken at a blocking switch or a
+//!   syscall entry while it was current: where it blocked, or the message syscall whose
+//!   peer-set split ended it (stacks taken at a wake-up it sent are not boundaries);
+//! - the **base** is the longest common outermost chain of the thread's user stacks so far
+//!   (thread entry, event-loop frames). A stack whose outermost call site is not the base's
+//!   (a frame-pointer walk cut short or derailed, a truncated chain) is not used at all:
+//!   neither for the base nor as an end stack;
+//! - the **work frames** of an end stack are its call sites inside the base except the
+//!   innermost one. A return address `ips[k+1]` names the function of frame `k` (the one
+//!   it called), so the work frames name the functions the thread was in below the loop
+//!   (the callback the loop called, what that called), while the innermost call site only
+//!   names the syscall wrapper that blocked: counted, it would make two turns of an event
+//!   loop, each blocking in the loop's own `poll`, share the `poll` call site and look like
+//!   one piece of work.
+//!
+//! A thread-order edge `prev → next` where both end stacks are known is decided when `next`
+//! ends (until then it is reported weak, a mutable record, as for a retry): if the work
+//! frames of both are non-empty and share no call site, the edge is **pruned** (unrelated
+//! callbacks of one loop; [`Counter::PrunedStacks`]); if they share one (the thread was in
+//! the same callback at both waits: one piece of work split by them) it is **boosted**
+//! ([`Counter::BoostedStacks`]); otherwise it is left as it is. A retry boost takes
+//! precedence. The decision uses the base as it is when `next` ends, so it follows from the
+//! stream alone (dataflow and reference agree); early in a thread's life, before its stacks
+//! have shown the loop's branches, the base can be deeper than the loop.
+//!
 //! Both the dataflow and the batch reference drive these same machines; what the reference
 //! checks is everything around them: partitioning by key, epoch closing, the retraction of
 //! mutable records, the spin deadlines and the joins.
 
+use crate::gaps::GapSet;
 use argus_schema::{
     syscalls, CausalEdge, Context, Cpu, EdgeKind, EndCause, Event, EventKind, Nanos, Pid, Segment,
     SegmentId, SegmentKind, Spin, SpinClass, StartCause, Strength, Tid,
@@ -160,8 +209,8 @@ pub struct RulesConfig {
     /// the trace's `lost_ranges`), sorted and merged by [`RulesConfig::add_gap`]. No edge is
     /// made across one: a timer armed before a gap and firing after it may have been re-armed
     /// unseen, and a thread whose previous segment spans a gap may have run and waited
-    /// unseen, so its thread-order edge is pruned.
-    pub gaps: Vec<(Nanos, Nanos)>,
+    /// unseen, so its thread-order edge is pruned. Shared by clones ([`GapSet`]).
+    pub gaps: GapSet,
     /// What each file descriptor referred to (fd identity recorded by the collector):
     /// pipes and connected sockets become channels, and a read that finds data already
     /// there depends on the last write into the channel ([`EdgeKind::Message`]).
@@ -177,7 +226,7 @@ impl Default for RulesConfig {
             cull_functions: BTreeSet::new(),
             cull_threads: BTreeSet::new(),
             user: UserRules::default(),
-            gaps: Vec::new(),
+            gaps: GapSet::new(),
             channels: ChannelMap::default(),
         }
     }
@@ -186,24 +235,12 @@ impl Default for RulesConfig {
 impl RulesConfig {
     /// Records that events were lost between `from` and `to` (inclusive) on some CPU.
     pub fn add_gap(&mut self, from: Nanos, to: Nanos) {
-        let (from, to) = (from.min(to), from.max(to));
-        self.gaps.push((from, to));
-        self.gaps.sort_unstable();
-        let mut merged: Vec<(Nanos, Nanos)> = Vec::with_capacity(self.gaps.len());
-        for &(a, b) in &self.gaps {
-            match merged.last_mut() {
-                Some(last) if a <= last.1 => last.1 = last.1.max(b),
-                _ => merged.push((a, b)),
-            }
-        }
-        self.gaps = merged;
+        self.gaps.add(from, to);
     }
 
     /// Whether a lost-events gap overlaps `[from, to]`.
     pub fn crosses_gap(&self, from: Nanos, to: Nanos) -> bool {
-        // The first gap that ends at or after `from`; it overlaps when it starts by `to`.
-        let i = self.gaps.partition_point(|g| g.1 < from);
-        self.gaps.get(i).is_some_and(|g| g.0 <= to)
+        self.gaps.crosses(from, to)
     }
 
     /// The object key a data transfer on descriptor `fd` of process `pid` at `ts` goes
@@ -223,6 +260,27 @@ impl RulesConfig {
         let end = self.channels.lookup(pid, fd, ts)?;
         let id = if write { end.send } else { end.recv };
         id.map(Key::Channel)
+    }
+
+    /// The connection descriptor `fd` of process `pid` refers to at `ts`, as a
+    /// direction-free id for the message peer set: a declared pipe (either end), else the
+    /// channel of the fd identity ([`ChannelEnd::connection`]); `None` when neither knows.
+    pub fn connection(&self, pid: Pid, fd: u64, ts: Nanos) -> Option<u64> {
+        if !self.user.pipes.is_empty() {
+            if let Some(i) = self
+                .user
+                .pipe_of(pid, fd, true)
+                .or_else(|| self.user.pipe_of(pid, fd, false))
+            {
+                return Some(ChannelEnd::mix(4, u64::from(i), 0));
+            }
+        }
+        if self.channels.is_empty() {
+            return None;
+        }
+        self.channels
+            .lookup(pid, i32::try_from(fd).ok()?, ts)?
+            .connection()
     }
 
     /// Adds every maintenance callback among `symbols` (address, name) to
@@ -467,6 +525,17 @@ impl ChannelEnd {
         }
     }
 
+    /// The connection both directions belong to, the same seen from either end: the pipe,
+    /// or the unordered pair of a connected socket's two directions.
+    pub fn connection(&self) -> Option<u64> {
+        match (self.send, self.recv) {
+            (Some(a), Some(b)) if a == b => Some(a),
+            (Some(a), Some(b)) => Some(Self::mix(3, a.min(b), a.max(b))),
+            (Some(a), None) | (None, Some(a)) => Some(a),
+            (None, None) => None,
+        }
+    }
+
     /// A channel id for (kind, from, to): injective enough for inode numbers (distinct
     /// inputs collide with probability ~2^-64).
     fn mix(tag: u64, a: u64, b: u64) -> u64 {
@@ -498,10 +567,11 @@ pub struct ChannelSpan {
 /// it was when the process was forked (descriptors are inherited).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ChannelMap {
-    /// Spans per process, sorted by (fd, from).
-    spans: std::collections::BTreeMap<Pid, Vec<ChannelSpan>>,
+    /// Spans per process, sorted by (fd, from). Hashed (fast fixed-seed hash): looked up
+    /// for every data-transfer syscall.
+    spans: std::collections::HashMap<Pid, Vec<ChannelSpan>, foldhash::fast::FixedState>,
     /// Process → its creations `(fork time, parent)`, sorted (a pid may be reused).
-    parents: std::collections::BTreeMap<Pid, Vec<(Nanos, Pid)>>,
+    parents: std::collections::HashMap<Pid, Vec<(Nanos, Pid)>, foldhash::fast::FixedState>,
 }
 
 impl ChannelMap {
@@ -905,17 +975,25 @@ pub enum Counter {
     PrunedOrder,
     /// A connection culled as kernel maintenance.
     Culled,
+    /// A thread-order edge pruned because the two segments' end stacks share no call site
+    /// below the thread's base (unrelated callbacks of one loop).
+    PrunedStacks,
+    /// A thread-order edge boosted because the two segments' end stacks share a call site
+    /// below the thread's base (one invocation chain continued across a wait).
+    BoostedStacks,
 }
 
 impl Counter {
     /// Every counter.
-    pub const ALL: [Counter; 6] = [
+    pub const ALL: [Counter; 8] = [
         Counter::SplitPeer,
         Counter::SplitUser,
         Counter::SplitCallout,
         Counter::SplitSignal,
         Counter::PrunedOrder,
         Counter::Culled,
+        Counter::PrunedStacks,
+        Counter::BoostedStacks,
     ];
 
     /// Stable lowercase name.
@@ -927,7 +1005,15 @@ impl Counter {
             Counter::SplitSignal => "split_signal",
             Counter::PrunedOrder => "pruned_thread_order",
             Counter::Culled => "culled",
+            Counter::PrunedStacks => "pruned_stacks",
+            Counter::BoostedStacks => "boosted_stacks",
         }
+    }
+
+    /// Whether the counter counts something the rules took out of the graph (a split, a
+    /// pruned or culled connection) rather than something they strengthened.
+    pub fn filters(&self) -> bool {
+        !matches!(self, Counter::BoostedStacks)
     }
 }
 
@@ -935,7 +1021,7 @@ impl Counter {
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Counts {
     /// Counts indexed like [`Counter::ALL`].
-    pub values: [u64; 6],
+    pub values: [u64; Counter::ALL.len()],
 }
 
 impl Counts {
@@ -1165,6 +1251,8 @@ struct Mark {
 struct MsgOp {
     nr: i32,
     fd: u64,
+    /// The connection it went through, as a peer.
+    peer: Peer,
     seg: SegmentId,
     mark: Mark,
     /// Endpoints produced inside it, held back until it returns.
@@ -1176,17 +1264,82 @@ struct MsgOp {
 /// A member of a message peer set.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 enum Peer {
+    /// A descriptor whose connection is unknown, by number.
     Fd(u64),
+    /// A connection ([`RulesConfig::connection`]).
+    Chan(u64),
+    /// A descriptor number the thread closed since (it may come back as another
+    /// connection): no later operation shares it.
+    Closed,
     Task(Tid),
 }
 
-/// A thread-order edge whose strength waits on the syscall retried after the wait.
+/// A thread-order edge whose strength waits on the syscall retried after the wait, or on
+/// the end stack of the segment it leads into.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 struct PendingOrder {
     edge: CausalEdge,
     /// Set once the previous segment's wait returned a retry result: the syscall that
     /// would be a retry.
     retry: Option<i32>,
+    /// The previous segment has an end stack: the stack rule decides when this one ends.
+    #[serde(default)]
+    stacks: bool,
+}
+
+/// The call-site stacks of a thread that has user stacks (the thread-order stack rule, see
+/// the module docs). Call sites are `ips[1..]` of a user stack, innermost first.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+struct Stacks {
+    /// The common outermost chain of the thread's anchored stacks, outermost first; empty
+    /// before the first stack, never empty after.
+    base: Vec<u64>,
+    /// End stack of the current segment, if known.
+    cur: Option<Box<[u64]>>,
+    /// End stack of the previous segment, if known.
+    prev: Option<Box<[u64]>>,
+}
+
+impl Stacks {
+    /// Folds a stack's call sites (non-empty) into the base. False when its outermost call
+    /// site is not the base's: a cut-short or derailed walk, not used.
+    fn observe(&mut self, sites: &[u64]) -> bool {
+        if self.base.is_empty() {
+            self.base.extend(sites.iter().rev());
+            return true;
+        }
+        if self.base.first() != sites.last() {
+            return false;
+        }
+        let common = self
+            .base
+            .iter()
+            .zip(sites.iter().rev())
+            .take_while(|(a, b)| a == b)
+            .count();
+        self.base.truncate(common);
+        true
+    }
+
+    /// The work frames of an anchored stack: its call sites inside the base, but for the
+    /// innermost (the call of the wrapper that blocked, shared by every wait at that place).
+    fn work<'a>(&self, sites: &'a [u64]) -> &'a [u64] {
+        sites
+            .get(1..sites.len().saturating_sub(self.base.len()))
+            .unwrap_or(&[])
+    }
+
+    /// The stack rule on `prev → cur`: `Some(true)` boost (a shared call site inside the
+    /// base), `Some(false)` prune (none shared), `None` no verdict (a stack unknown, or no
+    /// work frames).
+    fn verdict(&self) -> Option<bool> {
+        let prev = self.work(self.prev.as_deref()?);
+        let cur = self.work(self.cur.as_deref()?);
+        if prev.is_empty() || cur.is_empty() {
+            return None;
+        }
+        Some(prev.iter().any(|s| cur.contains(s)))
+    }
 }
 
 /// How many connection descriptors and pending signals a thread remembers.
@@ -1232,6 +1385,13 @@ pub struct ThreadState {
     signals: Vec<(i32, u64)>,
     /// `seq` of the entry of a read on a declared pipe in flight.
     pipe_read: Option<u64>,
+    /// Whether a user stack now would be a segment-boundary stack: the thread's last event
+    /// was a blocking switch-out or a syscall entry (stack events follow their event).
+    #[serde(default)]
+    stack_boundary: bool,
+    /// Call stacks, once the thread has any (nothing is kept for a thread without).
+    #[serde(default)]
+    stacks: Option<Box<Stacks>>,
 }
 
 impl ThreadState {
@@ -1261,6 +1421,8 @@ impl ThreadState {
             order: None,
             signals: Vec::new(),
             pipe_read: None,
+            stack_boundary: false,
+            stacks: None,
         }
     }
 
@@ -1305,9 +1467,23 @@ impl ThreadState {
     fn retire(&mut self, seg: Segment, cfg: &RulesConfig, out: &mut Vec<Output>) {
         self.prev_kind = seg.kind;
         self.prev_start = seg.start_ns;
-        // A thread-order edge into it whose boost is undecided stays weak.
+        // A thread-order edge into it whose boost is undecided: the stack rule decides
+        // (both end stacks are known now, if ever), else it stays weak.
         if let Some(o) = self.order.take() {
-            out.push(Output::Edge(o.edge));
+            match self.stacks.as_ref().and_then(|s| s.verdict()) {
+                Some(true) => {
+                    out.push(Output::Count(Counter::BoostedStacks));
+                    out.push(Output::Edge(CausalEdge {
+                        strength: Strength::Boosted,
+                        ..o.edge
+                    }));
+                }
+                Some(false) => out.push(Output::Count(Counter::PrunedStacks)),
+                None => out.push(Output::Edge(o.edge)),
+            }
+        }
+        if let Some(st) = self.stacks.as_mut() {
+            st.prev = st.cur.take();
         }
         self.flush_pending(cfg, out);
         if seg.end == EndCause::Woken && seg.wait_syscall >= 0 {
@@ -1368,6 +1544,7 @@ impl ThreadState {
 
     fn on_event(&mut self, ev: &Event, role: Role, cfg: &RulesConfig, out: &mut Vec<Output>) {
         let ts = ev.ts;
+        let boundary = std::mem::take(&mut self.stack_boundary);
         if ev.tid == self.tid && ev.pid.0 != 0 {
             self.pid = ev.pid;
             if let Some(c) = self.cur.as_mut() {
@@ -1419,6 +1596,7 @@ impl ThreadState {
                         c.wait_syscall = syscall;
                         self.blocked = true;
                         self.waited = true;
+                        self.stack_boundary = true;
                     } else if !prev_state.is_blocking() {
                         c.preemptions += 1;
                     }
@@ -1434,8 +1612,47 @@ impl ThreadState {
                     self.signals.push((sig, ev.seq));
                 }
             }
-            Role::Own => self.on_own(ev, cfg, out),
+            Role::Own => {
+                if let EventKind::Stack { kernel, ips } = &ev.kind {
+                    if *kernel {
+                        // The user stack of the same sample follows.
+                        self.stack_boundary = boundary;
+                    } else if !self.dead {
+                        self.user_stack(ips, boundary);
+                    }
+                }
+                self.on_own(ev, cfg, out)
+            }
             Role::Arm | Role::Fire => {}
+        }
+    }
+
+    /// A user stack of the thread: it shapes the base, and taken at a boundary (`boundary`)
+    /// it is where the current segment ended so far.
+    fn user_stack(&mut self, ips: &[u64], boundary: bool) {
+        let sites = ips.get(1..).unwrap_or(&[]);
+        if sites.is_empty() {
+            if boundary {
+                if let Some(st) = self.stacks.as_mut() {
+                    st.cur = None;
+                }
+            }
+            return;
+        }
+        let st = self.stacks.get_or_insert_with(Box::default);
+        let anchored = st.observe(sites);
+        if boundary {
+            st.cur = anchored.then(|| sites.into());
+        }
+    }
+
+    /// The retry test found no retry: the edge is weak, unless the stack rule is still to
+    /// decide it (when the segment it leads into ends).
+    fn settle(&mut self, o: PendingOrder, out: &mut Vec<Output>) {
+        if o.stacks {
+            self.order = Some(PendingOrder { retry: None, ..o });
+        } else {
+            out.push(Output::Edge(o.edge));
         }
     }
 
@@ -1506,8 +1723,13 @@ impl ThreadState {
             ts,
             src_syscall: -1,
         };
-        if self.pending.is_some() {
-            self.order = Some(PendingOrder { edge, retry: None });
+        let stacks = self.stacks.as_ref().is_some_and(|s| s.prev.is_some());
+        if self.pending.is_some() || stacks {
+            self.order = Some(PendingOrder {
+                edge,
+                retry: None,
+                stacks,
+            });
         } else {
             out.push(Output::Edge(edge));
         }
@@ -1635,7 +1857,7 @@ impl ThreadState {
                         // record): keep waiting.
                         self.order = Some(o);
                     } else {
-                        out.push(Output::Edge(o.edge));
+                        self.settle(o, out);
                     }
                 }
             }
@@ -1690,6 +1912,7 @@ impl ThreadState {
                 self.in_syscall = Some(nr);
                 self.in_arg0 = args[0];
                 self.waited = false;
+                self.stack_boundary = true;
                 self.pipe_read = None;
                 if let Some(m) = self.msg.take() {
                     // The previous message syscall never returned (lost record).
@@ -1708,12 +1931,20 @@ impl ThreadState {
                 }
                 if nr == nrs().close {
                     self.conn_fds.retain(|fd| *fd != args[0]);
+                    // The number may come back as another connection: it no longer stands
+                    // for this one in the peer set.
+                    for p in self.peers.iter_mut().filter(|p| **p == Peer::Fd(args[0])) {
+                        *p = Peer::Closed;
+                    }
                 }
                 if let (Some(mark), Some(seg)) = (mark, self.cur.as_ref().map(|c| c.id)) {
                     let write = message_op(nr) == Some(true);
                     let mut op = MsgOp {
                         nr,
                         fd: args[0],
+                        peer: cfg
+                            .connection(self.pid, args[0], ts)
+                            .map_or(Peer::Fd(args[0]), Peer::Chan),
                         seg,
                         mark,
                         srcs: Vec::new(),
@@ -1748,7 +1979,7 @@ impl ThreadState {
                         if p.wait_syscall == nr && is_retry_result(ret) {
                             o.retry = Some(nr);
                         } else if let Some(o) = self.order.take() {
-                            out.push(Output::Edge(o.edge));
+                            self.settle(o, out);
                         }
                     }
                     self.finish(p, cfg, out);
@@ -1821,7 +2052,7 @@ impl ThreadState {
 
     /// The message peer-set rule, when a message syscall returns.
     fn message_done(&mut self, m: MsgOp, ret: i64, cfg: &RulesConfig, out: &mut Vec<Output>) {
-        let mut peer: Vec<Peer> = vec![Peer::Fd(m.fd)];
+        let mut peer: Vec<Peer> = vec![m.peer];
         peer.extend(m.woke.iter().map(|t| Peer::Task(*t)));
         let same = self.cur.as_ref().is_some_and(|c| c.id == m.seg);
         if same && !self.messaged {

@@ -101,7 +101,9 @@ impl GraphStats {
         for c in Counter::ALL {
             let n = g.counts.get(c);
             s.counters.insert(c.name().to_string(), n);
-            s.filtered_out += n;
+            if c.filters() {
+                s.filtered_out += n;
+            }
         }
         let denom = (s.edges + s.filtered_out).max(1) as f64;
         s.portion_filtered_out = s.filtered_out as f64 / denom;

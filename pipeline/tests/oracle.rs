@@ -6,8 +6,9 @@
 //! work items (nested, blocking inside), signals, message syscalls on several descriptors
 //! (peer-set splits), interrupted and retried waits (boosts), device softirqs, markers, and
 //! every kind of user rule (condition variable, worker pool, pipe, syscall and marker
-//! splits), kernel delegate and maintenance threads. Real recorded traces go through the
-//! same check in the top-level integration tests.
+//! splits), kernel delegate and maintenance threads, and call stacks after blocking
+//! switches, syscall entries and wake-ups (the thread-order stack rule). Real recorded traces
+//! go through the same check in the top-level integration tests.
 
 use argus_pipeline::dataflow::{collect_epochs, Batch, DataflowConfig};
 use argus_pipeline::rules::{
@@ -90,6 +91,48 @@ impl Lcg {
     }
 }
 
+/// Synthetic user call chains (innermost first, `ips[0]` the stopped-at instruction) of an
+/// event loop: thread entry `S`, loop `T`; the loop polls (`0x50`), runs callbacks A and B
+/// (`0x51`, `0x52`) and a handler that blocks at two places (`0x53`, call sites `0x61`,
+/// `0x62`); plus a stack with no call site and a derailed walk.
+const STACKS: [&[u64]; 8] = [
+    &[0x7f00, 0x50, 0x20, 0x10],
+    &[0x7f00, 0x71, 0x51, 0x20, 0x10],
+    &[0x7f00, 0x72, 0x52, 0x20, 0x10],
+    &[0x7f00, 0x61, 0x53, 0x20, 0x10],
+    &[0x7f00, 0x62, 0x53, 0x20, 0x10],
+    &[0x7f00],
+    &[0x7f00, 0xdead, 0xbeef],
+    &[0x7f00, 0x20, 0x10],
+];
+
+/// Sometimes, the stack events `argus record --stacks` places right after an event of
+/// `tid` (kernel then user stack, same time): at blocking switches, syscall entries and
+/// wake-ups.
+fn stacks_after(r: &mut Lcg, evs: &mut Vec<Event>, ts: u64, cpu: u32, tid: Tid, percent: u64) {
+    if !tid.is_task() || r.below(100) >= percent {
+        return;
+    }
+    let pid = Pid(if tid.0 >= 100 { tid.0 / 10 * 10 } else { tid.0 });
+    let user = STACKS[r.below(STACKS.len() as u64) as usize].to_vec();
+    let kernel = r.below(2) == 0;
+    for (k, ips) in [(true, vec![0xffff_8000_0000_1000u64]), (false, user)] {
+        if k && !kernel {
+            continue;
+        }
+        let seq = evs.len() as u64;
+        evs.push(Event {
+            ts: Nanos(ts),
+            seq,
+            cpu: Cpu(cpu),
+            pid,
+            tid,
+            ctx: Context::Task,
+            kind: EventKind::Stack { kernel: k, ips },
+        });
+    }
+}
+
 /// A random but plausible stream: 2 CPUs, a dozen threads, ~`n` events.
 fn stream(seed: u64, n: usize) -> Vec<Event> {
     let mut r = Lcg(seed);
@@ -141,6 +184,9 @@ fn stream(seed: u64, n: usize) -> Vec<Event> {
                         next: pick,
                     },
                 );
+                if state != TaskState::RUNNABLE {
+                    stacks_after(&mut r, &mut evs, ts, cpu as u32, cur, 70);
+                }
                 running[cpu] = pick;
             }
             2 | 3 => {
@@ -157,6 +203,9 @@ fn stream(seed: u64, n: usize) -> Vec<Event> {
                     ctx,
                     EventKind::Waking { target: pick },
                 );
+                if ctx == Context::Task {
+                    stacks_after(&mut r, &mut evs, ts, cpu as u32, cur, 20);
+                }
             }
             4 | 14 | 15 => {
                 let nr = [0, 1, 7, 35, 202, 232, 24, 230, 20, 45, 46, 61, 231, 39, 3]
@@ -173,6 +222,7 @@ fn stream(seed: u64, n: usize) -> Vec<Event> {
                         args: [arg0, 0, 0, 0, 0, 0],
                     },
                 );
+                stacks_after(&mut r, &mut evs, ts, cpu as u32, cur, 15);
             }
             5 | 16 | 17 => {
                 let nr = [0, 1, 7, 35, 202, 232, 24, 230, 20, 45, 46, 61][r.below(12) as usize];
@@ -540,6 +590,7 @@ fn stream(seed: u64, n: usize) -> Vec<Event> {
                         next: a,
                     },
                 );
+                stacks_after(&mut r, &mut evs, ts + 1, c, b, 70);
                 push(
                     &mut evs,
                     ts + 2,

@@ -89,6 +89,23 @@ impl S {
             },
         )
     }
+    /// The stack events `argus record --stacks` places right after the thread's last event
+    /// (a kernel stack, then the user stack `ips`), at the same time.
+    fn stack(&mut self, tid: i32, ips: &[u64]) {
+        let (ts, cpu) = self.evs.last().map_or((0, 0), |e| (e.ts.0, e.cpu.0));
+        for (kernel, ips) in [(true, vec![0xffff_ffff_8100_0000]), (false, ips.to_vec())] {
+            let seq = self.evs.len() as u64;
+            self.evs.push(Event {
+                ts: Nanos(ts),
+                seq,
+                cpu: Cpu(cpu),
+                pid: Pid(if tid >= 100 { tid / 10 * 10 } else { tid }),
+                tid: Tid(tid),
+                ctx: Context::Task,
+                kind: EventKind::Stack { kernel, ips },
+            });
+        }
+    }
 }
 
 /// The reference graph; asserts the dataflow equals it at every epoch.
@@ -915,4 +932,279 @@ fn kernel_delegate_threads_have_no_thread_order_edges() {
     let g = graph(&s.evs, &cfg);
     assert!(edges_between(&g, 8, 8).is_empty());
     assert_eq!(g.counts.get(Counter::PrunedOrder), 3);
+}
+
+/// User call chains of an event loop (innermost first; `ips[0]` is the instruction in the
+/// syscall wrapper): thread entry `0x10`, loop `0x20`; the loop calls poll at `0x50`,
+/// callback A at `0x51`, callback B at `0x52` and a handler at `0x53`, which blocks at `0x61`
+/// and then at `0x62`. With the base `[0x10, 0x20]`, the work frames (call sites inside it
+/// but the innermost, the call of the wrapper) are: none for poll, `0x51` for A, `0x52` for
+/// B, `0x53` for both waits of the handler.
+const POLL: &[u64] = &[0x7f00, 0x50, 0x20, 0x10];
+const CB_A: &[u64] = &[0x7f01, 0x71, 0x51, 0x20, 0x10];
+const CB_B: &[u64] = &[0x7f01, 0x72, 0x52, 0x20, 0x10];
+const H_FIRST: &[u64] = &[0x7f01, 0x61, 0x53, 0x20, 0x10];
+const H_SECOND: &[u64] = &[0x7f02, 0x62, 0x53, 0x20, 0x10];
+
+/// Thread 50 blocks once per stack in `stacks` (`None`: no stack recorded), woken by 13 each
+/// time; returns the stream.
+fn event_loop(stacks: &[Option<&[u64]>]) -> Vec<Event> {
+    let mut s = S::default();
+    s.run(50);
+    for (i, st) in stacks.iter().enumerate() {
+        let nr = if i == 0 { EPOLL_WAIT } else { READ };
+        s.enter(50, nr, 7);
+        s.block(50);
+        if let Some(ips) = st {
+            s.stack(50, ips);
+        }
+        s.run(13);
+        s.wake(13, 50);
+        s.run(50);
+        s.exit(50, nr, 8);
+    }
+    s.evs
+}
+
+fn order(g: &Graph, tid: i32, from: u32) -> Option<Strength> {
+    edge(g, seg(tid, from), seg(tid, from + 1)).map(|e| {
+        assert_eq!(e.kind, EdgeKind::ThreadOrder);
+        e.strength
+    })
+}
+
+#[test]
+fn stacks_prune_thread_order_between_unrelated_callbacks_and_boost_one_handler() {
+    let evs = event_loop(&[
+        Some(POLL),
+        Some(CB_A),
+        Some(CB_B),
+        Some(H_FIRST),
+        Some(H_SECOND),
+        Some(POLL),
+        Some(POLL),
+        Some(CB_A),
+    ]);
+    let g = graph(&evs, &RulesConfig::default());
+    // Poll → A: the loop's own wait has no work frame: unchanged.
+    assert_eq!(order(&g, 50, 0), Some(Strength::Weak));
+    // A → B, B → the handler: no call site in common, pruned.
+    assert_eq!(order(&g, 50, 1), None, "{:#?}", g.edges);
+    assert_eq!(order(&g, 50, 2), None, "{:#?}", g.edges);
+    // The handler's two waits share its call site 0x53: one piece of work, boosted.
+    assert_eq!(order(&g, 50, 3), Some(Strength::Boosted));
+    // Handler → poll, poll → poll (two turns of the loop, both blocking at its poll call
+    // site) and poll → A: unchanged.
+    for from in 4..7 {
+        assert_eq!(order(&g, 50, from), Some(Strength::Weak), "{from}");
+    }
+    // The last segment has not ended: its edge waits (weak, mutable).
+    assert_eq!(order(&g, 50, 7), Some(Strength::Weak));
+    assert_eq!(g.counts.get(Counter::PrunedStacks), 2);
+    assert_eq!(g.counts.get(Counter::BoostedStacks), 1);
+    // The wake-ups are untouched.
+    assert_eq!(edges_between(&g, 13, 50).len(), 8);
+}
+
+#[test]
+fn without_stacks_thread_order_is_unchanged() {
+    let with = graph(
+        &event_loop(&[Some(POLL), Some(CB_A), Some(CB_B), Some(POLL)]),
+        &RulesConfig::default(),
+    );
+    let without = graph(&event_loop(&[None; 4]), &RulesConfig::default());
+    for from in 0..4 {
+        assert_eq!(order(&without, 50, from), Some(Strength::Weak));
+    }
+    assert_eq!(without.counts.get(Counter::PrunedStacks), 0);
+    assert_eq!(without.counts.get(Counter::BoostedStacks), 0);
+    // Stacks change thread-order edges only (and the event counts of the segments that
+    // carry them).
+    let rest = |g: &Graph| -> Vec<CausalEdge> {
+        g.edges
+            .iter()
+            .filter(|e| e.kind != EdgeKind::ThreadOrder)
+            .cloned()
+            .collect()
+    };
+    assert_eq!(rest(&with), rest(&without));
+    let bounds = |g: &Graph| -> Vec<(SegmentId, Nanos, Nanos)> {
+        g.segments
+            .iter()
+            .map(|s| (s.id, s.start_ns, s.end_ns))
+            .collect()
+    };
+    assert_eq!(bounds(&with), bounds(&without));
+}
+
+#[test]
+fn stacks_without_a_verdict_leave_thread_order_weak() {
+    // The first stack is the whole base (no work frames yet); a stack with no call site,
+    // a derailed walk (another outermost frame) and a missing stack give no verdict.
+    let g = graph(
+        &event_loop(&[
+            Some(CB_A),
+            Some(CB_B),
+            Some(&[0x7f00]),
+            Some(CB_A),
+            Some(&[0x7f00, 0xdead, 0xbeef]),
+            Some(CB_B),
+            None,
+            Some(CB_A),
+            Some(&[0x7f00, 0x20, 0x10]),
+            Some(CB_B),
+        ]),
+        &RulesConfig::default(),
+    );
+    // CB_A then CB_B: the base became [0x10, 0x20] at CB_B, so that edge is decided.
+    assert_eq!(order(&g, 50, 0), None);
+    for from in 1..9 {
+        assert_eq!(
+            order(&g, 50, from),
+            Some(Strength::Weak),
+            "{from}: {:#?}",
+            g.edges
+        );
+    }
+    assert_eq!(g.counts.get(Counter::PrunedStacks), 1);
+}
+
+#[test]
+fn a_retried_wait_stays_boosted_whatever_the_stacks() {
+    // 50 blocks in futex at callback A, the wait is interrupted and retried at callback B's
+    // stack (which alone would prune): the retry boost wins.
+    let mut s = S::default();
+    s.run(50);
+    s.enter(50, FUTEX, 0x2000);
+    s.block(50);
+    s.stack(50, CB_A);
+    s.wake(13, 50);
+    s.run(50);
+    s.exit(50, FUTEX, -4);
+    s.enter(50, FUTEX, 0x2000);
+    s.block(50);
+    s.stack(50, CB_B);
+    s.wake(13, 50);
+    s.run(50);
+    s.exit(50, FUTEX, 0);
+    let g = graph(&s.evs, &RulesConfig::default());
+    assert_eq!(order(&g, 50, 0), Some(Strength::Boosted));
+    assert_eq!(g.counts.get(Counter::PrunedStacks), 0);
+}
+
+#[test]
+fn syscall_entry_stacks_end_segments_too() {
+    // `--stacks read,epoll_wait`: the stack follows the sys_enter, not the switch.
+    let mut s = S::default();
+    s.run(50);
+    for ips in [POLL, H_FIRST, H_SECOND, CB_A] {
+        s.enter(50, READ, 7);
+        s.stack(50, ips);
+        s.block(50);
+        s.wake(13, 50);
+        s.run(50);
+        s.exit(50, READ, 8);
+    }
+    let g = graph(&s.evs, &RulesConfig::default());
+    assert_eq!(order(&g, 50, 0), Some(Strength::Weak));
+    assert_eq!(order(&g, 50, 1), Some(Strength::Boosted));
+    assert_eq!(order(&g, 50, 2), None);
+}
+
+/// A server thread (20) reads a request from client 30 on fd 5 and replies in one run; fd
+/// 5 is then reused for client 31's connection (its old connection closed unseen, e.g. by
+/// `dup2`), and the same run serves 31.
+fn fd_reuse(close: bool) -> Vec<Event> {
+    let mut s = S::default();
+    s.run(20);
+    s.enter(20, READ, 5);
+    s.block(20);
+    s.run(30);
+    s.enter(30, WRITE, 3);
+    s.wake(30, 20);
+    s.exit(30, WRITE, 8);
+    s.run(20);
+    s.exit(20, READ, 8);
+    s.enter(20, WRITE, 5);
+    s.wake(20, 30);
+    s.exit(20, WRITE, 8);
+    if close {
+        s.enter(20, 3, 5);
+        s.exit(20, 3, 0);
+    }
+    s.ts = 10_000_000;
+    s.enter(20, READ, 5);
+    s.exit(20, READ, 8);
+    s.enter(20, WRITE, 5);
+    s.wake(20, 31);
+    s.exit(20, WRITE, 8);
+    s.evs
+}
+
+#[test]
+fn peer_sets_follow_the_connection_not_the_descriptor_number() {
+    let mut cfg = RulesConfig::default();
+    // Server fd 5: client 30's socket until 5 ms, then client 31's.
+    cfg.channels
+        .insert(Pid(20), 5, Nanos(0), ChannelEnd::socket(51, 52));
+    cfg.channels
+        .insert(Pid(20), 5, Nanos(5_000_000), ChannelEnd::socket(61, 62));
+    // The clients' ends: the other direction of the same connections.
+    cfg.channels
+        .insert(Pid(30), 3, Nanos(0), ChannelEnd::socket(52, 51));
+    let evs = fd_reuse(false);
+    let g = graph(&evs, &cfg);
+    assert_eq!(g.counts.get(Counter::SplitPeer), 1, "{:#?}", g.segments);
+    // The segment that answered 30 does not also answer 31.
+    let to31 = edges_between(&g, 20, 31);
+    assert_eq!(to31.len(), 1);
+    assert_eq!(to31[0].src, seg(20, 2));
+    assert!(edges_between(&g, 20, 30)
+        .iter()
+        .filter(|e| e.kind != EdgeKind::WaitWake)
+        .all(|e| e.src == seg(20, 1)));
+    // By descriptor number alone the two connections are one peer: no split.
+    let g = graph(&evs, &RulesConfig::default());
+    assert_eq!(g.counts.get(Counter::SplitPeer), 0);
+    // Unless the thread closed the number in between: then it no longer stands for the
+    // first connection.
+    let g = graph(&fd_reuse(true), &RulesConfig::default());
+    assert_eq!(g.counts.get(Counter::SplitPeer), 1);
+}
+
+#[test]
+fn both_directions_of_a_connection_are_one_peer() {
+    // The server reads a socket's requests on fd 5 and writes replies on fd 6, a dup of
+    // the same socket: one connection, no split. With fd numbers alone they would be two
+    // peers (fd 6 is known as a connection once a write on it woke the client).
+    let mut cfg = RulesConfig::default();
+    cfg.channels
+        .insert(Pid(20), 5, Nanos(0), ChannelEnd::socket(51, 52));
+    cfg.channels
+        .insert(Pid(20), 6, Nanos(0), ChannelEnd::socket(51, 52));
+    let mut s = S::default();
+    s.run(20);
+    for _ in 0..2 {
+        s.enter(20, READ, 5);
+        s.block(20);
+        s.run(30);
+        s.wake(30, 20);
+        s.run(20);
+        s.exit(20, READ, 8);
+        s.enter(20, WRITE, 6);
+        s.wake(20, 30);
+        s.exit(20, WRITE, 8);
+        s.enter(20, READ, 5);
+        s.exit(20, READ, 8);
+    }
+    let g = graph(&s.evs, &cfg);
+    assert_eq!(g.counts.get(Counter::SplitPeer), 0, "{:#?}", g.segments);
+    assert_eq!(
+        ChannelEnd::socket(51, 52).connection(),
+        ChannelEnd::socket(52, 51).connection()
+    );
+    assert_ne!(
+        ChannelEnd::socket(51, 52).connection(),
+        ChannelEnd::socket(51, 53).connection()
+    );
 }

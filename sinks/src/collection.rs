@@ -3,11 +3,16 @@
 use crate::error::SinkError;
 use argus_schema::{Epoch, UpdateSink};
 use std::borrow::Cow;
+use std::cmp::Ordering;
+use std::collections::binary_heap::{BinaryHeap, PeekMut};
 use std::fmt::Debug;
 use std::hash::Hash;
 
 /// Updates buffered before the first consolidation.
 const MIN_PENDING: usize = 1 << 20;
+
+/// Updates per chunk of the pending storage (a few MB for the largest records).
+const CHUNK: usize = 32 * 1024;
 
 /// Accumulates `(record, diff)` updates into net counts per record.
 ///
@@ -21,18 +26,26 @@ const MIN_PENDING: usize = 1 << 20;
 /// panic. [`CollectionSink::contents`] lists the multiset as it stands (a record with count
 /// 2 twice, negative counts omitted) so a caller that does not check still sees everything.
 ///
-/// Storage: one vector, a sorted and consolidated prefix followed by the updates since; the
-/// whole is sorted and consolidated in place once the updates outnumber the prefix (and a
-/// million). No hashing and no second table: the dataflow's output is mostly insertions,
-/// and a hash table's probing and resizing was the collector's main cost. The contents
-/// come out already sorted.
+/// Storage: a sorted, consolidated vector, plus the updates since in fixed-size chunks
+/// (each sorted and consolidated when it fills). Once the pending updates outnumber the
+/// sorted records (and a million) and at least one in eight is a retraction, everything is
+/// merged into one new vector of the exact size; otherwise at the end. No hashing and no second table: the dataflow's output is mostly insertions, and a
+/// hash table's probing and resizing was the collector's main cost; no vector doubling
+/// either: growing one vector of gigabytes copied it and faulted in fresh pages at every
+/// step. The contents come out already sorted.
 #[derive(Clone, Debug)]
 pub struct CollectionSink<T> {
     name: String,
-    /// `counts[..sorted]`: sorted by record, each record once, no zero count; then the
-    /// updates (non-zero diffs) not yet folded in, in arrival order.
-    counts: Vec<(T, i64)>,
-    sorted: usize,
+    /// Sorted by record, each record once, no zero count.
+    settled: Vec<(T, i64)>,
+    /// Full chunks of later updates, each sorted and consolidated on its own.
+    chunks: Vec<Vec<(T, i64)>>,
+    /// The chunk being filled, in arrival order.
+    open: Vec<(T, i64)>,
+    /// Updates in `chunks` and `open`.
+    pending: usize,
+    /// Retractions (negative diffs) among them.
+    pending_negative: usize,
     epoch: Option<Epoch>,
     updates: u64,
 }
@@ -60,13 +73,84 @@ fn consolidate_updates<T: Ord>(updates: &mut Vec<(T, i64)>) {
     updates.truncate(kept);
 }
 
+/// The head of one run in [`merge_runs`]'s heap: ordered so that the smallest record is
+/// the heap's maximum.
+struct Head<T> {
+    update: (T, i64),
+    run: usize,
+}
+
+impl<T: Ord> PartialEq for Head<T> {
+    fn eq(&self, other: &Self) -> bool {
+        self.cmp(other) == Ordering::Equal
+    }
+}
+impl<T: Ord> Eq for Head<T> {}
+impl<T: Ord> PartialOrd for Head<T> {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl<T: Ord> Ord for Head<T> {
+    fn cmp(&self, other: &Self) -> Ordering {
+        // Reversed: BinaryHeap pops its maximum. Ties go to the earlier run.
+        other
+            .update
+            .0
+            .cmp(&self.update.0)
+            .then(other.run.cmp(&self.run))
+    }
+}
+
+/// Merges runs, each sorted by record and consolidated, into one such run of the exact
+/// size (diffs of a record present in several runs are summed; zeros dropped).
+fn merge_runs<T: Ord>(runs: Vec<Vec<(T, i64)>>) -> Vec<(T, i64)> {
+    let total: usize = runs.iter().map(Vec::len).sum();
+    let mut iters: Vec<std::vec::IntoIter<(T, i64)>> = runs
+        .into_iter()
+        .filter(|r| !r.is_empty())
+        .map(Vec::into_iter)
+        .collect();
+    if iters.len() <= 1 {
+        return iters.pop().map(Iterator::collect).unwrap_or_default();
+    }
+    let mut out: Vec<(T, i64)> = Vec::with_capacity(total);
+    let mut heap: BinaryHeap<Head<T>> = BinaryHeap::with_capacity(iters.len());
+    for (run, it) in iters.iter_mut().enumerate() {
+        if let Some(update) = it.next() {
+            heap.push(Head { update, run });
+        }
+    }
+    while let Some(mut top) = heap.peek_mut() {
+        let next = iters.get_mut(top.run).and_then(Iterator::next);
+        let update = match next {
+            // Replaces the head in place: one sift instead of a pop and a push.
+            Some(n) => std::mem::replace(&mut top.update, n),
+            None => PeekMut::pop(top).update,
+        };
+        match out.last_mut() {
+            Some(last) if last.0 == update.0 => {
+                last.1 += update.1;
+                if last.1 == 0 {
+                    out.pop();
+                }
+            }
+            _ => out.push(update),
+        }
+    }
+    out
+}
+
 impl<T: Ord + Hash + Clone + Debug> CollectionSink<T> {
     /// An empty sink; `name` (e.g. `"segments"`) identifies it in errors.
     pub fn new(name: impl Into<String>) -> Self {
         CollectionSink {
             name: name.into(),
-            counts: Vec::new(),
-            sorted: 0,
+            settled: Vec::new(),
+            chunks: Vec::new(),
+            open: Vec::new(),
+            pending: 0,
+            pending_negative: 0,
             epoch: None,
             updates: 0,
         }
@@ -99,16 +183,17 @@ impl<T: Ord + Hash + Clone + Debug> CollectionSink<T> {
 
     /// The net count of one record (0 when absent).
     pub fn count(&self, record: &T) -> i64 {
-        let (settled, pending) = self.counts.split_at(self.sorted);
-        let settled = settled
-            .binary_search_by(|(r, _)| r.cmp(record))
-            .map_or(0, |i| settled[i].1);
-        let pending: i64 = pending
+        let sorted = |run: &[(T, i64)]| {
+            run.binary_search_by(|(r, _)| r.cmp(record))
+                .map_or(0, |i| run[i].1)
+        };
+        let open: i64 = self
+            .open
             .iter()
             .filter(|(r, _)| r == record)
             .map(|(_, d)| d)
             .sum();
-        settled + pending
+        sorted(&self.settled) + self.chunks.iter().map(|c| sorted(c)).sum::<i64>() + open
     }
 
     /// Adds one update.
@@ -117,36 +202,62 @@ impl<T: Ord + Hash + Clone + Debug> CollectionSink<T> {
         if diff == 0 {
             return;
         }
-        self.counts.push((record, diff));
-        if self.counts.len() - self.sorted >= self.sorted.max(MIN_PENDING) {
+        if self.open.capacity() == 0 {
+            self.open.reserve_exact(CHUNK);
+        }
+        self.open.push((record, diff));
+        self.pending += 1;
+        if diff < 0 {
+            self.pending_negative += 1;
+        }
+        if self.open.len() >= CHUNK {
+            let mut full = std::mem::take(&mut self.open);
+            consolidate_updates(&mut full);
+            self.chunks.push(full);
+        }
+        // Folding only frees what retractions cancel: with (nearly) only insertions pending
+        // (a batch build) the chunks are merged once, at the end.
+        if self.pending >= self.settled.len().max(MIN_PENDING)
+            && self.pending_negative * 8 >= self.pending
+        {
             self.consolidate();
         }
     }
 
     /// Folds the pending updates into the sorted, consolidated records.
     pub fn consolidate(&mut self) {
-        if self.sorted == self.counts.len() {
+        if self.pending == 0 {
             return;
         }
-        consolidate_updates(&mut self.counts);
-        self.sorted = self.counts.len();
+        let mut open = std::mem::take(&mut self.open);
+        consolidate_updates(&mut open);
+        let mut runs = Vec::with_capacity(self.chunks.len() + 2);
+        runs.push(std::mem::take(&mut self.settled));
+        runs.append(&mut self.chunks);
+        runs.push(open);
+        self.settled = merge_runs(runs);
+        self.pending = 0;
+        self.pending_negative = 0;
     }
 
     /// The consolidated records (borrowed when nothing is pending).
     fn view(&self) -> Cow<'_, [(T, i64)]> {
-        if self.sorted == self.counts.len() {
-            return Cow::Borrowed(&self.counts);
+        if self.pending == 0 {
+            return Cow::Borrowed(&self.settled);
         }
-        let mut all = self.counts.clone();
-        consolidate_updates(&mut all);
-        Cow::Owned(all)
+        let mut all = self.clone();
+        all.consolidate();
+        Cow::Owned(all.settled)
     }
 
     /// Folds another sink (another worker's share of the same collection) into this one.
     pub fn absorb(&mut self, other: CollectionSink<T>) {
         self.epoch = self.epoch.max(other.epoch);
         let updates = self.updates + other.updates;
-        for (record, diff) in other.counts {
+        let runs = std::iter::once(other.settled)
+            .chain(other.chunks)
+            .chain(std::iter::once(other.open));
+        for (record, diff) in runs.flatten() {
             self.update(record, diff);
         }
         self.updates = updates;
@@ -181,11 +292,16 @@ impl<T: Ord + Hash + Clone + Debug> CollectionSink<T> {
     }
 
     /// Like [`CollectionSink::contents`], consuming the sink (no record is copied unless
-    /// its count is above 1).
+    /// its count is above 1; when every count is 1, as [`CollectionSink::check`] requires,
+    /// the records are moved within the sink's own allocation).
     pub fn into_contents(mut self) -> Vec<T> {
         self.consolidate();
-        let mut out: Vec<T> = Vec::with_capacity(self.counts.len());
-        for (record, count) in self.counts {
+        if self.settled.iter().all(|(_, c)| *c == 1) {
+            // In-place collection: no second vector of gigabytes to fault in.
+            return self.settled.into_iter().map(|(record, _)| record).collect();
+        }
+        let mut out: Vec<T> = Vec::with_capacity(self.settled.len());
+        for (record, count) in self.settled {
             for _ in 1..count.max(0) {
                 out.push(record.clone());
             }

@@ -20,7 +20,7 @@ use parquet::arrow::arrow_writer::{
 use parquet::arrow::ArrowWriter;
 use parquet::basic::{Compression, Encoding, ZstdLevel};
 use parquet::errors::ParquetError;
-use parquet::file::properties::WriterProperties;
+use parquet::file::properties::{EnabledStatistics, WriterProperties};
 use parquet::file::writer::SerializedFileWriter;
 use parquet::schema::types::ColumnPath;
 use std::borrow::Borrow;
@@ -81,11 +81,23 @@ impl Drop for TempDir {
 /// encoding suits them.
 fn high_cardinality_columns(table: Table) -> &'static [(&'static str, bool)] {
     match table {
+        // Numbers: a dictionary of them costs a hash per value and saved nothing over
+        // zstd on recorded traces (17.2M events: 43 MB with, 42 MB without; writing 21%
+        // faster). The low-cardinality strings (ctx, kind, state, text) keep theirs.
         Table::Events => &[
             ("ts_ns", true),
             ("seq", true),
+            ("cpu", false),
+            ("pid", false),
+            ("tid", false),
+            ("target", false),
+            ("nr", false),
             ("arg0", false),
             ("arg1", false),
+            ("arg2", false),
+            ("arg3", false),
+            ("arg4", false),
+            ("arg5", false),
             ("ret", false),
         ],
         Table::Segments => &[
@@ -177,14 +189,19 @@ impl<E: Encoder> TableWriter<E> {
         let mut props = WriterProperties::builder()
             .set_compression(Compression::ZSTD(level))
             .set_max_row_group_row_count(Some(row_group_rows));
-        // Columns of (nearly) unique values: a dictionary only costs hashing until the
-        // writer gives up on it. Monotonic ones delta-encode to a few bits per row.
+        // Columns where a dictionary does not pay (unique or numeric values): it only costs
+        // a hash per value. Monotonic ones delta-encode to a few bits per row.
         for &(column, delta) in high_cardinality_columns(E::TABLE) {
             let column = ColumnPath::from(column);
             props = props.set_column_dictionary_enabled(column.clone(), false);
             if delta {
                 props = props.set_column_encoding(column, Encoding::DELTA_BINARY_PACKED);
             }
+        }
+        if E::TABLE == Table::Events {
+            // Row-group statistics (readers skip row groups by time with them), not per
+            // page: page statistics were ~10% of writing events.
+            props = props.set_statistics_enabled(EnabledStatistics::Chunk);
         }
         let schema = E::TABLE.schema();
         // ArrowWriter embeds the Arrow schema in the footer metadata (readers get the exact

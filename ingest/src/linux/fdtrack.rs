@@ -4,8 +4,10 @@
 //!
 //! ```text
 //!  reader cpuN ── PageScan::page (ids + 2-3 fields per record) ──┐ sys_exit of fd-creating
-//!                                                                │ syscalls (ret >= 0), exec,
-//!                                                                │ task_newtask, process exit
+//!    per thread: args of the last close/close_range/fcntl        │ syscalls (ret >= 0), exec,
+//!    sys_enter, paired with its sys_exit on this CPU             │ task_newtask, process exit,
+//!                                                                │ close, close_range,
+//!                                                                │ fcntl(F_DUPFD*)
 //!                                  bounded channel, try_send ────┘ (full: counted, `lost`)
 //!                                             │
 //!  FdTracker thread ◄─────────────────────────┘
@@ -13,6 +15,7 @@
 //!     Fd{tid, fd, ts}  → readlink /proc/TID/fd/FD (+ stat, fdinfo, peer)  → `fd` line at ts
 //!     Scan{tid, ts}    → pipe/pipe2/socketpair/recvmsg/recvmmsg/connect/exec: rescan
 //!                        /proc/PID/fd (at most one per pid per 50 ms), changed entries at ts
+//!     Close{tid, fd, ts}, CloseRange → `unknown` line at ts for each descriptor closed
 //!     NewTask          → `fork` line (the child starts with a copy of the parent's table)
 //!     Exit             → forget the process
 //!     every flush interval: one zstd frame appended + fdatasync
@@ -22,6 +25,13 @@
 //! `UDIAG_SHOW_PEER`), TCP/UDP through `/proc/net/{tcp,tcp6,udp,udp6}` (the socket whose
 //! local address is my remote one and whose remote is my local one): loopback connections
 //! only, as a remote peer has no inode here.
+//!
+//! **Closes.** `close` and `close_range` end a descriptor's identity at the syscall's exit
+//! (an `unknown` line), so a closed descriptor is not taken for its old file. Their
+//! arguments are only in `sys_enter`: each reader keeps them per thread (`MAX_ENTERED`
+//! threads) until the thread's exit of the same syscall on that CPU. A creation that the
+//! tracker knows was closed again (in the same batch, or a close already read) is `unknown`
+//! from its creation: `/proc` cannot show that file any more.
 //!
 //! **The race.** Without kprobes (not built into the 6.18 kernel this was written on) nothing
 //! runs at the moment a descriptor is created: the tracker reads `/proc` after the reader
@@ -44,7 +54,7 @@ use super::error::RecordError;
 use super::sysinfo;
 use crate::decode::parse_page;
 use crate::files::{FileId, FileKind};
-use crate::format::{read_int, FieldFormat, FormatSet, HeaderPage};
+use crate::format::{FieldFormat, FormatSet, HeaderPage};
 use crate::tracedir::{self, FileLine};
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, TrySendError};
 use std::collections::{HashMap, VecDeque};
@@ -68,6 +78,17 @@ const FRAME_BYTES: usize = 1 << 20;
 const UNCAPPED_FILE_BYTES: u64 = 16 << 20;
 /// `CLONE_THREAD` (`include/uapi/linux/sched.h`).
 const CLONE_THREAD: u64 = 0x0001_0000;
+/// `fcntl` commands that return a new descriptor (`include/uapi/linux/fcntl.h`,
+/// `F_DUPFD_CLOEXEC` = `F_LINUX_SPECIFIC_BASE + 6`).
+const F_DUPFD: u64 = 0;
+const F_DUPFD_CLOEXEC: u64 = 1030;
+/// `close_range` flag that only marks the range close-on-exec (`linux/close_range.h`).
+const CLOSE_RANGE_CLOEXEC: u64 = 1 << 2;
+/// `-EBADF`: the one `close` failure that closed nothing (on any other error the descriptor
+/// is released anyway; `fs/open.c`, `close(2)`).
+const EBADF_RET: i64 = -9;
+/// Threads whose `sys_enter` arguments a reader keeps until the matching exit.
+const MAX_ENTERED: usize = 64;
 
 /// The share of a `--ring-size` cap set aside for `files/`: 1/16, between 256 KiB and
 /// 64 MiB.
@@ -92,6 +113,28 @@ pub(crate) enum Msg {
     },
     /// Thread `tid` exited; `group_dead` when its whole process is gone.
     Exit { tid: i32, group_dead: bool, ts: u64 },
+    /// Thread `tid` closed descriptor `fd` (`close`) at `ts`.
+    Close { tid: i32, fd: i32, ts: u64 },
+    /// Thread `tid` closed descriptors `first..=last` (`close_range`) at `ts`.
+    CloseRange {
+        tid: i32,
+        first: u32,
+        last: u32,
+        ts: u64,
+    },
+}
+
+impl Msg {
+    fn ts(&self) -> u64 {
+        match *self {
+            Msg::Fd { ts, .. }
+            | Msg::Scan { ts, .. }
+            | Msg::NewTask { ts, .. }
+            | Msg::Exit { ts, .. }
+            | Msg::Close { ts, .. }
+            | Msg::CloseRange { ts, .. } => ts,
+        }
+    }
 }
 
 /// How a syscall's successful exit is handled.
@@ -102,6 +145,19 @@ enum Class {
     ReturnsFd,
     /// New descriptors (or a peer) appear at numbers only `/proc` shows.
     Rescan,
+    /// `close(fd)`: the descriptor's identity ends (the number is in the `sys_enter`).
+    Close,
+    /// `close_range(first, last, flags)`.
+    CloseRange,
+    /// `fcntl(fd, cmd, arg)`: a new descriptor when `cmd` is `F_DUPFD(_CLOEXEC)`.
+    Fcntl,
+}
+
+impl Class {
+    /// Whether the exit needs the arguments of the matching `sys_enter`.
+    fn needs_args(self) -> bool {
+        matches!(self, Class::Close | Class::CloseRange | Class::Fcntl)
+    }
 }
 
 /// Syscalls whose return value is a new descriptor.
@@ -169,11 +225,40 @@ impl Loc {
         }
     }
 
-    #[inline]
+    /// The field's value (`format::read_int`'s rules), inlined: the scan reads a syscall
+    /// number from every `sys_enter` and `sys_exit` record on the reader's hot path.
+    #[inline(always)]
     fn read(self, payload: &[u8]) -> Option<i64> {
-        read_int(payload, self.offset, self.size, self.signed)
-            .ok()
-            .map(|v| v as i64)
+        let b = payload.get(self.offset..self.offset.checked_add(self.size)?)?;
+        Some(match *b {
+            [b0, b1, b2, b3, b4, b5, b6, b7] => {
+                i64::from_le_bytes([b0, b1, b2, b3, b4, b5, b6, b7])
+            }
+            [b0, b1, b2, b3] => {
+                let v = u32::from_le_bytes([b0, b1, b2, b3]);
+                if self.signed {
+                    v as i32 as i64
+                } else {
+                    v as i64
+                }
+            }
+            [b0, b1] => {
+                let v = u16::from_le_bytes([b0, b1]);
+                if self.signed {
+                    v as i16 as i64
+                } else {
+                    v as i64
+                }
+            }
+            [b0] => {
+                if self.signed {
+                    b0 as i8 as i64
+                } else {
+                    b0 as i64
+                }
+            }
+            _ => return None,
+        })
     }
 }
 
@@ -181,6 +266,7 @@ impl Loc {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Pick {
     None,
+    SysEnter,
     SysExit,
     Exec,
     NewTask,
@@ -196,6 +282,9 @@ struct Layout {
     /// `raw_syscalls/sys_exit`: `id` (syscall number), `ret`.
     sys_nr: Loc,
     sys_ret: Loc,
+    /// `raw_syscalls/sys_enter`: `id`, and the first of `args[6]` (each `size` bytes).
+    enter_nr: Loc,
+    enter_args: Loc,
     /// `sched/sched_process_exec`: `pid`.
     exec_pid: Loc,
     /// `task/task_newtask`: `pid`, `clone_flags`.
@@ -209,6 +298,16 @@ struct Layout {
 }
 
 impl Layout {
+    /// How the exit of syscall `nr` is handled.
+    #[inline]
+    fn class(&self, nr: i64) -> Class {
+        usize::try_from(nr)
+            .ok()
+            .and_then(|nr| self.classes.get(nr))
+            .copied()
+            .unwrap_or(Class::Ignore)
+    }
+
     fn new(formats: &FormatSet) -> Layout {
         let field = |sys: &str, name: &str, field: &str| {
             formats
@@ -246,6 +345,22 @@ impl Layout {
             pick(id, Pick::SysExit);
             (sys_nr, sys_ret) = (nr, ret);
         }
+        let (mut enter_nr, mut enter_args) = (none, none);
+        if let (Some((id, nr)), Some((_, args))) = (
+            field("raw_syscalls", "sys_enter", "id"),
+            field("raw_syscalls", "sys_enter", "args"),
+        ) {
+            // `unsigned long args[6]`: six words of the kernel's long.
+            if args.size % 6 == 0 && args.size > 0 {
+                pick(id, Pick::SysEnter);
+                enter_nr = nr;
+                enter_args = Loc {
+                    size: args.size / 6,
+                    signed: false,
+                    ..args
+                };
+            }
+        }
         let mut exec_pid = none;
         if let Some((id, pid)) = field("sched", "sched_process_exec", "pid") {
             pick(id, Pick::Exec);
@@ -266,7 +381,13 @@ impl Layout {
         }
         let exit_group_dead = field("sched", "sched_process_exit", "group_dead").map(|f| f.1);
         let mut classes = vec![Class::Ignore; argus_schema::syscalls::NAMES.len()];
-        for (names, class) in [(RETURNS_FD, Class::ReturnsFd), (RESCAN, Class::Rescan)] {
+        for (names, class) in [
+            (RETURNS_FD, Class::ReturnsFd),
+            (RESCAN, Class::Rescan),
+            (&["close"][..], Class::Close),
+            (&["close_range"][..], Class::CloseRange),
+            (&["fcntl"][..], Class::Fcntl),
+        ] {
             for name in names {
                 if let Some(nr) = argus_schema::syscalls::number(name) {
                     classes[nr as usize] = class;
@@ -278,6 +399,8 @@ impl Layout {
             common_pid,
             sys_nr,
             sys_ret,
+            enter_nr,
+            enter_args,
             exec_pid,
             new_pid,
             new_flags,
@@ -288,18 +411,53 @@ impl Layout {
     }
 }
 
+/// The `sys_enter` arguments of `close`, `close_range` and `fcntl` calls one reader saw and
+/// has not yet seen return, per thread: `(tid, nr, first three arguments)`, oldest first.
+/// A thread enters and leaves these calls on one CPU unless it migrates inside the call
+/// (they rarely block); a call whose exit another reader sees is not matched (`close`: not
+/// recorded; `fcntl`: the process is rescanned), and its entry is evicted when the list is
+/// full or the thread's next such call on this CPU replaces it.
+#[derive(Clone, Debug, Default)]
+struct Entered {
+    calls: Vec<(i32, i64, [u64; 3])>,
+}
+
+impl Entered {
+    #[inline]
+    fn enter(&mut self, tid: i32, nr: i64, args: [u64; 3]) {
+        if let Some(e) = self.calls.iter_mut().find(|e| e.0 == tid) {
+            *e = (tid, nr, args);
+            return;
+        }
+        if self.calls.len() >= MAX_ENTERED {
+            self.calls.remove(0);
+        }
+        self.calls.push((tid, nr, args));
+    }
+
+    /// The arguments of `tid`'s pending call, if it is syscall `nr`; forgets the entry.
+    #[inline]
+    fn take(&mut self, tid: i32, nr: i64) -> Option<[u64; 3]> {
+        let i = self.calls.iter().position(|e| e.0 == tid)?;
+        let (_, entered, args) = self.calls.remove(i);
+        (entered == nr).then_some(args)
+    }
+}
+
 /// The cheap per-page scan a reader thread runs: picks the records the tracker needs and
-/// sends them on (never blocks; a full channel counts the message as dropped).
+/// sends them on (never blocks; a full channel counts the message as dropped). Each reader
+/// has its own (clones start with no pending calls).
 #[derive(Clone, Debug)]
 pub(crate) struct PageScan {
     layout: Arc<Layout>,
     tx: Sender<Msg>,
     dropped: Arc<AtomicU64>,
+    entered: Entered,
 }
 
 impl PageScan {
     /// Scans one ring-buffer page.
-    pub(crate) fn page(&self, header: &HeaderPage, page: &[u8]) {
+    pub(crate) fn page(&mut self, header: &HeaderPage, page: &[u8]) {
         let Ok(records) = parse_page(header, page) else {
             return;
         };
@@ -310,30 +468,80 @@ impl PageScan {
             let p = rec.payload;
             let msg = match l.picks.get(id as usize).copied().unwrap_or(Pick::None) {
                 Pick::None => continue,
+                Pick::SysEnter => {
+                    let Some(nr) = l.enter_nr.read(p) else {
+                        continue;
+                    };
+                    if !l.class(nr).needs_args() {
+                        continue;
+                    }
+                    let Some(tid) = l.common_pid.read(p) else {
+                        continue;
+                    };
+                    let arg = |i: usize| {
+                        let at = Loc {
+                            offset: l.enter_args.offset + i * l.enter_args.size,
+                            ..l.enter_args
+                        };
+                        at.read(p).unwrap_or(0) as u64
+                    };
+                    self.entered.enter(tid as i32, nr, [arg(0), arg(1), arg(2)]);
+                    continue;
+                }
                 Pick::SysExit => {
-                    let class = l
-                        .sys_nr
-                        .read(p)
-                        .and_then(|nr| l.classes.get(usize::try_from(nr).ok()?))
-                        .copied()
-                        .unwrap_or(Class::Ignore);
+                    let Some(nr) = l.sys_nr.read(p) else {
+                        continue;
+                    };
+                    let class = l.class(nr);
                     if class == Class::Ignore {
                         continue;
                     }
                     let (Some(ret), Some(tid)) = (l.sys_ret.read(p), l.common_pid.read(p)) else {
                         continue;
                     };
-                    if ret < 0 {
-                        continue;
-                    }
                     let tid = tid as i32;
+                    let ts = rec.ts;
+                    let args = if class.needs_args() {
+                        self.entered.take(tid, nr)
+                    } else {
+                        None
+                    };
                     match class {
+                        // Any other failure still released the descriptor.
+                        Class::Close => match args {
+                            Some(a) if ret != EBADF_RET => Msg::Close {
+                                tid,
+                                fd: a[0] as i32,
+                                ts,
+                            },
+                            _ => continue,
+                        },
+                        _ if ret < 0 => continue,
                         Class::ReturnsFd => Msg::Fd {
                             tid,
                             fd: ret as i32,
-                            ts: rec.ts,
+                            ts,
                         },
-                        _ => Msg::Scan { tid, ts: rec.ts },
+                        Class::CloseRange => match args {
+                            Some(a) if a[2] & CLOSE_RANGE_CLOEXEC == 0 => Msg::CloseRange {
+                                tid,
+                                first: a[0] as u32,
+                                last: a[1] as u32,
+                                ts,
+                            },
+                            _ => continue,
+                        },
+                        Class::Fcntl => match args {
+                            Some(a) if a[1] == F_DUPFD || a[1] == F_DUPFD_CLOEXEC => Msg::Fd {
+                                tid,
+                                fd: ret as i32,
+                                ts,
+                            },
+                            Some(_) => continue,
+                            // The call entered on another CPU: it may have made a descriptor.
+                            None => Msg::Scan { tid, ts },
+                        },
+                        _ => Msg::Scan { tid, ts },
                     }
                 }
                 Pick::Exec => {
@@ -391,7 +599,7 @@ pub fn scan_pages(formats: &FormatSet, pages: &[u8], page_size: usize) -> u64 {
     let (start_tx, start_rx) = crossbeam_channel::bounded(1);
     drop(start_tx);
     let tracker = FdTracker::new(Path::new("."), formats, start_rx, None, None);
-    let scan = tracker.scan();
+    let mut scan = tracker.scan();
     let mut sent = 0u64;
     for page in pages.chunks_exact(page_size.max(1)) {
         scan.page(&formats.header_page, page);
@@ -405,8 +613,10 @@ pub fn scan_pages(formats: &FormatSet, pages: &[u8], page_size: usize) -> u64 {
 pub(crate) struct FdStats {
     /// `fd` lines written.
     pub(crate) records: u64,
-    /// `unknown` lines written.
+    /// `unknown` lines written for descriptors closed before `/proc` could be read.
     pub(crate) unknown: u64,
+    /// `unknown` lines written for `close` / `close_range` (the identity ends there).
+    pub(crate) closes: u64,
     /// Rescans of a process.
     pub(crate) rescans: u64,
     /// Notifications dropped because the channel was full.
@@ -445,6 +655,7 @@ impl FdTracker {
                 layout: Arc::new(Layout::new(formats)),
                 tx,
                 dropped: Arc::new(AtomicU64::new(0)),
+                entered: Entered::default(),
             },
             start,
             recorder_pid: std::process::id() as i32,
@@ -533,6 +744,7 @@ impl FdTracker {
         tracing::info!(
             records = state.stats.records,
             unknown = state.stats.unknown,
+            closes = state.stats.closes,
             rescans = state.stats.rescans,
             lost = state.stats.lost,
             "fd tracker done"
@@ -545,8 +757,10 @@ impl FdTracker {
 #[derive(Clone, Debug, PartialEq, Eq)]
 struct Entry {
     ts: u64,
-    /// `None`: unknown.
+    /// `None`: unknown (or closed).
     id: Option<FileId>,
+    /// Closed at `ts` (a `close` or `close_range` seen in the trace).
+    closed: bool,
 }
 
 #[derive(Debug, Default)]
@@ -631,32 +845,46 @@ impl State {
     }
 
     fn handle(&mut self, batch: &mut Vec<Msg>) {
-        let ts_of = |m: &Msg| match *m {
-            Msg::Fd { ts, .. }
-            | Msg::Scan { ts, .. }
-            | Msg::NewTask { ts, .. }
-            | Msg::Exit { ts, .. } => ts,
-        };
-        batch.sort_by_key(ts_of);
+        batch.sort_by_key(Msg::ts);
         if let Some(last) = batch.last() {
-            self.last_ts = self.last_ts.max(ts_of(last));
+            self.last_ts = self.last_ts.max(last.ts());
         }
-        // A descriptor number created twice in this batch (by any thread of the process):
-        // /proc shows only the second.
+        // A descriptor number created twice in this batch (by any thread of the process),
+        // or created and then closed: /proc shows only the second file, or none.
         let mut last_creation: HashMap<(i32, i32), usize> = HashMap::new();
+        let mut ranges: Vec<(i32, u32, u32, usize)> = Vec::new();
         for (i, m) in batch.iter().enumerate() {
-            if let Msg::Fd { tid, fd, .. } = *m {
-                let pid = self.process_of(tid).unwrap_or(tid);
-                last_creation.insert((pid, fd), i);
+            match *m {
+                Msg::Fd { tid, fd, .. } | Msg::Close { tid, fd, .. } => {
+                    let pid = self.process_of(tid).unwrap_or(tid);
+                    last_creation.insert((pid, fd), i);
+                }
+                Msg::CloseRange {
+                    tid, first, last, ..
+                } => {
+                    let pid = self.process_of(tid).unwrap_or(tid);
+                    ranges.push((pid, first, last, i));
+                }
+                _ => {}
             }
         }
         for (i, m) in std::mem::take(batch).into_iter().enumerate() {
             match m {
                 Msg::Fd { tid, fd, ts } => {
                     let pid = self.process_of(tid).unwrap_or(tid);
-                    let superseded = last_creation.get(&(pid, fd)).is_some_and(|&j| j != i);
+                    let superseded = last_creation.get(&(pid, fd)).is_some_and(|&j| j != i)
+                        || ranges.iter().any(|&(p, first, last, j)| {
+                            p == pid && j > i && (first..=last).contains(&(fd as u32))
+                        });
                     self.on_fd(tid, fd, ts, superseded);
                 }
+                Msg::Close { tid, fd, ts } => self.on_close(tid, fd as u32, fd as u32, ts),
+                Msg::CloseRange {
+                    tid,
+                    first,
+                    last,
+                    ts,
+                } => self.on_close(tid, first, last, ts),
                 Msg::Scan { tid, ts } => self.on_scan(tid, ts),
                 Msg::NewTask {
                     parent,
@@ -705,12 +933,69 @@ impl State {
             return;
         }
         self.known(pid, tid, ts);
-        let id = if superseded {
+        // Closed after this creation (the close was read first, from another CPU's page):
+        // what /proc shows now is not this file.
+        let closed_since = self
+            .procs
+            .get(&pid)
+            .and_then(|p| p.fds.get(&fd))
+            .is_some_and(|e| e.closed && e.ts > ts);
+        let id = if superseded || closed_since {
             None
         } else {
             resolve(tid, pid, fd, &mut self.peers)
         };
         self.set(pid, fd, ts, id, "syscall");
+    }
+
+    /// Thread `tid` closed descriptors `first..=last` at `ts`: each one the process is known
+    /// to have gets an `unknown` line (its identity ends), unless it is already unknown
+    /// from an earlier time. A process the tracker has no record of is left alone (a lookup
+    /// finds nothing for it anyway).
+    fn on_close(&mut self, tid: i32, first: u32, last: u32, ts: u64) {
+        let Some(pid) = self.process_of(tid) else {
+            return;
+        };
+        if pid == self.recorder_pid {
+            return;
+        }
+        let Some(p) = self.procs.get_mut(&pid) else {
+            return;
+        };
+        let mut fds: Vec<i32> = if first == last {
+            let fd = first as i32;
+            // A close read before the creation it ends (another CPU's page came first)
+            // still counts: the creation, when it comes, is then known to be gone.
+            vec![fd]
+        } else {
+            p.fds
+                .keys()
+                .copied()
+                .filter(|&fd| fd >= 0 && (first..=last).contains(&(fd as u32)))
+                .collect()
+        };
+        fds.sort_unstable();
+        for fd in fds {
+            let known = p.fds.get(&fd);
+            // Unknown (or closed) since earlier, with nothing newer: nothing changes.
+            if known.is_some_and(|e| e.id.is_none() && e.ts <= ts) {
+                continue;
+            }
+            self.writer.line(&FileLine::Unknown { ts, pid, fd });
+            self.stats.closes += 1;
+            // The table keeps each descriptor's latest record in trace time (a reuse after
+            // this close may have been read first).
+            if known.is_none_or(|e| e.ts <= ts) {
+                p.fds.insert(
+                    fd,
+                    Entry {
+                        ts,
+                        id: None,
+                        closed: true,
+                    },
+                );
+            }
+        }
     }
 
     fn on_scan(&mut self, tid: i32, ts: u64) {
@@ -751,6 +1036,7 @@ impl State {
                         let entry = Entry {
                             ts: e.ts.max(ts),
                             id: e.id.clone(),
+                            closed: e.closed,
                         };
                         (fd, entry)
                     })
@@ -804,7 +1090,8 @@ impl State {
             match p.fds.get(&fd) {
                 Some(e) if e.ts > ts => {}
                 _ => {
-                    p.fds.insert(fd, Entry { ts, id });
+                    let closed = false;
+                    p.fds.insert(fd, Entry { ts, id, closed });
                 }
             }
         }
@@ -1798,8 +2085,274 @@ mod tests {
         assert_eq!(class("pipe2"), Class::Rescan);
         assert_eq!(class("recvmsg"), Class::Rescan);
         assert_eq!(class("read"), Class::Ignore);
+        assert_eq!(class("close"), Class::Close);
+        assert_eq!(class("close_range"), Class::CloseRange);
+        assert_eq!(class("fcntl"), Class::Fcntl);
         for name in RETURNS_FD.iter().chain(RESCAN) {
             assert!(argus_schema::syscalls::number(name).is_some(), "{name}");
         }
+    }
+
+    /// `raw_syscalls/sys_enter` (id 21) and `sys_exit` (id 22) as this x86-64 kernel lays
+    /// them out.
+    fn syscall_formats() -> FormatSet {
+        let common = "\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n\
+                      \tfield:unsigned char common_flags;\toffset:2;\tsize:1;\tsigned:0;\n\
+                      \tfield:unsigned char common_preempt_count;\toffset:3;\tsize:1;\tsigned:0;\n\
+                      \tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;\n\n\
+                      \tfield:long id;\toffset:8;\tsize:8;\tsigned:1;\n";
+        let mut set = FormatSet::default();
+        for (name, id, rest) in [
+            (
+                "sys_enter",
+                21,
+                "\tfield:unsigned long args[6];\toffset:16;\tsize:48;\tsigned:0;\n",
+            ),
+            (
+                "sys_exit",
+                22,
+                "\tfield:long ret;\toffset:16;\tsize:8;\tsigned:1;\n",
+            ),
+        ] {
+            let text = format!("name: {name}\nID: {id}\nformat:\n{common}{rest}");
+            set.insert(crate::format::EventFormat::parse("raw_syscalls", &text).unwrap());
+        }
+        set
+    }
+
+    fn nr(name: &str) -> i64 {
+        argus_schema::syscalls::number(name).unwrap() as i64
+    }
+
+    /// A `sys_enter` (`args`) or `sys_exit` (`ret`) record payload of `tid`.
+    fn enter(tid: i32, call: &str, args: [u64; 3]) -> Vec<u8> {
+        let mut p = vec![0u8; 64];
+        p[..2].copy_from_slice(&21u16.to_le_bytes());
+        p[4..8].copy_from_slice(&tid.to_le_bytes());
+        p[8..16].copy_from_slice(&nr(call).to_le_bytes());
+        for (i, a) in args.iter().enumerate() {
+            p[16 + 8 * i..24 + 8 * i].copy_from_slice(&a.to_le_bytes());
+        }
+        p
+    }
+
+    fn exit(tid: i32, call: &str, ret: i64) -> Vec<u8> {
+        let mut p = vec![0u8; 24];
+        p[..2].copy_from_slice(&22u16.to_le_bytes());
+        p[4..8].copy_from_slice(&tid.to_le_bytes());
+        p[8..16].copy_from_slice(&nr(call).to_le_bytes());
+        p[16..24].copy_from_slice(&ret.to_le_bytes());
+        p
+    }
+
+    /// A 4 KiB page of `records`, one nanosecond apart from `ts` on.
+    fn page(ts: u64, records: &[Vec<u8>]) -> Vec<u8> {
+        let mut data = Vec::new();
+        for (i, payload) in records.iter().enumerate() {
+            let delta = u32::from(i > 0);
+            data.extend_from_slice(&((delta << 5) | (payload.len() / 4) as u32).to_le_bytes());
+            data.extend_from_slice(payload);
+        }
+        let mut page = vec![0u8; 4096];
+        page[..8].copy_from_slice(&ts.to_le_bytes());
+        page[8..16].copy_from_slice(&(data.len() as u64).to_le_bytes());
+        page[16..16 + data.len()].copy_from_slice(&data);
+        page
+    }
+
+    #[test]
+    fn the_scan_pairs_close_and_fcntl_exits_with_their_entries() {
+        let set = syscall_formats();
+        let (_start_tx, start_rx) = crossbeam_channel::bounded(1);
+        let tracker = FdTracker::new(Path::new("."), &set, start_rx, None, None);
+        let mut scan = tracker.scan();
+        let first = [
+            // fcntl(3, F_DUPFD, 10) = 10 and fcntl(3, F_DUPFD_CLOEXEC, 0) = 11: new fds.
+            enter(100, "fcntl", [3, F_DUPFD, 10]),
+            exit(100, "fcntl", 10),
+            enter(100, "fcntl", [3, F_DUPFD_CLOEXEC, 0]),
+            exit(100, "fcntl", 11),
+            // fcntl(3, F_GETFL) = 2: not a descriptor.
+            enter(100, "fcntl", [3, 3, 0]),
+            exit(100, "fcntl", 2),
+            // close(10) = 0; close(99) = -EBADF closed nothing; close(5) = -EINTR did.
+            enter(100, "close", [10, 0, 0]),
+            exit(100, "close", 0),
+            enter(100, "close", [99, 0, 0]),
+            exit(100, "close", EBADF_RET),
+            enter(101, "close", [5, 0, 0]),
+            exit(101, "close", -4),
+            // An fcntl whose entry another CPU saw: the process is rescanned.
+            exit(102, "fcntl", 7),
+            // close_range(20, ~0U, 0) closes; with CLOSE_RANGE_CLOEXEC it does not.
+            enter(100, "close_range", [20, u32::MAX as u64, 0]),
+            exit(100, "close_range", 0),
+            enter(100, "close_range", [0, 9, CLOSE_RANGE_CLOEXEC]),
+            exit(100, "close_range", 0),
+            // Entered fcntl, left close (a lost record in between): not paired.
+            enter(104, "fcntl", [6, F_DUPFD, 0]),
+            exit(104, "close", 0),
+            // A close that returns on the next page.
+            enter(103, "close", [4, 0, 0]),
+        ];
+        scan.page(&set.header_page, &page(1_000, &first));
+        scan.page(&set.header_page, &page(2_000, &[exit(103, "close", 0)]));
+        let got: Vec<Msg> = tracker.rx.try_iter().collect();
+        assert_eq!(
+            got,
+            vec![
+                Msg::Fd {
+                    tid: 100,
+                    fd: 10,
+                    ts: 1_001
+                },
+                Msg::Fd {
+                    tid: 100,
+                    fd: 11,
+                    ts: 1_003
+                },
+                Msg::Close {
+                    tid: 100,
+                    fd: 10,
+                    ts: 1_007
+                },
+                Msg::Close {
+                    tid: 101,
+                    fd: 5,
+                    ts: 1_011
+                },
+                Msg::Scan {
+                    tid: 102,
+                    ts: 1_012
+                },
+                Msg::CloseRange {
+                    tid: 100,
+                    first: 20,
+                    last: u32::MAX,
+                    ts: 1_014
+                },
+                Msg::Close {
+                    tid: 103,
+                    fd: 4,
+                    ts: 2_000
+                },
+            ]
+        );
+        assert!(scan.entered.calls.is_empty(), "{:?}", scan.entered.calls);
+        // Bounded: calls that never return here are evicted oldest first.
+        for tid in 0..(MAX_ENTERED as i32 + 10) {
+            scan.entered.enter(tid, nr("close"), [1, 0, 0]);
+        }
+        assert_eq!(scan.entered.calls.len(), MAX_ENTERED);
+        assert_eq!(scan.entered.take(0, nr("close")), None);
+        assert_eq!(
+            scan.entered.take(MAX_ENTERED as i32 + 9, nr("close")),
+            Some([1, 0, 0])
+        );
+    }
+
+    #[test]
+    fn a_close_ends_the_identity_and_a_reused_number_is_the_new_file() {
+        use argus_schema::{Nanos, Pid};
+        let mut p = [0i32; 2];
+        // SAFETY: `p` holds two ints.
+        assert_eq!(unsafe { libc::pipe2(p.as_mut_ptr(), libc::O_CLOEXEC) }, 0);
+        let (pr, pw) = (p[0], p[1]);
+        let pipe_target = std::fs::read_link(format!("/proc/self/fd/{pr}")).unwrap();
+        let me = std::process::id() as i32;
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
+        sysinfo::create_dir_private(&tracedir::files_dir(dir)).unwrap();
+        let mut st = State::new(0, Writer::new(dir, None));
+        st.procs.insert(me, Process::default());
+        st.tgid.insert(me, me);
+        st.writer.begin(0, 1, &[]).unwrap();
+        st.handle(&mut vec![Msg::Fd {
+            tid: me,
+            fd: pr,
+            ts: 10,
+        }]);
+        st.handle(&mut vec![Msg::Close {
+            tid: me,
+            fd: pr,
+            ts: 20,
+        }]);
+        // The number reused for /dev/null (dup2 closes the pipe end and reuses it at once).
+        let null = std::fs::File::open("/dev/null").unwrap();
+        // SAFETY: both are descriptors this test owns; `pr` is replaced atomically.
+        assert_eq!(unsafe { libc::dup2(null.as_raw_fd(), pr) }, pr);
+        st.handle(&mut vec![Msg::Fd {
+            tid: me,
+            fd: pr,
+            ts: 30,
+        }]);
+        // Created and closed within one batch: /proc cannot show it, so it is unknown from
+        // its creation; the close adds nothing.
+        st.handle(&mut vec![
+            Msg::Close {
+                tid: me,
+                fd: pw,
+                ts: 50,
+            },
+            Msg::Fd {
+                tid: me,
+                fd: pw,
+                ts: 40,
+            },
+        ]);
+        // A close read before the creation it ends (another CPU's page came first).
+        st.handle(&mut vec![Msg::Close {
+            tid: me,
+            fd: null.as_raw_fd(),
+            ts: 70,
+        }]);
+        st.handle(&mut vec![Msg::Fd {
+            tid: me,
+            fd: null.as_raw_fd(),
+            ts: 60,
+        }]);
+        // close_range over known descriptors.
+        let fake = |n: u64| FileId {
+            kind: FileKind::Regular,
+            inode: n,
+            peer: None,
+            target: format!("/tmp/{n}"),
+        };
+        st.set(me, 900, 5, Some(fake(1)), "start");
+        st.set(me, 901, 5, Some(fake(2)), "start");
+        st.handle(&mut vec![Msg::CloseRange {
+            tid: me,
+            first: 900,
+            last: u32::MAX,
+            ts: 80,
+        }]);
+        st.flush(true).unwrap();
+        // SAFETY: closing descriptors this test owns.
+        unsafe {
+            libc::close(pr);
+            libc::close(pw);
+        }
+        assert_eq!(st.stats.closes, 4, "{:?}", st.stats);
+
+        let t = crate::files::FileTable::read(dir, false).unwrap();
+        let at = |fd: i32, ts: u64| t.lookup(Pid(me), fd, Nanos(ts)).map(|f| f.target.clone());
+        assert_eq!(
+            at(pr, 15).as_deref(),
+            pipe_target.to_str(),
+            "open: the pipe"
+        );
+        assert_eq!(at(pr, 25), None, "closed: not the pipe any more");
+        assert_eq!(at(pr, 35).as_deref(), Some("/dev/null"), "reused");
+        assert_eq!((at(pw, 45), at(pw, 55)), (None, None));
+        assert_eq!(at(null.as_raw_fd(), 65), None);
+        assert_eq!(at(900, 75).as_deref(), Some("/tmp/1"));
+        assert_eq!((at(900, 85), at(901, 85)), (None, None));
+        // A new file restates the table: the closes survive the ring deleting older files.
+        let lines = st.snapshot_lines();
+        assert!(lines.contains(&FileLine::Unknown {
+            ts: 80,
+            pid: me,
+            fd: 901
+        }));
     }
 }

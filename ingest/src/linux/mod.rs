@@ -229,6 +229,9 @@ pub struct TappedPage {
     pub cpu: u32,
     /// The whole page (`page_size` bytes, as written to the chunk).
     pub data: Vec<u8>,
+    /// Pages of this CPU the tap dropped before this one since recording started: when it
+    /// grew since the previous page, the pages in between are missing from the tap.
+    pub dropped_before: u64,
 }
 
 /// Where tracefs is normally mounted.

@@ -244,13 +244,14 @@ impl Reader {
             );
         }
         *prev_ts = Some(ts);
-        if let Some(scan) = &self.fd_scan {
+        if let Some(scan) = &mut self.fd_scan {
             scan.page(&self.header_page, page);
         }
         if let Some(tap) = &self.tap {
             match tap.try_send(TappedPage {
                 cpu: self.cpu,
                 data: page.to_vec(),
+                dropped_before: stats.tap_dropped,
             }) {
                 Ok(()) => {}
                 Err(TrySendError::Full(_)) => {

@@ -11,7 +11,6 @@
 
 use crate::rules::{join_edges, Dst, Pair, RulesConfig, Src};
 use serde::{Deserialize, Serialize};
-use std::collections::HashMap;
 use std::hash::Hash;
 
 /// A difference in multiplicity (+1 inserts, -1 retracts).
@@ -125,11 +124,11 @@ impl<T: PartialEq> Bag<T> {
 }
 
 /// One side of a join: multisets of records by key.
-struct Side<K, T>(HashMap<K, Bag<T>>);
+struct Side<K, T>(super::FastMap<K, Bag<T>>);
 
 impl<K: Hash + Eq + Copy, T: PartialEq> Side<K, T> {
     fn new() -> Self {
-        Side(HashMap::new())
+        Side(super::FastMap::default())
     }
 
     fn get(&self, k: &K) -> impl Iterator<Item = (&T, Diff)> {

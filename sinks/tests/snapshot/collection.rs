@@ -125,3 +125,24 @@ fn large_streams_consolidate_like_a_map() {
     sink.consolidate();
     assert_eq!(sink.into_contents(), expected);
 }
+
+#[test]
+fn a_clean_collection_comes_out_sorted_across_chunks_and_folds() {
+    // Every record ends with count 1 (inserted, some retracted and re-inserted): the
+    // records are handed out without copies, sorted, across many chunks and two folds.
+    let mut sink = CollectionSink::new("edges");
+    let n = 1_300_000u64;
+    for i in 0..n {
+        let record = (i * 7_919) % n;
+        sink.update(record, 1);
+        if i % 5 == 0 {
+            sink.update(record, -1);
+            sink.update(record, 1);
+        }
+    }
+    assert!(sink.check().is_ok());
+    assert_eq!(sink.len(), n as usize);
+    let out = sink.into_contents();
+    assert_eq!(out.len(), n as usize);
+    assert!(out.iter().enumerate().all(|(i, r)| *r == i as u64));
+}
