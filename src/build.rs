@@ -299,11 +299,49 @@ fn collect(rx: crossbeam_channel::Receiver<Message>) -> Collected {
             }
         }
     }
-    // Sorted and consolidated here, on this thread, so check and into_contents copy nothing.
-    c.segments.consolidate();
-    c.edges.consolidate();
-    c.spins.consolidate();
+    // Left as sorted chunks: the build streams them, merged, into Parquet (or
+    // consolidates them when it needs the whole graph in memory).
     c
+}
+
+/// Records of a collection whose net count is not 1 (the dataflow's invariant), found while
+/// streaming it.
+#[derive(Default)]
+struct Inconsistent {
+    records: usize,
+    first: Option<(String, i64)>,
+}
+
+impl Inconsistent {
+    /// The records of `sorted` with count 1; the others are noted here.
+    fn filter<'a, T: std::fmt::Debug + Ord + 'a>(
+        &'a mut self,
+        sorted: argus_sinks::Sorted<T>,
+    ) -> impl Iterator<Item = T> + 'a {
+        sorted.filter_map(move |(record, count)| {
+            if count == 1 {
+                return Some(record);
+            }
+            self.records += 1;
+            if self.first.is_none() {
+                self.first = Some((format!("{record:?}"), count));
+            }
+            None
+        })
+    }
+
+    fn check(self, name: &str) -> Result<()> {
+        match self.first {
+            None => Ok(()),
+            Some((first, count)) => Err(argus_sinks::SinkError::Multiplicity {
+                collection: name.to_string(),
+                records: self.records,
+                first,
+                count,
+            })
+            .with_context(|| format!("the dataflow's {name} are inconsistent")),
+        }
+    }
 }
 
 /// Appends `ev` to the epoch being filled and sends the epoch to the dataflow once it holds
@@ -566,34 +604,14 @@ pub fn build(cfg: &BuildConfig) -> Result<BuildSummary> {
     if feed_failed {
         bail!("the dataflow stopped reading its input");
     }
-    for (name, check) in [
-        ("segments", collected.segments.check()),
-        ("edges", collected.edges.check()),
-        ("spins", collected.spins.check()),
-    ] {
-        check.with_context(|| format!("the dataflow's {name} are inconsistent"))?;
-    }
-    let segments = collected.segments.into_contents();
-    let edges = collected.edges.into_contents();
-    let spins = collected.spins.into_contents();
     let threads: Vec<ThreadInfo> = threads.into_values().collect();
-    let stats = cfg.stats.then(|| {
-        argus_pipeline::stats::GraphStats::of(&argus_pipeline::Graph {
-            segments: segments.clone(),
-            edges: edges.clone(),
-            spins: spins.clone(),
-            counts: collected.counts.clone(),
-        })
-    });
-    // Which threads' segments a lost-events gap touched.
-    errors.extend(crate::gaps::touched(&segments, &lost_ranges));
-    let summary = BuildSummary {
-        stats,
+    let mut summary = BuildSummary {
+        stats: None,
         events: events_total,
         epochs: collected.epochs,
-        segments: segments.len(),
-        edges: edges.len(),
-        spins: spins.len(),
+        segments: 0,
+        edges: 0,
+        spins: 0,
         threads: threads.len(),
         lost: lost.clone(),
         lost_ranges,
@@ -602,9 +620,48 @@ pub fn build(cfg: &BuildConfig) -> Result<BuildSummary> {
         elapsed: Duration::ZERO,
         output: cfg.output.clone(),
     };
-    writer.write_segments(&segments)?;
-    writer.write_edges(&edges)?;
-    writer.write_spins(&spins)?;
+    if cfg.stats || !summary.lost_ranges.is_empty() {
+        // The statistics and the gap marks need the whole graph in memory.
+        for (name, check) in [
+            ("segments", collected.segments.check()),
+            ("edges", collected.edges.check()),
+            ("spins", collected.spins.check()),
+        ] {
+            check.with_context(|| format!("the dataflow's {name} are inconsistent"))?;
+        }
+        let segments = collected.segments.into_contents();
+        let edges = collected.edges.into_contents();
+        let spins = collected.spins.into_contents();
+        summary.stats = cfg.stats.then(|| {
+            argus_pipeline::stats::GraphStats::of(&argus_pipeline::Graph {
+                segments: segments.clone(),
+                edges: edges.clone(),
+                spins: spins.clone(),
+                counts: collected.counts.clone(),
+            })
+        });
+        // Which threads' segments a lost-events gap touched.
+        errors.extend(crate::gaps::touched(&segments, &summary.lost_ranges));
+        summary.segments = segments.len();
+        summary.edges = edges.len();
+        summary.spins = spins.len();
+        writer.write_segments(&segments)?;
+        writer.write_edges(&edges)?;
+        writer.write_spins(&spins)?;
+    } else {
+        // Streamed from the collector's sorted chunks, merged as the writers take them: no
+        // consolidated copy of millions of segments is built first.
+        let mut bad = Inconsistent::default();
+        summary.segments =
+            writer.write_segments(bad.filter(collected.segments.into_sorted()))? as usize;
+        bad.check("segments")?;
+        let mut bad = Inconsistent::default();
+        summary.edges = writer.write_edges(bad.filter(collected.edges.into_sorted()))? as usize;
+        bad.check("edges")?;
+        let mut bad = Inconsistent::default();
+        summary.spins = writer.write_spins(bad.filter(collected.spins.into_sorted()))? as usize;
+        bad.check("spins")?;
+    }
     writer.write_threads(&threads)?;
     writer.write_errors(&errors)?;
     writer
@@ -625,4 +682,36 @@ pub fn build(cfg: &BuildConfig) -> Result<BuildSummary> {
         elapsed: started.elapsed(),
         ..summary
     })
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn streamed_collections_keep_count_one_records_and_report_the_others() {
+        let mut sink = CollectionSink::new("edges");
+        for r in [5u32, 1, 3, 3, 9] {
+            sink.update(r, 1);
+        }
+        sink.update(9, -1);
+        sink.update(7, -1);
+        let mut bad = Inconsistent::default();
+        let kept: Vec<u32> = bad.filter(sink.into_sorted()).collect();
+        assert_eq!(kept, vec![1, 5]);
+        assert_eq!(bad.records, 2);
+        let err = format!("{:#}", bad.check("edges").unwrap_err());
+        assert!(
+            err.contains("the dataflow's edges are inconsistent"),
+            "{err}"
+        );
+        assert!(err.contains('3'), "{err}");
+
+        let mut clean = CollectionSink::new("spins");
+        clean.update(2u32, 1);
+        let mut ok = Inconsistent::default();
+        assert_eq!(ok.filter(clean.into_sorted()).collect::<Vec<_>>(), vec![2]);
+        assert!(ok.check("spins").is_ok());
+    }
 }

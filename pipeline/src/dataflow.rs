@@ -307,7 +307,8 @@ pub fn run(
             kb.build(move |initial| {
                 drop(initial);
                 let mut keyed = Keyed::new(rk);
-                let mut queued: Pending<Vec<Capability<u64>>, Routed> = BTreeMap::new();
+                // Whole containers are queued as they arrive (no per-event copy).
+                let mut queued: Pending<Vec<Capability<u64>>, Vec<Routed>> = BTreeMap::new();
                 move |frontiers| {
                     kin.for_each(|time, data| {
                         queued
@@ -316,7 +317,7 @@ pub fn run(
                                 ((0..4).map(|p| time.retain(p)).collect(), Vec::new())
                             })
                             .1
-                            .append(data);
+                            .push(std::mem::take(data));
                     });
                     while let Some(entry) = queued.first_entry() {
                         if frontiers[0].less_equal(entry.key()) {
@@ -541,28 +542,37 @@ impl Keyed {
         }
     }
 
-    /// Processes one closed epoch's items; the updates at that epoch go to `outs`.
-    fn epoch(&mut self, mut items: Vec<Routed>, outs: &mut Outs) {
+    /// Processes one closed epoch's items (the containers as they arrived); the updates at
+    /// that epoch go to `outs`.
+    fn epoch(&mut self, mut containers: Vec<Vec<Routed>>, outs: &mut Outs) {
         let mut watermark = Nanos(0);
-        items.retain(|r| match r {
-            Routed::Tick { watermark: w, .. } => {
-                watermark = watermark.max(*w);
-                false
-            }
-            Routed::Ev { .. } => true,
-        });
-        // One driver sends in seq order, so this is usually a check that finds it sorted.
+        // One driver sends in seq order, so the containers in arrival order are usually
+        // sorted already: checked, and sorted as one list only when they are not.
         let key = |r: &Routed| match r {
             Routed::Ev { ev, sub, .. } => (ev.seq, *sub),
             Routed::Tick { .. } => (u64::MAX, 0),
         };
-        if !items.is_sorted_by_key(key) {
-            items.sort_unstable_by_key(key);
+        let mut prev = (0u64, 0u8);
+        let mut sorted = true;
+        for r in containers.iter().flatten() {
+            match r {
+                Routed::Tick { watermark: w, .. } => watermark = watermark.max(*w),
+                Routed::Ev { .. } => {
+                    let k = key(r);
+                    sorted &= k >= prev;
+                    prev = k;
+                }
+            }
+        }
+        if !sorted {
+            let mut all: Vec<Routed> = containers.into_iter().flatten().collect();
+            all.sort_unstable_by_key(key);
+            containers = vec![all];
         }
         let mut finals = std::mem::take(&mut self.finals);
         let mut touched: HashSet<Key, foldhash::fast::FixedState> = HashSet::default();
         let mut last: Option<Key> = None;
-        for r in &items {
+        for r in containers.iter().flatten() {
             if let Routed::Ev { key, role, ev, .. } = r {
                 if last != Some(*key) {
                     touched.insert(*key);
@@ -574,7 +584,7 @@ impl Keyed {
                     .on_event(ev, *role, &self.rules, &mut finals);
             }
         }
-        drop(items);
+        drop(containers);
         // Re-arm the spin deadlines of touched keys, then fire those the watermark passed.
         for key in &touched {
             if let Some(old) = self.deadline_of.remove(key) {

@@ -141,7 +141,81 @@ fn merge_runs<T: Ord>(runs: Vec<Vec<(T, i64)>>) -> Vec<(T, i64)> {
     out
 }
 
+/// The records of a [`CollectionSink`] in order, merged lazily from its sorted runs
+/// ([`CollectionSink::into_sorted`]).
+pub struct Sorted<T> {
+    iters: Vec<std::vec::IntoIter<(T, i64)>>,
+    heap: BinaryHeap<Head<T>>,
+}
+
+impl<T: Ord> Sorted<T> {
+    fn new(runs: Vec<Vec<(T, i64)>>) -> Sorted<T> {
+        let mut iters: Vec<std::vec::IntoIter<(T, i64)>> =
+            runs.into_iter().map(Vec::into_iter).collect();
+        let mut heap = BinaryHeap::with_capacity(iters.len());
+        for (run, it) in iters.iter_mut().enumerate() {
+            if let Some(update) = it.next() {
+                heap.push(Head { update, run });
+            }
+        }
+        Sorted { iters, heap }
+    }
+
+    /// The next update in record order (equal records of several runs come one after
+    /// another).
+    fn next_update(&mut self) -> Option<(T, i64)> {
+        let mut top = self.heap.peek_mut()?;
+        let next = self.iters.get_mut(top.run).and_then(Iterator::next);
+        Some(match next {
+            Some(n) => std::mem::replace(&mut top.update, n),
+            None => PeekMut::pop(top).update,
+        })
+    }
+}
+
+impl<T: Ord> Iterator for Sorted<T> {
+    /// A record and its net count (never 0).
+    type Item = (T, i64);
+
+    fn next(&mut self) -> Option<(T, i64)> {
+        loop {
+            let (record, mut count) = self.next_update()?;
+            while self.heap.peek().is_some_and(|h| h.update.0 == record) {
+                if let Some((_, d)) = self.next_update() {
+                    count += d;
+                }
+            }
+            if count != 0 {
+                return Some((record, count));
+            }
+        }
+    }
+}
+
 impl<T: Ord + Hash + Clone + Debug> CollectionSink<T> {
+    /// Consumes the sink: its records in order with their net counts (0 omitted), merged
+    /// from the sorted runs as the caller reads them, so no consolidated copy is ever built
+    /// (a build streams its segments into Parquet this way).
+    pub fn into_sorted(mut self) -> Sorted<T> {
+        let mut runs = self.take_runs();
+        runs.retain(|r| !r.is_empty());
+        Sorted::new(runs)
+    }
+
+    /// Empties the sink into its sorted runs: the settled records, the full chunks and the
+    /// open chunk (sorted and consolidated here).
+    fn take_runs(&mut self) -> Vec<Vec<(T, i64)>> {
+        let mut open = std::mem::take(&mut self.open);
+        consolidate_updates(&mut open);
+        let mut runs = Vec::with_capacity(self.chunks.len() + 2);
+        runs.push(std::mem::take(&mut self.settled));
+        runs.append(&mut self.chunks);
+        runs.push(open);
+        self.pending = 0;
+        self.pending_negative = 0;
+        runs
+    }
+
     /// An empty sink; `name` (e.g. `"segments"`) identifies it in errors.
     pub fn new(name: impl Into<String>) -> Self {
         CollectionSink {
@@ -229,15 +303,8 @@ impl<T: Ord + Hash + Clone + Debug> CollectionSink<T> {
         if self.pending == 0 {
             return;
         }
-        let mut open = std::mem::take(&mut self.open);
-        consolidate_updates(&mut open);
-        let mut runs = Vec::with_capacity(self.chunks.len() + 2);
-        runs.push(std::mem::take(&mut self.settled));
-        runs.append(&mut self.chunks);
-        runs.push(open);
+        let runs = self.take_runs();
         self.settled = merge_runs(runs);
-        self.pending = 0;
-        self.pending_negative = 0;
     }
 
     /// The consolidated records (borrowed when nothing is pending).

@@ -82,7 +82,7 @@ mod stacks;
 mod table;
 mod writer;
 
-pub use collection::CollectionSink;
+pub use collection::{CollectionSink, Sorted};
 pub use error::SinkError;
 pub use manifest::{Manifest, SnapshotInfo, TableCounts, MANIFEST_FILE};
 pub use reader::{read_events, read_snapshot, read_snapshot_tables, EventReader, Snapshot};

@@ -146,3 +146,26 @@ fn a_clean_collection_comes_out_sorted_across_chunks_and_folds() {
     assert_eq!(out.len(), n as usize);
     assert!(out.iter().enumerate().all(|(i, r)| *r == i as u64));
 }
+
+#[test]
+fn into_sorted_streams_the_net_counts_in_order() {
+    // Inserts, retractions and double inserts over many chunks: the lazy merge gives each
+    // record once, in order, with its net count (zeros omitted), like a map.
+    let mut sink = CollectionSink::new("segments");
+    let mut model = std::collections::BTreeMap::<u32, i64>::new();
+    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+    for i in 0..400_000u32 {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        let record = (x % 150_000) as u32;
+        let diff = if i % 4 == 0 { -1 } else { 1 };
+        sink.update(record, diff);
+        *model.entry(record).or_insert(0) += diff;
+    }
+    model.retain(|_, c| *c != 0);
+    let got: Vec<(u32, i64)> = sink.into_sorted().collect();
+    let want: Vec<(u32, i64)> = model.into_iter().collect();
+    assert_eq!(got.len(), want.len());
+    assert_eq!(got, want);
+}
