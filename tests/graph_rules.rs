@@ -31,6 +31,12 @@ struct Live {
 }
 
 fn record(name: &str) -> Live {
+    record_for(name, "1")
+}
+
+/// Records workload `name` running for `secs` seconds (more rounds for the statistical
+/// checks).
+fn record_for(name: &str, secs: &str) -> Live {
     let _guard = recording_lock();
     let dir = tempfile::tempdir().expect("tempdir");
     let trace = dir.path().join("trace");
@@ -46,7 +52,7 @@ fn record(name: &str) -> Live {
         "workload",
         name,
         "--secs",
-        "1",
+        secs,
     ]);
     let truth = recorded_truth(&out);
     let reader = TraceReader::open(&trace).expect("the trace opens");
@@ -235,7 +241,9 @@ fn a_batching_server_loop_is_split_by_peer_sets() {
     if !live_or_skip("a_batching_server_loop_is_split_by_peer_sets") {
         return;
     }
-    let live = record("batch-server");
+    // 3 s: ~30 batched rounds, so the one-in-ten bound below is a rate, not one unlucky
+    // round (a 1 s recording has ~11 server segments; 2 false links failed it once).
+    let live = record_for("batch-server", "3");
     let server = live.tid("server_tid");
     let clients: BTreeSet<Tid> = live.tids("client_tids").into_iter().collect();
     let g = live.graph(&live.base);
@@ -542,13 +550,21 @@ fn a_pipe_data_dependency_without_a_wake_up_is_linked_through_fd_identity() {
     // The workload lets the reader find data without blocking; when the scheduler still
     // makes it block once, that round is linked by an ordinary wake-up. Without fd
     // identity or a declaration most rounds have no edge at all.
-    let undeclared = between(&g, writer, reader);
+    // Only strong edges are data dependencies: the two threads of one process can also
+    // contend on a kernel lock (mmap_lock, a futex in the allocator), and the weak wake-up
+    // such a hand-off makes is no message (seen once in a CI run).
+    let strong = |g: &Graph| -> Vec<CausalEdge> {
+        between(g, writer, reader)
+            .into_iter()
+            .filter(|e| e.strength == Strength::Strong)
+            .cloned()
+            .collect()
+    };
+    let undeclared = strong(&g);
     // The recorded fd identity knows both ends are one pipe.
     let g = live.graph(&live.ident);
-    let mut identified: Vec<(SegmentId, SegmentId)> = between(&g, writer, reader)
-        .iter()
-        .map(|e| (e.src, e.dst))
-        .collect();
+    let mut identified: Vec<(SegmentId, SegmentId)> =
+        strong(&g).iter().map(|e| (e.src, e.dst)).collect();
     identified.sort();
     let mut cfg = live.base.clone();
     cfg.user.pipes.push(PipeRule {
@@ -557,7 +573,7 @@ fn a_pipe_data_dependency_without_a_wake_up_is_linked_through_fd_identity() {
         read_fd: live.num("read_fd"),
     });
     let g = live.graph(&cfg);
-    let deps = between(&g, writer, reader);
+    let deps = strong(&g);
     let rounds = live.num("rounds") as usize;
     assert!(
         undeclared.len() * 2 < deps.len(),
