@@ -178,36 +178,41 @@ impl Live {
 
     /// The reference graph under `cfg` with every edge, checked against the dataflow.
     fn full_graph(&self, cfg: &RulesConfig) -> Graph {
-        let evs = &self.evs;
-        let wm = evs.last().map(|e| e.ts).unwrap_or_default();
-        let want = reference::compute(evs, wm, cfg);
-        let size = evs.len() / 3 + 1;
-        let batches: Vec<Batch> = evs
-            .chunks(size)
-            .map(|c| Batch {
-                events: c.to_vec(),
-                watermark: c.last().map(|e| e.ts).unwrap_or_default(),
-            })
-            .collect();
-        let dcfg = DataflowConfig {
-            workers: 2,
-            rules: cfg.clone(),
-            ..DataflowConfig::default()
-        };
-        let got = collect_epochs(&dcfg, batches).expect("the dataflow runs");
-        let last = &got.last().expect("epochs").1;
-        assert!(
-            last == &want,
-            "dataflow {}/{} vs reference {}/{} segments/edges",
-            last.segments.len(),
-            last.edges.len(),
-            want.segments.len(),
-            want.edges.len()
-        );
+        let want = checked_reference(&self.evs, cfg);
         let stats = GraphStats::of(&want);
         assert_eq!(stats.vertices as usize, want.segments.len());
         want
     }
+}
+
+/// The reference graph of `evs` under `cfg`, after checking that the dataflow (2 workers,
+/// the stream in three epochs) computes the same.
+fn checked_reference(evs: &[argus_schema::Event], cfg: &RulesConfig) -> Graph {
+    let wm = evs.last().map(|e| e.ts).unwrap_or_default();
+    let want = reference::compute(evs, wm, cfg);
+    let batches: Vec<Batch> = evs
+        .chunks(evs.len() / 3 + 1)
+        .map(|c| Batch {
+            events: c.to_vec(),
+            watermark: c.last().map(|e| e.ts).unwrap_or_default(),
+        })
+        .collect();
+    let dcfg = DataflowConfig {
+        workers: 2,
+        rules: cfg.clone(),
+        ..DataflowConfig::default()
+    };
+    let got = collect_epochs(&dcfg, batches).expect("the dataflow runs");
+    let last = &got.last().expect("epochs").1;
+    assert!(
+        last == &want,
+        "dataflow {}/{} vs reference {}/{} segments/edges",
+        last.segments.len(),
+        last.edges.len(),
+        want.segments.len(),
+        want.edges.len()
+    );
+    want
 }
 
 struct Index<'a> {
@@ -708,30 +713,7 @@ fn call_stacks_prune_thread_order_between_callbacks_and_boost_it_across_a_handle
     );
     // The dataflow (2 workers, several epochs) equals the reference on the stream with its
     // stacks (default rules, here: the snapshot's own graph used the trace's kernel rules).
-    let stream: Vec<argus_schema::Event> = evs.to_vec();
-    let cfg = RulesConfig::default();
-    let want = reference::compute(
-        &stream,
-        stream.last().map(|e| e.ts).unwrap_or_default(),
-        &cfg,
-    );
-    let batches: Vec<Batch> = stream
-        .chunks(stream.len() / 3 + 1)
-        .map(|c| Batch {
-            events: c.to_vec(),
-            watermark: c.last().map(|e| e.ts).unwrap_or_default(),
-        })
-        .collect();
-    let dcfg = DataflowConfig {
-        workers: 2,
-        rules: cfg,
-        ..DataflowConfig::default()
-    };
-    let got = collect_epochs(&dcfg, batches).expect("the dataflow runs");
-    assert!(
-        got.last().is_some_and(|(_, g)| g == &want),
-        "dataflow = reference"
-    );
+    let want = checked_reference(evs, &RulesConfig::default());
     assert!(
         want.counts.get(Counter::PrunedStacks) > 0 && want.counts.get(Counter::BoostedStacks) > 0
     );
