@@ -1,7 +1,7 @@
 //! Cluster mode: `argus build` split over two timely processes on loopback gives the same
 //! graph as one process. Runs on the bundled recording, so it needs no tracing rights.
 
-use crate::common::run;
+use crate::common::{bundled_trace, run};
 use argus_sinks::read_snapshot_tables;
 use std::path::Path;
 use std::process::Stdio;
@@ -30,14 +30,7 @@ fn graph(
 #[test]
 fn two_processes_on_loopback_build_the_same_snapshot_as_one() {
     let tmp = tempfile::tempdir().expect("tempdir");
-    let keep = tmp.path().join("demo");
-    let out = run(&["demo", "--bundled", "--keep", keep.to_str().expect("utf-8")]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let trace = keep.join("trace");
+    let trace = bundled_trace(tmp.path());
     let trace = trace.to_str().expect("utf-8");
 
     let one = tmp.path().join("one");

@@ -90,19 +90,7 @@ pub fn record_with(record_opts: &[&str], cmd: &[&str], build_opts: &[&str]) -> R
         serde_json::from_slice(&std::fs::read(trace.join("meta.json")).expect("meta.json exists"))
             .expect("meta.json parses");
     let pid = meta["command_pid"].as_i64().expect("command_pid") as i32;
-    let mut args = vec![
-        "build",
-        trace.to_str().expect("utf-8"),
-        "-o",
-        snapshot.to_str().expect("utf-8"),
-    ];
-    args.extend_from_slice(build_opts);
-    let out = run(&args);
-    assert!(
-        out.status.success(),
-        "argus build failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    build_snapshot(&trace, &snapshot, build_opts);
     Recorded {
         _dir: dir,
         trace,
@@ -110,6 +98,36 @@ pub fn record_with(record_opts: &[&str], cmd: &[&str], build_opts: &[&str]) -> R
         pid,
         truth,
     }
+}
+
+/// Runs `argus build TRACE -o SNAPSHOT OPTS...` and asserts that it succeeded.
+pub fn build_snapshot(trace: &Path, snapshot: &Path, opts: &[&str]) {
+    let mut args = vec![
+        "build",
+        trace.to_str().expect("utf-8"),
+        "-o",
+        snapshot.to_str().expect("utf-8"),
+    ];
+    args.extend_from_slice(opts);
+    let out = run(&args);
+    assert!(
+        out.status.success(),
+        "argus build failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Writes the bundled recording (`argus demo --bundled --keep DIR/demo`) under `dir` and
+/// returns its trace directory. Needs no tracing: runs anywhere.
+pub fn bundled_trace(dir: &Path) -> PathBuf {
+    let keep = dir.join("demo");
+    let out = run(&["demo", "--bundled", "--keep", keep.to_str().expect("utf-8")]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    keep.join("trace")
 }
 
 /// Asserts that `argus record -- WORKLOAD` succeeded and returns the JSON line the

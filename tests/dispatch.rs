@@ -2,7 +2,7 @@
 //! dispatch function become `argus:dispatch-begin/end SYMBOL` markers of the calling thread,
 //! and each call is its own `work_item` segment.
 
-use crate::common::{live_or_skip, recorded_truth, recording_lock, run};
+use crate::common::{build_snapshot, live_or_skip, recorded_truth, recording_lock, run};
 use argus_ingest::replay::TraceReader;
 use argus_schema::{EventKind, Nanos, SegmentKind, Tid};
 use serde_json::Value;
@@ -102,17 +102,7 @@ fn dispatch_probes_make_one_callout_per_job() {
         .count();
     assert_eq!(long, 3, "blocking calls: {calls:?}");
 
-    let out = run(&[
-        "build",
-        trace.to_str().expect("utf-8"),
-        "-o",
-        snap.to_str().expect("utf-8"),
-    ]);
-    assert!(
-        out.status.success(),
-        "argus build failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    build_snapshot(&trace, &snap, &[]);
     // Each job is its own work_item segment of the loop thread, blocking wait included.
     let snapshot = argus_sinks::read_snapshot_tables(&snap, false).expect("snapshot");
     let function = argus_pipeline::rules::dispatch_id(SYMBOL);

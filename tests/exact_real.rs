@@ -3,7 +3,7 @@
 //! 2 timely processes over loopback, and per-CPU streams arriving shuffled within each
 //! epoch (the merger only promises completeness up to the watermark, not an order).
 
-use crate::common::{live_or_skip, recording_lock, run};
+use crate::common::{bundled_trace, live_or_skip, recording_lock, run};
 use argus_ingest::replay::TraceReader;
 use argus_pipeline::dataflow::{collect_epochs, run as run_dataflow, Batch, DataflowConfig};
 use argus_pipeline::{reference, Graph};
@@ -159,14 +159,7 @@ fn check(evs: &[Event], size: usize, placement: Placement, arrival: Arrival, str
 #[test]
 fn exact_at_every_epoch_on_the_bundled_recording() {
     let tmp = tempfile::tempdir().expect("tempdir");
-    let keep = tmp.path().join("demo");
-    let out = run(&["demo", "--bundled", "--keep", keep.to_str().expect("utf-8")]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let evs = events(&keep.join("trace"));
+    let evs = events(&bundled_trace(tmp.path()));
     assert!(evs.len() > 20_000, "{} events", evs.len());
     for placement in [Placement::Workers(1), Placement::Workers(2)] {
         for size in [1_000, 100_000, evs.len()] {

@@ -1,44 +1,20 @@
 //! Live tests of `argus record --stacks` and `--watch`: call stacks symbolized into
 //! `stacks.parquet`, watchpoint hits merged into the events as `flag_access`.
 
-use crate::common::{live_or_skip, recorded_truth, recording_lock, run};
+use crate::common::{live_or_skip, record_with, Recorded};
 use argus_schema::{EventKind, Tid};
-use serde_json::Value;
 use std::path::Path;
 
 /// Records `argus workload NAME --secs 1` with `extra` record flags, builds it, and returns
-/// (temp dir, snapshot, the workload's JSON line).
-fn record_and_build(
-    extra: &[&str],
-    workload: &str,
-) -> (tempfile::TempDir, std::path::PathBuf, Value) {
-    let _guard = recording_lock();
-    let dir = tempfile::tempdir().expect("tempdir");
-    let trace = dir.path().join("trace");
-    let snap = dir.path().join("snap");
+/// the recording (trace, snapshot, the workload's JSON line).
+fn record_and_build(extra: &[&str], workload: &str) -> Recorded {
     let exe = env!("CARGO_BIN_EXE_argus");
-    let mut args = vec!["record", "-o", trace.to_str().expect("utf-8")];
-    args.extend_from_slice(extra);
-    args.extend_from_slice(&["--", exe, "workload", workload, "--secs", "1"]);
-    let out = run(&args);
-    let truth = recorded_truth(&out);
+    let rec = record_with(extra, &[exe, "workload", workload, "--secs", "1"], &[]);
     assert!(
-        trace.join("perf/streams.json").is_file(),
-        "perf/ written: {}",
-        String::from_utf8_lossy(&out.stderr)
+        rec.trace.join("perf/streams.json").is_file(),
+        "perf/ written"
     );
-    let out = run(&[
-        "build",
-        trace.to_str().expect("utf-8"),
-        "-o",
-        snap.to_str().expect("utf-8"),
-    ]);
-    assert!(
-        out.status.success(),
-        "argus build failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    (dir, snap, truth)
+    rec
 }
 
 fn events(snap: &Path) -> Vec<argus_schema::Event> {
@@ -53,7 +29,12 @@ fn stacks_name_the_function_that_blocks_in_read() {
     if !live_or_skip("stacks_name_the_function_that_blocks_in_read") {
         return;
     }
-    let (_dir, snap, truth) = record_and_build(&["--stacks", "read"], "stacks");
+    let Recorded {
+        _dir,
+        snapshot: snap,
+        truth,
+        ..
+    } = record_and_build(&["--stacks", "read"], "stacks");
     let reader = truth["reader_tid"].as_i64().expect("reader_tid") as i32;
     // The events: the reader's read() sys_enter is followed by its stack events.
     let evs = events(&snap);
@@ -137,7 +118,12 @@ fn default_stacks_are_the_blocking_and_the_waking_stack() {
     if !live_or_skip("default_stacks_are_the_blocking_and_the_waking_stack") {
         return;
     }
-    let (_dir, snap, truth) = record_and_build(&["--stacks"], "stacks");
+    let Recorded {
+        _dir,
+        snapshot: snap,
+        truth,
+        ..
+    } = record_and_build(&["--stacks"], "stacks");
     let reader = truth["reader_tid"].as_i64().expect("reader_tid") as i32;
     let writer = truth["writer_tid"].as_i64().expect("writer_tid") as i32;
     let evs = events(&snap);
@@ -192,7 +178,12 @@ fn watchpoint_reports_the_setters_write_and_the_pollers_reads() {
     if !live_or_skip("watchpoint_reports_the_setters_write_and_the_pollers_reads") {
         return;
     }
-    let (_dir, snap, truth) = record_and_build(&["--watch", "ARGUS_WATCH_FLAG@cmd"], "flag");
+    let Recorded {
+        _dir,
+        snapshot: snap,
+        truth,
+        ..
+    } = record_and_build(&["--watch", "ARGUS_WATCH_FLAG@cmd"], "flag");
     let setter = truth["setter_tid"].as_i64().expect("setter_tid") as i32;
     let poller = truth["poller_tid"].as_i64().expect("poller_tid") as i32;
     let polls = truth["polls"].as_u64().expect("polls");
