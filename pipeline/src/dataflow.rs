@@ -140,19 +140,29 @@ pub enum PipelineError {
     Config(String),
 }
 
-/// An input record: an event for a key, or a watermark tick for one worker.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
-enum Routed {
-    Ev {
-        key: Key,
-        role: Role,
-        sub: u8,
-        ev: Event,
-    },
-    Tick {
-        worker: u64,
-        watermark: Nanos,
-    },
+/// An event for a key: the `sub`-th of the keys [`route`] gave it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+struct Routed {
+    key: Key,
+    role: Role,
+    sub: u8,
+    ev: Event,
+}
+
+/// The input record: one worker's share of an epoch (the events routed to the keys it owns,
+/// in `seq` order) and the epoch's watermark. The driver partitions each batch itself and
+/// sends one part per worker, so the exchange moves one record per worker and epoch rather
+/// than copying every routed event into per-worker buffers.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+struct Part {
+    worker: u64,
+    watermark: Nanos,
+    items: Vec<Routed>,
+}
+
+/// The worker that owns `key`'s state, among `peers`.
+fn owner(key: &Key, peers: u64) -> usize {
+    (key.hash64() % peers) as usize
 }
 
 fn timely_config(cfg: &DataflowConfig) -> Result<timely::Config, PipelineError> {
@@ -276,7 +286,7 @@ pub fn run(
     let guards = timely::execute(tcfg, move |worker| {
         let index = worker.index();
         let peers = worker.peers() as u64;
-        let mut handle: InputHandleVec<u64, Routed> = InputHandleVec::new();
+        let mut handle: InputHandleVec<u64, Part> = InputHandleVec::new();
         let probe = ProbeHandle::new();
         // The driver's record of each epoch it introduced (watermark, events), for the
         // output operator's `EpochDone` (both on worker 0).
@@ -288,13 +298,7 @@ pub fn run(
 
             // The keyed operator: state machines per key, four outputs.
             let mut kb = OperatorBuilder::new("pipeline::keyed".to_owned(), routed.scope());
-            let mut kin = kb.new_input(
-                routed,
-                Exchange::new(|r: &Routed| match r {
-                    Routed::Ev { key, .. } => key.hash64(),
-                    Routed::Tick { worker, .. } => *worker,
-                }),
-            );
+            let mut kin = kb.new_input(routed, Exchange::new(|p: &Part| p.worker));
             let (p_upd, updates) = kb.new_output::<Vec<(Update, Diff)>>();
             let (p_cnt, counted) = kb.new_output::<Vec<(Counter, Diff)>>();
             let (p_a, side_a) = kb.new_output::<Vec<(SideA, Diff)>>();
@@ -307,8 +311,8 @@ pub fn run(
             kb.build(move |initial| {
                 drop(initial);
                 let mut keyed = Keyed::new(rk);
-                // Whole containers are queued as they arrive (no per-event copy).
-                let mut queued: Pending<Vec<Capability<u64>>, Vec<Routed>> = BTreeMap::new();
+                // Parts are queued as they arrive (no per-event copy).
+                let mut queued: Pending<Vec<Capability<u64>>, Part> = BTreeMap::new();
                 move |frontiers| {
                     kin.for_each(|time, data| {
                         queued
@@ -317,7 +321,7 @@ pub fn run(
                                 ((0..4).map(|p| time.retain(p)).collect(), Vec::new())
                             })
                             .1
-                            .push(std::mem::take(data));
+                            .append(data);
                     });
                     while let Some(entry) = queued.first_entry() {
                         if frontiers[0].less_equal(entry.key()) {
@@ -474,6 +478,7 @@ pub fn run(
         }
         let mut epoch = 0u64;
         let mut routed = Vec::with_capacity(4);
+        let mut parts: Vec<Vec<Routed>> = (0..peers).map(|_| Vec::new()).collect();
         while let Some(batch) = next_batch(&input, worker, &probe, epoch) {
             let n = batch.events.len();
             for ev in batch.events {
@@ -481,7 +486,7 @@ pub fn run(
                 route(&ev, &rules, |key, role| routed.push((key, role)));
                 if let Some((&(key, role), rest)) = routed.split_last() {
                     for (sub, &(key, role)) in rest.iter().enumerate() {
-                        handle.send(Routed::Ev {
+                        parts[owner(&key, peers)].push(Routed {
                             key,
                             role,
                             sub: sub as u8,
@@ -489,13 +494,16 @@ pub fn run(
                         });
                     }
                     let sub = rest.len() as u8;
-                    handle.send(Routed::Ev { key, role, sub, ev });
+                    parts[owner(&key, peers)].push(Routed { key, role, sub, ev });
                 }
             }
-            for w in 0..peers {
-                handle.send(Routed::Tick {
-                    worker: w,
+            // Every worker gets its part, empty or not: it carries the watermark.
+            for (w, items) in parts.iter_mut().enumerate() {
+                let cap = items.len();
+                handle.send(Part {
+                    worker: w as u64,
                     watermark: batch.watermark,
+                    items: std::mem::replace(items, Vec::with_capacity(cap)),
                 });
             }
             epochs_in.borrow_mut().insert(epoch, (batch.watermark, n));
@@ -544,47 +552,41 @@ impl Keyed {
 
     /// Processes one closed epoch's items (the containers as they arrived); the updates at
     /// that epoch go to `outs`.
-    fn epoch(&mut self, mut containers: Vec<Vec<Routed>>, outs: &mut Outs) {
-        let mut watermark = Nanos(0);
-        // One driver sends in seq order, so the containers in arrival order are usually
-        // sorted already: checked, and sorted as one list only when they are not.
-        let key = |r: &Routed| match r {
-            Routed::Ev { ev, sub, .. } => (ev.seq, *sub),
-            Routed::Tick { .. } => (u64::MAX, 0),
-        };
+    fn epoch(&mut self, mut parts: Vec<Part>, outs: &mut Outs) {
+        let watermark = parts.iter().map(|p| p.watermark).max().unwrap_or(Nanos(0));
+        // One driver sends in seq order, so the parts in arrival order are usually sorted
+        // already (one part per epoch): checked, and sorted as one list only when not.
+        let key = |r: &Routed| (r.ev.seq, r.sub);
         let mut prev = (0u64, 0u8);
         let mut sorted = true;
-        for r in containers.iter().flatten() {
-            match r {
-                Routed::Tick { watermark: w, .. } => watermark = watermark.max(*w),
-                Routed::Ev { .. } => {
-                    let k = key(r);
-                    sorted &= k >= prev;
-                    prev = k;
-                }
-            }
+        for r in parts.iter().flat_map(|p| &p.items) {
+            let k = key(r);
+            sorted &= k >= prev;
+            prev = k;
         }
         if !sorted {
-            let mut all: Vec<Routed> = containers.into_iter().flatten().collect();
+            let mut all: Vec<Routed> = parts.into_iter().flat_map(|p| p.items).collect();
             all.sort_unstable_by_key(key);
-            containers = vec![all];
+            parts = vec![Part {
+                worker: 0,
+                watermark,
+                items: all,
+            }];
         }
         let mut finals = std::mem::take(&mut self.finals);
         let mut touched: HashSet<Key, foldhash::fast::FixedState> = HashSet::default();
         let mut last: Option<Key> = None;
-        for r in containers.iter().flatten() {
-            if let Routed::Ev { key, role, ev, .. } = r {
-                if last != Some(*key) {
-                    touched.insert(*key);
-                    last = Some(*key);
-                }
-                self.keys
-                    .entry(*key)
-                    .or_insert_with(|| KeyState::new(*key))
-                    .on_event(ev, *role, &self.rules, &mut finals);
+        for Routed { key, role, ev, .. } in parts.iter().flat_map(|p| &p.items) {
+            if last != Some(*key) {
+                touched.insert(*key);
+                last = Some(*key);
             }
+            self.keys
+                .entry(*key)
+                .or_insert_with(|| KeyState::new(*key))
+                .on_event(ev, *role, &self.rules, &mut finals);
         }
-        drop(containers);
+        drop(parts);
         // Re-arm the spin deadlines of touched keys, then fire those the watermark passed.
         for key in &touched {
             if let Some(old) = self.deadline_of.remove(key) {

@@ -262,25 +262,37 @@ impl RulesConfig {
         id.map(Key::Channel)
     }
 
-    /// The connection descriptor `fd` of process `pid` refers to at `ts`, as a
-    /// direction-free id for the message peer set: a declared pipe (either end), else the
-    /// channel of the fd identity ([`ChannelEnd::connection`]); `None` when neither knows.
-    pub fn connection(&self, pid: Pid, fd: u64, ts: Nanos) -> Option<u64> {
+    /// What a data transfer on `fd` of process `pid` at `ts` goes through, with one look-up
+    /// of the descriptor: the object key as [`RulesConfig::channel_key`] gives it, and the
+    /// connection as a direction-free id for the message peer set (a declared pipe, either
+    /// end, else the channel of the fd identity, [`ChannelEnd::connection`]; `None` when
+    /// neither knows).
+    pub fn message_channel(
+        &self,
+        pid: Pid,
+        fd: u64,
+        ts: Nanos,
+        write: bool,
+    ) -> (Option<Key>, Option<u64>) {
+        let (mut key, mut conn) = (None, None);
         if !self.user.pipes.is_empty() {
-            if let Some(i) = self
+            key = self.user.pipe_of(pid, fd, write).map(Key::Pipe);
+            conn = self
                 .user
                 .pipe_of(pid, fd, true)
                 .or_else(|| self.user.pipe_of(pid, fd, false))
-            {
-                return Some(ChannelEnd::mix(4, u64::from(i), 0));
+                .map(|i| ChannelEnd::mix(4, u64::from(i), 0));
+        }
+        if (key.is_none() || conn.is_none()) && !self.channels.is_empty() {
+            let end = i32::try_from(fd)
+                .ok()
+                .and_then(|fd| self.channels.lookup(pid, fd, ts));
+            if let Some(end) = end {
+                key = key.or_else(|| if write { end.send } else { end.recv }.map(Key::Channel));
+                conn = conn.or_else(|| end.connection());
             }
         }
-        if self.channels.is_empty() {
-            return None;
-        }
-        self.channels
-            .lookup(pid, i32::try_from(fd).ok()?, ts)?
-            .connection()
+        (key, conn)
     }
 
     /// Adds every maintenance callback among `symbols` (address, name) to
@@ -566,24 +578,66 @@ pub struct ChannelSpan {
 /// A process without spans of its own for a descriptor falls back to its parent's table as
 /// it was when the process was forked (descriptors are inherited).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(from = "ChannelMapRepr", into = "ChannelMapRepr")]
 pub struct ChannelMap {
-    /// Spans per process, sorted by (fd, from). Hashed (fast fixed-seed hash): looked up
-    /// for every data-transfer syscall.
-    spans: std::collections::HashMap<Pid, Vec<ChannelSpan>, foldhash::fast::FixedState>,
+    /// `(pid, fd)` → `(from, end)` sorted by `from`. Hashed by the descriptor itself (fast
+    /// fixed-seed hash): looked up for every data-transfer syscall, and most descriptors
+    /// have one span, so a lookup is one probe and no search.
+    spans:
+        std::collections::HashMap<(Pid, i32), Vec<(Nanos, ChannelEnd)>, foldhash::fast::FixedState>,
     /// Process → its creations `(fork time, parent)`, sorted (a pid may be reused).
     parents: std::collections::HashMap<Pid, Vec<(Nanos, Pid)>, foldhash::fast::FixedState>,
+}
+
+/// How a [`ChannelMap`] is serialized: its spans as a flat list (a map keyed by
+/// `(pid, fd)` is not expressible in every format).
+#[derive(Clone, Serialize, Deserialize)]
+struct ChannelMapRepr {
+    spans: Vec<(Pid, ChannelSpan)>,
+    parents: Vec<(Pid, Vec<(Nanos, Pid)>)>,
+}
+
+impl From<ChannelMapRepr> for ChannelMap {
+    fn from(r: ChannelMapRepr) -> ChannelMap {
+        let mut m = ChannelMap::default();
+        for (pid, s) in r.spans {
+            m.insert(pid, s.fd, s.from, s.end);
+        }
+        for (child, forks) in r.parents {
+            for (at, parent) in forks {
+                m.set_parent(child, parent, at);
+            }
+        }
+        m
+    }
+}
+
+impl From<ChannelMap> for ChannelMapRepr {
+    fn from(m: ChannelMap) -> ChannelMapRepr {
+        let mut spans: Vec<(Pid, ChannelSpan)> = m
+            .spans
+            .into_iter()
+            .flat_map(|((pid, fd), v)| {
+                v.into_iter()
+                    .map(move |(from, end)| (pid, ChannelSpan { fd, from, end }))
+            })
+            .collect();
+        spans.sort();
+        let mut parents: Vec<_> = m.parents.into_iter().collect();
+        parents.sort();
+        ChannelMapRepr { spans, parents }
+    }
 }
 
 impl ChannelMap {
     /// Records that from `from` on, `fd` of `pid` refers to `end`.
     pub fn insert(&mut self, pid: Pid, fd: i32, from: Nanos, end: ChannelEnd) {
-        let v = self.spans.entry(pid).or_default();
-        let span = ChannelSpan { fd, from, end };
-        let i = v.partition_point(|s| (s.fd, s.from) <= (fd, from));
-        if i > 0 && (v[i - 1].fd, v[i - 1].from) == (fd, from) {
-            v[i - 1] = span;
+        let v = self.spans.entry((pid, fd)).or_default();
+        let i = v.partition_point(|&(f, _)| f <= from);
+        if i > 0 && v[i - 1].0 == from {
+            v[i - 1].1 = end;
         } else {
-            v.insert(i, span);
+            v.insert(i, (from, end));
         }
     }
 
@@ -605,9 +659,9 @@ impl ChannelMap {
 
     /// Adds every span and fork of `other` (another trace of the same build).
     pub fn merge(&mut self, other: ChannelMap) {
-        for (pid, spans) in other.spans {
-            for s in spans {
-                self.insert(pid, s.fd, s.from, s.end);
+        for ((pid, fd), spans) in other.spans {
+            for (from, end) in spans {
+                self.insert(pid, fd, from, end);
             }
         }
         for (child, forks) in other.parents {
@@ -644,15 +698,26 @@ impl ChannelMap {
         let (mut pid, mut ts) = (pid, ts);
         // Parent chains are short; the bound guards against a cycle in bad input.
         for _ in 0..16 {
-            let fork = self.parents.get(&pid).and_then(|v| {
-                let i = v.partition_point(|&(at, _)| at <= ts);
-                i.checked_sub(1).map(|i| v[i])
+            let fork = self.parents.get(&pid).and_then(|v| match v.as_slice() {
+                [only] => (only.0 <= ts).then_some(*only),
+                v => {
+                    let i = v.partition_point(|&(at, _)| at <= ts);
+                    i.checked_sub(1).map(|i| v[i])
+                }
             });
             let born = fork.map_or(Nanos(0), |(at, _)| at);
-            if let Some(v) = self.spans.get(&pid) {
-                let i = v.partition_point(|s| (s.fd, s.from) <= (fd, ts));
-                if i > 0 && v[i - 1].fd == fd && v[i - 1].from >= born {
-                    return Some(v[i - 1].end);
+            if let Some(v) = self.spans.get(&(pid, fd)) {
+                let found = match v.as_slice() {
+                    [only] => (only.0 <= ts).then_some(only),
+                    v => v
+                        .partition_point(|&(f, _)| f <= ts)
+                        .checked_sub(1)
+                        .map(|i| &v[i]),
+                };
+                if let Some(&(from, end)) = found {
+                    if from >= born {
+                        return Some(end);
+                    }
                 }
             }
             let (at, parent) = fork?;
@@ -1939,18 +2004,17 @@ impl ThreadState {
                 }
                 if let (Some(mark), Some(seg)) = (mark, self.cur.as_ref().map(|c| c.id)) {
                     let write = message_op(nr) == Some(true);
+                    let (key, conn) = cfg.message_channel(self.pid, args[0], ts, write);
                     let mut op = MsgOp {
                         nr,
                         fd: args[0],
-                        peer: cfg
-                            .connection(self.pid, args[0], ts)
-                            .map_or(Peer::Fd(args[0]), Peer::Chan),
+                        peer: conn.map_or(Peer::Fd(args[0]), Peer::Chan),
                         seg,
                         mark,
                         srcs: Vec::new(),
                         woke: Vec::new(),
                     };
-                    if cfg.channel_key(self.pid, args[0], ts, write).is_some() {
+                    if key.is_some() {
                         if write {
                             // The write is the action of a pipe data dependency.
                             op.srcs.push(Src {
