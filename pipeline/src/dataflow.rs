@@ -149,10 +149,10 @@ struct Routed {
     ev: Event,
 }
 
-/// The input record: one worker's share of an epoch (the events routed to the keys it owns,
-/// in `seq` order) and the epoch's watermark. The driver partitions each batch itself and
-/// sends one part per worker, so the exchange moves one record per worker and epoch rather
-/// than copying every routed event into per-worker buffers.
+/// The input record: a run of one worker's share of an epoch (the events routed to the keys
+/// it owns, in `seq` order; at most [`CHUNK`]) and the epoch's watermark. The driver
+/// partitions each batch itself, so the exchange moves one record per part rather than
+/// copying every routed event into per-worker buffers.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 struct Part {
     worker: u64,
@@ -205,17 +205,53 @@ fn timely_config(cfg: &DataflowConfig) -> Result<timely::Config, PipelineError> 
     })
 }
 
+/// Records in containers of at most [`CHUNK`] (the size of timely's own buffers): each
+/// container is allocated once and the allocator recycles it, where one vector growing to an
+/// epoch's size would be copied at each doubling and land on fresh pages.
+struct Chunks<D> {
+    full: Vec<Vec<D>>,
+    cur: Vec<D>,
+}
+
+/// Records per container of [`Chunks`] and per [`Part`].
+const CHUNK: usize = 4096;
+
+impl<D> Default for Chunks<D> {
+    fn default() -> Self {
+        Chunks {
+            full: Vec::new(),
+            cur: Vec::new(),
+        }
+    }
+}
+
+impl<D> Chunks<D> {
+    #[inline]
+    fn push(&mut self, d: D) {
+        if self.cur.len() == CHUNK {
+            let full = std::mem::replace(&mut self.cur, Vec::with_capacity(CHUNK));
+            self.full.push(full);
+        }
+        self.cur.push(d);
+    }
+
+    /// The containers, in push order.
+    fn into_containers(self) -> impl Iterator<Item = Vec<D>> {
+        self.full.into_iter().chain(std::iter::once(self.cur))
+    }
+}
+
 /// The keyed operator's records, split by where they go next.
 #[derive(Default)]
 struct Outs {
     /// Graph records, to the output.
-    updates: Vec<(Update, Diff)>,
+    updates: Chunks<(Update, Diff)>,
     /// Rule counters, to worker 0's tally.
-    counts: Vec<(Counter, Diff)>,
+    counts: Chunks<(Counter, Diff)>,
     /// Endpoints joined by `seq` ([`StageA`]).
-    a: Vec<(SideA, Diff)>,
+    a: Chunks<(SideA, Diff)>,
     /// Targets of paired effects ([`StageB`]).
-    b: Vec<(SideB, Diff)>,
+    b: Chunks<(SideB, Diff)>,
 }
 
 impl Outs {
@@ -247,6 +283,13 @@ type Port<D> = OutputBuilder<u64, CapacityContainerBuilder<Vec<(D, Diff)>>>;
 fn ship<D: Clone + 'static>(port: &mut Port<D>, cap: &Capability<u64>, mut data: Vec<(D, Diff)>) {
     if !data.is_empty() {
         port.activate().session(cap).give_container(&mut data);
+    }
+}
+
+/// Sends every container of `data` at `cap` on `port`.
+fn ship_all<D: Clone + 'static>(port: &mut Port<D>, cap: &Capability<u64>, data: Chunks<(D, Diff)>) {
+    for c in data.into_containers() {
+        ship(port, cap, c);
     }
 }
 
@@ -330,10 +373,10 @@ pub fn run(
                         let (caps, items) = entry.remove();
                         let mut outs = Outs::default();
                         keyed.epoch(items, &mut outs);
-                        ship(&mut p_upd, &caps[0], outs.updates);
-                        ship(&mut p_cnt, &caps[1], outs.counts);
-                        ship(&mut p_a, &caps[2], outs.a);
-                        ship(&mut p_b, &caps[3], outs.b);
+                        ship_all(&mut p_upd, &caps[0], outs.updates);
+                        ship_all(&mut p_cnt, &caps[1], outs.counts);
+                        ship_all(&mut p_a, &caps[2], outs.a);
+                        ship_all(&mut p_b, &caps[3], outs.b);
                     }
                 }
             });
@@ -478,7 +521,7 @@ pub fn run(
         }
         let mut epoch = 0u64;
         let mut routed = Vec::with_capacity(4);
-        let mut parts: Vec<Vec<Routed>> = (0..peers).map(|_| Vec::new()).collect();
+        let mut parts: Vec<Chunks<Routed>> = (0..peers).map(|_| Chunks::default()).collect();
         while let Some(batch) = next_batch(&input, worker, &probe, epoch) {
             let n = batch.events.len();
             for ev in batch.events {
@@ -497,14 +540,15 @@ pub fn run(
                     parts[owner(&key, peers)].push(Routed { key, role, sub, ev });
                 }
             }
-            // Every worker gets its part, empty or not: it carries the watermark.
-            for (w, items) in parts.iter_mut().enumerate() {
-                let cap = items.len();
-                handle.send(Part {
-                    worker: w as u64,
-                    watermark: batch.watermark,
-                    items: std::mem::replace(items, Vec::with_capacity(cap)),
-                });
+            // Every worker gets at least one part, empty or not: it carries the watermark.
+            for (w, chunks) in parts.iter_mut().enumerate() {
+                for items in std::mem::take(chunks).into_containers() {
+                    handle.send(Part {
+                        worker: w as u64,
+                        watermark: batch.watermark,
+                        items,
+                    });
+                }
             }
             epochs_in.borrow_mut().insert(epoch, (batch.watermark, n));
             epoch += 1;
@@ -618,7 +662,9 @@ impl Keyed {
             }
         }
         self.finals = finals;
-        outs.counts.extend(counts);
+        for c in counts {
+            outs.counts.push(c);
+        }
         let mut now = std::mem::take(&mut self.now);
         for key in touched {
             now.clear();
