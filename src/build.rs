@@ -348,7 +348,7 @@ impl Inconsistent {
 /// `size` events. A closed channel sets `failed` (the dataflow stopped).
 fn feed(
     batch: &mut Vec<Event>,
-    ev: &Event,
+    ev: Event,
     size: usize,
     tx: &crossbeam_channel::Sender<Batch>,
     failed: &mut bool,
@@ -356,7 +356,7 @@ fn feed(
     if *failed {
         return;
     }
-    batch.push(ev.clone());
+    batch.push(ev);
     if batch.len() >= size {
         let events = std::mem::replace(batch, Vec::with_capacity(size));
         let watermark = events.last().map(|e| e.ts).unwrap_or_default();
@@ -481,7 +481,7 @@ pub fn build(cfg: &BuildConfig) -> Result<BuildSummary> {
         }
         trace_end = trace_end.max(Nanos(meta.end_ns));
         let mut events = reader.events();
-        let mut stacks = crate::stacks::StackCollector::default();
+        let mut stacks = crate::stacks::StackCollector::for_trace(&dir);
         let base = seq_base;
         let mut last_seq = None;
         let mut last_ts = Nanos(0);
@@ -492,12 +492,13 @@ pub fn build(cfg: &BuildConfig) -> Result<BuildSummary> {
                 last_seq = Some(ev.seq);
                 last_ts = ev.ts;
                 progress.tick();
-                feed(&mut batch, &ev, cfg.batch, &batch_tx, &mut feed_failed);
                 ev
             })
         });
         let written = writer
-            .try_write_events(tee)
+            .try_write_events_then(tee, |ev| {
+                feed(&mut batch, ev, cfg.batch, &batch_tx, &mut feed_failed)
+            })
             .with_context(|| format!("decoding {}", dir.display()));
         let written = written.and_then(|_| {
             stacks
@@ -569,10 +570,18 @@ pub fn build(cfg: &BuildConfig) -> Result<BuildSummary> {
         }
         let tee = imp.event_slice().iter().map(|ev| {
             progress.tick();
-            feed(&mut batch, ev, cfg.batch, &batch_tx, &mut feed_failed);
             Ok::<_, std::convert::Infallible>(ev)
         });
-        match writer.try_write_events(tee) {
+        let fed = writer.try_write_events_then(tee, |ev| {
+            feed(
+                &mut batch,
+                ev.clone(),
+                cfg.batch,
+                &batch_tx,
+                &mut feed_failed,
+            )
+        });
+        match fed {
             Ok(n) => events_total += n,
             Err(e) => result = Err(e.into()),
         }

@@ -24,8 +24,11 @@ use std::path::Path;
 type Stacked = (u64, u64, StackAt);
 
 /// Collects the events that have stacks, for one trace directory.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct StackCollector {
+    /// Whether the trace can have stacks (it has a `perf/` directory): without one, every
+    /// event is passed over at the cost of a branch.
+    enabled: bool,
     /// Last event per thread that can carry a stack: (ts, seq, what).
     last: HashMap<i32, (u64, u64, StackAt)>,
     /// Per (thread, [`StackAt::class`]): (ts, seq, what) of the events followed by a stack,
@@ -33,9 +36,32 @@ pub struct StackCollector {
     with_stack: HashMap<(i32, u8), Vec<Stacked>>,
 }
 
+impl Default for StackCollector {
+    fn default() -> Self {
+        StackCollector {
+            enabled: true,
+            last: HashMap::new(),
+            with_stack: HashMap::new(),
+        }
+    }
+}
+
 impl StackCollector {
+    /// A collector for the trace in `dir`: it looks at events only when the trace recorded
+    /// stacks ([`argus_ingest::perffile::perf_dir`] exists).
+    pub fn for_trace(dir: &Path) -> StackCollector {
+        StackCollector {
+            enabled: argus_ingest::perffile::perf_dir(dir).is_dir(),
+            ..StackCollector::default()
+        }
+    }
+
     /// Looks at the next event of the stream (with its final `seq`).
+    #[inline]
     pub fn observe(&mut self, ev: &Event) {
+        if !self.enabled {
+            return;
+        }
         if let EventKind::Stack { .. } = ev.kind {
             if let Some(&(ts, seq, at)) = self.last.get(&ev.tid.0) {
                 if ts == ev.ts.0 {

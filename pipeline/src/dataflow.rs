@@ -287,7 +287,11 @@ fn ship<D: Clone + 'static>(port: &mut Port<D>, cap: &Capability<u64>, mut data:
 }
 
 /// Sends every container of `data` at `cap` on `port`.
-fn ship_all<D: Clone + 'static>(port: &mut Port<D>, cap: &Capability<u64>, data: Chunks<(D, Diff)>) {
+fn ship_all<D: Clone + 'static>(
+    port: &mut Port<D>,
+    cap: &Capability<u64>,
+    data: Chunks<(D, Diff)>,
+) {
     for c in data.into_containers() {
         ship(port, cap, c);
     }

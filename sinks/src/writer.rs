@@ -671,22 +671,40 @@ impl SnapshotWriter {
         B: Borrow<Event>,
         E: Into<Box<dyn std::error::Error + Send + Sync + 'static>>,
     {
+        self.try_write_events_then(events, drop)
+    }
+
+    /// Like [`SnapshotWriter::try_write_events`], handing each event to `then` once it is
+    /// encoded: a caller that needs the events afterwards (the build feeds them to the
+    /// dataflow) takes them without a copy.
+    pub fn try_write_events_then<I, B, E, F>(
+        &mut self,
+        events: I,
+        mut then: F,
+    ) -> Result<u64, SinkError>
+    where
+        I: IntoIterator<Item = Result<B, E>>,
+        B: Borrow<Event>,
+        E: Into<Box<dyn std::error::Error + Send + Sync + 'static>>,
+        F: FnMut(B),
+    {
         self.check_alive()?;
         let mut n = 0u64;
         let mut range = self.ts_range;
         let run = || -> Result<(), SinkError> {
             for item in events {
-                let event = item.map_err(|e| SinkError::Input {
+                let item = item.map_err(|e| SinkError::Input {
                     table: Table::Events.file_name(),
                     source: e.into(),
                 })?;
-                let event = event.borrow();
+                let event = item.borrow();
                 range = Some(match range {
                     None => (event.ts, event.ts),
                     Some((lo, hi)) => (lo.min(event.ts), hi.max(event.ts)),
                 });
                 self.events.push(event)?;
                 n += 1;
+                then(item);
             }
             Ok(())
         };
