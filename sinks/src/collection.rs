@@ -3,8 +3,6 @@
 use crate::error::SinkError;
 use argus_schema::{Epoch, UpdateSink};
 use std::borrow::Cow;
-use std::cmp::Ordering;
-use std::collections::binary_heap::{BinaryHeap, PeekMut};
 use std::fmt::Debug;
 use std::hash::Hash;
 
@@ -73,61 +71,88 @@ fn consolidate_updates<T: Ord>(updates: &mut Vec<(T, i64)>) {
     updates.truncate(kept);
 }
 
-/// The head of one run in [`merge_runs`]'s heap: ordered so that the smallest record is
-/// the heap's maximum.
-struct Head<T> {
-    update: (T, i64),
-    run: usize,
+/// A k-way merge of runs, each sorted by record: the heap orders run indices by the runs'
+/// heads, which stay where they are, so each update is moved once on its way out (a heap of
+/// the updates themselves moved every ~150-byte segment at each level of every sift).
+/// Ties go to the earlier run.
+struct RunMerge<T> {
+    iters: Vec<std::vec::IntoIter<(T, i64)>>,
+    heads: Vec<Option<(T, i64)>>,
+    /// Min-heap of the runs that still have a head.
+    heap: Vec<usize>,
 }
 
-impl<T: Ord> PartialEq for Head<T> {
-    fn eq(&self, other: &Self) -> bool {
-        self.cmp(other) == Ordering::Equal
+impl<T: Ord> RunMerge<T> {
+    fn new(runs: Vec<Vec<(T, i64)>>) -> RunMerge<T> {
+        let mut iters: Vec<std::vec::IntoIter<(T, i64)>> =
+            runs.into_iter().map(Vec::into_iter).collect();
+        let heads: Vec<Option<(T, i64)>> = iters.iter_mut().map(Iterator::next).collect();
+        let heap: Vec<usize> = (0..heads.len()).filter(|&r| heads[r].is_some()).collect();
+        let mut m = RunMerge { iters, heads, heap };
+        for i in (0..m.heap.len() / 2).rev() {
+            m.sift_down(i);
+        }
+        m
     }
-}
-impl<T: Ord> Eq for Head<T> {}
-impl<T: Ord> PartialOrd for Head<T> {
-    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
-        Some(self.cmp(other))
+
+    /// Whether run `a`'s head comes before run `b`'s.
+    fn before(&self, a: usize, b: usize) -> bool {
+        match (&self.heads[a], &self.heads[b]) {
+            (Some(x), Some(y)) => (&x.0, a) < (&y.0, b),
+            _ => false,
+        }
     }
-}
-impl<T: Ord> Ord for Head<T> {
-    fn cmp(&self, other: &Self) -> Ordering {
-        // Reversed: BinaryHeap pops its maximum. Ties go to the earlier run.
-        other
-            .update
-            .0
-            .cmp(&self.update.0)
-            .then(other.run.cmp(&self.run))
+
+    fn sift_down(&mut self, mut i: usize) {
+        let n = self.heap.len();
+        loop {
+            let l = 2 * i + 1;
+            if l >= n {
+                break;
+            }
+            let c = if l + 1 < n && self.before(self.heap[l + 1], self.heap[l]) {
+                l + 1
+            } else {
+                l
+            };
+            if !self.before(self.heap[c], self.heap[i]) {
+                break;
+            }
+            self.heap.swap(c, i);
+            i = c;
+        }
+    }
+
+    /// The smallest head.
+    fn peek(&self) -> Option<&T> {
+        let run = *self.heap.first()?;
+        self.heads[run].as_ref().map(|h| &h.0)
+    }
+
+    /// Takes the smallest head and refills its run.
+    fn pop(&mut self) -> Option<(T, i64)> {
+        let run = *self.heap.first()?;
+        let next = self.iters.get_mut(run).and_then(Iterator::next);
+        let out = std::mem::replace(&mut self.heads[run], next);
+        if self.heads[run].is_none() {
+            self.heap.swap_remove(0);
+        }
+        self.sift_down(0);
+        out
     }
 }
 
 /// Merges runs, each sorted by record and consolidated, into one such run of the exact
 /// size (diffs of a record present in several runs are summed; zeros dropped).
-fn merge_runs<T: Ord>(runs: Vec<Vec<(T, i64)>>) -> Vec<(T, i64)> {
+fn merge_runs<T: Ord>(mut runs: Vec<Vec<(T, i64)>>) -> Vec<(T, i64)> {
     let total: usize = runs.iter().map(Vec::len).sum();
-    let mut iters: Vec<std::vec::IntoIter<(T, i64)>> = runs
-        .into_iter()
-        .filter(|r| !r.is_empty())
-        .map(Vec::into_iter)
-        .collect();
-    if iters.len() <= 1 {
-        return iters.pop().map(Iterator::collect).unwrap_or_default();
+    runs.retain(|r| !r.is_empty());
+    if runs.len() <= 1 {
+        return runs.pop().unwrap_or_default();
     }
     let mut out: Vec<(T, i64)> = Vec::with_capacity(total);
-    let mut heap: BinaryHeap<Head<T>> = BinaryHeap::with_capacity(iters.len());
-    for (run, it) in iters.iter_mut().enumerate() {
-        if let Some(update) = it.next() {
-            heap.push(Head { update, run });
-        }
-    }
-    while let Some(mut top) = heap.peek_mut() {
-        let next = iters.get_mut(top.run).and_then(Iterator::next);
-        let update = match next {
-            // Replaces the head in place: one sift instead of a pop and a push.
-            Some(n) => std::mem::replace(&mut top.update, n),
-            None => PeekMut::pop(top).update,
-        };
+    let mut merge = RunMerge::new(runs);
+    while let Some(update) = merge.pop() {
         match out.last_mut() {
             Some(last) if last.0 == update.0 => {
                 last.1 += update.1;
@@ -144,33 +169,7 @@ fn merge_runs<T: Ord>(runs: Vec<Vec<(T, i64)>>) -> Vec<(T, i64)> {
 /// The records of a [`CollectionSink`] in order, merged lazily from its sorted runs
 /// ([`CollectionSink::into_sorted`]).
 pub struct Sorted<T> {
-    iters: Vec<std::vec::IntoIter<(T, i64)>>,
-    heap: BinaryHeap<Head<T>>,
-}
-
-impl<T: Ord> Sorted<T> {
-    fn new(runs: Vec<Vec<(T, i64)>>) -> Sorted<T> {
-        let mut iters: Vec<std::vec::IntoIter<(T, i64)>> =
-            runs.into_iter().map(Vec::into_iter).collect();
-        let mut heap = BinaryHeap::with_capacity(iters.len());
-        for (run, it) in iters.iter_mut().enumerate() {
-            if let Some(update) = it.next() {
-                heap.push(Head { update, run });
-            }
-        }
-        Sorted { iters, heap }
-    }
-
-    /// The next update in record order (equal records of several runs come one after
-    /// another).
-    fn next_update(&mut self) -> Option<(T, i64)> {
-        let mut top = self.heap.peek_mut()?;
-        let next = self.iters.get_mut(top.run).and_then(Iterator::next);
-        Some(match next {
-            Some(n) => std::mem::replace(&mut top.update, n),
-            None => PeekMut::pop(top).update,
-        })
-    }
+    merge: RunMerge<T>,
 }
 
 impl<T: Ord> Iterator for Sorted<T> {
@@ -179,9 +178,10 @@ impl<T: Ord> Iterator for Sorted<T> {
 
     fn next(&mut self) -> Option<(T, i64)> {
         loop {
-            let (record, mut count) = self.next_update()?;
-            while self.heap.peek().is_some_and(|h| h.update.0 == record) {
-                if let Some((_, d)) = self.next_update() {
+            let (record, mut count) = self.merge.pop()?;
+            // Equal records of several runs come one after another.
+            while self.merge.peek() == Some(&record) {
+                if let Some((_, d)) = self.merge.pop() {
                     count += d;
                 }
             }
@@ -199,7 +199,9 @@ impl<T: Ord + Hash + Clone + Debug> CollectionSink<T> {
     pub fn into_sorted(mut self) -> Sorted<T> {
         let mut runs = self.take_runs();
         runs.retain(|r| !r.is_empty());
-        Sorted::new(runs)
+        Sorted {
+            merge: RunMerge::new(runs),
+        }
     }
 
     /// Empties the sink into its sorted runs: the settled records, the full chunks and the
