@@ -169,3 +169,27 @@ fn into_sorted_streams_the_net_counts_in_order() {
     assert_eq!(got.len(), want.len());
     assert_eq!(got, want);
 }
+
+#[test]
+fn large_records_come_out_sorted_and_consolidated() {
+    // Records the size of segments: the same net counts in the same order as a map gives,
+    // across chunks, folds and retractions.
+    type Big = (u32, [u64; 9]);
+    let big = |k: u32| -> Big { (k, [u64::from(k).wrapping_mul(0x9e37); 9]) };
+    let mut sink: CollectionSink<Big> = CollectionSink::new("segments");
+    let mut model = std::collections::BTreeMap::<Big, i64>::new();
+    let mut x: u64 = 0x2545_f491_4f6c_dd1d;
+    for i in 0..200_000u32 {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        let record = big((x % 90_000) as u32);
+        let diff = if i % 3 == 0 { -1 } else { 1 };
+        sink.update(record, diff);
+        *model.entry(record).or_insert(0) += diff;
+    }
+    model.retain(|_, c| *c != 0);
+    let got: Vec<(Big, i64)> = sink.into_sorted().collect();
+    let want: Vec<(Big, i64)> = model.into_iter().collect();
+    assert_eq!(got, want);
+}
