@@ -6,8 +6,8 @@ use argus_schema::{
     CausalEdge, ErrorRecord, Event, EventKind, Segment, SegmentKind, Spin, ThreadInfo,
 };
 use arrow::array::{
-    ArrayBuilder, ArrayRef, BooleanBuilder, Int32Builder, Int64Builder, ListBuilder,
-    PrimitiveArray, StringArray, StringBuilder, UInt32Builder, UInt64Builder,
+    ArrayBuilder, ArrayRef, BooleanBuilder, Int32Builder, ListBuilder, PrimitiveArray, StringArray,
+    StringBuilder, UInt32Builder, UInt64Builder,
 };
 use arrow::buffer::{BooleanBuffer, Buffer, NullBuffer, OffsetBuffer, ScalarBuffer};
 use arrow::datatypes::{
@@ -359,26 +359,26 @@ impl Encoder for EventEncoder {
 
 pub(crate) struct SegmentEncoder {
     rows: usize,
-    id: UInt64Builder,
-    tid: Int32Builder,
-    pid: Int32Builder,
-    kind: StringBuilder,
-    irq: Int64Builder,
-    start_ns: UInt64Builder,
-    end_ns: UInt64Builder,
-    start_cause: StringBuilder,
-    end_cause: StringBuilder,
-    wait_start_ns: UInt64Builder,
+    id: Column<UInt64Type>,
+    tid: Column<Int32Type>,
+    pid: Column<Int32Type>,
+    kind: Names,
+    irq: Column<Int64Type>,
+    start_ns: Column<UInt64Type>,
+    end_ns: Column<UInt64Type>,
+    start_cause: Names,
+    end_cause: Names,
+    wait_start_ns: Column<UInt64Type>,
     wait_state: StringBuilder,
-    wait_syscall: Int32Builder,
-    wait_ret: Int64Builder,
-    on_cpu_ns: UInt64Builder,
-    preemptions: UInt32Builder,
-    yields: UInt32Builder,
-    syscalls: UInt32Builder,
-    events: UInt32Builder,
+    wait_syscall: Column<Int32Type>,
+    wait_ret: Column<Int64Type>,
+    on_cpu_ns: Column<UInt64Type>,
+    preemptions: Column<UInt32Type>,
+    yields: Column<UInt32Type>,
+    syscalls: Column<UInt32Type>,
+    events: Column<UInt32Type>,
     syscall_seq: ListBuilder<Int32Builder>,
-    timer_function: UInt64Builder,
+    timer_function: Column<UInt64Type>,
 }
 
 /// The item field of `segments.syscall_seq`, as the schema declares it.
@@ -403,36 +403,36 @@ impl Encoder for SegmentEncoder {
     fn with_capacity(n: usize) -> Self {
         SegmentEncoder {
             rows: 0,
-            id: UInt64Builder::with_capacity(n),
-            tid: Int32Builder::with_capacity(n),
-            pid: Int32Builder::with_capacity(n),
-            kind: StringBuilder::with_capacity(n, n * 8),
-            irq: Int64Builder::with_capacity(n),
-            start_ns: UInt64Builder::with_capacity(n),
-            end_ns: UInt64Builder::with_capacity(n),
-            start_cause: StringBuilder::with_capacity(n, n * 8),
-            end_cause: StringBuilder::with_capacity(n, n * 8),
-            wait_start_ns: UInt64Builder::with_capacity(n),
+            id: Column::with_capacity(n),
+            tid: Column::with_capacity(n),
+            pid: Column::with_capacity(n),
+            kind: Names::with_capacity(n, n * 8),
+            irq: Column::with_capacity(n),
+            start_ns: Column::with_capacity(n),
+            end_ns: Column::with_capacity(n),
+            start_cause: Names::with_capacity(n, n * 8),
+            end_cause: Names::with_capacity(n, n * 8),
+            wait_start_ns: Column::with_capacity(n),
             wait_state: StringBuilder::with_capacity(n, n),
-            wait_syscall: Int32Builder::with_capacity(n),
-            wait_ret: Int64Builder::with_capacity(n),
-            on_cpu_ns: UInt64Builder::with_capacity(n),
-            preemptions: UInt32Builder::with_capacity(n),
-            yields: UInt32Builder::with_capacity(n),
-            syscalls: UInt32Builder::with_capacity(n),
-            events: UInt32Builder::with_capacity(n),
+            wait_syscall: Column::with_capacity(n),
+            wait_ret: Column::with_capacity(n),
+            on_cpu_ns: Column::with_capacity(n),
+            preemptions: Column::with_capacity(n),
+            yields: Column::with_capacity(n),
+            syscalls: Column::with_capacity(n),
+            events: Column::with_capacity(n),
             syscall_seq: ListBuilder::with_capacity(Int32Builder::with_capacity(n * 4), n)
                 .with_field(syscall_seq_item()),
-            timer_function: UInt64Builder::with_capacity(n),
+            timer_function: Column::with_capacity(n),
         }
     }
 
     fn push(&mut self, s: &Segment) {
         self.rows += 1;
-        self.id.append_value(s.id.0);
-        self.tid.append_value(s.tid.0);
-        self.pid.append_value(s.pid.0);
-        self.kind.append_value(s.kind.name());
+        self.id.push(s.id.0);
+        self.tid.push(s.tid.0);
+        self.pid.push(s.pid.0);
+        self.kind.push(s.kind.name());
         let (irq, function) = match s.kind {
             SegmentKind::Task | SegmentKind::Interrupt => (None, None),
             SegmentKind::HardIrq { irq } => (Some(i64::from(irq)), None),
@@ -440,29 +440,28 @@ impl Encoder for SegmentEncoder {
             SegmentKind::Timer { timer, function } => (Some(timer as i64), Some(function)),
             SegmentKind::WorkItem { work, function } => (Some(work as i64), Some(function)),
         };
-        self.irq.append_option(irq);
-        self.start_ns.append_value(s.start_ns.0);
-        self.end_ns.append_value(s.end_ns.0);
-        self.start_cause.append_value(s.start.name());
-        self.end_cause.append_value(s.end.name());
-        self.wait_start_ns
-            .append_option(s.wait_start_ns.map(|n| n.0));
+        self.irq.push_option(irq);
+        self.start_ns.push(s.start_ns.0);
+        self.end_ns.push(s.end_ns.0);
+        self.start_cause.push(s.start.name());
+        self.end_cause.push(s.end.name());
+        self.wait_start_ns.push_option(s.wait_start_ns.map(|n| n.0));
         if s.wait_state == 0 {
             self.wait_state.append_null();
         } else {
             self.wait_state
                 .append_value(state_letter(s.wait_state, &mut [0; 4]));
         }
-        self.wait_syscall.append_value(s.wait_syscall);
-        self.wait_ret.append_option(s.wait_ret);
-        self.on_cpu_ns.append_value(s.on_cpu_ns);
-        self.preemptions.append_value(s.preemptions);
-        self.yields.append_value(s.yields);
-        self.syscalls.append_value(s.syscalls);
-        self.events.append_value(s.events);
+        self.wait_syscall.push(s.wait_syscall);
+        self.wait_ret.push_option(s.wait_ret);
+        self.on_cpu_ns.push(s.on_cpu_ns);
+        self.preemptions.push(s.preemptions);
+        self.yields.push(s.yields);
+        self.syscalls.push(s.syscalls);
+        self.events.push(s.events);
         self.syscall_seq.values().append_slice(&s.syscall_seq);
         self.syscall_seq.append(true);
-        self.timer_function.append_option(function);
+        self.timer_function.push_option(function);
     }
 
     fn len(&self) -> usize {
@@ -472,38 +471,38 @@ impl Encoder for SegmentEncoder {
     fn finish(&mut self) -> Vec<ArrayRef> {
         self.rows = 0;
         vec![
-            fin(&mut self.id),
-            fin(&mut self.tid),
-            fin(&mut self.pid),
-            fin(&mut self.kind),
-            fin(&mut self.irq),
-            fin(&mut self.start_ns),
-            fin(&mut self.end_ns),
-            fin(&mut self.start_cause),
-            fin(&mut self.end_cause),
-            fin(&mut self.wait_start_ns),
+            self.id.finish(),
+            self.tid.finish(),
+            self.pid.finish(),
+            self.kind.finish(),
+            self.irq.finish(),
+            self.start_ns.finish(),
+            self.end_ns.finish(),
+            self.start_cause.finish(),
+            self.end_cause.finish(),
+            self.wait_start_ns.finish(),
             fin(&mut self.wait_state),
-            fin(&mut self.wait_syscall),
-            fin(&mut self.wait_ret),
-            fin(&mut self.on_cpu_ns),
-            fin(&mut self.preemptions),
-            fin(&mut self.yields),
-            fin(&mut self.syscalls),
-            fin(&mut self.events),
+            self.wait_syscall.finish(),
+            self.wait_ret.finish(),
+            self.on_cpu_ns.finish(),
+            self.preemptions.finish(),
+            self.yields.finish(),
+            self.syscalls.finish(),
+            self.events.finish(),
             fin(&mut self.syscall_seq),
-            fin(&mut self.timer_function),
+            self.timer_function.finish(),
         ]
     }
 }
 
 pub(crate) struct EdgeEncoder {
     rows: usize,
-    src: UInt64Builder,
-    dst: UInt64Builder,
-    kind: StringBuilder,
-    strength: StringBuilder,
-    ts: UInt64Builder,
-    src_syscall: Int32Builder,
+    src: Column<UInt64Type>,
+    dst: Column<UInt64Type>,
+    kind: Names,
+    strength: Names,
+    ts: Column<UInt64Type>,
+    src_syscall: Column<Int32Type>,
 }
 
 impl Encoder for EdgeEncoder {
@@ -513,23 +512,23 @@ impl Encoder for EdgeEncoder {
     fn with_capacity(n: usize) -> Self {
         EdgeEncoder {
             rows: 0,
-            src: UInt64Builder::with_capacity(n),
-            dst: UInt64Builder::with_capacity(n),
-            kind: StringBuilder::with_capacity(n, n * 8),
-            strength: StringBuilder::with_capacity(n, n * 6),
-            ts: UInt64Builder::with_capacity(n),
-            src_syscall: Int32Builder::with_capacity(n),
+            src: Column::with_capacity(n),
+            dst: Column::with_capacity(n),
+            kind: Names::with_capacity(n, n * 8),
+            strength: Names::with_capacity(n, n * 6),
+            ts: Column::with_capacity(n),
+            src_syscall: Column::with_capacity(n),
         }
     }
 
     fn push(&mut self, e: &CausalEdge) {
         self.rows += 1;
-        self.src.append_value(e.src.0);
-        self.dst.append_value(e.dst.0);
-        self.kind.append_value(e.kind.name());
-        self.strength.append_value(e.strength.name());
-        self.ts.append_value(e.ts.0);
-        self.src_syscall.append_value(e.src_syscall);
+        self.src.push(e.src.0);
+        self.dst.push(e.dst.0);
+        self.kind.push(e.kind.name());
+        self.strength.push(e.strength.name());
+        self.ts.push(e.ts.0);
+        self.src_syscall.push(e.src_syscall);
     }
 
     fn len(&self) -> usize {
@@ -539,12 +538,12 @@ impl Encoder for EdgeEncoder {
     fn finish(&mut self) -> Vec<ArrayRef> {
         self.rows = 0;
         vec![
-            fin(&mut self.src),
-            fin(&mut self.dst),
-            fin(&mut self.kind),
-            fin(&mut self.strength),
-            fin(&mut self.ts),
-            fin(&mut self.src_syscall),
+            self.src.finish(),
+            self.dst.finish(),
+            self.kind.finish(),
+            self.strength.finish(),
+            self.ts.finish(),
+            self.src_syscall.finish(),
         ]
     }
 }
