@@ -265,6 +265,8 @@ impl Outs {
             Output::Dst(t) => self.a.push((SideA::Direct(t), d)),
             Output::Pair(p) => self.a.push((SideA::Pair(p), d)),
             Output::Count(c) => self.counts.push((c, d)),
+            Output::ArmDone(arm) => self.a.push((SideA::ArmDone(arm), d)),
+            Output::NoEffect(fire) => self.b.push((SideB::NoEffect(fire), d)),
         }
     }
 }

@@ -41,6 +41,8 @@ pub fn assemble(out: Vec<Output>, cfg: &RulesConfig) -> Graph {
             Output::Dst(d) => direct.entry(d.seq).or_default().push(d),
             Output::Pair(p) => pairs.push(p),
             Output::Count(c) => g.counts.add(c, 1),
+            // Hints for the incremental joins; these joins see every output at once.
+            Output::ArmDone(_) | Output::NoEffect(_) => {}
         }
     }
     for (seq, ds) in &direct {

@@ -52,7 +52,7 @@
 //!   they interrupted.
 //! - **message peer set** (1.d, `IPC_peer_set`): each data-transfer syscall of a thread
 //!   (`read`, `write`, `readv`, `writev`, `send*`, `recv*`, that moved data) has a peer set:
-//!   the connection (from fd identity, [`RulesConfig::connection`]: a pipe's inode, the
+//!   the connection (from fd identity, [`RulesConfig::message_channel`]: a pipe's inode, the
 //!   unordered pair of a connected socket's inodes, so both directions and every descriptor
 //!   of one connection are one peer, and a descriptor number reused for another connection is
 //!   another peer; a declared `[[pipe]]`; else the descriptor number `args[0]`, which stops
@@ -1119,6 +1119,15 @@ pub enum Output {
     Spin(Spin),
     /// One occurrence of a rule counter.
     Count(Counter),
+    /// An object key's action (its `seq`) that no later effect can be paired with: a newer
+    /// action replaced it, its one effect came, or events were lost. A hint for the joins,
+    /// not part of the graph: they may forget the action's actor once they have seen the
+    /// pairs so far (its actor has no other partner: timers, work items, pipes, channels
+    /// and flags only).
+    ArmDone(u64),
+    /// An effect event of an object key (its `seq`) that was paired with no action: a hint
+    /// for the joins, which may forget its paired target (nothing can join it).
+    NoEffect(u64),
 }
 
 fn is_exit_call(nr: i32) -> bool {
@@ -1232,13 +1241,16 @@ impl KeyState {
         match key {
             Key::Thread(tid) => KeyState::Thread(Box::new(ThreadState::new(tid))),
             Key::Irq(cpu) => KeyState::Irq(IrqState::new(cpu)),
-            Key::Timer(_) | Key::WheelTimer(_) | Key::Work(_) | Key::ProcSignal(..) => {
-                KeyState::Object(ObjectState::default())
-            }
+            Key::ProcSignal(..) => KeyState::Object(ObjectState::default()),
+            Key::Timer(_) | Key::WheelTimer(_) | Key::Work(_) => KeyState::Object(ObjectState {
+                arms_done: true,
+                ..ObjectState::default()
+            }),
             Key::Pipe(_) | Key::Channel(_) | Key::Flag(..) => KeyState::Object(ObjectState {
                 last_arm: None,
                 sticky: true,
                 fired_by: Vec::new(),
+                arms_done: true,
             }),
         }
     }
@@ -2629,12 +2641,19 @@ pub struct ObjectState {
     /// thread and write, however many reads it takes).
     #[serde(default)]
     fired_by: Vec<Tid>,
+    /// Whether the key reports [`Output::ArmDone`]: not for process-directed signals,
+    /// whose generating event also has a direct target (the signalled thread).
+    #[serde(default)]
+    arms_done: bool,
 }
 
 impl ObjectState {
     fn on_event(&mut self, ev: &Event, role: Role, cfg: &RulesConfig, out: &mut Vec<Output>) {
         match role {
             Role::Arm => {
+                if let Some((old, ..)) = self.last_arm {
+                    self.arm_done(old, out);
+                }
                 self.last_arm = Some((ev.seq, ev.ts, ev.tid));
                 self.fired_by.clear();
             }
@@ -2644,11 +2663,13 @@ impl ObjectState {
                 } else {
                     self.last_arm.take()
                 };
+                let mut paired = false;
                 match arm {
                     // Events were lost in between: the arming that caused this may be one
                     // we never saw.
-                    Some((_, at, _)) if cfg.crosses_gap(at, ev.ts) => {
+                    Some((old, at, _)) if cfg.crosses_gap(at, ev.ts) => {
                         self.last_arm = None;
+                        self.arm_done(old, out);
                     }
                     // A thread reading back what it wrote itself (a self-pipe, its own
                     // flag) depends on nobody.
@@ -2664,11 +2685,26 @@ impl ObjectState {
                             self.fired_by.push(ev.tid);
                         }
                         out.push(Output::Pair(Pair { arm, fire: ev.seq }));
+                        paired = true;
+                        if !self.sticky {
+                            // Its one effect came.
+                            self.arm_done(arm, out);
+                        }
                     }
                     None => {}
                 }
+                if !paired {
+                    out.push(Output::NoEffect(ev.seq));
+                }
             }
             _ => {}
+        }
+    }
+
+    /// No later effect can be paired with the action `arm`.
+    fn arm_done(&self, arm: u64, out: &mut Vec<Output>) {
+        if self.arms_done {
+            out.push(Output::ArmDone(arm));
         }
     }
 }

@@ -5,8 +5,8 @@
 use argus_pipeline::dataflow::{collect_epochs, Batch, DataflowConfig};
 use argus_pipeline::reference;
 use argus_pipeline::rules::{
-    ChannelEnd, ChannelMap, CondvarRule, Counter, PipeRule, PoolRule, RulesConfig, SplitAt,
-    SplitRule,
+    route, ChannelEnd, ChannelMap, CondvarRule, Counter, Key, KeyState, Output, Pair, PipeRule,
+    PoolRule, RulesConfig, SplitAt, SplitRule,
 };
 use argus_pipeline::Graph;
 use argus_schema::{
@@ -1207,4 +1207,98 @@ fn both_directions_of_a_connection_are_one_peer() {
         ChannelEnd::socket(51, 52).connection(),
         ChannelEnd::socket(51, 53).connection()
     );
+}
+
+/// What one object key outputs for `evs`: its pairs and its hints to the joins.
+fn object_outputs(evs: &[Event], key: Key) -> Vec<Output> {
+    let cfg = RulesConfig::default();
+    let mut state = KeyState::new(key);
+    let mut out = Vec::new();
+    for ev in evs {
+        route(ev, &cfg, |k, role| {
+            if k == key {
+                state.on_event(ev, role, &cfg, &mut out);
+            }
+        });
+    }
+    out
+}
+
+#[test]
+fn object_keys_tell_the_joins_which_actions_and_effects_can_pair_no_more() {
+    // A timer re-armed before it expires: the first arming can pair no more; the expiry
+    // pairs with the second, which is then done; an expiry with nothing armed pairs with
+    // nothing.
+    let mut s = S::default();
+    let timer = |s: &mut S| {
+        s.task(
+            10,
+            EventKind::HrtimerStart {
+                timer: 0x5,
+                function: 0x9,
+                expires: 1,
+            },
+        )
+    };
+    let expiry = |s: &mut S| {
+        s.irq(
+            0,
+            Context::HardIrq,
+            EventKind::HrtimerExpire {
+                timer: 0x5,
+                function: 0x9,
+            },
+        )
+    };
+    let a1 = timer(&mut s);
+    let a2 = timer(&mut s);
+    let f1 = expiry(&mut s);
+    let f2 = expiry(&mut s);
+    assert_eq!(
+        object_outputs(&s.evs, Key::Timer(0x5)),
+        vec![
+            Output::ArmDone(a1),
+            Output::Pair(Pair { arm: a2, fire: f1 }),
+            Output::ArmDone(a2),
+            Output::NoEffect(f2),
+        ]
+    );
+
+    // A watched flag (sticky): each reader pairs once per write, a repeated read and the
+    // writer reading back pair with nothing, and a new write ends the old one.
+    let mut s = S::default();
+    let access =
+        |s: &mut S, tid: i32, write: bool| s.task(tid, EventKind::FlagAccess { addr: 0x40, write });
+    let w1 = access(&mut s, 100, true);
+    let r1 = access(&mut s, 101, false);
+    let r2 = access(&mut s, 101, false);
+    let r3 = access(&mut s, 100, false);
+    let w2 = access(&mut s, 100, true);
+    let r4 = access(&mut s, 101, false);
+    assert_eq!(
+        object_outputs(&s.evs, Key::Flag(Pid(100), 0x40)),
+        vec![
+            Output::Pair(Pair { arm: w1, fire: r1 }),
+            Output::NoEffect(r2),
+            Output::NoEffect(r3),
+            Output::ArmDone(w1),
+            Output::Pair(Pair { arm: w2, fire: r4 }),
+        ]
+    );
+
+    // A process-directed signal's generating event also has a direct target: its arming
+    // is never reported done.
+    let mut s = S::default();
+    for _ in 0..2 {
+        s.task(
+            10,
+            EventKind::SignalGenerate {
+                sig: 10,
+                target: Tid(20),
+            },
+        );
+    }
+    assert!(object_outputs(&s.evs, Key::ProcSignal(Tid(20), 10))
+        .iter()
+        .all(|o| !matches!(o, Output::ArmDone(_))));
 }
