@@ -578,7 +578,10 @@ pub fn run(
 /// The keyed operator's state on one worker.
 struct Keyed {
     rules: Arc<RulesConfig>,
-    keys: FastMap<Key, KeyState>,
+    /// Each key's state machine, by index: a run of one key's events (a thread's records
+    /// come in runs) finds its state without hashing the key again.
+    states: Vec<KeyState>,
+    index: FastMap<Key, usize>,
     emitted: FastMap<Key, Vec<Output>>,
     deadlines: BTreeSet<(Nanos, Key)>,
     deadline_of: FastMap<Key, Nanos>,
@@ -591,13 +594,19 @@ impl Keyed {
     fn new(rules: Arc<RulesConfig>) -> Keyed {
         Keyed {
             rules,
-            keys: FastMap::default(),
+            states: Vec::new(),
+            index: FastMap::default(),
             emitted: FastMap::default(),
             deadlines: BTreeSet::new(),
             deadline_of: FastMap::default(),
             finals: Vec::new(),
             now: Vec::new(),
         }
+    }
+
+    /// The state of `key`, if it has one.
+    fn state(&self, key: &Key) -> Option<&KeyState> {
+        self.index.get(key).and_then(|&at| self.states.get(at))
     }
 
     /// Processes one closed epoch's items (the containers as they arrived); the updates at
@@ -625,16 +634,24 @@ impl Keyed {
         }
         let mut finals = std::mem::take(&mut self.finals);
         let mut touched: HashSet<Key, foldhash::fast::FixedState> = HashSet::default();
-        let mut last: Option<Key> = None;
+        let mut last: Option<(Key, usize)> = None;
         for Routed { key, role, ev, .. } in parts.iter().flat_map(|p| &p.items) {
-            if last != Some(*key) {
-                touched.insert(*key);
-                last = Some(*key);
+            let at = match last {
+                Some((k, at)) if k == *key => at,
+                _ => {
+                    touched.insert(*key);
+                    let states = &mut self.states;
+                    let at = *self.index.entry(*key).or_insert_with(|| {
+                        states.push(KeyState::new(*key));
+                        states.len() - 1
+                    });
+                    last = Some((*key, at));
+                    at
+                }
+            };
+            if let Some(state) = self.states.get_mut(at) {
+                state.on_event(ev, *role, &self.rules, &mut finals);
             }
-            self.keys
-                .entry(*key)
-                .or_insert_with(|| KeyState::new(*key))
-                .on_event(ev, *role, &self.rules, &mut finals);
         }
         drop(parts);
         // Re-arm the spin deadlines of touched keys, then fire those the watermark passed.
@@ -643,8 +660,7 @@ impl Keyed {
                 self.deadlines.remove(&(old, *key));
             }
             if let Some(d) = self
-                .keys
-                .get(key)
+                .state(key)
                 .and_then(|s| s.spin_deadline(&self.rules))
             {
                 self.deadlines.insert((d, *key));
@@ -674,7 +690,7 @@ impl Keyed {
         let mut now = std::mem::take(&mut self.now);
         for key in touched {
             now.clear();
-            if let Some(s) = self.keys.get(&key) {
+            if let Some(s) = self.state(&key) {
                 s.mutable(watermark, &self.rules, &mut now);
             }
             let before = self.emitted.remove(&key).unwrap_or_default();
