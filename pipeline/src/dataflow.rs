@@ -659,10 +659,7 @@ impl Keyed {
             if let Some(old) = self.deadline_of.remove(key) {
                 self.deadlines.remove(&(old, *key));
             }
-            if let Some(d) = self
-                .state(key)
-                .and_then(|s| s.spin_deadline(&self.rules))
-            {
+            if let Some(d) = self.state(key).and_then(|s| s.spin_deadline(&self.rules)) {
                 self.deadlines.insert((d, *key));
                 self.deadline_of.insert(*key, d);
             }
