@@ -660,13 +660,16 @@ pub fn build(cfg: &BuildConfig) -> Result<BuildSummary> {
     } else {
         // Streamed from the collector's sorted chunks, merged as the writers take them: no
         // consolidated copy of millions of segments is built first.
-        let mut bad = Inconsistent::default();
-        summary.segments =
-            writer.write_segments(bad.filter(collected.segments.into_sorted()))? as usize;
-        bad.check("segments")?;
-        let mut bad = Inconsistent::default();
-        summary.edges = writer.write_edges(bad.filter(collected.edges.into_sorted()))? as usize;
-        bad.check("edges")?;
+        // Segments and edges at once (edges from a second thread).
+        let (mut bad_segments, mut bad_edges) = (Inconsistent::default(), Inconsistent::default());
+        let (segments, edges) = writer.write_segments_and_edges(
+            bad_segments.filter(collected.segments.into_sorted()),
+            bad_edges.filter(collected.edges.into_sorted()),
+        )?;
+        bad_segments.check("segments")?;
+        bad_edges.check("edges")?;
+        summary.segments = segments as usize;
+        summary.edges = edges as usize;
         let mut bad = Inconsistent::default();
         summary.spins = writer.write_spins(bad.filter(collected.spins.into_sorted()))? as usize;
         bad.check("spins")?;

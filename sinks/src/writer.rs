@@ -751,6 +751,41 @@ impl SnapshotWriter {
         self.poison_on_err(r)
     }
 
+    /// Appends segments and edges at once, the edges from a second thread, so that building
+    /// the two tables' columns overlaps (each table also encodes on its own thread). Returns
+    /// the rows written of each.
+    pub fn write_segments_and_edges<S, E>(
+        &mut self,
+        segments: S,
+        edges: E,
+    ) -> Result<(u64, u64), SinkError>
+    where
+        S: IntoIterator,
+        S::Item: Borrow<Segment>,
+        E: IntoIterator + Send,
+        E::Item: Borrow<CausalEdge>,
+    {
+        self.check_alive()?;
+        let edges_path = self.edges.path.clone();
+        let (seg, edg) = (&mut self.segments, &mut self.edges);
+        let r = std::thread::scope(|scope| {
+            let e = std::thread::Builder::new()
+                .name("argus-edges".into())
+                .spawn_scoped(scope, move || write_all(edg, edges))
+                .map_err(|e| SinkError::io(&edges_path, "starting a thread for", e));
+            let s = write_all(seg, segments);
+            let e = match e {
+                Ok(h) => match h.join() {
+                    Ok(r) => r,
+                    Err(panic) => std::panic::resume_unwind(panic),
+                },
+                Err(e) => Err(e),
+            };
+            Ok((s?, e?))
+        });
+        self.poison_on_err(r)
+    }
+
     /// Appends spinning vertices. Returns the number of rows written.
     pub fn write_spins<I>(&mut self, rows: I) -> Result<u64, SinkError>
     where
