@@ -2185,16 +2185,14 @@ mod tests {
         assert_eq!((m.stats.pages, m.stats.bad, m.queued()), (2, 1, 0));
     }
 
-    /// This kernel's layouts of the events the timer test needs (`print fmt` left out).
-    const FORMATS: &[(&str, &str)] = &[
+    /// This kernel's layouts of the events the timer test needs (`print fmt` left out):
+    /// (system, name, id, the fields after the common header).
+    const FORMATS: &[(&str, &str, u32, &str)] = &[
         (
             "sched",
-            "name: sched_switch\nID: 1\nformat:\n\
-             \tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n\
-             \tfield:unsigned char common_flags;\toffset:2;\tsize:1;\tsigned:0;\n\
-             \tfield:unsigned char common_preempt_count;\toffset:3;\tsize:1;\tsigned:0;\n\
-             \tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;\n\n\
-             \tfield:char prev_comm[16];\toffset:8;\tsize:16;\tsigned:0;\n\
+            "sched_switch",
+            1,
+            "\tfield:char prev_comm[16];\toffset:8;\tsize:16;\tsigned:0;\n\
              \tfield:pid_t prev_pid;\toffset:24;\tsize:4;\tsigned:1;\n\
              \tfield:int prev_prio;\toffset:28;\tsize:4;\tsigned:1;\n\
              \tfield:long prev_state;\toffset:32;\tsize:8;\tsigned:1;\n\
@@ -2204,24 +2202,18 @@ mod tests {
         ),
         (
             "sched",
-            "name: sched_waking\nID: 2\nformat:\n\
-             \tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n\
-             \tfield:unsigned char common_flags;\toffset:2;\tsize:1;\tsigned:0;\n\
-             \tfield:unsigned char common_preempt_count;\toffset:3;\tsize:1;\tsigned:0;\n\
-             \tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;\n\n\
-             \tfield:char comm[16];\toffset:8;\tsize:16;\tsigned:0;\n\
+            "sched_waking",
+            2,
+            "\tfield:char comm[16];\toffset:8;\tsize:16;\tsigned:0;\n\
              \tfield:pid_t pid;\toffset:24;\tsize:4;\tsigned:1;\n\
              \tfield:int prio;\toffset:28;\tsize:4;\tsigned:1;\n\
              \tfield:int target_cpu;\toffset:32;\tsize:4;\tsigned:1;\n",
         ),
         (
             "timer",
-            "name: hrtimer_start\nID: 3\nformat:\n\
-             \tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n\
-             \tfield:unsigned char common_flags;\toffset:2;\tsize:1;\tsigned:0;\n\
-             \tfield:unsigned char common_preempt_count;\toffset:3;\tsize:1;\tsigned:0;\n\
-             \tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;\n\n\
-             \tfield:void * hrtimer;\toffset:8;\tsize:8;\tsigned:0;\n\
+            "hrtimer_start",
+            3,
+            "\tfield:void * hrtimer;\toffset:8;\tsize:8;\tsigned:0;\n\
              \tfield:void * function;\toffset:16;\tsize:8;\tsigned:0;\n\
              \tfield:s64 expires;\toffset:24;\tsize:8;\tsigned:1;\n\
              \tfield:s64 softexpires;\toffset:32;\tsize:8;\tsigned:1;\n\
@@ -2230,30 +2222,32 @@ mod tests {
         ),
         (
             "timer",
-            "name: hrtimer_expire_entry\nID: 4\nformat:\n\
-             \tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n\
-             \tfield:unsigned char common_flags;\toffset:2;\tsize:1;\tsigned:0;\n\
-             \tfield:unsigned char common_preempt_count;\toffset:3;\tsize:1;\tsigned:0;\n\
-             \tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;\n\n\
-             \tfield:void * hrtimer;\toffset:8;\tsize:8;\tsigned:0;\n\
+            "hrtimer_expire_entry",
+            4,
+            "\tfield:void * hrtimer;\toffset:8;\tsize:8;\tsigned:0;\n\
              \tfield:s64 now;\toffset:16;\tsize:8;\tsigned:1;\n\
              \tfield:void * function;\toffset:24;\tsize:8;\tsigned:0;\n",
         ),
         (
             "timer",
-            "name: hrtimer_expire_exit\nID: 5\nformat:\n\
-             \tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n\
-             \tfield:unsigned char common_flags;\toffset:2;\tsize:1;\tsigned:0;\n\
-             \tfield:unsigned char common_preempt_count;\toffset:3;\tsize:1;\tsigned:0;\n\
-             \tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;\n\n\
-             \tfield:void * hrtimer;\toffset:8;\tsize:8;\tsigned:0;\n",
+            "hrtimer_expire_exit",
+            5,
+            "\tfield:void * hrtimer;\toffset:8;\tsize:8;\tsigned:0;\n",
         ),
     ];
 
+    /// The fields every event's format starts with.
+    const COMMON_FIELDS: &str =
+        "\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n\
+         \tfield:unsigned char common_flags;\toffset:2;\tsize:1;\tsigned:0;\n\
+         \tfield:unsigned char common_preempt_count;\toffset:3;\tsize:1;\tsigned:0;\n\
+         \tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;\n\n";
+
     fn formats() -> FormatSet {
         let mut set = FormatSet::default();
-        for (sys, text) in FORMATS {
-            set.insert(argus_ingest::format::EventFormat::parse(sys, text).unwrap());
+        for (sys, name, id, fields) in FORMATS {
+            let text = format!("name: {name}\nID: {id}\nformat:\n{COMMON_FIELDS}{fields}");
+            set.insert(argus_ingest::format::EventFormat::parse(sys, &text).unwrap());
         }
         set
     }
