@@ -629,51 +629,40 @@ pub fn build(cfg: &BuildConfig) -> Result<BuildSummary> {
         elapsed: Duration::ZERO,
         output: cfg.output.clone(),
     };
-    if cfg.stats || !summary.lost_ranges.is_empty() {
+    // The collector's sorted chunks, merged as they are read; records whose net count is
+    // not 1 (the dataflow's invariant) are set aside and reported once written.
+    let (mut bad_segments, mut bad_edges, mut bad_spins) =
+        <(Inconsistent, Inconsistent, Inconsistent)>::default();
+    let segments = bad_segments.filter(collected.segments.into_sorted());
+    let edges = bad_edges.filter(collected.edges.into_sorted());
+    let spins = bad_spins.filter(collected.spins.into_sorted());
+    // Segments and edges are written at once (edges from a second thread).
+    let (n_segments, n_edges, n_spins) = if cfg.stats || !summary.lost_ranges.is_empty() {
         // The statistics and the gap marks need the whole graph in memory.
-        for (name, check) in [
-            ("segments", collected.segments.check()),
-            ("edges", collected.edges.check()),
-            ("spins", collected.spins.check()),
-        ] {
-            check.with_context(|| format!("the dataflow's {name} are inconsistent"))?;
-        }
-        let segments = collected.segments.into_contents();
-        let edges = collected.edges.into_contents();
-        let spins = collected.spins.into_contents();
-        summary.stats = cfg.stats.then(|| {
-            argus_pipeline::stats::GraphStats::of(&argus_pipeline::Graph {
-                segments: segments.clone(),
-                edges: edges.clone(),
-                spins: spins.clone(),
-                counts: collected.counts.clone(),
-            })
-        });
+        let graph = argus_pipeline::Graph {
+            segments: segments.collect(),
+            edges: edges.collect(),
+            spins: spins.collect(),
+            counts: collected.counts.clone(),
+        };
+        summary.stats = cfg
+            .stats
+            .then(|| argus_pipeline::stats::GraphStats::of(&graph));
         // Which threads' segments a lost-events gap touched.
-        errors.extend(crate::gaps::touched(&segments, &summary.lost_ranges));
-        summary.segments = segments.len();
-        summary.edges = edges.len();
-        summary.spins = spins.len();
-        writer.write_segments(&segments)?;
-        writer.write_edges(&edges)?;
-        writer.write_spins(&spins)?;
+        errors.extend(crate::gaps::touched(&graph.segments, &summary.lost_ranges));
+        let (s, e) = writer.write_segments_and_edges(&graph.segments, &graph.edges)?;
+        (s, e, writer.write_spins(&graph.spins)?)
     } else {
-        // Streamed from the collector's sorted chunks, merged as the writers take them: no
-        // consolidated copy of millions of segments is built first.
-        // Segments and edges at once (edges from a second thread).
-        let (mut bad_segments, mut bad_edges) = (Inconsistent::default(), Inconsistent::default());
-        let (segments, edges) = writer.write_segments_and_edges(
-            bad_segments.filter(collected.segments.into_sorted()),
-            bad_edges.filter(collected.edges.into_sorted()),
-        )?;
-        bad_segments.check("segments")?;
-        bad_edges.check("edges")?;
-        summary.segments = segments as usize;
-        summary.edges = edges as usize;
-        let mut bad = Inconsistent::default();
-        summary.spins = writer.write_spins(bad.filter(collected.spins.into_sorted()))? as usize;
-        bad.check("spins")?;
-    }
+        // Streamed: no consolidated copy of millions of segments is built first.
+        let (s, e) = writer.write_segments_and_edges(segments, edges)?;
+        (s, e, writer.write_spins(spins)?)
+    };
+    bad_segments.check("segments")?;
+    bad_edges.check("edges")?;
+    bad_spins.check("spins")?;
+    summary.segments = n_segments as usize;
+    summary.edges = n_edges as usize;
+    summary.spins = n_spins as usize;
     writer.write_threads(&threads)?;
     writer.write_errors(&errors)?;
     writer

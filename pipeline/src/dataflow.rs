@@ -2,8 +2,9 @@
 //! changes at an epoch, and the output accumulates to the graph.
 //!
 //! ```text
-//!  worker 0: batches ─► route ─► (key, role, event) + one Tick per worker
-//!                         │ exchange by key hash (ticks by worker index)
+//!  worker 0: batches ─► route ─► (key, role, event) into parts: one worker's events
+//!                         │ (≤4096) + the epoch's watermark; ≥1 part per worker and epoch
+//!                         │ exchange by the part's worker (the key hash picked it)
 //!                         ▼
 //!            "pipeline::keyed": per-key state machines (rules.rs), per epoch in order:
 //!              final records (+1), mutable records diffed against what was emitted,
@@ -609,8 +610,8 @@ impl Keyed {
         self.index.get(key).and_then(|&at| self.states.get(at))
     }
 
-    /// Processes one closed epoch's items (the containers as they arrived); the updates at
-    /// that epoch go to `outs`.
+    /// Processes one closed epoch's parts (as they arrived); the updates at that epoch go to
+    /// `outs`.
     fn epoch(&mut self, mut parts: Vec<Part>, outs: &mut Outs) {
         let watermark = parts.iter().map(|p| p.watermark).max().unwrap_or(Nanos(0));
         // One driver sends in seq order, so the parts in arrival order are usually sorted

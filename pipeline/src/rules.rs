@@ -248,22 +248,11 @@ impl RulesConfig {
     /// identity gives ([`RulesConfig::channels`]); the send side for a write (`write`),
     /// the receive side for a read.
     pub fn channel_key(&self, pid: Pid, fd: u64, ts: Nanos, write: bool) -> Option<Key> {
-        if !self.user.pipes.is_empty() {
-            if let Some(i) = self.user.pipe_of(pid, fd, write) {
-                return Some(Key::Pipe(i));
-            }
-        }
-        if self.channels.is_empty() {
-            return None;
-        }
-        let fd = i32::try_from(fd).ok()?;
-        let end = self.channels.lookup(pid, fd, ts)?;
-        let id = if write { end.send } else { end.recv };
-        id.map(Key::Channel)
+        self.message_channel(pid, fd, ts, write).0
     }
 
     /// What a data transfer on `fd` of process `pid` at `ts` goes through, with one look-up
-    /// of the descriptor: the object key as [`RulesConfig::channel_key`] gives it, and the
+    /// of the descriptor: the object key ([`RulesConfig::channel_key`]), and the
     /// connection as a direction-free id for the message peer set (a declared pipe, either
     /// end, else the channel of the fd identity, [`ChannelEnd::connection`]; `None` when
     /// neither knows).
@@ -698,26 +687,12 @@ impl ChannelMap {
         let (mut pid, mut ts) = (pid, ts);
         // Parent chains are short; the bound guards against a cycle in bad input.
         for _ in 0..16 {
-            let fork = self.parents.get(&pid).and_then(|v| match v.as_slice() {
-                [only] => (only.0 <= ts).then_some(*only),
-                v => {
-                    let i = v.partition_point(|&(at, _)| at <= ts);
-                    i.checked_sub(1).map(|i| v[i])
-                }
-            });
+            let fork = self.parents.get(&pid).and_then(|v| last_at(v, ts));
             let born = fork.map_or(Nanos(0), |(at, _)| at);
-            if let Some(v) = self.spans.get(&(pid, fd)) {
-                let found = match v.as_slice() {
-                    [only] => (only.0 <= ts).then_some(only),
-                    v => v
-                        .partition_point(|&(f, _)| f <= ts)
-                        .checked_sub(1)
-                        .map(|i| &v[i]),
-                };
-                if let Some(&(from, end)) = found {
-                    if from >= born {
-                        return Some(end);
-                    }
+            let own = self.spans.get(&(pid, fd)).and_then(|v| last_at(v, ts));
+            if let Some((from, end)) = own {
+                if from >= born {
+                    return Some(end);
                 }
             }
             let (at, parent) = fork?;
@@ -726,6 +701,12 @@ impl ChannelMap {
         }
         None
     }
+}
+
+/// The last entry of `v` (sorted by time) at or before `ts`.
+fn last_at<T: Copy>(v: &[(Nanos, T)], ts: Nanos) -> Option<(Nanos, T)> {
+    let i = v.partition_point(|&(at, _)| at <= ts);
+    i.checked_sub(1).map(|i| v[i])
 }
 
 /// What a key's state machine is about.
@@ -1343,7 +1324,7 @@ struct MsgOp {
 enum Peer {
     /// A descriptor whose connection is unknown, by number.
     Fd(u64),
-    /// A connection ([`RulesConfig::connection`]).
+    /// A connection ([`RulesConfig::message_channel`]).
     Chan(u64),
     /// A descriptor number the thread closed since (it may come back as another
     /// connection): no later operation shares it.

@@ -27,10 +27,11 @@ const CHUNK: usize = 32 * 1024;
 /// Storage: a sorted, consolidated vector, plus the updates since in fixed-size chunks
 /// (each sorted and consolidated when it fills). Once the pending updates outnumber the
 /// sorted records (and a million) and at least one in eight is a retraction, everything is
-/// merged into one new vector of the exact size; otherwise at the end. No hashing and no second table: the dataflow's output is mostly insertions, and a
-/// hash table's probing and resizing was the collector's main cost; no vector doubling
-/// either: growing one vector of gigabytes copied it and faulted in fresh pages at every
-/// step. The contents come out already sorted.
+/// merged into one new vector of the exact size; otherwise at the end. No hashing and no
+/// second table: the dataflow's output is mostly insertions, and a hash table's probing and
+/// resizing was the collector's main cost; no vector doubling either: growing one vector of
+/// gigabytes copied it and faulted in fresh pages at every step. The contents come out
+/// already sorted.
 #[derive(Clone, Debug)]
 pub struct CollectionSink<T> {
     name: String,
@@ -151,18 +152,7 @@ fn merge_runs<T: Ord>(mut runs: Vec<Vec<(T, i64)>>) -> Vec<(T, i64)> {
         return runs.pop().unwrap_or_default();
     }
     let mut out: Vec<(T, i64)> = Vec::with_capacity(total);
-    let mut merge = RunMerge::new(runs);
-    while let Some(update) = merge.pop() {
-        match out.last_mut() {
-            Some(last) if last.0 == update.0 => {
-                last.1 += update.1;
-                if last.1 == 0 {
-                    out.pop();
-                }
-            }
-            _ => out.push(update),
-        }
-    }
+    out.extend(Sorted::new(runs));
     out
 }
 
@@ -170,6 +160,14 @@ fn merge_runs<T: Ord>(mut runs: Vec<Vec<(T, i64)>>) -> Vec<(T, i64)> {
 /// ([`CollectionSink::into_sorted`]).
 pub struct Sorted<T> {
     merge: RunMerge<T>,
+}
+
+impl<T: Ord> Sorted<T> {
+    fn new(runs: Vec<Vec<(T, i64)>>) -> Sorted<T> {
+        Sorted {
+            merge: RunMerge::new(runs),
+        }
+    }
 }
 
 impl<T: Ord> Iterator for Sorted<T> {
@@ -197,11 +195,7 @@ impl<T: Ord + Hash + Clone + Debug> CollectionSink<T> {
     /// from the sorted runs as the caller reads them, so no consolidated copy is ever built
     /// (a build streams its segments into Parquet this way).
     pub fn into_sorted(mut self) -> Sorted<T> {
-        let mut runs = self.take_runs();
-        runs.retain(|r| !r.is_empty());
-        Sorted {
-            merge: RunMerge::new(runs),
-        }
+        Sorted::new(self.take_runs())
     }
 
     /// Empties the sink into its sorted runs: the settled records, the full chunks and the
