@@ -314,7 +314,7 @@ struct Inconsistent {
 
 impl Inconsistent {
     /// The records of `sorted` with count 1; the others are noted here.
-    fn filter<'a, T: std::fmt::Debug + Ord + 'a>(
+    fn filter<'a, T: std::fmt::Debug + Ord + argus_sinks::Pack + 'a>(
         &'a mut self,
         sorted: argus_sinks::Sorted<T>,
     ) -> impl Iterator<Item = T> + 'a {
@@ -629,7 +629,7 @@ pub fn build(cfg: &BuildConfig) -> Result<BuildSummary> {
         elapsed: Duration::ZERO,
         output: cfg.output.clone(),
     };
-    // The collector's sorted chunks, merged as they are read; records whose net count is
+    // The collector's sorted (packed) runs, merged as they are read; records whose net count is
     // not 1 (the dataflow's invariant) are set aside and reported once written.
     let (mut bad_segments, mut bad_edges, mut bad_spins) =
         <(Inconsistent, Inconsistent, Inconsistent)>::default();

@@ -1,10 +1,10 @@
 //! [`CollectionSink`]: consolidates the differential updates the dataflow pushes out.
 
 use crate::error::SinkError;
+use crate::pack::{get_i64, put_i64, Pack};
 use argus_schema::{Epoch, UpdateSink};
-use std::borrow::Cow;
 use std::fmt::Debug;
-use std::hash::Hash;
+use std::marker::PhantomData;
 
 /// Updates buffered before the first consolidation.
 const MIN_PENDING: usize = 1 << 20;
@@ -24,23 +24,26 @@ const CHUNK: usize = 32 * 1024;
 /// panic. [`CollectionSink::contents`] lists the multiset as it stands (a record with count
 /// 2 twice, negative counts omitted) so a caller that does not check still sees everything.
 ///
-/// Storage: a sorted, consolidated vector, plus the updates since in fixed-size chunks
-/// (each sorted and consolidated when it fills). Once the pending updates outnumber the
-/// sorted records (and a million) and at least one in eight is a retraction, everything is
-/// merged into one new vector of the exact size; otherwise at the end. No hashing and no
-/// second table: the dataflow's output is mostly insertions, and a hash table's probing and
-/// resizing was the collector's main cost; no vector doubling either: growing one vector of
-/// gigabytes copied it and faulted in fresh pages at every step. The contents come out
-/// already sorted.
+/// Storage: a sorted, consolidated run, plus the updates since in fixed-size chunks (each
+/// sorted and consolidated when it fills). Runs are kept packed ([`Pack`]: varints and
+/// deltas, ~30 bytes a segment instead of ~160); only the chunk being filled holds records
+/// as such. Once the pending updates outnumber the sorted records (and a million) and at
+/// least one in eight is a retraction, everything is merged into one new run; otherwise at
+/// the end. No hashing and no second table: the dataflow's output is mostly insertions, and
+/// a hash table's probing and resizing was the collector's main cost; no vector doubling
+/// either: growing one vector of gigabytes copied it and faulted in fresh pages at every
+/// step. The contents come out already sorted.
 #[derive(Clone, Debug)]
 pub struct CollectionSink<T> {
     name: String,
     /// Sorted by record, each record once, no zero count.
-    settled: Vec<(T, i64)>,
+    settled: Run,
     /// Full chunks of later updates, each sorted and consolidated on its own.
-    chunks: Vec<Vec<(T, i64)>>,
+    chunks: Vec<Run>,
     /// The chunk being filled, in arrival order.
     open: Vec<(T, i64)>,
+    /// Bytes of the run being packed (reused; each run is copied out at its exact size).
+    scratch: Vec<u8>,
     /// Updates in `chunks` and `open`.
     pending: usize,
     /// Retractions (negative diffs) among them.
@@ -72,21 +75,100 @@ fn consolidate_updates<T: Ord>(updates: &mut Vec<(T, i64)>) {
     updates.truncate(kept);
 }
 
+/// A run of `(record, diff)` updates, sorted by record and consolidated, packed one after
+/// another ([`Pack`], then the diff as a zigzag varint).
+#[derive(Clone, Debug, Default)]
+struct Run {
+    bytes: Vec<u8>,
+    len: usize,
+}
+
+impl Run {
+    /// Packs sorted, consolidated updates, through `scratch` so the run is allocated once at
+    /// its exact size.
+    fn pack<'a, T: Pack + 'a>(
+        updates: impl IntoIterator<Item = &'a (T, i64)>,
+        scratch: &mut Vec<u8>,
+    ) -> Run {
+        scratch.clear();
+        let mut prev = T::Prev::default();
+        let mut len = 0;
+        for (record, diff) in updates {
+            record.pack(&mut prev, scratch);
+            put_i64(scratch, *diff);
+            len += 1;
+        }
+        Run {
+            bytes: scratch.as_slice().to_vec(),
+            len,
+        }
+    }
+
+    fn decode<T: Pack>(&self) -> Decode<&[u8], T> {
+        Decode::new(self.bytes.as_slice(), self.len)
+    }
+
+    fn into_decode<T: Pack>(self) -> Decode<Vec<u8>, T> {
+        Decode::new(self.bytes, self.len)
+    }
+}
+
+/// The updates of a [`Run`], unpacked one at a time.
+struct Decode<B, T: Pack> {
+    bytes: B,
+    pos: usize,
+    left: usize,
+    prev: T::Prev,
+    _t: PhantomData<T>,
+}
+
+impl<B: AsRef<[u8]>, T: Pack> Decode<B, T> {
+    fn new(bytes: B, len: usize) -> Self {
+        Decode {
+            bytes,
+            pos: 0,
+            left: len,
+            prev: T::Prev::default(),
+            _t: PhantomData,
+        }
+    }
+}
+
+impl<B: AsRef<[u8]>, T: Pack> Iterator for Decode<B, T> {
+    type Item = (T, i64);
+
+    fn next(&mut self) -> Option<(T, i64)> {
+        if self.left == 0 {
+            return None;
+        }
+        let all = self.bytes.as_ref();
+        let mut input = all.get(self.pos..).unwrap_or_default();
+        let update = T::unpack(&mut self.prev, &mut input)
+            .and_then(|record| Some((record, get_i64(&mut input)?)))
+            .expect("invariant: a run holds `len` updates written by Pack::pack");
+        self.pos = all.len() - input.len();
+        self.left -= 1;
+        Some(update)
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        (self.left, Some(self.left))
+    }
+}
+
 /// A k-way merge of runs, each sorted by record: the heap orders run indices by the runs'
 /// heads, which stay where they are, so each update is moved once on its way out (a heap of
 /// the updates themselves moved every ~150-byte segment at each level of every sift).
 /// Ties go to the earlier run.
-struct RunMerge<T> {
-    iters: Vec<std::vec::IntoIter<(T, i64)>>,
+struct RunMerge<T, I> {
+    iters: Vec<I>,
     heads: Vec<Option<(T, i64)>>,
     /// Min-heap of the runs that still have a head.
     heap: Vec<usize>,
 }
 
-impl<T: Ord> RunMerge<T> {
-    fn new(runs: Vec<Vec<(T, i64)>>) -> RunMerge<T> {
-        let mut iters: Vec<std::vec::IntoIter<(T, i64)>> =
-            runs.into_iter().map(Vec::into_iter).collect();
+impl<T: Ord, I: Iterator<Item = (T, i64)>> RunMerge<T, I> {
+    fn new(mut iters: Vec<I>) -> RunMerge<T, I> {
         let heads: Vec<Option<(T, i64)>> = iters.iter_mut().map(Iterator::next).collect();
         let heap: Vec<usize> = (0..heads.len()).filter(|&r| heads[r].is_some()).collect();
         let mut m = RunMerge { iters, heads, heap };
@@ -143,35 +225,13 @@ impl<T: Ord> RunMerge<T> {
     }
 }
 
-/// Merges runs, each sorted by record and consolidated, into one such run of the exact
-/// size (diffs of a record present in several runs are summed; zeros dropped).
-fn merge_runs<T: Ord>(mut runs: Vec<Vec<(T, i64)>>) -> Vec<(T, i64)> {
-    let total: usize = runs.iter().map(Vec::len).sum();
-    runs.retain(|r| !r.is_empty());
-    if runs.len() <= 1 {
-        return runs.pop().unwrap_or_default();
-    }
-    let mut out: Vec<(T, i64)> = Vec::with_capacity(total);
-    out.extend(Sorted::new(runs));
-    out
+/// Merges sorted, consolidated runs lazily: each record once, with the diffs of the runs
+/// that hold it summed, zeros dropped.
+struct Merged<T, I> {
+    merge: RunMerge<T, I>,
 }
 
-/// The records of a [`CollectionSink`] in order, merged lazily from its sorted runs
-/// ([`CollectionSink::into_sorted`]).
-pub struct Sorted<T> {
-    merge: RunMerge<T>,
-}
-
-impl<T: Ord> Sorted<T> {
-    fn new(runs: Vec<Vec<(T, i64)>>) -> Sorted<T> {
-        Sorted {
-            merge: RunMerge::new(runs),
-        }
-    }
-}
-
-impl<T: Ord> Iterator for Sorted<T> {
-    /// A record and its net count (never 0).
+impl<T: Ord, I: Iterator<Item = (T, i64)>> Iterator for Merged<T, I> {
     type Item = (T, i64);
 
     fn next(&mut self) -> Option<(T, i64)> {
@@ -190,35 +250,71 @@ impl<T: Ord> Iterator for Sorted<T> {
     }
 }
 
-impl<T: Ord + Hash + Clone + Debug> CollectionSink<T> {
+fn merged<T: Ord, I: Iterator<Item = (T, i64)>>(runs: Vec<I>) -> Merged<T, I> {
+    Merged {
+        merge: RunMerge::new(runs),
+    }
+}
+
+/// The records of a [`CollectionSink`] in order, merged lazily from its sorted runs
+/// ([`CollectionSink::into_sorted`]).
+pub struct Sorted<T: Pack> {
+    merged: Merged<T, Decode<Vec<u8>, T>>,
+}
+
+impl<T: Ord + Pack> Iterator for Sorted<T> {
+    /// A record and its net count (never 0).
+    type Item = (T, i64);
+
+    fn next(&mut self) -> Option<(T, i64)> {
+        self.merged.next()
+    }
+}
+
+impl<T: Ord + Clone + Debug + Pack> CollectionSink<T> {
     /// Consumes the sink: its records in order with their net counts (0 omitted), merged
     /// from the sorted runs as the caller reads them, so no consolidated copy is ever built
     /// (a build streams its segments into Parquet this way).
     pub fn into_sorted(mut self) -> Sorted<T> {
-        Sorted::new(self.take_runs())
+        let runs = self.take_runs();
+        Sorted {
+            merged: merged(runs.into_iter().map(Run::into_decode).collect()),
+        }
     }
 
     /// Empties the sink into its sorted runs: the settled records, the full chunks and the
-    /// open chunk (sorted and consolidated here).
-    fn take_runs(&mut self) -> Vec<Vec<(T, i64)>> {
-        let mut open = std::mem::take(&mut self.open);
-        consolidate_updates(&mut open);
-        let mut runs = Vec::with_capacity(self.chunks.len() + 2);
+    /// open chunk (sorted, consolidated and packed here).
+    fn take_runs(&mut self) -> Vec<Run> {
+        self.seal_open();
+        let mut runs = Vec::with_capacity(self.chunks.len() + 1);
         runs.push(std::mem::take(&mut self.settled));
         runs.append(&mut self.chunks);
-        runs.push(open);
+        runs.retain(|r| r.len > 0);
         self.pending = 0;
         self.pending_negative = 0;
         runs
+    }
+
+    /// Sorts, consolidates and packs the chunk being filled into `chunks`.
+    fn seal_open(&mut self) {
+        if self.open.is_empty() {
+            return;
+        }
+        consolidate_updates(&mut self.open);
+        let run = Run::pack(&self.open, &mut self.scratch);
+        // The open chunk's allocation is kept for the next one.
+        self.open.clear();
+        self.chunks.push(run);
     }
 
     /// An empty sink; `name` (e.g. `"segments"`) identifies it in errors.
     pub fn new(name: impl Into<String>) -> Self {
         CollectionSink {
             name: name.into(),
-            settled: Vec::new(),
+            settled: Run::default(),
             chunks: Vec::new(),
             open: Vec::new(),
+            scratch: Vec::new(),
             pending: 0,
             pending_negative: 0,
             epoch: None,
@@ -251,19 +347,22 @@ impl<T: Ord + Hash + Clone + Debug> CollectionSink<T> {
         self.len() == 0
     }
 
-    /// The net count of one record (0 when absent).
+    /// The net count of one record (0 when absent). Reads through every run: for tests and
+    /// spot checks, not for lookups in a loop.
     pub fn count(&self, record: &T) -> i64 {
-        let sorted = |run: &[(T, i64)]| {
-            run.binary_search_by(|(r, _)| r.cmp(record))
-                .map_or(0, |i| run[i].1)
-        };
+        let packed: i64 = std::iter::once(&self.settled)
+            .chain(&self.chunks)
+            .flat_map(|run| run.decode::<T>())
+            .filter(|(r, _)| r == record)
+            .map(|(_, d)| d)
+            .sum();
         let open: i64 = self
             .open
             .iter()
             .filter(|(r, _)| r == record)
             .map(|(_, d)| d)
             .sum();
-        sorted(&self.settled) + self.chunks.iter().map(|c| sorted(c)).sum::<i64>() + open
+        packed + open
     }
 
     /// Adds one update.
@@ -281,13 +380,11 @@ impl<T: Ord + Hash + Clone + Debug> CollectionSink<T> {
             self.pending_negative += 1;
         }
         if self.open.len() >= CHUNK {
-            let mut full = std::mem::take(&mut self.open);
-            consolidate_updates(&mut full);
-            self.chunks.push(full);
+            self.seal_open();
         }
         // Folding only frees what retractions cancel: with (nearly) only insertions pending
         // (a batch build) the chunks are merged once, at the end.
-        if self.pending >= self.settled.len().max(MIN_PENDING)
+        if self.pending >= self.settled.len.max(MIN_PENDING)
             && self.pending_negative * 8 >= self.pending
         {
             self.consolidate();
@@ -300,28 +397,32 @@ impl<T: Ord + Hash + Clone + Debug> CollectionSink<T> {
             return;
         }
         let runs = self.take_runs();
-        self.settled = merge_runs(runs);
+        let all: Vec<(T, i64)> = merged(runs.iter().map(Run::decode).collect()).collect();
+        self.settled = Run::pack(&all, &mut self.scratch);
     }
 
-    /// The consolidated records (borrowed when nothing is pending).
-    fn view(&self) -> Cow<'_, [(T, i64)]> {
-        if self.pending == 0 {
-            return Cow::Borrowed(&self.settled);
-        }
-        let mut all = self.clone();
-        all.consolidate();
-        Cow::Owned(all.settled)
+    /// The consolidated records, unpacked.
+    fn view(&self) -> Vec<(T, i64)> {
+        let mut open = self.open.clone();
+        consolidate_updates(&mut open);
+        let mut runs: Vec<Decode<&[u8], T>> = std::iter::once(&self.settled)
+            .chain(&self.chunks)
+            .map(Run::decode)
+            .collect();
+        let mut scratch = Vec::new();
+        let open = Run::pack(&open, &mut scratch);
+        runs.push(open.decode());
+        merged(runs).collect()
     }
 
     /// Folds another sink (another worker's share of the same collection) into this one.
-    pub fn absorb(&mut self, other: CollectionSink<T>) {
+    pub fn absorb(&mut self, mut other: CollectionSink<T>) {
         self.epoch = self.epoch.max(other.epoch);
         let updates = self.updates + other.updates;
-        let runs = std::iter::once(other.settled)
-            .chain(other.chunks)
-            .chain(std::iter::once(other.open));
-        for (record, diff) in runs.flatten() {
-            self.update(record, diff);
+        for run in other.take_runs() {
+            for (record, diff) in run.into_decode::<T>() {
+                self.update(record, diff);
+            }
         }
         self.updates = updates;
     }
@@ -344,39 +445,31 @@ impl<T: Ord + Hash + Clone + Debug> CollectionSink<T> {
 
     /// The records, sorted, each repeated by its positive net count.
     pub fn contents(&self) -> Vec<T> {
-        let view = self.view();
-        let mut out: Vec<T> = Vec::with_capacity(view.len());
-        for (record, count) in view.iter() {
-            for _ in 0..(*count).max(0) {
-                out.push(record.clone());
-            }
-        }
-        out
+        repeat_by_count(self.view())
     }
 
-    /// Like [`CollectionSink::contents`], consuming the sink (no record is copied unless
-    /// its count is above 1; when every count is 1, as [`CollectionSink::check`] requires,
-    /// the records are moved within the sink's own allocation).
-    pub fn into_contents(mut self) -> Vec<T> {
-        self.consolidate();
-        if self.settled.iter().all(|(_, c)| *c == 1) {
-            // In-place collection: no second vector of gigabytes to fault in.
-            return self.settled.into_iter().map(|(record, _)| record).collect();
-        }
-        let mut out: Vec<T> = Vec::with_capacity(self.settled.len());
-        for (record, count) in self.settled {
-            for _ in 1..count.max(0) {
-                out.push(record.clone());
-            }
-            if count > 0 {
-                out.push(record);
-            }
-        }
-        out
+    /// Like [`CollectionSink::contents`], consuming the sink.
+    pub fn into_contents(self) -> Vec<T> {
+        let all: Vec<(T, i64)> = self.into_sorted().collect();
+        repeat_by_count(all)
     }
 }
 
-impl<T: Ord + Hash + Clone + Debug> UpdateSink<T> for CollectionSink<T> {
+/// Each record as many times as its positive count (moved, cloned only for counts above 1).
+fn repeat_by_count<T: Clone>(all: Vec<(T, i64)>) -> Vec<T> {
+    let mut out: Vec<T> = Vec::with_capacity(all.len());
+    for (record, count) in all {
+        for _ in 1..count.max(0) {
+            out.push(record.clone());
+        }
+        if count > 0 {
+            out.push(record);
+        }
+    }
+    out
+}
+
+impl<T: Ord + Clone + Debug + Pack> UpdateSink<T> for CollectionSink<T> {
     fn apply(&mut self, epoch: Epoch, updates: &mut dyn Iterator<Item = (T, i64)>) {
         self.epoch = self.epoch.max(Some(epoch));
         for (record, diff) in updates {

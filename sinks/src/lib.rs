@@ -77,6 +77,7 @@ mod encode;
 mod error;
 pub mod export;
 mod manifest;
+mod pack;
 mod reader;
 mod stacks;
 mod table;
@@ -85,6 +86,7 @@ mod writer;
 pub use collection::{CollectionSink, Sorted};
 pub use error::SinkError;
 pub use manifest::{Manifest, SnapshotInfo, TableCounts, MANIFEST_FILE};
+pub use pack::{EdgePrev, Pack, SegmentPrev};
 pub use reader::{read_events, read_snapshot, read_snapshot_tables, EventReader, Snapshot};
 pub use stacks::{read_stacks, stacks_schema, EventStack, StackFrame, STACKS_FILE};
 pub use table::{

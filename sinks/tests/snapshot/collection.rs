@@ -1,23 +1,23 @@
 //! CollectionSink: consolidation of differential updates.
 
-use argus_schema::{Epoch, UpdateSink};
+use argus_schema::{
+    Epoch, Nanos, Pid, Segment, SegmentId, SegmentKind, StartCause, Tid, UpdateSink,
+};
 use argus_sinks::{CollectionSink, SinkError};
 
 #[test]
 fn insert_retract_pairs_cancel() {
     let mut sink = CollectionSink::new("segments");
-    sink.apply(
-        Epoch(0),
-        &mut vec![("b", 1), ("a", 1), ("c", 1)].into_iter(),
-    );
-    sink.apply(Epoch(1), &mut vec![("a", -1), ("d", 1)].into_iter());
+    sink.apply(Epoch(0), &mut vec![(2u32, 1), (1, 1), (3, 1)].into_iter());
+    sink.apply(Epoch(1), &mut vec![(1, -1), (4, 1)].into_iter());
     sink.apply(
         Epoch(2),
-        &mut vec![("c", -1), ("c", 1), ("e", 1), ("e", -1)].into_iter(),
+        &mut vec![(3, -1), (3, 1), (5, 1), (5, -1)].into_iter(),
     );
-    assert_eq!(sink.contents(), vec!["b", "c", "d"]);
+    assert_eq!(sink.contents(), vec![2, 3, 4]);
     assert_eq!(sink.len(), 3);
-    assert_eq!(sink.count(&"a"), 0);
+    assert_eq!(sink.count(&1), 0);
+    assert_eq!(sink.count(&3), 1);
     assert_eq!(sink.epoch(), Some(Epoch(2)));
     assert_eq!(sink.updates(), 9);
     sink.check().unwrap();
@@ -171,13 +171,34 @@ fn into_sorted_streams_the_net_counts_in_order() {
 }
 
 #[test]
-fn large_records_come_out_sorted_and_consolidated() {
-    // Records the size of segments: the same net counts in the same order as a map gives,
-    // across chunks, folds and retractions.
-    type Big = (u32, [u64; 9]);
-    let big = |k: u32| -> Big { (k, [u64::from(k).wrapping_mul(0x9e37); 9]) };
-    let mut sink: CollectionSink<Big> = CollectionSink::new("segments");
-    let mut model = std::collections::BTreeMap::<Big, i64>::new();
+fn segments_come_out_sorted_and_consolidated() {
+    // Real segments (packed in the sink's runs): the same net counts in the same order as a
+    // map gives, across chunks, folds and retractions, every field intact.
+    let big = |k: u32| -> Segment {
+        let mut s = Segment::starting(
+            SegmentId::new(Tid((k % 97) as i32 - 3), k / 97),
+            Pid((k % 13) as i32),
+            match k % 4 {
+                0 => SegmentKind::Task,
+                1 => SegmentKind::HardIrq { irq: k as i32 },
+                2 => SegmentKind::WorkItem {
+                    work: u64::from(k) << 20,
+                    function: u64::MAX - u64::from(k),
+                },
+                _ => SegmentKind::Interrupt,
+            },
+            Nanos(1_700_000_000_000_000_000 + u64::from(k) * 7_001),
+            StartCause::Woken,
+        );
+        s.end_ns = Nanos(s.start_ns.0 + u64::from(k % 5_000));
+        s.wait_start_ns = k.is_multiple_of(3).then_some(Nanos(s.start_ns.0 + 1));
+        s.wait_ret = k.is_multiple_of(7).then_some(-(i64::from(k)));
+        s.syscall_seq = (0..(k % 17) as i32).collect();
+        s.events = k;
+        s
+    };
+    let mut sink: CollectionSink<Segment> = CollectionSink::new("segments");
+    let mut model = std::collections::BTreeMap::<Segment, i64>::new();
     let mut x: u64 = 0x2545_f491_4f6c_dd1d;
     for i in 0..200_000u32 {
         x ^= x << 13;
@@ -185,11 +206,15 @@ fn large_records_come_out_sorted_and_consolidated() {
         x ^= x << 17;
         let record = big((x % 90_000) as u32);
         let diff = if i % 3 == 0 { -1 } else { 1 };
-        sink.update(record, diff);
+        sink.update(record.clone(), diff);
         *model.entry(record).or_insert(0) += diff;
     }
     model.retain(|_, c| *c != 0);
-    let got: Vec<(Big, i64)> = sink.into_sorted().collect();
-    let want: Vec<(Big, i64)> = model.into_iter().collect();
+    assert_eq!(
+        sink.count(&big(5)),
+        model.get(&big(5)).copied().unwrap_or(0)
+    );
+    let got: Vec<(Segment, i64)> = sink.into_sorted().collect();
+    let want: Vec<(Segment, i64)> = model.into_iter().collect();
     assert_eq!(got, want);
 }
