@@ -236,8 +236,33 @@ impl ThreadTable {
     }
 }
 
-/// Records pulled from a source at a time.
+/// Records pulled from an iterator source at a time.
 const SOURCE_BATCH: usize = 128;
+
+/// Where the records of one input of a [`Merge`] come from, in their buffer's order.
+///
+/// Any `Iterator<Item = Result<Decoded, IngestError>>` is one (records pulled 128 at a
+/// time); a trace's [`crate::replay::CpuStream`] hands over each decoded page whole, so a
+/// record (~160 bytes) is not moved again on its way into the merge.
+pub trait Source {
+    /// Puts the next records into `out` (empty on entry) and says whether the source may
+    /// have more (`Ok(false)`: exhausted). `Err` reports a problem at this position: records
+    /// already in `out` come before it, and the source is polled again afterwards.
+    fn refill(&mut self, out: &mut Vec<Decoded>) -> Result<bool, IngestError>;
+}
+
+impl<I: Iterator<Item = Result<Decoded, IngestError>>> Source for I {
+    fn refill(&mut self, out: &mut Vec<Decoded>) -> Result<bool, IngestError> {
+        while out.len() < SOURCE_BATCH {
+            match self.next() {
+                Some(Ok(d)) => out.push(d),
+                Some(Err(e)) => return Err(e),
+                None => return Ok(false),
+            }
+        }
+        Ok(true)
+    }
+}
 
 /// One input of a [`Merge`]: the source and a batch of its records, consumed in place.
 struct Input<S> {
@@ -249,7 +274,7 @@ struct Input<S> {
     done: bool,
 }
 
-impl<S: Iterator<Item = Result<Decoded, IngestError>>> Input<S> {
+impl<S: Source> Input<S> {
     /// Refills `buf` when it is consumed. `false` when the source is exhausted.
     #[inline]
     fn ready(&mut self) -> bool {
@@ -261,20 +286,20 @@ impl<S: Iterator<Item = Result<Decoded, IngestError>>> Input<S> {
         }
         self.buf.clear();
         self.pos = 0;
-        while self.buf.len() < SOURCE_BATCH {
-            match self.source.next() {
-                Some(Ok(d)) => self.buf.push(d),
-                Some(Err(e)) => {
-                    self.err = Some(e);
-                    break;
-                }
-                None => {
+        loop {
+            match self.source.refill(&mut self.buf) {
+                Ok(true) if self.buf.is_empty() => {}
+                Ok(true) => return true,
+                Ok(false) => {
                     self.done = true;
-                    break;
+                    return !self.buf.is_empty();
+                }
+                Err(e) => {
+                    self.err = Some(e);
+                    return !self.buf.is_empty();
                 }
             }
         }
-        !self.buf.is_empty()
     }
 
     #[inline]
@@ -303,7 +328,7 @@ pub struct Merge<S> {
     seq: u64,
 }
 
-impl<S: Iterator<Item = Result<Decoded, IngestError>>> Merge<S> {
+impl<S: Source> Merge<S> {
     /// Merges `sources` (one per CPU), resolving threads with `table`.
     pub fn new(sources: Vec<S>, table: ThreadTable) -> Merge<S> {
         let n = sources.len();
@@ -369,7 +394,7 @@ impl<S: Iterator<Item = Result<Decoded, IngestError>>> Merge<S> {
     }
 }
 
-impl<S: Iterator<Item = Result<Decoded, IngestError>>> Iterator for Merge<S> {
+impl<S: Source> Iterator for Merge<S> {
     type Item = Result<Event, IngestError>;
 
     fn next(&mut self) -> Option<Self::Item> {

@@ -30,10 +30,10 @@ use crate::decode::{parse_page, Converter, Decoded, Missed, Skipped};
 use crate::error::IngestError;
 use crate::format::{FormatSet, HeaderPage, LoadError};
 use crate::kallsyms::Kallsyms;
-use crate::merge::{Merge, ThreadTable};
+use crate::merge::{Merge, Source, ThreadTable};
 use crate::tracedir::{self, MetaExt, ProcEntry, TraceMeta};
 use argus_schema::{Cpu, Event, Nanos, ThreadInfo};
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::{BufReader, ErrorKind, Read};
 use std::path::{Path, PathBuf};
@@ -375,7 +375,7 @@ impl TraceReader {
             page_size: self.meta.page_size as usize,
             conv: self.converter.clone(),
             page: vec![0; self.meta.page_size as usize],
-            buf: VecDeque::new(),
+            buf: Vec::new(),
             pending_err: None,
             last: None,
             stats,
@@ -550,7 +550,8 @@ struct Chunk {
     page_idx: u64,
 }
 
-/// One CPU's records, decoded page by page: `Iterator<Item = Result<Decoded, IngestError>>`.
+/// One CPU's records, decoded page by page: a [`Source`] for a [`Merge`], which takes each
+/// decoded page whole (the records are not moved one by one through an iterator).
 pub struct CpuStream {
     /// Whether a cut at the end of the last chunk is a recoverable tail.
     recover_tail: bool,
@@ -565,7 +566,8 @@ pub struct CpuStream {
     page_size: usize,
     conv: Converter,
     page: Vec<u8>,
-    buf: VecDeque<Decoded>,
+    /// The records of the last decoded page (handed over whole by [`Source::refill`]).
+    buf: Vec<Decoded>,
     pending_err: Option<IngestError>,
     last: Option<Nanos>,
     stats: CpuStats,
@@ -741,7 +743,7 @@ impl CpuStream {
             }
             self.last = Some(ts);
             match self.conv.convert(self.cpu, &r) {
-                Ok(Some(d)) => self.buf.push_back(d),
+                Ok(Some(d)) => self.buf.push(d),
                 Ok(None) => {}
                 Err(e) => {
                     self.pending_err = Some(page_err(&chunk.file, e.kind, e.offset));
@@ -752,24 +754,25 @@ impl CpuStream {
     }
 }
 
-impl Iterator for CpuStream {
-    type Item = Result<Decoded, IngestError>;
-
-    fn next(&mut self) -> Option<Self::Item> {
+impl Source for CpuStream {
+    fn refill(&mut self, out: &mut Vec<Decoded>) -> Result<bool, IngestError> {
         loop {
-            if let Some(d) = self.buf.pop_front() {
-                return Some(Ok(d));
+            if !self.buf.is_empty() {
+                // `out` (empty) becomes the buffer of the next page.
+                std::mem::swap(&mut self.buf, out);
+                return Ok(true);
             }
             if let Some(e) = self.pending_err.take() {
                 self.stats.errors += 1;
-                return Some(Err(e));
+                return Err(e);
             }
             if self.chunk.is_none() {
-                match self.open_next_chunk()? {
-                    Ok(()) => {}
-                    Err(e) => {
+                match self.open_next_chunk() {
+                    None => return Ok(false),
+                    Some(Ok(())) => {}
+                    Some(Err(e)) => {
                         self.stats.errors += 1;
-                        return Some(Err(e));
+                        return Err(e);
                     }
                 }
             }
@@ -778,7 +781,7 @@ impl Iterator for CpuStream {
                 PageRead::ChunkDone => {}
                 PageRead::Failed(e) => {
                     self.stats.errors += 1;
-                    return Some(Err(e));
+                    return Err(e);
                 }
             }
         }
