@@ -60,7 +60,10 @@
 //!   for a receive that blocked and was woken, the waker. When two consecutive message
 //!   operations of a segment have
 //!   disjoint peer sets, the segment is split at the entry of the second one (undoing an
-//!   epoll loop that serves many clients in one run). Only descriptors known to be
+//!   epoll loop that serves many clients in one run). After a readiness wait (`epoll_wait`,
+//!   `poll`, `select`) woken by a task, a first operation on a connection known (from an
+//!   earlier send through it that woke one task) to lead to another task is split off too:
+//!   the loop served another ready client before the waker's. Only descriptors known to be
 //!   connections take part — one through which a wake-up went, in this thread, since it was
 //!   last closed — so log writes and file reads do not cut a request in two. The decision
 //!   is taken when the syscall returns (only then is it known whom it woke and whether it
@@ -1435,6 +1438,14 @@ pub struct ThreadState {
     messaged: bool,
     /// The task whose wake-up started the current segment.
     woken_by: Option<Tid>,
+    /// The task whose wake-up ended the readiness wait (`epoll_wait`, `poll`, `select`)
+    /// that started the current segment, until its first message operation.
+    #[serde(default)]
+    ready_waker: Option<Tid>,
+    /// Connections known to lead to one task: a send through them woke that task (most
+    /// recent last, at most [`MAX_CONN_FDS`]).
+    #[serde(default)]
+    peer_tasks: Vec<(Peer, Tid)>,
     /// Descriptors known to be connections.
     conn_fds: Vec<u64>,
     msg: Option<MsgOp>,
@@ -1474,6 +1485,8 @@ impl ThreadState {
             peers: Vec::new(),
             messaged: false,
             woken_by: None,
+            ready_waker: None,
+            peer_tasks: Vec::new(),
             conn_fds: Vec::new(),
             msg: None,
             order: None,
@@ -1491,6 +1504,7 @@ impl ThreadState {
         self.peers.clear();
         self.messaged = false;
         self.woken_by = None;
+        self.ready_waker = None;
         self.cur = Some(Segment::starting(
             id,
             self.pid,
@@ -1847,6 +1861,7 @@ impl ThreadState {
                         // The waker is a peer of the receive it ended (not of a readiness
                         // wait, which may report other connections first).
                         self.woken_by = waker.filter(|_| message_op(wait) == Some(false));
+                        self.ready_waker = waker.filter(|_| syscalls::is_poll(wait));
                         self.link_prev(ts, cfg, out);
                         out.push(dst(id, EdgeKind::Wakeup, wait, true));
                     } else {
@@ -1994,6 +2009,7 @@ impl ThreadState {
                     for p in self.peers.iter_mut().filter(|p| **p == Peer::Fd(args[0])) {
                         *p = Peer::Closed;
                     }
+                    self.peer_tasks.retain(|(p, _)| *p != Peer::Fd(args[0]));
                 }
                 if let (Some(mark), Some(seg)) = (mark, self.cur.as_ref().map(|c| c.id)) {
                     let write = message_op(nr) == Some(true);
@@ -2125,10 +2141,29 @@ impl ThreadState {
             }
             self.conn_fds.push(m.fd);
         }
+        if ret > 0 {
+            if let [t] = m.woke[..] {
+                // This connection leads to `t`.
+                self.peer_tasks.retain(|(p, _)| *p != m.peer);
+                if self.peer_tasks.len() >= MAX_CONN_FDS {
+                    self.peer_tasks.remove(0);
+                }
+                self.peer_tasks.push((m.peer, t));
+            }
+        }
+        // A readiness wait woken by one task may return several ready connections and the
+        // loop may serve another one first: when this first operation's connection is known
+        // to lead to another task, the wake-up's part of the segment ends here (the waker's
+        // own request is served further on, after a split of its own).
+        let ready_other = same
+            && !self.messaged
+            && self
+                .ready_waker
+                .is_some_and(|w| self.peer_tasks.iter().any(|(p, t)| *p == m.peer && *t != w));
         let mut srcs = m.srcs;
         if ret > 0 && (evidence || known) {
             let disjoint = !self.peers.is_empty() && !peer.iter().any(|p| self.peers.contains(p));
-            if same && disjoint {
+            if same && (disjoint || ready_other) {
                 let new = self.split_at_mark(&m.mark, m.nr, cfg, out);
                 for s in srcs.iter_mut().filter(|s| s.seg == m.seg) {
                     s.seg = new;

@@ -319,6 +319,77 @@ fn message_peer_sets_split_a_batching_server_loop() {
     assert!(server[1].end_ns == server[2].start_ns);
 }
 
+/// The epoll wait is ended by client 31's request, but the loop serves client 30 first:
+/// once the replies have shown which descriptor leads to which client, the wake-up's part
+/// is split off before 30's read, so no segment takes 31's wake-up and answers 30.
+#[test]
+fn a_readiness_wake_stays_with_its_waker_when_another_client_is_served_first() {
+    let mut s = S::default();
+    s.run(20);
+    s.enter(20, EPOLL_WAIT, 3);
+    s.block(20);
+    let requests = |s: &mut S, order: [i32; 2], first_round: bool| {
+        for client in order {
+            s.run(client);
+            if !first_round {
+                s.exit(client, READ, 8);
+            }
+            s.enter(client, WRITE, 3);
+            if client == order[0] {
+                s.wake(client, 20);
+            }
+            s.exit(client, WRITE, 8);
+            s.enter(client, READ, 3);
+            s.block(client);
+        }
+    };
+    let serve = |s: &mut S| {
+        s.run(20);
+        s.exit(20, EPOLL_WAIT, 2);
+        for (client, fd) in [(30, 5u64), (31, 6)] {
+            s.enter(20, READ, fd);
+            s.exit(20, READ, 8);
+            s.enter(20, WRITE, fd);
+            s.wake(20, client);
+            s.exit(20, WRITE, 8);
+        }
+        s.enter(20, EPOLL_WAIT, 3);
+        s.block(20);
+    };
+    // Round 0: 30 wakes the server and is served first; the replies teach fd 5 → 30 and
+    // fd 6 → 31. Round 1: 31 wakes it, 30 is served first.
+    requests(&mut s, [30, 31], true);
+    serve(&mut s);
+    requests(&mut s, [31, 30], false);
+    serve(&mut s);
+    let g = graph(&s.evs, &RulesConfig::default());
+    let woken: Vec<SegmentId> = edges_between(&g, 31, 20)
+        .iter()
+        .filter(|e| e.kind != EdgeKind::ThreadOrder)
+        .map(|e| e.dst)
+        .collect();
+    assert!(!woken.is_empty(), "{:#?}", g.edges);
+    for w in &woken {
+        let to: Vec<Tid> = g
+            .edges
+            .iter()
+            .filter(|e| e.src == *w && e.kind != EdgeKind::ThreadOrder)
+            .map(|e| e.dst.tid())
+            .collect();
+        assert!(
+            to.iter().all(|t| *t == Tid(31)),
+            "{w} took 31's wake-up and answered {to:?}: {:#?}",
+            g.segments
+        );
+    }
+    // 30's reply in round 1 comes from a segment of its own, after the wake-up's part.
+    let replies_to_30: Vec<SegmentId> = edges_between(&g, 20, 30).iter().map(|e| e.src).collect();
+    assert!(replies_to_30.iter().all(|r| !woken.contains(r)));
+    // Round 0: at the write to fd 6 (not yet known as a connection before it woke 31).
+    // Round 1: before the read of fd 5 (the new split), and at the read of fd 6.
+    assert_eq!(g.counts.get(Counter::SplitPeer), 3, "{:#?}", g.segments);
+}
+
 #[test]
 fn futex_hand_offs_are_weak_unless_a_condvar_or_a_pool_says_otherwise() {
     let build = || {
