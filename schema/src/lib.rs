@@ -516,6 +516,14 @@ pub enum StartCause {
 }
 
 impl StartCause {
+    /// Every cause, in declaration order.
+    pub const ALL: [StartCause; 4] = [
+        StartCause::FirstSeen,
+        StartCause::Created,
+        StartCause::Woken,
+        StartCause::Interrupt,
+    ];
+
     /// Stable lowercase name.
     pub fn name(&self) -> &'static str {
         match self {
@@ -544,6 +552,14 @@ pub enum EndCause {
 }
 
 impl EndCause {
+    /// Every cause, in declaration order.
+    pub const ALL: [EndCause; 4] = [
+        EndCause::Open,
+        EndCause::Woken,
+        EndCause::Exit,
+        EndCause::HandlerDone,
+    ];
+
     /// Stable lowercase name.
     pub fn name(&self) -> &'static str {
         match self {

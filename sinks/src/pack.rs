@@ -542,18 +542,8 @@ mod tests {
                 function: 1,
             },
         ];
-        let starts = [
-            StartCause::FirstSeen,
-            StartCause::Created,
-            StartCause::Woken,
-            StartCause::Interrupt,
-        ];
-        let ends = [
-            EndCause::Open,
-            EndCause::Woken,
-            EndCause::Exit,
-            EndCause::HandlerDone,
-        ];
+        let starts = StartCause::ALL;
+        let ends = EndCause::ALL;
         for (i, kind) in kinds.iter().enumerate() {
             for (j, start) in starts.iter().enumerate() {
                 let mut s = segment(-7 + i as i32, j as u32, 1_700_000_000_000_000_000);

@@ -164,18 +164,8 @@ pub fn all_segments() -> Vec<Segment> {
         },
         SegmentKind::Interrupt,
     ];
-    let starts = [
-        StartCause::FirstSeen,
-        StartCause::Created,
-        StartCause::Woken,
-        StartCause::Interrupt,
-    ];
-    let ends = [
-        EndCause::Open,
-        EndCause::Woken,
-        EndCause::Exit,
-        EndCause::HandlerDone,
-    ];
+    let starts = StartCause::ALL;
+    let ends = EndCause::ALL;
     let mut out = Vec::new();
     for (i, kind) in kinds.iter().enumerate() {
         for (j, start) in starts.iter().enumerate() {
