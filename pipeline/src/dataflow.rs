@@ -19,8 +19,10 @@
 //!        │              │                                             ▼
 //!        │              │                "pipeline::join_fire": (fire, Src) ⋈ Dst ─► edges
 //!        └──────────────┴────────────┬────────────────────────────────┘
-//!                                    ▼ exchange to worker 0 ─► output channel (containers
-//!                                      handed over as they are)
+//!                                    ▼ to worker 0: through a side channel from the
+//!                                      workers of its process (containers handed over as
+//!                                      they are), by exchange from other processes
+//!                                    ─► output channel
 //! ```
 //!
 //! The joins (`dataflow/join.rs`) are hash joins over closed epochs that hold one compact entry per
@@ -32,7 +34,9 @@
 //! processed (at most one epoch in flight). The output operator on worker 0 holds each
 //! epoch's changes until both its inputs (graph changes, rule counters) have passed the
 //! epoch, then sends them and [`Message::EpochDone`]: every update of *e* comes before
-//! `EpochDone(e)`, and none of *e+1* before it.
+//! `EpochDone(e)`, and none of *e+1* before it. (Changes that come through the side channel
+//! were sent while their operator held the epoch's capability, so they are all there once
+//! the frontier has passed it.)
 //! Records are never late here: ingest's merger releases an event only once every CPU's
 //! stream has passed its timestamp (see `argus_ingest::merge`).
 
@@ -333,6 +337,14 @@ pub fn run(
 ) -> Result<(), PipelineError> {
     let tcfg = timely_config(cfg)?;
     let rules = Arc::new(cfg.rules.clone());
+    // The workers of the process that writes `output` hand their graph changes to worker 0
+    // through this channel, tagged with the epoch, instead of a timely exchange (which
+    // copied every ~170-byte update into worker 0's buffers one at a time). Each sends
+    // while it still holds the epoch's capability, so by the time worker 0's frontier has
+    // passed the epoch, all of it is in the channel. Other processes of a cluster use the
+    // exchange.
+    let (side_tx, side_rx) = crossbeam_channel::unbounded::<(u64, Vec<(Update, Diff)>)>();
+    let local = cfg.process_id == 0;
     let guards = timely::execute(tcfg, move |worker| {
         let index = worker.index();
         let peers = worker.peers() as u64;
@@ -343,6 +355,7 @@ pub fn run(
         let epochs_in: Rc<RefCell<BTreeMap<u64, (Nanos, usize)>>> = Rc::default();
         let epochs_out = epochs_in.clone();
         let out_tx = output.clone();
+        let side_rx = side_rx.clone();
         worker.dataflow::<u64, _, _>(|scope| {
             let routed = handle.to_stream(scope);
 
@@ -358,6 +371,7 @@ pub fn run(
             let mut p_a: Port<SideA> = OutputBuilder::from(p_a);
             let mut p_b: Port<SideB> = OutputBuilder::from(p_b);
             let rk = rules.clone();
+            let side_k = local.then(|| side_tx.clone());
             kb.build(move |initial| {
                 drop(initial);
                 let mut keyed = Keyed::new(rk);
@@ -380,7 +394,13 @@ pub fn run(
                         let (caps, items) = entry.remove();
                         let mut outs = Outs::default();
                         keyed.epoch(items, &mut outs);
-                        ship_all(&mut p_upd, &caps[0], outs.updates);
+                        if let Some(tx) = &side_k {
+                            for c in outs.updates.into_containers() {
+                                let _ = tx.send((*caps[0].time(), c));
+                            }
+                        } else {
+                            ship_all(&mut p_upd, &caps[0], outs.updates);
+                        }
                         ship_all(&mut p_cnt, &caps[1], outs.counts);
                         ship_all(&mut p_a, &caps[2], outs.a);
                         ship_all(&mut p_b, &caps[3], outs.b);
@@ -399,6 +419,7 @@ pub fn run(
             let mut p_edges: Port<Update> = OutputBuilder::from(p_edges);
             let mut p_fires: Port<SideB> = OutputBuilder::from(p_fires);
             let ra = rules.clone();
+            let side_a = local.then(|| side_tx.clone());
             ab.build(move |initial| {
                 drop(initial);
                 let mut stage = StageA::new();
@@ -426,7 +447,13 @@ pub fn run(
                             |e, d| edges.push((Update::Edge(e), d)),
                             |f, d| fired.push((f, d)),
                         );
-                        ship(&mut p_edges, &caps[0], edges);
+                        match &side_a {
+                            Some(tx) if !edges.is_empty() => {
+                                let _ = tx.send((*caps[0].time(), edges));
+                            }
+                            Some(_) => {}
+                            None => ship(&mut p_edges, &caps[0], edges),
+                        }
                         ship(&mut p_fires, &caps[1], fired);
                     }
                 }
@@ -434,6 +461,7 @@ pub fn run(
 
             // Join stage B, by effect seq: paired edges.
             let rb = rules.clone();
+            let side_b_tx = local.then(|| side_tx.clone());
             let edges_b = side_b
                 .concat(fires)
                 .unary_frontier::<CapacityContainerBuilder<Vec<(Update, Diff)>>, _, _, _>(
@@ -457,7 +485,10 @@ pub fn run(
                                 let (cap, delta) = entry.remove();
                                 let mut edges = Vec::new();
                                 stage.epoch(delta, &rb, |e, d| edges.push((Update::Edge(e), d)));
-                                if !edges.is_empty() {
+                                if edges.is_empty() {
+                                } else if let Some(tx) = &side_b_tx {
+                                    let _ = tx.send((*cap.time(), edges));
+                                } else {
                                     output.session(&cap).give_container(&mut edges);
                                 }
                             }
@@ -498,6 +529,12 @@ pub fn run(
                                 let e = *entry.key();
                                 if uf.less_equal(&e) || cf.less_equal(&e) {
                                     break;
+                                }
+                                // Everything this process's workers made for `e` is in the
+                                // side channel by now (sent before their capabilities for
+                                // `e` went).
+                                for (t, c) in side_rx.try_iter() {
+                                    held.entry(t).or_default().push(c);
                                 }
                                 let (watermark, events) = entry.remove();
                                 // A closed receiver means the caller stopped listening.
