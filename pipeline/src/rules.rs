@@ -753,7 +753,7 @@ impl ChannelMap {
             return end;
         }
         match self.own(pid, fd, ts) {
-            Some((end, lo, hi)) => {
+            Own::Here { end, lo, hi } => {
                 MEMO.with(|m| {
                     m.borrow_mut()[slot] = Memo {
                         map: self.version,
@@ -766,30 +766,40 @@ impl ChannelMap {
                 });
                 end
             }
-            None => self.resolve(pid, fd, ts),
+            Own::Parent { at, parent } => self.resolve(parent, fd, at),
         }
     }
 
-    /// The answer from `pid`'s own spans alone, with the times `[lo, hi)` over which it
-    /// holds: the latest span at `ts` since the process's latest creation (until the next
-    /// span or creation), or nothing at all before the first span and creation. `None`
-    /// when the answer is the parent's.
-    fn own(&self, pid: Pid, fd: i32, ts: Nanos) -> Option<(Option<ChannelEnd>, Nanos, Nanos)> {
+    /// What `pid`'s own table says of `fd` at `ts`: the latest span since the process's
+    /// latest creation, with the times over which that holds (until the next span or
+    /// creation; nothing at all before the first of either), else the parent's table as it
+    /// was at the fork.
+    fn own(&self, pid: Pid, fd: i32, ts: Nanos) -> Own {
         let forks = self.parents.get(&pid).map_or(&[][..], Vec::as_slice);
         let fi = forks.partition_point(|&(at, _)| at <= ts);
-        let born = fi.checked_sub(1).map(|i| forks[i].0);
+        let fork = fi.checked_sub(1).map(|i| forks[i]);
         let spans = self.spans.get(&(pid, fd)).map_or(&[][..], Vec::as_slice);
         let si = spans.partition_point(|&(at, _)| at <= ts);
         let hi = forks
             .get(fi)
             .map_or(Nanos(u64::MAX), |f| f.0)
             .min(spans.get(si).map_or(Nanos(u64::MAX), |s| s.0));
-        match (si.checked_sub(1).map(|i| spans[i]), born) {
-            (Some((from, end)), born) if born.is_none_or(|b| from >= b) => {
-                Some((Some(end), from, hi))
+        if let Some((from, end)) = si.checked_sub(1).map(|i| spans[i]) {
+            if fork.is_none_or(|(born, _)| from >= born) {
+                return Own::Here {
+                    end: Some(end),
+                    lo: from,
+                    hi,
+                };
             }
-            (None, None) => Some((None, Nanos(0), hi)),
-            _ => None,
+        }
+        match fork {
+            Some((at, parent)) => Own::Parent { at, parent },
+            None => Own::Here {
+                end: None,
+                lo: Nanos(0),
+                hi,
+            },
         }
     }
 
@@ -798,26 +808,25 @@ impl ChannelMap {
         let (mut pid, mut ts) = (pid, ts);
         // Parent chains are short; the bound guards against a cycle in bad input.
         for _ in 0..16 {
-            let fork = self.parents.get(&pid).and_then(|v| last_at(v, ts));
-            let born = fork.map_or(Nanos(0), |(at, _)| at);
-            let own = self.spans.get(&(pid, fd)).and_then(|v| last_at(v, ts));
-            if let Some((from, end)) = own {
-                if from >= born {
-                    return Some(end);
-                }
+            match self.own(pid, fd, ts) {
+                Own::Here { end, .. } => return end,
+                Own::Parent { at, parent } => (pid, ts) = (parent, at),
             }
-            let (at, parent) = fork?;
-            pid = parent;
-            ts = at;
         }
         None
     }
 }
 
-/// The last entry of `v` (sorted by time) at or before `ts`.
-fn last_at<T: Copy>(v: &[(Nanos, T)], ts: Nanos) -> Option<(Nanos, T)> {
-    let i = v.partition_point(|&(at, _)| at <= ts);
-    i.checked_sub(1).map(|i| v[i])
+/// What one process's own descriptor table says ([`ChannelMap::own`]).
+enum Own {
+    /// `end` (nothing when `None`) holds for every time in `[lo, hi)`.
+    Here {
+        end: Option<ChannelEnd>,
+        lo: Nanos,
+        hi: Nanos,
+    },
+    /// The descriptor is the parent's, as it was at the fork.
+    Parent { at: Nanos, parent: Pid },
 }
 
 /// What a key's state machine is about.
