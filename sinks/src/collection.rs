@@ -86,16 +86,13 @@ struct Run {
 impl Run {
     /// Packs sorted, consolidated updates, through `scratch` so the run is allocated once at
     /// its exact size.
-    fn pack<'a, T: Pack + 'a>(
-        updates: impl IntoIterator<Item = &'a (T, i64)>,
-        scratch: &mut Vec<u8>,
-    ) -> Run {
+    fn pack<T: Pack>(updates: impl IntoIterator<Item = (T, i64)>, scratch: &mut Vec<u8>) -> Run {
         scratch.clear();
         let mut prev = T::Prev::default();
         let mut len = 0;
         for (record, diff) in updates {
             record.pack(&mut prev, scratch);
-            put_i64(scratch, *diff);
+            put_i64(scratch, diff);
             len += 1;
         }
         Run {
@@ -301,9 +298,8 @@ impl<T: Ord + Clone + Debug + Pack> CollectionSink<T> {
             return;
         }
         consolidate_updates(&mut self.open);
-        let run = Run::pack(&self.open, &mut self.scratch);
-        // The open chunk's allocation is kept for the next one.
-        self.open.clear();
+        // Drained: the open chunk's allocation is kept for the next one.
+        let run = Run::pack(self.open.drain(..), &mut self.scratch);
         self.chunks.push(run);
     }
 
@@ -396,22 +392,22 @@ impl<T: Ord + Clone + Debug + Pack> CollectionSink<T> {
         if self.pending == 0 {
             return;
         }
+        // Merged straight from the old runs into the new one: no unpacked copy of them all.
         let runs = self.take_runs();
-        let all: Vec<(T, i64)> = merged(runs.iter().map(Run::decode).collect()).collect();
-        self.settled = Run::pack(&all, &mut self.scratch);
+        let all = merged(runs.iter().map(Run::decode::<T>).collect());
+        self.settled = Run::pack(all, &mut self.scratch);
     }
 
     /// The consolidated records, unpacked.
     fn view(&self) -> Vec<(T, i64)> {
         let mut open = self.open.clone();
         consolidate_updates(&mut open);
-        let mut runs: Vec<Decode<&[u8], T>> = std::iter::once(&self.settled)
+        type Updates<'a, T> = Box<dyn Iterator<Item = (T, i64)> + 'a>;
+        let mut runs: Vec<Updates<'_, T>> = std::iter::once(&self.settled)
             .chain(&self.chunks)
-            .map(Run::decode)
+            .map(|r| Box::new(r.decode::<T>()) as Updates<'_, T>)
             .collect();
-        let mut scratch = Vec::new();
-        let open = Run::pack(&open, &mut scratch);
-        runs.push(open.decode());
+        runs.push(Box::new(open.into_iter()));
         merged(runs).collect()
     }
 
