@@ -293,6 +293,31 @@ fn ship<D: Clone + 'static>(port: &mut Port<D>, cap: &Capability<u64>, mut data:
     }
 }
 
+/// Where an operator's graph changes go: through the side channel to worker 0 (the workers
+/// of the process that writes the output, see [`run`]), else (`None`) on the operator's
+/// stream, which the caller ships them on.
+struct ToOutput(Option<Sender<(u64, Changes)>>);
+
+/// A container of graph changes.
+type Changes = Vec<(Update, Diff)>;
+
+impl ToOutput {
+    /// Sends `changes` of epoch `epoch` through the side channel when there is one (the
+    /// caller must still hold the epoch's capability); otherwise hands them back.
+    fn send(&self, epoch: u64, changes: Changes) -> Option<Changes> {
+        match &self.0 {
+            Some(tx) => {
+                if !changes.is_empty() {
+                    // A closed receiver means the output operator is gone (shutting down).
+                    let _ = tx.send((epoch, changes));
+                }
+                None
+            }
+            None => Some(changes),
+        }
+    }
+}
+
 /// Sends every container of `data` at `cap` on `port`.
 fn ship_all<D: Clone + 'static>(
     port: &mut Port<D>,
@@ -343,7 +368,7 @@ pub fn run(
     // while it still holds the epoch's capability, so by the time worker 0's frontier has
     // passed the epoch, all of it is in the channel. Other processes of a cluster use the
     // exchange.
-    let (side_tx, side_rx) = crossbeam_channel::unbounded::<(u64, Vec<(Update, Diff)>)>();
+    let (side_tx, side_rx) = crossbeam_channel::unbounded::<(u64, Changes)>();
     let local = cfg.process_id == 0;
     let guards = timely::execute(tcfg, move |worker| {
         let index = worker.index();
@@ -371,7 +396,7 @@ pub fn run(
             let mut p_a: Port<SideA> = OutputBuilder::from(p_a);
             let mut p_b: Port<SideB> = OutputBuilder::from(p_b);
             let rk = rules.clone();
-            let side_k = local.then(|| side_tx.clone());
+            let to_out = ToOutput(local.then(|| side_tx.clone()));
             kb.build(move |initial| {
                 drop(initial);
                 let mut keyed = Keyed::new(rk);
@@ -394,12 +419,10 @@ pub fn run(
                         let (caps, items) = entry.remove();
                         let mut outs = Outs::default();
                         keyed.epoch(items, &mut outs);
-                        if let Some(tx) = &side_k {
-                            for c in outs.updates.into_containers() {
-                                let _ = tx.send((*caps[0].time(), c));
+                        for c in outs.updates.into_containers() {
+                            if let Some(c) = to_out.send(*caps[0].time(), c) {
+                                ship(&mut p_upd, &caps[0], c);
                             }
-                        } else {
-                            ship_all(&mut p_upd, &caps[0], outs.updates);
                         }
                         ship_all(&mut p_cnt, &caps[1], outs.counts);
                         ship_all(&mut p_a, &caps[2], outs.a);
@@ -419,7 +442,7 @@ pub fn run(
             let mut p_edges: Port<Update> = OutputBuilder::from(p_edges);
             let mut p_fires: Port<SideB> = OutputBuilder::from(p_fires);
             let ra = rules.clone();
-            let side_a = local.then(|| side_tx.clone());
+            let to_out = ToOutput(local.then(|| side_tx.clone()));
             ab.build(move |initial| {
                 drop(initial);
                 let mut stage = StageA::new();
@@ -447,12 +470,8 @@ pub fn run(
                             |e, d| edges.push((Update::Edge(e), d)),
                             |f, d| fired.push((f, d)),
                         );
-                        match &side_a {
-                            Some(tx) if !edges.is_empty() => {
-                                let _ = tx.send((*caps[0].time(), edges));
-                            }
-                            Some(_) => {}
-                            None => ship(&mut p_edges, &caps[0], edges),
+                        if let Some(edges) = to_out.send(*caps[0].time(), edges) {
+                            ship(&mut p_edges, &caps[0], edges);
                         }
                         ship(&mut p_fires, &caps[1], fired);
                     }
@@ -461,7 +480,7 @@ pub fn run(
 
             // Join stage B, by effect seq: paired edges.
             let rb = rules.clone();
-            let side_b_tx = local.then(|| side_tx.clone());
+            let to_out = ToOutput(local.then(|| side_tx.clone()));
             let edges_b = side_b
                 .concat(fires)
                 .unary_frontier::<CapacityContainerBuilder<Vec<(Update, Diff)>>, _, _, _>(
@@ -485,11 +504,10 @@ pub fn run(
                                 let (cap, delta) = entry.remove();
                                 let mut edges = Vec::new();
                                 stage.epoch(delta, &rb, |e, d| edges.push((Update::Edge(e), d)));
-                                if edges.is_empty() {
-                                } else if let Some(tx) = &side_b_tx {
-                                    let _ = tx.send((*cap.time(), edges));
-                                } else {
-                                    output.session(&cap).give_container(&mut edges);
+                                if let Some(mut edges) = to_out.send(*cap.time(), edges) {
+                                    if !edges.is_empty() {
+                                        output.session(&cap).give_container(&mut edges);
+                                    }
                                 }
                             }
                         }
