@@ -2260,12 +2260,14 @@ impl ThreadState {
         }
         if ret > 0 {
             if let [t] = m.woke[..] {
-                // This connection leads to `t`.
-                self.peer_tasks.retain(|(p, _)| *p != m.peer);
-                if self.peer_tasks.len() >= MAX_CONN_FDS {
-                    self.peer_tasks.remove(0);
+                // This connection leads to `t` (most often known already, as the latest).
+                if self.peer_tasks.last() != Some(&(m.peer, t)) {
+                    self.peer_tasks.retain(|(p, _)| *p != m.peer);
+                    if self.peer_tasks.len() >= MAX_CONN_FDS {
+                        self.peer_tasks.remove(0);
+                    }
+                    self.peer_tasks.push((m.peer, t));
                 }
-                self.peer_tasks.push((m.peer, t));
             }
         }
         // A readiness wait woken by one task may return several ready connections and the
