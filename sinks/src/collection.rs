@@ -3,6 +3,7 @@
 use crate::error::SinkError;
 use crate::pack::{get_i64, put_i64, Pack};
 use argus_schema::{Epoch, UpdateSink};
+use std::borrow::Borrow;
 use std::fmt::Debug;
 use std::marker::PhantomData;
 
@@ -86,13 +87,19 @@ struct Run {
 impl Run {
     /// Packs sorted, consolidated updates, through `scratch` so the run is allocated once at
     /// its exact size.
-    fn pack<T: Pack>(updates: impl IntoIterator<Item = (T, i64)>, scratch: &mut Vec<u8>) -> Run {
+    /// (By reference or by value: the open chunk is packed in place, a merge of runs as it
+    /// is decoded.)
+    fn pack<T: Pack, U: Borrow<(T, i64)>>(
+        updates: impl IntoIterator<Item = U>,
+        scratch: &mut Vec<u8>,
+    ) -> Run {
         scratch.clear();
         let mut prev = T::Prev::default();
         let mut len = 0;
-        for (record, diff) in updates {
+        for u in updates {
+            let (record, diff) = u.borrow();
             record.pack(&mut prev, scratch);
-            put_i64(scratch, diff);
+            put_i64(scratch, *diff);
             len += 1;
         }
         Run {
@@ -298,8 +305,9 @@ impl<T: Ord + Clone + Debug + Pack> CollectionSink<T> {
             return;
         }
         consolidate_updates(&mut self.open);
-        // Drained: the open chunk's allocation is kept for the next one.
-        let run = Run::pack(self.open.drain(..), &mut self.scratch);
+        let run = Run::pack(&self.open, &mut self.scratch);
+        // The open chunk's allocation is kept for the next one.
+        self.open.clear();
         self.chunks.push(run);
     }
 
