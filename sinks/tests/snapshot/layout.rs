@@ -49,3 +49,46 @@ fn every_file_embeds_its_tables_arrow_schema() {
         );
     }
 }
+
+#[test]
+fn sorted_graph_columns_are_delta_encoded_without_dictionary() {
+    use parquet::basic::Encoding;
+    let dir = tempfile::tempdir().unwrap();
+    let target = dir.path().join("snap");
+    argus_sinks::write_snapshot(&target, &sample()).unwrap();
+    let expect: [(&str, &[&str]); 2] = [
+        (
+            "segments.parquet",
+            &[
+                "id",
+                "tid",
+                "pid",
+                "start_ns",
+                "end_ns",
+                "wait_start_ns",
+                // A nested leaf: its setting must reach the path `syscall_seq.list.item`.
+                "syscall_seq.list.item",
+            ],
+        ),
+        ("edges.parquet", &["src", "dst", "ts_ns"]),
+    ];
+    for (file, columns) in expect {
+        let reader =
+            SerializedFileReader::new(std::fs::File::open(target.join(file)).unwrap()).unwrap();
+        let rg = reader.metadata().row_group(0);
+        for name in columns {
+            let col = rg
+                .columns()
+                .iter()
+                .find(|c| c.column_path().string() == *name)
+                .unwrap_or_else(|| panic!("{file} has no column {name}"));
+            let encodings: Vec<Encoding> = col.encodings().collect();
+            assert!(
+                encodings.contains(&Encoding::DELTA_BINARY_PACKED)
+                    && !encodings.contains(&Encoding::RLE_DICTIONARY)
+                    && col.dictionary_page_offset().is_none(),
+                "{file} {name}: {encodings:?}"
+            );
+        }
+    }
+}
