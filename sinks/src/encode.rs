@@ -3,7 +3,7 @@
 
 use crate::table::Table;
 use argus_schema::{
-    CausalEdge, ErrorRecord, Event, EventKind, Segment, SegmentKind, Spin, ThreadInfo,
+    CausalEdge, Context, ErrorRecord, Event, EventKind, Segment, SegmentKind, Spin, ThreadInfo,
 };
 use arrow::array::{
     ArrayBuilder, ArrayRef, BooleanBuilder, Int32Builder, ListBuilder, PrimitiveArray, StringArray,
@@ -40,11 +40,10 @@ pub(crate) fn state_letter(state: u8, buf: &mut [u8; 4]) -> &str {
     char::from(state).encode_utf8(buf)
 }
 
-/// A fixed-width column being filled for one batch: the values (zero where null) and one
-/// validity byte per row, packed into Arrow's bitmap (LSB first) when the batch is finished,
-/// and dropped when no row is null. Cheaper per row than arrow's builders, which the events
-/// table (one row per recorded event, nine optional columns) felt: pushing is branch-free
-/// and the values become the array without a copy.
+/// A fixed-width column with nulls being filled for one batch: the values (zero where null)
+/// and one validity byte per row, packed into Arrow's bitmap (LSB first) when the batch is
+/// finished, and dropped when no row is null. Cheaper per row than arrow's builders: pushing
+/// is branch-free and the values become the array without a copy.
 struct Column<T: ArrowPrimitiveType> {
     values: Vec<T::Native>,
     valid: Vec<u8>,
@@ -56,12 +55,6 @@ impl<T: ArrowPrimitiveType> Column<T> {
             values: Vec::with_capacity(n),
             valid: Vec::with_capacity(n),
         }
-    }
-
-    #[inline]
-    fn push(&mut self, v: T::Native) {
-        self.values.push(v);
-        self.valid.push(1);
     }
 
     #[inline]
@@ -135,26 +128,177 @@ impl Names {
     }
 }
 
+/// Which of the events table's optional columns a row fills (bits of [`Tag::present`]).
+mod has {
+    pub const TARGET: u16 = 1;
+    pub const NR: u16 = 1 << 1;
+    pub const ARG0: u16 = 1 << 2;
+    pub const ARG1: u16 = 1 << 3;
+    /// `arg2`..`arg5`: only system calls fill them, all four at once.
+    pub const ARGS2_5: u16 = 1 << 4;
+    pub const RET: u16 = 1 << 5;
+    pub const STATE: u16 = 1 << 6;
+    pub const TEXT: u16 = 1 << 7;
+}
+
+/// One events row's small fields: its context and kind (indices into [`CONTEXTS`] and
+/// [`KIND_NAMES`]), its state letter, and which optional columns it fills. One store per
+/// row where the names and nine validity flags were a dozen; the columns are built from the
+/// tags when the batch is finished.
+#[derive(Clone, Copy, Default)]
+struct Tag {
+    ctx: u8,
+    kind: u8,
+    state: u8,
+    present: u16,
+}
+
+/// Contexts by their `as u8` number (declaration order).
+const CONTEXTS: [Context; 4] = [
+    Context::Task,
+    Context::SoftIrq,
+    Context::HardIrq,
+    Context::Nmi,
+];
+
+/// Event kind names by [`kind_code`].
+const KIND_NAMES: [&str; 26] = [
+    "switch",
+    "waking",
+    "wakeup_new",
+    "fork",
+    "exec",
+    "exit",
+    "sys_enter",
+    "sys_exit",
+    "irq_entry",
+    "irq_exit",
+    "softirq_entry",
+    "softirq_exit",
+    "hrtimer_start",
+    "hrtimer_expire",
+    "hrtimer_expire_exit",
+    "marker",
+    "work_queue",
+    "work_start",
+    "work_end",
+    "timer_start",
+    "timer_expire",
+    "timer_expire_exit",
+    "signal_generate",
+    "signal_deliver",
+    "stack",
+    "flag_access",
+];
+
+/// The index of an event's kind in [`KIND_NAMES`] (whose entries are `EventKind::name`).
+fn kind_code(k: &EventKind) -> u8 {
+    match k {
+        EventKind::Switch { .. } => 0,
+        EventKind::Waking { .. } => 1,
+        EventKind::WakeupNew { .. } => 2,
+        EventKind::Fork { .. } => 3,
+        EventKind::Exec => 4,
+        EventKind::Exit => 5,
+        EventKind::SysEnter { .. } => 6,
+        EventKind::SysExit { .. } => 7,
+        EventKind::IrqEntry { .. } => 8,
+        EventKind::IrqExit { .. } => 9,
+        EventKind::SoftirqEntry { .. } => 10,
+        EventKind::SoftirqExit { .. } => 11,
+        EventKind::HrtimerStart { .. } => 12,
+        EventKind::HrtimerExpire { .. } => 13,
+        EventKind::HrtimerExpireExit { .. } => 14,
+        EventKind::Marker { .. } => 15,
+        EventKind::WorkQueue { .. } => 16,
+        EventKind::WorkStart { .. } => 17,
+        EventKind::WorkEnd { .. } => 18,
+        EventKind::TimerStart { .. } => 19,
+        EventKind::TimerExpire { .. } => 20,
+        EventKind::TimerExpireExit { .. } => 21,
+        EventKind::SignalGenerate { .. } => 22,
+        EventKind::SignalDeliver { .. } => 23,
+        EventKind::Stack { .. } => 24,
+        EventKind::FlagAccess { .. } => 25,
+    }
+}
+
+/// A never-null fixed-width column: the values become the array without a copy.
+struct Plain<T: ArrowPrimitiveType> {
+    values: Vec<T::Native>,
+}
+
+impl<T: ArrowPrimitiveType> Plain<T> {
+    fn with_capacity(n: usize) -> Self {
+        Plain {
+            values: Vec::with_capacity(n),
+        }
+    }
+
+    #[inline]
+    fn push(&mut self, v: T::Native) {
+        self.values.push(v);
+    }
+
+    /// The array (with the rows' validity, if any row is null); starts the next batch.
+    fn finish_with(&mut self, nulls: Option<NullBuffer>) -> ArrayRef {
+        let cap = self.values.capacity();
+        let values = std::mem::replace(&mut self.values, Vec::with_capacity(cap));
+        Arc::new(PrimitiveArray::<T>::new(ScalarBuffer::from(values), nulls))
+    }
+
+    fn finish(&mut self) -> ArrayRef {
+        self.finish_with(None)
+    }
+}
+
+/// The validity of the optional column `bit` of [`has`]; `None` when no row is null.
+fn validity(tags: &[Tag], bit: u16) -> Option<NullBuffer> {
+    let nulls = NullBuffer::new(BooleanBuffer::collect_bool(tags.len(), |i| {
+        tags[i].present & bit != 0
+    }));
+    (nulls.null_count() > 0).then_some(nulls)
+}
+
+/// A never-null string column of names, one table entry per row.
+fn names_column<'a>(rows: usize, names: impl Iterator<Item = &'a str>, bytes: usize) -> ArrayRef {
+    let mut offsets = Vec::with_capacity(rows + 1);
+    let mut data = Vec::with_capacity(bytes);
+    offsets.push(0i32);
+    for name in names {
+        data.extend_from_slice(name.as_bytes());
+        // A batch holds far fewer than 2 GiB of names.
+        offsets.push(data.len() as i32);
+    }
+    let names = StringArray::try_new(
+        OffsetBuffer::new(ScalarBuffer::from(offsets)),
+        Buffer::from_vec(data),
+        None,
+    )
+    .expect("invariant: whole &str names with monotonic offsets make a valid string array");
+    Arc::new(names)
+}
+
 pub(crate) struct EventEncoder {
-    rows: usize,
-    ts: Column<UInt64Type>,
-    seq: Column<UInt64Type>,
-    cpu: Column<UInt32Type>,
-    pid: Column<Int32Type>,
-    tid: Column<Int32Type>,
-    ctx: Names,
-    kind: Names,
-    target: Column<Int32Type>,
-    nr: Column<Int32Type>,
-    arg0: Column<UInt64Type>,
-    arg1: Column<UInt64Type>,
-    arg2: Column<UInt64Type>,
-    arg3: Column<UInt64Type>,
-    arg4: Column<UInt64Type>,
-    arg5: Column<UInt64Type>,
-    ret: Column<Int64Type>,
-    state: StringBuilder,
-    text: StringBuilder,
+    ts: Plain<UInt64Type>,
+    seq: Plain<UInt64Type>,
+    cpu: Plain<UInt32Type>,
+    pid: Plain<Int32Type>,
+    tid: Plain<Int32Type>,
+    tags: Vec<Tag>,
+    // The optional columns: a value per row (zero where the row has none, see `Tag`).
+    target: Plain<Int32Type>,
+    nr: Plain<Int32Type>,
+    arg0: Plain<UInt64Type>,
+    arg1: Plain<UInt64Type>,
+    arg2: Plain<UInt64Type>,
+    arg3: Plain<UInt64Type>,
+    arg4: Plain<UInt64Type>,
+    arg5: Plain<UInt64Type>,
+    ret: Plain<Int64Type>,
+    /// Marker and stack texts, back to back, with `(row, end offset)` of each.
+    text: Vec<u8>,
+    text_rows: Vec<(u32, u32)>,
 }
 
 impl Encoder for EventEncoder {
@@ -163,203 +307,274 @@ impl Encoder for EventEncoder {
 
     fn with_capacity(n: usize) -> Self {
         EventEncoder {
-            rows: 0,
-            ts: Column::with_capacity(n),
-            seq: Column::with_capacity(n),
-            cpu: Column::with_capacity(n),
-            pid: Column::with_capacity(n),
-            tid: Column::with_capacity(n),
-            ctx: Names::with_capacity(n, n * 4),
-            kind: Names::with_capacity(n, n * 8),
-            target: Column::with_capacity(n),
-            nr: Column::with_capacity(n),
-            arg0: Column::with_capacity(n),
-            arg1: Column::with_capacity(n),
-            arg2: Column::with_capacity(n),
-            arg3: Column::with_capacity(n),
-            arg4: Column::with_capacity(n),
-            arg5: Column::with_capacity(n),
-            ret: Column::with_capacity(n),
-            state: StringBuilder::with_capacity(n, n),
-            text: StringBuilder::new(),
+            ts: Plain::with_capacity(n),
+            seq: Plain::with_capacity(n),
+            cpu: Plain::with_capacity(n),
+            pid: Plain::with_capacity(n),
+            tid: Plain::with_capacity(n),
+            tags: Vec::with_capacity(n),
+            target: Plain::with_capacity(n),
+            nr: Plain::with_capacity(n),
+            arg0: Plain::with_capacity(n),
+            arg1: Plain::with_capacity(n),
+            arg2: Plain::with_capacity(n),
+            arg3: Plain::with_capacity(n),
+            arg4: Plain::with_capacity(n),
+            arg5: Plain::with_capacity(n),
+            ret: Plain::with_capacity(n),
+            text: Vec::new(),
+            text_rows: Vec::new(),
         }
     }
 
     fn push(&mut self, e: &Event) {
-        self.rows += 1;
         self.ts.push(e.ts.0);
         self.seq.push(e.seq);
         self.cpu.push(e.cpu.0);
         self.pid.push(e.pid.0);
         self.tid.push(e.tid.0);
-        self.ctx.push(e.ctx.name());
-        self.kind.push(e.kind.name());
         // The payload columns, see docs/snapshot.md. Signed values stored in UInt64 columns
         // (tids, pids) are sign-extended; unsigned values in signed columns are bit casts.
-        let mut target = None;
-        let mut nr = None;
-        let mut arg0 = None;
-        let mut arg1 = None;
-        let mut rest: Option<[u64; 4]> = None;
-        let mut ret = None;
-        let stack_text;
-        let mut state = None;
-        let mut text = None;
+        let mut present = 0u16;
+        let (mut target, mut nr, mut arg0, mut arg1, mut ret) = (0, 0, 0, 0, 0);
+        let mut rest = [0u64; 4];
+        let mut state = 0u8;
+        let mut text: Option<std::borrow::Cow<'_, str>> = None;
         match &e.kind {
             EventKind::Switch {
                 prev,
                 prev_state,
                 next,
             } => {
-                target = Some(next.0);
-                arg0 = Some(prev.0 as i64 as u64);
-                state = Some(prev_state.0);
+                present = has::TARGET | has::ARG0 | has::STATE;
+                target = next.0;
+                arg0 = prev.0 as i64 as u64;
+                state = prev_state.0;
             }
             EventKind::Waking { target: t } | EventKind::WakeupNew { target: t } => {
-                target = Some(t.0)
+                present = has::TARGET;
+                target = t.0;
             }
             EventKind::Fork {
                 child,
                 child_pid,
                 thread,
             } => {
-                target = Some(child.0);
-                arg0 = Some(child_pid.0 as i64 as u64);
-                arg1 = Some(u64::from(*thread));
+                present = has::TARGET | has::ARG0 | has::ARG1;
+                target = child.0;
+                arg0 = child_pid.0 as i64 as u64;
+                arg1 = u64::from(*thread);
             }
             EventKind::Exec | EventKind::Exit => {}
             EventKind::SysEnter { nr: n, args } => {
-                nr = Some(*n);
-                arg0 = Some(args[0]);
-                arg1 = Some(args[1]);
-                rest = Some([args[2], args[3], args[4], args[5]]);
+                present = has::NR | has::ARG0 | has::ARG1 | has::ARGS2_5;
+                nr = *n;
+                arg0 = args[0];
+                arg1 = args[1];
+                rest = [args[2], args[3], args[4], args[5]];
             }
             EventKind::SysExit { nr: n, ret: r } => {
-                nr = Some(*n);
-                ret = Some(*r);
+                present = has::NR | has::RET;
+                nr = *n;
+                ret = *r;
             }
-            EventKind::IrqEntry { irq } | EventKind::IrqExit { irq } => nr = Some(*irq),
+            EventKind::IrqEntry { irq } | EventKind::IrqExit { irq } => {
+                present = has::NR;
+                nr = *irq;
+            }
             EventKind::SoftirqEntry { vec } | EventKind::SoftirqExit { vec } => {
-                nr = Some(*vec as i32)
+                present = has::NR;
+                nr = *vec as i32;
             }
             EventKind::HrtimerStart {
                 timer,
                 function,
                 expires,
-            } => {
-                arg0 = Some(*timer);
-                arg1 = Some(*function);
-                ret = Some(*expires as i64);
             }
-            EventKind::HrtimerExpire { timer, function } => {
-                arg0 = Some(*timer);
-                arg1 = Some(*function);
-            }
-            EventKind::HrtimerExpireExit { timer } => arg0 = Some(*timer),
-            EventKind::Marker { text: t } => text = Some(t.as_str()),
-            EventKind::WorkQueue { work, function } | EventKind::WorkStart { work, function } => {
-                arg0 = Some(*work);
-                arg1 = Some(*function);
-            }
-            EventKind::WorkEnd { work } => arg0 = Some(*work),
-            EventKind::TimerStart {
+            | EventKind::TimerStart {
                 timer,
                 function,
                 expires,
             } => {
-                arg0 = Some(*timer);
-                arg1 = Some(*function);
-                ret = Some(*expires as i64);
+                present = has::ARG0 | has::ARG1 | has::RET;
+                arg0 = *timer;
+                arg1 = *function;
+                ret = *expires as i64;
             }
-            EventKind::TimerExpire { timer, function } => {
-                arg0 = Some(*timer);
-                arg1 = Some(*function);
+            EventKind::HrtimerExpire { timer, function }
+            | EventKind::TimerExpire { timer, function } => {
+                present = has::ARG0 | has::ARG1;
+                arg0 = *timer;
+                arg1 = *function;
             }
-            EventKind::TimerExpireExit { timer } => arg0 = Some(*timer),
+            EventKind::HrtimerExpireExit { timer } | EventKind::TimerExpireExit { timer } => {
+                present = has::ARG0;
+                arg0 = *timer;
+            }
+            EventKind::Marker { text: t } => {
+                present = has::TEXT;
+                text = Some(std::borrow::Cow::Borrowed(t.as_str()));
+            }
+            EventKind::WorkQueue { work, function } | EventKind::WorkStart { work, function } => {
+                present = has::ARG0 | has::ARG1;
+                arg0 = *work;
+                arg1 = *function;
+            }
+            EventKind::WorkEnd { work } => {
+                present = has::ARG0;
+                arg0 = *work;
+            }
             EventKind::SignalGenerate { sig, target: t } => {
-                nr = Some(*sig);
-                target = Some(t.0);
+                present = has::NR | has::TARGET;
+                nr = *sig;
+                target = t.0;
             }
-            EventKind::SignalDeliver { sig } => nr = Some(*sig),
+            EventKind::SignalDeliver { sig } => {
+                present = has::NR;
+                nr = *sig;
+            }
             EventKind::Stack { kernel, ips } => {
-                state = Some(if *kernel { b'k' } else { b'u' });
-                stack_text = ips
-                    .iter()
-                    .map(|ip| format!("{ip:x}"))
-                    .collect::<Vec<_>>()
-                    .join(",");
-                text = Some(stack_text.as_str());
+                present = has::STATE | has::TEXT;
+                state = if *kernel { b'k' } else { b'u' };
+                let hex: Vec<String> = ips.iter().map(|ip| format!("{ip:x}")).collect();
+                text = Some(std::borrow::Cow::Owned(hex.join(",")));
             }
             EventKind::FlagAccess { addr, write } => {
-                arg0 = Some(*addr);
-                state = Some(if *write { b'w' } else { b'r' });
+                present = has::ARG0 | has::STATE;
+                arg0 = *addr;
+                state = if *write { b'w' } else { b'r' };
             }
         }
-        self.target.push_option(target);
-        self.nr.push_option(nr);
-        self.arg0.push_option(arg0);
-        self.arg1.push_option(arg1);
-        self.arg2.push_option(rest.map(|r| r[0]));
-        self.arg3.push_option(rest.map(|r| r[1]));
-        self.arg4.push_option(rest.map(|r| r[2]));
-        self.arg5.push_option(rest.map(|r| r[3]));
-        self.ret.push_option(ret);
-        match state {
-            Some(s) => self.state.append_value(state_letter(s, &mut [0; 4])),
-            None => self.state.append_null(),
+        if let Some(t) = text {
+            self.text.extend_from_slice(t.as_bytes());
+            // A batch holds far fewer than 4 GiB of text (the writer cuts batches by rows).
+            self.text_rows
+                .push((self.tags.len() as u32, self.text.len() as u32));
         }
-        self.text.append_option(text);
+        self.tags.push(Tag {
+            ctx: e.ctx as u8,
+            kind: kind_code(&e.kind),
+            state,
+            present,
+        });
+        self.target.push(target);
+        self.nr.push(nr);
+        self.arg0.push(arg0);
+        self.arg1.push(arg1);
+        self.arg2.push(rest[0]);
+        self.arg3.push(rest[1]);
+        self.arg4.push(rest[2]);
+        self.arg5.push(rest[3]);
+        self.ret.push(ret);
     }
 
     fn len(&self) -> usize {
-        self.rows
+        self.tags.len()
     }
 
     fn finish(&mut self) -> Vec<ArrayRef> {
-        self.rows = 0;
+        let cap = self.tags.capacity();
+        let tags = std::mem::replace(&mut self.tags, Vec::with_capacity(cap));
+        let n = tags.len();
+        let ctx = names_column(
+            n,
+            tags.iter().map(|t| CONTEXTS[usize::from(t.ctx)].name()),
+            n * 4,
+        );
+        let kind = names_column(
+            n,
+            tags.iter().map(|t| KIND_NAMES[usize::from(t.kind)]),
+            n * 8,
+        );
+        let state = {
+            let mut offsets = Vec::with_capacity(n + 1);
+            let mut data = Vec::new();
+            offsets.push(0i32);
+            for t in &tags {
+                if t.present & has::STATE != 0 {
+                    data.extend_from_slice(state_letter(t.state, &mut [0; 4]).as_bytes());
+                }
+                offsets.push(data.len() as i32);
+            }
+            strings(offsets, data, validity(&tags, has::STATE))
+        };
+        let text = {
+            let mut offsets = Vec::with_capacity(n + 1);
+            offsets.push(0i32);
+            let mut rows = self.text_rows.drain(..).peekable();
+            let mut end = 0u32;
+            for i in 0..n as u32 {
+                if let Some(&(row, e)) = rows.peek() {
+                    if row == i {
+                        end = e;
+                        rows.next();
+                    }
+                }
+                offsets.push(end as i32);
+            }
+            drop(rows);
+            strings(
+                offsets,
+                std::mem::take(&mut self.text),
+                validity(&tags, has::TEXT),
+            )
+        };
+        let args2_5 = validity(&tags, has::ARGS2_5);
         vec![
             self.ts.finish(),
             self.seq.finish(),
             self.cpu.finish(),
             self.pid.finish(),
             self.tid.finish(),
-            self.ctx.finish(),
-            self.kind.finish(),
-            self.target.finish(),
-            self.nr.finish(),
-            self.arg0.finish(),
-            self.arg1.finish(),
-            self.arg2.finish(),
-            self.arg3.finish(),
-            self.arg4.finish(),
-            self.arg5.finish(),
-            self.ret.finish(),
-            fin(&mut self.state),
-            fin(&mut self.text),
+            ctx,
+            kind,
+            self.target.finish_with(validity(&tags, has::TARGET)),
+            self.nr.finish_with(validity(&tags, has::NR)),
+            self.arg0.finish_with(validity(&tags, has::ARG0)),
+            self.arg1.finish_with(validity(&tags, has::ARG1)),
+            self.arg2.finish_with(args2_5.clone()),
+            self.arg3.finish_with(args2_5.clone()),
+            self.arg4.finish_with(args2_5.clone()),
+            self.arg5.finish_with(args2_5),
+            self.ret.finish_with(validity(&tags, has::RET)),
+            state,
+            text,
         ]
     }
 }
 
+/// A string array from its parts (offsets monotonic over whole UTF-8 strings).
+fn strings(offsets: Vec<i32>, data: Vec<u8>, nulls: Option<NullBuffer>) -> ArrayRef {
+    Arc::new(
+        StringArray::try_new(
+            OffsetBuffer::new(ScalarBuffer::from(offsets)),
+            Buffer::from_vec(data),
+            nulls,
+        )
+        .expect("invariant: whole UTF-8 strings with monotonic offsets make a valid string array"),
+    )
+}
+
 pub(crate) struct SegmentEncoder {
     rows: usize,
-    id: Column<UInt64Type>,
-    tid: Column<Int32Type>,
-    pid: Column<Int32Type>,
+    id: Plain<UInt64Type>,
+    tid: Plain<Int32Type>,
+    pid: Plain<Int32Type>,
     kind: Names,
     irq: Column<Int64Type>,
-    start_ns: Column<UInt64Type>,
-    end_ns: Column<UInt64Type>,
+    start_ns: Plain<UInt64Type>,
+    end_ns: Plain<UInt64Type>,
     start_cause: Names,
     end_cause: Names,
     wait_start_ns: Column<UInt64Type>,
     wait_state: StringBuilder,
-    wait_syscall: Column<Int32Type>,
+    wait_syscall: Plain<Int32Type>,
     wait_ret: Column<Int64Type>,
-    on_cpu_ns: Column<UInt64Type>,
-    preemptions: Column<UInt32Type>,
-    yields: Column<UInt32Type>,
-    syscalls: Column<UInt32Type>,
-    events: Column<UInt32Type>,
+    on_cpu_ns: Plain<UInt64Type>,
+    preemptions: Plain<UInt32Type>,
+    yields: Plain<UInt32Type>,
+    syscalls: Plain<UInt32Type>,
+    events: Plain<UInt32Type>,
     syscall_seq: ListBuilder<Int32Builder>,
     timer_function: Column<UInt64Type>,
 }
@@ -386,24 +601,24 @@ impl Encoder for SegmentEncoder {
     fn with_capacity(n: usize) -> Self {
         SegmentEncoder {
             rows: 0,
-            id: Column::with_capacity(n),
-            tid: Column::with_capacity(n),
-            pid: Column::with_capacity(n),
+            id: Plain::with_capacity(n),
+            tid: Plain::with_capacity(n),
+            pid: Plain::with_capacity(n),
             kind: Names::with_capacity(n, n * 8),
             irq: Column::with_capacity(n),
-            start_ns: Column::with_capacity(n),
-            end_ns: Column::with_capacity(n),
+            start_ns: Plain::with_capacity(n),
+            end_ns: Plain::with_capacity(n),
             start_cause: Names::with_capacity(n, n * 8),
             end_cause: Names::with_capacity(n, n * 8),
             wait_start_ns: Column::with_capacity(n),
             wait_state: StringBuilder::with_capacity(n, n),
-            wait_syscall: Column::with_capacity(n),
+            wait_syscall: Plain::with_capacity(n),
             wait_ret: Column::with_capacity(n),
-            on_cpu_ns: Column::with_capacity(n),
-            preemptions: Column::with_capacity(n),
-            yields: Column::with_capacity(n),
-            syscalls: Column::with_capacity(n),
-            events: Column::with_capacity(n),
+            on_cpu_ns: Plain::with_capacity(n),
+            preemptions: Plain::with_capacity(n),
+            yields: Plain::with_capacity(n),
+            syscalls: Plain::with_capacity(n),
+            events: Plain::with_capacity(n),
             syscall_seq: ListBuilder::with_capacity(Int32Builder::with_capacity(n * 4), n)
                 .with_field(syscall_seq_item()),
             timer_function: Column::with_capacity(n),
@@ -480,12 +695,12 @@ impl Encoder for SegmentEncoder {
 
 pub(crate) struct EdgeEncoder {
     rows: usize,
-    src: Column<UInt64Type>,
-    dst: Column<UInt64Type>,
+    src: Plain<UInt64Type>,
+    dst: Plain<UInt64Type>,
     kind: Names,
     strength: Names,
-    ts: Column<UInt64Type>,
-    src_syscall: Column<Int32Type>,
+    ts: Plain<UInt64Type>,
+    src_syscall: Plain<Int32Type>,
 }
 
 impl Encoder for EdgeEncoder {
@@ -495,12 +710,12 @@ impl Encoder for EdgeEncoder {
     fn with_capacity(n: usize) -> Self {
         EdgeEncoder {
             rows: 0,
-            src: Column::with_capacity(n),
-            dst: Column::with_capacity(n),
+            src: Plain::with_capacity(n),
+            dst: Plain::with_capacity(n),
             kind: Names::with_capacity(n, n * 8),
             strength: Names::with_capacity(n, n * 6),
-            ts: Column::with_capacity(n),
-            src_syscall: Column::with_capacity(n),
+            ts: Plain::with_capacity(n),
+            src_syscall: Plain::with_capacity(n),
         }
     }
 
@@ -718,6 +933,13 @@ impl Encoder for ErrorEncoder {
 mod tests {
     use super::*;
     use arrow::array::Array;
+
+    #[test]
+    fn context_codes_are_declaration_order() {
+        for (i, c) in CONTEXTS.iter().enumerate() {
+            assert_eq!(*c as usize, i, "{c:?}");
+        }
+    }
 
     /// The hand-made columns equal arrow's builders for every pattern of nulls: none, the
     /// first null late and off a byte boundary, runs across bytes, and reuse after finish.

@@ -4,6 +4,7 @@ use crate::*;
 use argus_sinks::{SnapshotWriter, Table};
 use parquet::basic::Compression;
 use parquet::file::reader::{FileReader, SerializedFileReader};
+use std::path::Path;
 
 #[test]
 fn events_file_has_three_row_groups_for_2_5m_events() {
@@ -91,4 +92,94 @@ fn sorted_graph_columns_are_delta_encoded_without_dictionary() {
             );
         }
     }
+}
+
+/// The payload columns docs/snapshot.md lists for each event kind ("columns not listed are
+/// null"): every backquoted column name of the kind's row, `arg0` … `arg5` meaning all six.
+fn documented_payloads() -> std::collections::BTreeMap<String, Vec<String>> {
+    let doc =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/snapshot.md"))
+            .unwrap();
+    let section = doc
+        .split("Payload per `kind`")
+        .nth(1)
+        .expect("docs/snapshot.md has the payload table");
+    let payload_columns = [
+        "target", "nr", "arg0", "arg1", "arg2", "arg3", "arg4", "arg5", "ret", "state", "text",
+    ];
+    let mut out = std::collections::BTreeMap::new();
+    // The header row, the rule row, then one row per kind up to the first non-table line.
+    for line in section.lines().skip_while(|l| !l.starts_with('|')).skip(2) {
+        let cells: Vec<&str> = line.split('|').map(str::trim).collect();
+        if cells.len() < 4 {
+            break;
+        }
+        let kind = cells[1].trim_matches('`').to_string();
+        let payload = cells[3].replace(
+            "`arg0` … `arg5`",
+            "`arg0` `arg1` `arg2` `arg3` `arg4` `arg5`",
+        );
+        let mut cols: Vec<String> = payload
+            .split('`')
+            .skip(1)
+            .step_by(2)
+            .filter(|c| payload_columns.contains(c))
+            .map(str::to_string)
+            .collect();
+        cols.sort();
+        cols.dedup();
+        out.insert(kind, cols);
+    }
+    out
+}
+
+#[test]
+fn each_event_kind_fills_exactly_its_documented_payload_columns() {
+    use arrow::array::{Array, AsArray};
+    let expected = documented_payloads();
+    assert_eq!(expected.len(), 26, "{expected:?}");
+    let dir = tempfile::tempdir().unwrap();
+    let target = dir.path().join("snap");
+    let events = all_events();
+    let mut w = SnapshotWriter::new(&target).unwrap();
+    // Twice over: the second batch reuses the encoder's buffers.
+    w.write_events(events.iter().chain(events.iter())).unwrap();
+    w.finish(SnapshotInfo::default()).unwrap();
+    let file = std::fs::File::open(target.join("events.parquet")).unwrap();
+    let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(file)
+        .unwrap()
+        .build()
+        .unwrap();
+    let mut rows = 0;
+    let mut kinds_seen = std::collections::BTreeSet::new();
+    for batch in reader {
+        let batch = batch.unwrap();
+        let kind = batch
+            .column_by_name("kind")
+            .unwrap()
+            .as_string::<i32>()
+            .clone();
+        for row in 0..batch.num_rows() {
+            let k = kind.value(row).to_string();
+            let filled: Vec<String> = batch
+                .schema()
+                .fields()
+                .iter()
+                .skip(7)
+                .filter(|f| batch.column_by_name(f.name()).unwrap().is_valid(row))
+                .map(|f| f.name().clone())
+                .collect();
+            let mut filled_sorted = filled.clone();
+            filled_sorted.sort();
+            assert_eq!(
+                Some(&filled_sorted),
+                expected.get(&k),
+                "row {row} ({k}) fills {filled:?}"
+            );
+            kinds_seen.insert(k);
+        }
+        rows += batch.num_rows();
+    }
+    assert_eq!(rows, 2 * events.len());
+    assert_eq!(kinds_seen.len(), 26, "{kinds_seen:?}");
 }
