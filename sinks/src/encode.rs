@@ -252,31 +252,73 @@ impl<T: ArrowPrimitiveType> Plain<T> {
     }
 }
 
-/// The validity of the optional column `bit` of [`has`]; `None` when no row is null.
-fn validity(tags: &[Tag], bit: u16) -> Option<NullBuffer> {
-    let nulls = NullBuffer::new(BooleanBuffer::collect_bool(tags.len(), |i| {
-        tags[i].present & bit != 0
-    }));
-    (nulls.null_count() > 0).then_some(nulls)
+/// The validity of each optional column (bit `b` of [`Tag::present`] at index `b`), in one
+/// pass over the tags; `None` for a column no row leaves null.
+fn validities(tags: &[Tag]) -> [Option<NullBuffer>; 8] {
+    let words = tags.len().div_ceil(64);
+    let mut planes: [Vec<u64>; 8] = std::array::from_fn(|_| Vec::with_capacity(words));
+    for chunk in tags.chunks(64) {
+        let mut w = [0u64; 8];
+        for (i, t) in chunk.iter().enumerate() {
+            let p = u64::from(t.present);
+            for (b, word) in w.iter_mut().enumerate() {
+                *word |= ((p >> b) & 1) << i;
+            }
+        }
+        for (plane, word) in planes.iter_mut().zip(w) {
+            plane.push(word);
+        }
+    }
+    planes.map(|words| {
+        let bits = BooleanBuffer::new(Buffer::from_vec(words), 0, tags.len());
+        let nulls = NullBuffer::new(bits);
+        (nulls.null_count() > 0).then_some(nulls)
+    })
 }
 
-/// A never-null string column of names, one table entry per row.
-fn names_column<'a>(rows: usize, names: impl Iterator<Item = &'a str>, bytes: usize) -> ArrayRef {
-    let mut offsets = Vec::with_capacity(rows + 1);
-    let mut data = Vec::with_capacity(bytes);
-    offsets.push(0i32);
-    for name in names {
-        data.extend_from_slice(name.as_bytes());
-        // A batch holds far fewer than 2 GiB of names.
-        offsets.push(data.len() as i32);
+/// A small table of names, each padded to 32 bytes so that copying one into a column is a
+/// fixed-size move rather than a call to `memcpy` (two per event, for `ctx` and `kind`).
+struct NameTable {
+    padded: Vec<[u8; 32]>,
+    len: Vec<usize>,
+    longest: usize,
+}
+
+impl NameTable {
+    fn new<'a>(names: impl IntoIterator<Item = &'a str>) -> NameTable {
+        let (mut padded, mut len) = (Vec::new(), Vec::new());
+        for name in names {
+            let b = name.as_bytes();
+            assert!(b.len() <= 32, "name {name:?} longer than 32 bytes");
+            let mut p = [0u8; 32];
+            p[..b.len()].copy_from_slice(b);
+            padded.push(p);
+            len.push(b.len());
+        }
+        let longest = len.iter().copied().max().unwrap_or(0);
+        NameTable {
+            padded,
+            len,
+            longest,
+        }
     }
-    let names = StringArray::try_new(
-        OffsetBuffer::new(ScalarBuffer::from(offsets)),
-        Buffer::from_vec(data),
-        None,
-    )
-    .expect("invariant: whole &str names with monotonic offsets make a valid string array");
-    Arc::new(names)
+
+    /// A never-null string column holding name `code` for each row.
+    fn column(&self, rows: usize, codes: impl Iterator<Item = u8>) -> ArrayRef {
+        let mut offsets = Vec::with_capacity(rows + 1);
+        // Room for the padding of the last copy too.
+        let mut data = Vec::with_capacity(rows * self.longest + 32);
+        offsets.push(0i32);
+        for code in codes {
+            let code = usize::from(code);
+            let start = data.len();
+            data.extend_from_slice(&self.padded[code]);
+            data.truncate(start + self.len[code]);
+            // A batch holds far fewer than 2 GiB of names.
+            offsets.push(data.len() as i32);
+        }
+        strings(offsets, data, None)
+    }
 }
 
 pub(crate) struct EventEncoder {
@@ -299,6 +341,8 @@ pub(crate) struct EventEncoder {
     /// Marker and stack texts, back to back, with `(row, end offset)` of each.
     text: Vec<u8>,
     text_rows: Vec<(u32, u32)>,
+    contexts: NameTable,
+    kinds: NameTable,
 }
 
 impl Encoder for EventEncoder {
@@ -324,6 +368,8 @@ impl Encoder for EventEncoder {
             ret: Plain::with_capacity(n),
             text: Vec::new(),
             text_rows: Vec::new(),
+            contexts: NameTable::new(CONTEXTS.iter().map(|c| c.name())),
+            kinds: NameTable::new(KIND_NAMES),
         }
     }
 
@@ -476,16 +522,9 @@ impl Encoder for EventEncoder {
         let cap = self.tags.capacity();
         let tags = std::mem::replace(&mut self.tags, Vec::with_capacity(cap));
         let n = tags.len();
-        let ctx = names_column(
-            n,
-            tags.iter().map(|t| CONTEXTS[usize::from(t.ctx)].name()),
-            n * 4,
-        );
-        let kind = names_column(
-            n,
-            tags.iter().map(|t| KIND_NAMES[usize::from(t.kind)]),
-            n * 8,
-        );
+        let [target, nr, arg0, arg1, args2_5, ret, state_valid, text_valid] = validities(&tags);
+        let ctx = self.contexts.column(n, tags.iter().map(|t| t.ctx));
+        let kind = self.kinds.column(n, tags.iter().map(|t| t.kind));
         let state = {
             let mut offsets = Vec::with_capacity(n + 1);
             let mut data = Vec::new();
@@ -496,7 +535,7 @@ impl Encoder for EventEncoder {
                 }
                 offsets.push(data.len() as i32);
             }
-            strings(offsets, data, validity(&tags, has::STATE))
+            strings(offsets, data, state_valid)
         };
         let text = {
             let mut offsets = Vec::with_capacity(n + 1);
@@ -513,13 +552,8 @@ impl Encoder for EventEncoder {
                 offsets.push(end as i32);
             }
             drop(rows);
-            strings(
-                offsets,
-                std::mem::take(&mut self.text),
-                validity(&tags, has::TEXT),
-            )
+            strings(offsets, std::mem::take(&mut self.text), text_valid)
         };
-        let args2_5 = validity(&tags, has::ARGS2_5);
         vec![
             self.ts.finish(),
             self.seq.finish(),
@@ -528,15 +562,15 @@ impl Encoder for EventEncoder {
             self.tid.finish(),
             ctx,
             kind,
-            self.target.finish_with(validity(&tags, has::TARGET)),
-            self.nr.finish_with(validity(&tags, has::NR)),
-            self.arg0.finish_with(validity(&tags, has::ARG0)),
-            self.arg1.finish_with(validity(&tags, has::ARG1)),
+            self.target.finish_with(target),
+            self.nr.finish_with(nr),
+            self.arg0.finish_with(arg0),
+            self.arg1.finish_with(arg1),
             self.arg2.finish_with(args2_5.clone()),
             self.arg3.finish_with(args2_5.clone()),
             self.arg4.finish_with(args2_5.clone()),
             self.arg5.finish_with(args2_5),
-            self.ret.finish_with(validity(&tags, has::RET)),
+            self.ret.finish_with(ret),
             state,
             text,
         ]
@@ -933,6 +967,49 @@ impl Encoder for ErrorEncoder {
 mod tests {
     use super::*;
     use arrow::array::Array;
+
+    /// The one-pass bitmaps equal arrow's, bit by bit, at lengths around word boundaries.
+    #[test]
+    fn validities_equal_one_bitmap_per_column() {
+        for n in [0usize, 1, 63, 64, 65, 130, 1000] {
+            let tags: Vec<Tag> = (0..n)
+                .map(|i| Tag {
+                    present: ((i * 2_654_435_761) >> 7) as u16 & 0xff,
+                    ..Tag::default()
+                })
+                .collect();
+            let ours = validities(&tags);
+            for (b, got) in ours.iter().enumerate() {
+                let want = NullBuffer::new(BooleanBuffer::collect_bool(n, |i| {
+                    tags[i].present & (1 << b) != 0
+                }));
+                let want = (want.null_count() > 0).then_some(want);
+                assert_eq!(got.as_ref(), want.as_ref(), "n={n} bit {b}");
+            }
+        }
+        let all = vec![
+            Tag {
+                present: 0xff,
+                ..Tag::default()
+            };
+            70
+        ];
+        assert!(validities(&all).iter().all(Option::is_none));
+    }
+
+    #[test]
+    fn name_tables_copy_whole_names() {
+        let t = NameTable::new(KIND_NAMES);
+        let codes = [0u8, 14, 6, 25, 14, 1];
+        let col = t.column(codes.len(), codes.iter().copied());
+        let want: ArrayRef = Arc::new(StringArray::from(
+            codes
+                .iter()
+                .map(|&c| KIND_NAMES[usize::from(c)])
+                .collect::<Vec<_>>(),
+        ));
+        assert_eq!(&col, &want);
+    }
 
     #[test]
     fn context_codes_are_declaration_order() {
