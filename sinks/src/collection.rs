@@ -55,27 +55,28 @@ pub struct CollectionSink<T> {
     updates: u64,
 }
 
-/// Sorts updates by record and sums the diffs of equal records in place, dropping zeros.
-fn consolidate_updates<T: Ord>(updates: &mut Vec<(T, i64)>) {
-    updates.sort_unstable_by(|a, b| a.0.cmp(&b.0));
-    // `w` is the last kept slot; slots after it up to `i` are spent.
-    let mut w = 0;
-    for i in 1..updates.len() {
-        if updates[i].0 == updates[w].0 {
-            let d = updates[i].1;
-            updates[w].1 += d;
+/// Consolidates a chunk of updates where they lie: `order` gets the positions of the
+/// records whose summed diff is not zero, in record order, and each of those holds the sum.
+/// The positions are sorted, not the updates: a step of the sort moves 4 bytes where it
+/// moved a whole update (~150 bytes for a segment). At most `u32::MAX` updates (a chunk holds
+/// [`CHUNK`]).
+fn consolidate_order<T: Ord>(updates: &mut [(T, i64)], order: &mut Vec<u32>) {
+    order.clear();
+    order.extend(0..updates.len() as u32);
+    order.sort_unstable_by(|&a, &b| updates[a as usize].0.cmp(&updates[b as usize].0));
+    // Equal records are adjacent in `order`: the first of each run takes their summed diff,
+    // the others keep zero and are left out with the records that cancel out.
+    let mut lead = 0;
+    for k in 1..order.len() {
+        let (first, this) = (order[lead] as usize, order[k] as usize);
+        if updates[first].0 == updates[this].0 {
+            let d = std::mem::take(&mut updates[this].1);
+            updates[first].1 += d;
         } else {
-            if updates[w].1 != 0 {
-                w += 1;
-            }
-            updates.swap(w, i);
+            lead = k;
         }
     }
-    let kept = match updates.get(w) {
-        Some(last) if last.1 != 0 => w + 1,
-        _ => w,
-    };
-    updates.truncate(kept);
+    order.retain(|&i| updates[i as usize].1 != 0);
 }
 
 /// A run of `(record, diff)` updates, sorted by record and consolidated, packed one after
@@ -306,34 +307,11 @@ impl<T: Ord + Clone + Debug + Pack> CollectionSink<T> {
         if self.open.is_empty() {
             return;
         }
-        // The positions are sorted, not the updates: a step of the sort moves 4 bytes where
-        // it moved a whole update (~150 bytes for a segment), and the packing reads the
-        // updates where they lie, in that order.
         let mut order = std::mem::take(&mut self.order);
-        order.clear();
-        // A chunk holds at most CHUNK updates.
-        order.extend(0..self.open.len() as u32);
-        let open = &mut self.open;
-        order.sort_unstable_by(|&a, &b| open[a as usize].0.cmp(&open[b as usize].0));
-        // Equal records are adjacent in `order`: the first of each run takes their summed
-        // diff, the others keep zero and are left out with the records that cancel out.
-        let mut lead = 0;
-        for k in 1..order.len() {
-            let (first, this) = (order[lead] as usize, order[k] as usize);
-            if open[first].0 == open[this].0 {
-                let d = std::mem::take(&mut open[this].1);
-                open[first].1 += d;
-            } else {
-                lead = k;
-            }
-        }
-        let run = Run::pack(
-            order
-                .iter()
-                .map(|&i| &open[i as usize])
-                .filter(|u| u.1 != 0),
-            &mut self.scratch,
-        );
+        consolidate_order(&mut self.open, &mut order);
+        // Packed reading the updates where they lie, in record order.
+        let open = &self.open;
+        let run = Run::pack(order.iter().map(|&i| &open[i as usize]), &mut self.scratch);
         self.order = order;
         // The open chunk's allocation is kept for the next one.
         self.open.clear();
@@ -439,7 +417,9 @@ impl<T: Ord + Clone + Debug + Pack> CollectionSink<T> {
     /// The consolidated records, unpacked.
     fn view(&self) -> Vec<(T, i64)> {
         let mut open = self.open.clone();
-        consolidate_updates(&mut open);
+        let mut order = Vec::new();
+        consolidate_order(&mut open, &mut order);
+        let open: Vec<(T, i64)> = order.iter().map(|&i| open[i as usize].clone()).collect();
         type Updates<'a, T> = Box<dyn Iterator<Item = (T, i64)> + 'a>;
         let mut runs: Vec<Updates<'_, T>> = std::iter::once(&self.settled)
             .chain(&self.chunks)

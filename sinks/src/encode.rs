@@ -1,7 +1,7 @@
 //! Rows → Arrow arrays, one column builder per schema column. Builders are reused batch
 //! after batch so a table is written in bounded memory whatever its length.
 
-use crate::table::Table;
+use crate::table::{EventKindTag, Table};
 use argus_schema::{
     CausalEdge, Context, ErrorRecord, Event, EventKind, Segment, SegmentKind, Spin, ThreadInfo,
 };
@@ -130,19 +130,19 @@ impl Names {
 
 /// Which of the events table's optional columns a row fills (bits of [`Tag::present`]).
 mod has {
-    pub const TARGET: u16 = 1;
-    pub const NR: u16 = 1 << 1;
-    pub const ARG0: u16 = 1 << 2;
-    pub const ARG1: u16 = 1 << 3;
+    pub const TARGET: u8 = 1;
+    pub const NR: u8 = 1 << 1;
+    pub const ARG0: u8 = 1 << 2;
+    pub const ARG1: u8 = 1 << 3;
     /// `arg2`..`arg5`: only system calls fill them, all four at once.
-    pub const ARGS2_5: u16 = 1 << 4;
-    pub const RET: u16 = 1 << 5;
-    pub const STATE: u16 = 1 << 6;
-    pub const TEXT: u16 = 1 << 7;
+    pub const ARGS2_5: u8 = 1 << 4;
+    pub const RET: u8 = 1 << 5;
+    pub const STATE: u8 = 1 << 6;
+    pub const TEXT: u8 = 1 << 7;
 }
 
 /// One events row's small fields: its context and kind (indices into [`CONTEXTS`] and
-/// [`KIND_NAMES`]), its state letter, and which optional columns it fills. One store per
+/// the [`EventKindTag`]s), its state letter, and which optional columns it fills. One store per
 /// row where the names and nine validity flags were a dozen; the columns are built from the
 /// tags when the batch is finished.
 #[derive(Clone, Copy, Default)]
@@ -150,7 +150,7 @@ struct Tag {
     ctx: u8,
     kind: u8,
     state: u8,
-    present: u16,
+    present: u8,
 }
 
 /// Contexts by their `as u8` number (declaration order).
@@ -160,68 +160,6 @@ const CONTEXTS: [Context; 4] = [
     Context::HardIrq,
     Context::Nmi,
 ];
-
-/// Event kind names by [`kind_code`].
-const KIND_NAMES: [&str; 26] = [
-    "switch",
-    "waking",
-    "wakeup_new",
-    "fork",
-    "exec",
-    "exit",
-    "sys_enter",
-    "sys_exit",
-    "irq_entry",
-    "irq_exit",
-    "softirq_entry",
-    "softirq_exit",
-    "hrtimer_start",
-    "hrtimer_expire",
-    "hrtimer_expire_exit",
-    "marker",
-    "work_queue",
-    "work_start",
-    "work_end",
-    "timer_start",
-    "timer_expire",
-    "timer_expire_exit",
-    "signal_generate",
-    "signal_deliver",
-    "stack",
-    "flag_access",
-];
-
-/// The index of an event's kind in [`KIND_NAMES`] (whose entries are `EventKind::name`).
-fn kind_code(k: &EventKind) -> u8 {
-    match k {
-        EventKind::Switch { .. } => 0,
-        EventKind::Waking { .. } => 1,
-        EventKind::WakeupNew { .. } => 2,
-        EventKind::Fork { .. } => 3,
-        EventKind::Exec => 4,
-        EventKind::Exit => 5,
-        EventKind::SysEnter { .. } => 6,
-        EventKind::SysExit { .. } => 7,
-        EventKind::IrqEntry { .. } => 8,
-        EventKind::IrqExit { .. } => 9,
-        EventKind::SoftirqEntry { .. } => 10,
-        EventKind::SoftirqExit { .. } => 11,
-        EventKind::HrtimerStart { .. } => 12,
-        EventKind::HrtimerExpire { .. } => 13,
-        EventKind::HrtimerExpireExit { .. } => 14,
-        EventKind::Marker { .. } => 15,
-        EventKind::WorkQueue { .. } => 16,
-        EventKind::WorkStart { .. } => 17,
-        EventKind::WorkEnd { .. } => 18,
-        EventKind::TimerStart { .. } => 19,
-        EventKind::TimerExpire { .. } => 20,
-        EventKind::TimerExpireExit { .. } => 21,
-        EventKind::SignalGenerate { .. } => 22,
-        EventKind::SignalDeliver { .. } => 23,
-        EventKind::Stack { .. } => 24,
-        EventKind::FlagAccess { .. } => 25,
-    }
-}
 
 /// A never-null fixed-width column: the values become the array without a copy.
 struct Plain<T: ArrowPrimitiveType> {
@@ -342,7 +280,25 @@ pub(crate) struct EventEncoder {
     text: Vec<u8>,
     text_rows: Vec<(u32, u32)>,
     contexts: NameTable,
-    kinds: NameTable,
+    /// The name of each kind (by its [`EventKindTag`] number) seen so far, from
+    /// [`EventKind::name`]; empty for kinds not seen yet.
+    kind_names: Vec<&'static str>,
+}
+
+impl EventEncoder {
+    /// The number of an event's kind, its name learnt on first sight.
+    #[inline]
+    fn kind_code(&mut self, kind: &EventKind) -> u8 {
+        let code = EventKindTag::of(kind) as usize;
+        if self.kind_names.get(code).is_none_or(|n| n.is_empty()) {
+            if self.kind_names.len() <= code {
+                self.kind_names.resize(code + 1, "");
+            }
+            self.kind_names[code] = kind.name();
+        }
+        // One tag per `EventKind` variant: a few dozen.
+        code as u8
+    }
 }
 
 impl Encoder for EventEncoder {
@@ -369,7 +325,7 @@ impl Encoder for EventEncoder {
             text: Vec::new(),
             text_rows: Vec::new(),
             contexts: NameTable::new(CONTEXTS.iter().map(|c| c.name())),
-            kinds: NameTable::new(KIND_NAMES),
+            kind_names: Vec::new(),
         }
     }
 
@@ -381,7 +337,7 @@ impl Encoder for EventEncoder {
         self.tid.push(e.tid.0);
         // The payload columns, see docs/snapshot.md. Signed values stored in UInt64 columns
         // (tids, pids) are sign-extended; unsigned values in signed columns are bit casts.
-        let mut present = 0u16;
+        let mut present = 0u8;
         let (mut target, mut nr, mut arg0, mut arg1, mut ret) = (0, 0, 0, 0, 0);
         let mut rest = [0u64; 4];
         let mut state = 0u8;
@@ -497,9 +453,10 @@ impl Encoder for EventEncoder {
             self.text_rows
                 .push((self.tags.len() as u32, self.text.len() as u32));
         }
+        let kind = self.kind_code(&e.kind);
         self.tags.push(Tag {
             ctx: e.ctx as u8,
-            kind: kind_code(&e.kind),
+            kind,
             state,
             present,
         });
@@ -524,7 +481,8 @@ impl Encoder for EventEncoder {
         let n = tags.len();
         let [target, nr, arg0, arg1, args2_5, ret, state_valid, text_valid] = validities(&tags);
         let ctx = self.contexts.column(n, tags.iter().map(|t| t.ctx));
-        let kind = self.kinds.column(n, tags.iter().map(|t| t.kind));
+        let kind =
+            NameTable::new(self.kind_names.iter().copied()).column(n, tags.iter().map(|t| t.kind));
         let state = {
             let mut offsets = Vec::with_capacity(n + 1);
             let mut data = Vec::new();
@@ -974,7 +932,7 @@ mod tests {
         for n in [0usize, 1, 63, 64, 65, 130, 1000] {
             let tags: Vec<Tag> = (0..n)
                 .map(|i| Tag {
-                    present: ((i * 2_654_435_761) >> 7) as u16 & 0xff,
+                    present: ((i * 2_654_435_761) >> 7) as u8,
                     ..Tag::default()
                 })
                 .collect();
@@ -999,13 +957,21 @@ mod tests {
 
     #[test]
     fn name_tables_copy_whole_names() {
-        let t = NameTable::new(KIND_NAMES);
-        let codes = [0u8, 14, 6, 25, 14, 1];
+        // Every kind's name, as the encoder learns them (empty for a code not seen).
+        let names: Vec<&str> = vec![
+            "switch",
+            "",
+            "hrtimer_expire_exit",
+            "x",
+            "thirty_two_bytes_of_kind_name_ab",
+        ];
+        let t = NameTable::new(names.iter().copied());
+        let codes = [0u8, 2, 4, 3, 2, 1, 0];
         let col = t.column(codes.len(), codes.iter().copied());
         let want: ArrayRef = Arc::new(StringArray::from(
             codes
                 .iter()
-                .map(|&c| KIND_NAMES[usize::from(c)])
+                .map(|&c| names[usize::from(c)])
                 .collect::<Vec<_>>(),
         ));
         assert_eq!(&col, &want);

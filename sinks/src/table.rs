@@ -147,6 +147,41 @@ pub enum EventKindTag {
     FlagAccess,
 }
 
+impl EventKindTag {
+    /// The tag of an event's kind.
+    pub fn of(kind: &argus_schema::EventKind) -> EventKindTag {
+        use argus_schema::EventKind as K;
+        match kind {
+            K::Switch { .. } => EventKindTag::Switch,
+            K::Waking { .. } => EventKindTag::Waking,
+            K::WakeupNew { .. } => EventKindTag::WakeupNew,
+            K::Fork { .. } => EventKindTag::Fork,
+            K::Exec => EventKindTag::Exec,
+            K::Exit => EventKindTag::Exit,
+            K::SysEnter { .. } => EventKindTag::SysEnter,
+            K::SysExit { .. } => EventKindTag::SysExit,
+            K::IrqEntry { .. } => EventKindTag::IrqEntry,
+            K::IrqExit { .. } => EventKindTag::IrqExit,
+            K::SoftirqEntry { .. } => EventKindTag::SoftirqEntry,
+            K::SoftirqExit { .. } => EventKindTag::SoftirqExit,
+            K::HrtimerStart { .. } => EventKindTag::HrtimerStart,
+            K::HrtimerExpire { .. } => EventKindTag::HrtimerExpire,
+            K::HrtimerExpireExit { .. } => EventKindTag::HrtimerExpireExit,
+            K::Marker { .. } => EventKindTag::Marker,
+            K::WorkQueue { .. } => EventKindTag::WorkQueue,
+            K::WorkStart { .. } => EventKindTag::WorkStart,
+            K::WorkEnd { .. } => EventKindTag::WorkEnd,
+            K::TimerStart { .. } => EventKindTag::TimerStart,
+            K::TimerExpire { .. } => EventKindTag::TimerExpire,
+            K::TimerExpireExit { .. } => EventKindTag::TimerExpireExit,
+            K::SignalGenerate { .. } => EventKindTag::SignalGenerate,
+            K::SignalDeliver { .. } => EventKindTag::SignalDeliver,
+            K::Stack { .. } => EventKindTag::Stack,
+            K::FlagAccess { .. } => EventKindTag::FlagAccess,
+        }
+    }
+}
+
 /// Parses an [`argus_schema::EventKind::name`] back to its tag.
 pub fn parse_event_kind(name: &str) -> Option<EventKindTag> {
     use EventKindTag::*;
