@@ -2005,6 +2005,7 @@ mod tests {
             wait_ns: end - start,
             segments: 1,
             wait_syscall: 202,
+            timeouts: 0,
         }
     }
 

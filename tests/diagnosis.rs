@@ -96,6 +96,7 @@ impl World {
             wait_state: if wait.is_some() { b'S' } else { 0 },
             wait_syscall: if sys.is_empty() { -1 } else { nr(sys) },
             wait_ret: ret,
+            wait_object: None,
             on_cpu_ns: on_cpu * MS,
             preemptions: 0,
             yields: 0,

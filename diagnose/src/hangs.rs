@@ -18,6 +18,7 @@
 //! ```
 
 use crate::graph::{Graph, Marker};
+use crate::logical::{self, Logical};
 use argus_schema::{syscalls, EndCause, Nanos, Segment, Spin, SpinClass, Tid};
 
 /// Tuning of hang finding.
@@ -106,8 +107,20 @@ pub fn learn_loop_wait(g: &Graph, tid: Tid, cfg: &HangConfig) -> Option<LoopWait
         if s.wait_start_ns.is_none() || s.end == EndCause::Open {
             continue;
         }
+        // A logical wait counts once, whole, at its last wait: a client that polls its
+        // socket with a timeout until the reply has waited once, not in an event loop.
+        if logical::timed_out_on_object(s)
+            && g.next_in_thread(s.id).is_some_and(|n| logical::same_wait(s, n))
+        {
+            continue;
+        }
+        let first = logical::backward(g, s).first;
+        let wait_ns = first
+            .wait_start_ns
+            .unwrap_or(first.start_ns)
+            .until(s.end_ns);
         total += 1;
-        by_sys.entry(s.wait_syscall).or_default().push(s.wait_ns());
+        by_sys.entry(s.wait_syscall).or_default().push(wait_ns);
     }
     if let Some(nr) = cfg.loop_wait {
         let mut d = by_sys.get(&nr).cloned().unwrap_or_default();
@@ -172,11 +185,46 @@ fn single(g: &Graph, s: &Segment, cfg: &HangConfig) -> Spin {
         wait_ns: s.wait_start_ns.map_or(0, |w| w.until(end)),
         segments: 1,
         wait_syscall: s.wait_syscall,
+        timeouts: 0,
+    }
+}
+
+/// The spin of a logical wait (see the `logical` module): LongWait from its first segment's
+/// start to the end of the wait that ended it.
+fn logical_spin(g: &Graph, l: &Logical<'_>) -> Spin {
+    let open = l.last.end == EndCause::Open;
+    let mut on_cpu_ns = 0;
+    let mut wait_ns = 0;
+    let mut segments = 0;
+    let mut cur = Some(l.first);
+    while let Some(s) = cur {
+        on_cpu_ns += s.on_cpu_ns;
+        wait_ns += s.wait_start_ns.map_or(0, |w| w.until(g.end_of(s)));
+        segments += 1;
+        cur = (s.id != l.last.id)
+            .then(|| g.next_in_thread(s.id))
+            .flatten();
+    }
+    Spin {
+        segment: l.first.id,
+        last: l.last.id,
+        tid: l.first.tid,
+        pid: l.first.pid,
+        class: SpinClass::LongWait,
+        start_ns: l.first.start_ns,
+        end_ns: g.end_of(l.last),
+        open,
+        on_cpu_ns,
+        wait_ns,
+        segments,
+        wait_syscall: l.last.wait_syscall,
+        timeouts: l.timeouts,
     }
 }
 
 /// The candidate spins of one thread found from its segments: single segments longer than
-/// the threshold, and polling loops — runs of short segments (each under a quarter of the
+/// the threshold, logical waits (timed-out waits on one object until a real wake-up) longer
+/// than it, and polling loops — runs of short segments (each under a quarter of the
 /// threshold) ending in blocking waits, at least a third of them (and at least 3) timeouts,
 /// sleeps or yields, lasting longer than the threshold. The short non-timeout waits inside a
 /// loop are hand-offs (an interpreter lock, a mutex around the flag) and do not break it.
@@ -194,7 +242,24 @@ fn segment_spins(g: &Graph, tid: Tid, cfg: &HangConfig) -> Vec<Spin> {
         }
     };
     let short = cfg.threshold_ns / 4;
+    // The last segment of the logical wait being skipped over, once reported.
+    let mut skip_to = None;
     for s in g.thread_segments(tid) {
+        if let Some(last) = skip_to {
+            if s.id <= last {
+                continue;
+            }
+            skip_to = None;
+        }
+        if let Some(l) = logical::forward(g, s) {
+            let spin = logical_spin(g, &l);
+            if spin.start_ns.until(spin.end_ns) > cfg.threshold_ns {
+                flush(&mut run, &mut out);
+                out.push(spin);
+                skip_to = Some(l.last.id);
+                continue;
+            }
+        }
         let dur = s.start_ns.until(g.end_of(s));
         if dur > cfg.threshold_ns {
             flush(&mut run, &mut out);
@@ -220,6 +285,7 @@ fn segment_spins(g: &Graph, tid: Tid, cfg: &HangConfig) -> Vec<Spin> {
                 wait_ns: 0,
                 segments: 0,
                 wait_syscall: s.wait_syscall,
+                timeouts: 0,
             },
             0,
         ));

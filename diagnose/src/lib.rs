@@ -60,14 +60,14 @@
 //!     start_ns: Nanos(0), end_ns: Nanos(3_001_000_000),
 //!     start: StartCause::FirstSeen, end: EndCause::Woken,
 //!     wait_start_ns: Some(Nanos(1_000_000)), wait_state: b'S',
-//!     wait_syscall: syscalls::number("nanosleep").unwrap_or(35), wait_ret: Some(0),
+//!     wait_syscall: syscalls::number("nanosleep").unwrap_or(35), wait_ret: Some(0), wait_object: None,
 //!     on_cpu_ns: 1_000_000, preemptions: 0, yields: 0, syscalls: 1, events: 4,
 //!     syscall_seq: vec![35],
 //! };
 //! let spin = Spin {
 //!     segment: seg.id, last: seg.id, tid, pid: Pid(100), class: SpinClass::LongWait,
 //!     start_ns: Nanos(1_000_000), end_ns: seg.end_ns, open: false, on_cpu_ns: 0,
-//!     wait_ns: 3_000_000_000, segments: 1, wait_syscall: seg.wait_syscall,
+//!     wait_ns: 3_000_000_000, segments: 1, wait_syscall: seg.wait_syscall, timeouts: 0,
 //! };
 //! let graph = Graph::new(GraphInput {
 //!     segments: vec![seg], spins: vec![spin], ..GraphInput::default()
@@ -85,6 +85,7 @@ mod answers;
 pub mod beam;
 mod graph;
 pub mod hangs;
+mod logical;
 mod oracle;
 mod picture;
 mod report;

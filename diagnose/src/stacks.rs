@@ -223,6 +223,7 @@ mod tests {
             wait_state: b'S',
             wait_syscall: 0,
             wait_ret: Some(0),
+            wait_object: None,
             on_cpu_ns: 1,
             preemptions: 0,
             yields: 0,

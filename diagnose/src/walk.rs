@@ -4,8 +4,11 @@
 //!  LongWait   h0 = wait start ── blocked ── h1 = wake-up ─► next segment of the hang thread
 //!                                                   ▲ incoming Wakeup edge(s): the waker W
 //!  W (task)   started before h0 + slack?  yes ─► culprit: LongRunning (or CPU-starved)
-//!                                         no  ─► W's thread had waited: recurse on the edge
-//!                                                that started W, window [h0, W.start)
+//!                                         no  ─► where did W's thread spend [h0, wake-up)?
+//!                                                the wait covering most of it (a logical
+//!                                                wait counts whole) is recursed on; shorter
+//!                                                waits after it (a flush, a hand-off) are
+//!                                                passed over, not blamed
 //!  W (timer)  ─► Timer edge to the armer; armer's thread == woken thread ─► "it slept"
 //!  W (irq)    no incoming edge ─► device interrupt
 //!  open wait  no wake-up at all ─► baseline: the last short wait in the same syscall, who ended
@@ -20,6 +23,7 @@
 use crate::beam::{self, BeamConfig};
 use crate::graph::Graph;
 use crate::hangs::{self, Hang, HangConfig};
+use crate::logical;
 use crate::oracle::{Oracle, Reply};
 use crate::report::{
     secs, Answer, BaselineInfo, Candidate, CauseClass, Choice, FurtherCulprit, HangInfo, PathEdge,
@@ -115,6 +119,18 @@ struct Activity<'g> {
     ended_near: bool,
     /// The segment active at the window's start (or the first after it).
     at_start: Option<&'g Segment>,
+}
+
+/// The wait of a thread that covers most of a window.
+struct WindowWait<'g> {
+    /// The segment that ended in it (the last of a logical wait).
+    last: &'g Segment,
+    /// The segment that started when it ended.
+    next: &'g Segment,
+    /// How much of the window it covers (ns).
+    covered: u64,
+    /// How many waits of the thread came after it in the window.
+    passed: u32,
 }
 
 fn overlap(a0: Nanos, a1: Nanos, b0: Nanos, b1: Nanos) -> u64 {
@@ -653,21 +669,33 @@ impl<'g> Walk<'g, '_> {
 
     // ---- the hang classes --------------------------------------------------------------
 
-    fn long_wait_hang(&mut self, spin: &Spin, s: &'g Segment) {
-        let w0 = s.wait_start_ns.unwrap_or(spin.start_ns);
+    fn long_wait_hang(&mut self, spin: &Spin, first: &'g Segment) {
+        // A logical wait ends with its last segment's wait: that is the one to explain.
+        let s = self.g.segment(spin.last).unwrap_or(first);
+        let w0 = first.wait_start_ns.unwrap_or(spin.start_ns);
         let w1 = self.g.end_of(s);
         let open = if s.end == EndCause::Open {
             " (still blocked when the trace ended)"
         } else {
             ""
         };
+        let timeouts = if s.id == first.id {
+            String::new()
+        } else {
+            format!(
+                ", one logical wait of {} waits on the same object, {} of them timed out",
+                spin.segments.max(2),
+                logical::backward(self.g, s).timeouts
+            )
+        };
         let desc = format!(
-            "{} blocked {} in {}{open}",
+            "{} blocked {} in {}{open}{timeouts}",
             self.hang_who(s.tid),
             secs(w0.until(w1)),
             sc(s.wait_syscall)
         );
-        self.push(s, None, Role::Hang, desc);
+        self.push(first, None, Role::Hang, desc);
+        self.visited.insert(s.id);
         self.explain_wait(s, 0);
     }
 
@@ -1180,7 +1208,9 @@ impl<'g> Walk<'g, '_> {
     /// when none came, compare with a baseline.
     fn explain_wait(&mut self, s: &'g Segment, depth: usize) {
         let g = self.g;
-        let w0 = s.wait_start_ns.unwrap_or(s.start_ns);
+        // A logical wait (timed-out waits on the same object before this one) counts whole.
+        let first = logical::backward(g, s).first;
+        let w0 = first.wait_start_ns.unwrap_or(first.start_ns);
         let w1 = g.end_of(s);
         let wait = w0.until(w1);
         let who = self.who(s.tid);
@@ -1447,7 +1477,104 @@ impl<'g> Walk<'g, '_> {
             }
         }
 
-        // The waker itself started late: its thread was blocked (or did not exist) before.
+        // The waker itself started late. Where did its thread spend the window? Its latest
+        // wait may be a short one (a disk flush, a brief hand-off) after a long one: the wait
+        // that covers most of the window is explained, the short ones after it passed over.
+        if let Some(d) = self.dominant_wait(w, h0, e.ts) {
+            if d.next.id != w.id && !self.visited.contains(&d.next.id) {
+                let after = d.next.start_ns.until(e.ts);
+                self.describe_item(
+                    idx,
+                    format!(
+                        "{by}; its thread had been blocked {} of the window in {} until {}, \
+                         then worked {} (through {} shorter wait{}) before it acted",
+                        secs(d.covered),
+                        sc(d.last.wait_syscall),
+                        self.rel(d.next.start_ns),
+                        secs(after),
+                        d.passed,
+                        if d.passed == 1 { "" } else { "s" }
+                    ),
+                );
+                self.visited.insert(d.next.id);
+                let idx2 = self.push(
+                    d.next,
+                    Some(PathEdge {
+                        kind: PathEdgeKind::ThreadOrder,
+                        strength: Strength::Weak,
+                        ts: d.next.start_ns,
+                    }),
+                    Role::Cause,
+                    String::new(),
+                );
+                let by2 = format!("earlier, {who}");
+                self.late_waker(idx2, d.next, by2, woken, h0, depth + 1);
+                return;
+            }
+        }
+        self.late_waker(idx, w, by, woken, h0, depth);
+    }
+
+    /// How long the wait that `p` ends lasted, counting the timed-out waits on the same
+    /// object right before it (one logical wait).
+    fn waited_ns(&self, p: &Segment) -> u64 {
+        let first = logical::backward(self.g, p).first;
+        first
+            .wait_start_ns
+            .unwrap_or(first.start_ns)
+            .until(p.end_ns)
+    }
+
+    /// The wait of `w`'s thread that covers most of the window `[h0, until)`, walking back
+    /// from `w` over its thread's segments (logical waits taken whole), if it covers at
+    /// least the floor.
+    fn dominant_wait(&self, w: &'g Segment, h0: Nanos, until: Nanos) -> Option<WindowWait<'g>> {
+        let g = self.g;
+        let mut cur = w;
+        let mut best: Option<WindowWait<'g>> = None;
+        let mut waits = 0u32;
+        while cur.start_ns > h0 {
+            let Some(p) = g.prev_in_thread(cur.id) else {
+                break;
+            };
+            if p.end_ns != cur.start_ns || p.end == EndCause::Exit {
+                break;
+            }
+            if p.wait_start_ns.is_none() {
+                cur = p;
+                continue;
+            }
+            let l = logical::backward(g, p);
+            let w0 = l.first.wait_start_ns.unwrap_or(l.first.start_ns);
+            let covered = overlap(w0, p.end_ns, h0, until);
+            waits += 1;
+            if best.as_ref().is_none_or(|b| covered > b.covered) {
+                best = Some(WindowWait {
+                    last: p,
+                    next: cur,
+                    covered,
+                    passed: waits - 1,
+                });
+            }
+            cur = l.first;
+        }
+        best.filter(|b| b.covered >= self.floor)
+    }
+
+    /// A waker `w` whose thread was blocked (or did not exist) before it acted: what ended
+    /// its wait before `w` is followed (`by` says how `w` acted).
+    fn late_waker(
+        &mut self,
+        idx: usize,
+        w: &'g Segment,
+        by: String,
+        woken: &'g Segment,
+        h0: Nanos,
+        depth: usize,
+    ) {
+        let g = self.g;
+        let who = self.who(w.tid);
+        let woken_who = self.who(woken.tid);
         let prev = g.prev_in_thread(w.id).filter(|p| p.wait_start_ns.is_some());
         let desc = match (prev, w.start) {
             (Some(p), _) => {
@@ -1458,7 +1585,7 @@ impl<'g> Walk<'g, '_> {
                 };
                 format!(
                     "{by}, which had itself {verb} {} in {}",
-                    secs(p.wait_ns()),
+                    secs(self.waited_ns(p)),
                     sc(p.wait_syscall)
                 )
             }
@@ -1476,7 +1603,7 @@ impl<'g> Walk<'g, '_> {
         self.describe_item(idx, desc);
         let edges: Vec<&CausalEdge> = g.incoming(w.id).filter(|e| wakes(e.kind)).collect();
         let waited = prev.map_or_else(String::new, |p| {
-            format!(" {} in {}", secs(p.wait_ns()), sc(p.wait_syscall))
+            format!(" {} in {}", secs(self.waited_ns(p)), sc(p.wait_syscall))
         });
         if !edges.is_empty() {
             let prompt = self.wake_prompt(

@@ -1398,6 +1398,61 @@ struct YieldRun {
     wait_syscall: i32,
 }
 
+/// Consecutive timed-out waits of a thread in one syscall on one object (a client's `poll`
+/// loop with a timeout, a runtime's monitor parked with back-off timeouts): one logical
+/// wait, a LongWait over its whole span, ended by the first wait on the object that is not a
+/// timeout (ARCHITECTURE.md §6).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+struct LogicalRun {
+    first: SegmentId,
+    last: SegmentId,
+    start_ns: Nanos,
+    end_ns: Nanos,
+    on_cpu_ns: u64,
+    wait_ns: u64,
+    segments: u32,
+    timeouts: u32,
+    wait_syscall: i32,
+    object: u64,
+}
+
+impl LogicalRun {
+    fn of(&self, seg: &Segment) -> bool {
+        seg.wait_syscall == self.wait_syscall && seg.wait_object == Some(self.object)
+    }
+
+    fn add(&mut self, seg: &Segment) {
+        self.last = seg.id;
+        self.end_ns = seg.end_ns;
+        self.on_cpu_ns += seg.on_cpu_ns;
+        self.wait_ns += seg.wait_ns();
+        self.segments += 1;
+    }
+
+    /// Its spin, when it is one: at least one timeout merged with another wait, longer than
+    /// the threshold. `until` is how long it is known to last.
+    fn spin(&self, tid: Tid, pid: Pid, until: Nanos, open: bool, cfg: &RulesConfig) -> Option<Spin> {
+        if self.segments < 2 || self.start_ns.until(until) <= cfg.spin_threshold_ns {
+            return None;
+        }
+        Some(Spin {
+            segment: self.first,
+            last: self.last,
+            tid,
+            pid,
+            class: SpinClass::LongWait,
+            start_ns: self.start_ns,
+            end_ns: self.end_ns,
+            open,
+            on_cpu_ns: self.on_cpu_ns,
+            wait_ns: self.wait_ns,
+            segments: self.segments,
+            wait_syscall: self.wait_syscall,
+            timeouts: self.timeouts,
+        })
+    }
+}
+
 /// A work item being run (a callout), innermost last.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 struct Callout {
@@ -1544,6 +1599,12 @@ pub struct ThreadState {
     blocked: bool,
     in_syscall: Option<i32>,
     in_arg0: u64,
+    /// The second argument of the syscall in progress (a `poll` set's length).
+    #[serde(default)]
+    in_arg1: u64,
+    /// Consecutive timed-out waits on one object being tracked as one logical wait.
+    #[serde(default)]
+    logical: Option<LogicalRun>,
     /// Whether the thread blocked since its last syscall entry.
     waited: bool,
     dead: bool,
@@ -1595,6 +1656,8 @@ impl ThreadState {
             blocked: false,
             in_syscall: None,
             in_arg0: 0,
+            in_arg1: 0,
+            logical: None,
             waited: false,
             dead: false,
             run: None,
@@ -1688,10 +1751,15 @@ impl ThreadState {
         }
     }
 
-    /// A segment is final: emit it, its single-segment spin, and feed the yield-run tracker.
+    /// A segment is final: emit it, its single-segment spin, and feed the logical-wait and
+    /// yield-run trackers.
     fn finish(&mut self, seg: Segment, cfg: &RulesConfig, out: &mut Vec<Output>) {
         if let Some(spin) = single_spin(&seg, seg.end_ns, false, cfg) {
             out.push(Output::Spin(spin));
+        }
+        if self.logical_wait(&seg, cfg, out) {
+            out.push(Output::Segment(seg));
+            return;
         }
         let short_timed = seg.wait_timed_out()
             && seg.end == EndCause::Woken
@@ -1719,6 +1787,60 @@ impl ThreadState {
             }
         }
         out.push(Output::Segment(seg));
+    }
+
+    /// Feeds the logical-wait tracker with a final segment; true when the segment's wait is
+    /// part of a logical wait (then it is no yield-loop iteration: it waited on something).
+    fn logical_wait(&mut self, seg: &Segment, cfg: &RulesConfig, out: &mut Vec<Output>) -> bool {
+        let on_object = seg.end == EndCause::Woken
+            && seg.wait_object.is_some()
+            && !syscalls::is_sleep(seg.wait_syscall);
+        let same = self.logical.as_ref().is_some_and(|r| r.of(seg));
+        if !same {
+            self.flush_logical(cfg, out);
+        }
+        if !on_object {
+            return false;
+        }
+        let timed_out = seg.wait_timed_out();
+        match self.logical.as_mut() {
+            Some(run) => {
+                run.add(seg);
+                if timed_out {
+                    run.timeouts += 1;
+                } else {
+                    // The first wake-up that is not a timeout ends it.
+                    self.flush_logical(cfg, out);
+                }
+                true
+            }
+            None if timed_out => {
+                let mut run = LogicalRun {
+                    first: seg.id,
+                    last: seg.id,
+                    start_ns: seg.start_ns,
+                    end_ns: seg.end_ns,
+                    on_cpu_ns: 0,
+                    wait_ns: 0,
+                    segments: 0,
+                    timeouts: 1,
+                    wait_syscall: seg.wait_syscall,
+                    object: seg.wait_object.unwrap_or_default(),
+                };
+                run.add(seg);
+                self.logical = Some(run);
+                true
+            }
+            None => false,
+        }
+    }
+
+    fn flush_logical(&mut self, cfg: &RulesConfig, out: &mut Vec<Output>) {
+        if let Some(run) = self.logical.take() {
+            if let Some(spin) = run.spin(self.tid, self.pid, run.end_ns, false, cfg) {
+                out.push(Output::Spin(spin));
+            }
+        }
     }
 
     fn ensure_open(&mut self, ts: Nanos) {
@@ -1783,6 +1905,9 @@ impl ThreadState {
                         c.wait_start_ns = Some(ts);
                         c.wait_state = prev_state.0;
                         c.wait_syscall = syscall;
+                        c.wait_object = self
+                            .in_syscall
+                            .and_then(|nr| syscalls::wait_object(nr, self.in_arg0, self.in_arg1));
                         self.blocked = true;
                         self.waited = true;
                         self.stack_boundary = true;
@@ -2101,6 +2226,7 @@ impl ThreadState {
             EventKind::SysEnter { nr, args } => {
                 self.in_syscall = Some(nr);
                 self.in_arg0 = args[0];
+                self.in_arg1 = args[1];
                 self.waited = false;
                 self.stack_boundary = true;
                 self.pipe_read = None;
@@ -2216,6 +2342,7 @@ impl ThreadState {
                 }
                 self.close(ts, EndCause::Exit, cfg, out);
                 self.flush_pending(cfg, out);
+                self.flush_logical(cfg, out);
                 if let Some(run) = self.run.take() {
                     if let Some(spin) = run_spin(&run, self.tid, self.pid, false, cfg) {
                         out.push(Output::Spin(spin));
@@ -2499,12 +2626,27 @@ impl ThreadState {
                 out.push(Output::Spin(spin));
             }
         }
+        if let Some(run) = &self.logical {
+            // Still going: through the open segment when it is blocked on the same object.
+            let mut run = run.clone();
+            if let Some(c) = self.cur.as_ref().filter(|c| c.wait_start_ns.is_some()) {
+                if run.of(c) {
+                    run.add(c);
+                }
+            }
+            if watermark.0.saturating_sub(run.start_ns.0) > cfg.spin_threshold_ns {
+                if let Some(spin) = run.spin(self.tid, self.pid, watermark, true, cfg) {
+                    out.push(Output::Spin(spin));
+                }
+            }
+        }
     }
 
     fn spin_deadline(&self, cfg: &RulesConfig) -> Option<Nanos> {
-        self.cur
-            .as_ref()
-            .map(|c| Nanos(c.start_ns.0.saturating_add(cfg.spin_threshold_ns)))
+        let after = |t: Nanos| Nanos(t.0.saturating_add(cfg.spin_threshold_ns));
+        let cur = self.cur.as_ref().map(|c| after(c.start_ns));
+        let logical = self.logical.as_ref().map(|r| after(r.start_ns));
+        cur.into_iter().chain(logical).min()
     }
 }
 
@@ -2547,6 +2689,7 @@ fn single_spin(seg: &Segment, until: Nanos, open: bool, cfg: &RulesConfig) -> Op
         wait_ns: seg.wait_ns(),
         segments: 1,
         wait_syscall: seg.wait_syscall,
+        timeouts: 0,
     })
 }
 
@@ -2567,6 +2710,7 @@ fn run_spin(run: &YieldRun, tid: Tid, pid: Pid, open: bool, cfg: &RulesConfig) -
         wait_ns: run.wait_ns,
         segments: run.segments,
         wait_syscall: run.wait_syscall,
+        timeouts: 0,
     })
 }
 

@@ -1373,3 +1373,124 @@ fn object_keys_tell_the_joins_which_actions_and_effects_can_pair_no_more() {
         .iter()
         .all(|o| !matches!(o, Output::ArmDone(_))));
 }
+
+const POLL_NR: i32 = 7;
+const NANOSLEEP: i32 = 35;
+
+/// A thread that waits in `poll` on one set, timing out `timeouts` times, until the thread
+/// 51 writes and wakes it (`None`: never woken, it gives up and exits).
+fn poll_loop(timeouts: usize, woken: bool, set_of: impl Fn(usize) -> u64) -> Vec<Event> {
+    let mut s = S::default();
+    s.run(50);
+    for i in 0..timeouts {
+        s.task(
+            50,
+            EventKind::SysEnter {
+                nr: POLL_NR,
+                args: [set_of(i), 1, 200, 0, 0, 0],
+            },
+        );
+        s.block(50);
+        s.run(50);
+        s.exit(50, POLL_NR, 0);
+    }
+    if woken {
+        s.task(
+            50,
+            EventKind::SysEnter {
+                nr: POLL_NR,
+                args: [set_of(timeouts), 1, 200, 0, 0, 0],
+            },
+        );
+        s.block(50);
+        s.run(51);
+        s.enter(51, WRITE, 9);
+        s.wake(51, 50);
+        s.exit(51, WRITE, 1);
+        s.run(50);
+        s.exit(50, POLL_NR, 1);
+        s.enter(50, READ, 3);
+        s.exit(50, READ, 1);
+    }
+    s.enter(50, EXIT_GROUP, 0);
+    s.task(50, EventKind::Exit);
+    s.evs
+}
+
+fn short_threshold() -> RulesConfig {
+    RulesConfig {
+        spin_threshold_ns: 10_000,
+        ..RulesConfig::default()
+    }
+}
+
+#[test]
+fn timed_out_waits_on_one_object_until_a_real_wake_up_are_one_logical_long_wait() {
+    let g = graph(&poll_loop(4, true, |_| 0x7ffd_0000), &short_threshold());
+    let spins: Vec<_> = g.spins.iter().filter(|x| x.tid == Tid(50)).collect();
+    assert_eq!(spins.len(), 1, "one logical wait, no yield loop: {spins:#?}");
+    let sp = spins[0];
+    assert_eq!(sp.class, argus_schema::SpinClass::LongWait);
+    assert_eq!((sp.segment, sp.last), (seg(50, 0), seg(50, 4)));
+    assert_eq!((sp.segments, sp.timeouts), (5, 4));
+    assert_eq!(sp.wait_syscall, POLL_NR);
+    // The segments name the set they waited on.
+    let objects: Vec<_> = g
+        .segments
+        .iter()
+        .filter(|x| x.tid == Tid(50) && x.wait_syscall == POLL_NR)
+        .map(|x| x.wait_object)
+        .collect();
+    assert_eq!(objects.len(), 5);
+    assert!(objects.iter().all(|o| o.is_some() && *o == objects[0]));
+    // The wake-up that ended it comes from the writer.
+    let into_next: Vec<_> = edges_between(&g, 51, 50)
+        .into_iter()
+        .filter(|e| e.dst == seg(50, 5))
+        .collect();
+    assert!(
+        into_next
+            .iter()
+            .any(|e| matches!(e.kind, EdgeKind::Wakeup | EdgeKind::Message)),
+        "{into_next:#?} {:#?}",
+        g.edges
+    );
+}
+
+#[test]
+fn timeouts_on_changing_objects_or_sleeps_are_no_logical_wait() {
+    // Another set each time: no two waits are on the same object.
+    let g = graph(&poll_loop(4, true, |i| 0x7ffd_0000 + 64 * i as u64), &short_threshold());
+    assert!(
+        g.spins
+            .iter()
+            .all(|x| x.timeouts == 0 && x.class != argus_schema::SpinClass::LongWait),
+        "{:#?}",
+        g.spins
+    );
+    // A sleep loop waits on nothing: a yield loop, as before.
+    let mut s = S::default();
+    s.run(50);
+    for _ in 0..5 {
+        s.enter(50, NANOSLEEP, 0x1000);
+        s.block(50);
+        s.run(50);
+        s.exit(50, NANOSLEEP, 0);
+    }
+    s.enter(50, EXIT_GROUP, 0);
+    s.task(50, EventKind::Exit);
+    let g = graph(&s.evs, &short_threshold());
+    let spins: Vec<_> = g.spins.iter().filter(|x| x.tid == Tid(50)).collect();
+    assert_eq!(spins.len(), 1, "{spins:#?}");
+    assert_eq!(spins[0].class, argus_schema::SpinClass::RepeatedYield);
+    assert_eq!(spins[0].timeouts, 0);
+}
+
+#[test]
+fn a_logical_wait_that_only_times_out_is_still_one_long_wait() {
+    let g = graph(&poll_loop(5, false, |_| 0x7ffd_0000), &short_threshold());
+    let spins: Vec<_> = g.spins.iter().filter(|x| x.tid == Tid(50)).collect();
+    assert_eq!(spins.len(), 1, "{spins:#?}");
+    assert_eq!(spins[0].class, argus_schema::SpinClass::LongWait);
+    assert_eq!((spins[0].segments, spins[0].timeouts), (5, 5));
+}

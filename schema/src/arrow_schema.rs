@@ -60,6 +60,7 @@ pub fn segments() -> Arc<Schema> {
         Field::new("wait_state", DataType::Utf8, true),
         i32f("wait_syscall"),
         Field::new("wait_ret", DataType::Int64, true),
+        Field::new("wait_object", DataType::UInt64, true),
         u64f("on_cpu_ns"),
         Field::new("preemptions", DataType::UInt32, false),
         Field::new("yields", DataType::UInt32, false),
@@ -101,6 +102,7 @@ pub fn spins() -> Arc<Schema> {
         u64f("wait_ns"),
         Field::new("segments", DataType::UInt32, false),
         i32f("wait_syscall"),
+        Field::new("timeouts", DataType::UInt32, false),
     ]))
 }
 

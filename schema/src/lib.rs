@@ -606,6 +606,13 @@ pub struct Segment {
     pub wait_syscall: i32,
     /// Return value of that syscall once known (timeouts show as 0 or -ETIMEDOUT).
     pub wait_ret: Option<i64>,
+    /// What the wait waited on, from the syscall's arguments: the futex word's address, the
+    /// descriptor (`read`/`recv*`, `epoll_wait`'s epoll descriptor, `wait4`'s pid), a
+    /// `poll`/`select` set (array address mixed with its length); `None` for sleeps, yields
+    /// and waits outside a known syscall. Consecutive timed-out waits on one object make one
+    /// logical wait (ARCHITECTURE.md §6).
+    #[serde(default)]
+    pub wait_object: Option<u64>,
     /// Time spent on a CPU.
     pub on_cpu_ns: u64,
     /// Number of involuntary switch-outs (preemptions).
@@ -647,6 +654,7 @@ impl Segment {
             wait_state: 0,
             wait_syscall: -1,
             wait_ret: None,
+            wait_object: None,
             on_cpu_ns: 0,
             preemptions: 0,
             yields: 0,
@@ -843,6 +851,11 @@ pub struct Spin {
     pub segments: u32,
     /// The wait syscall of the (last) blocking wait (-1 none).
     pub wait_syscall: i32,
+    /// For a logical wait (a LongWait made of consecutive timed-out waits on one object,
+    /// ended by a real wake-up or still going), how many of its waits timed out; 0 for a
+    /// single wait and for the other classes.
+    #[serde(default)]
+    pub timeouts: u32,
 }
 
 impl Spin {

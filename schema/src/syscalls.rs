@@ -575,6 +575,75 @@ pub fn is_timeout(nr: i32, ret: Option<i64>) -> bool {
     }
 }
 
+/// How a waiting syscall names what it waits on (see [`wait_object`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum ObjectArg {
+    /// Nothing: sleeps, yields, syscalls that do not wait on an object.
+    None,
+    /// The first argument (a futex word's address, a descriptor, an epoll descriptor, a pid).
+    First,
+    /// A set given by its address and length (`poll`/`ppoll` array and count, `select`'s
+    /// count and read set).
+    Set,
+}
+
+fn object_arg(nr: i32) -> ObjectArg {
+    static TABLE: std::sync::OnceLock<Vec<ObjectArg>> = std::sync::OnceLock::new();
+    let table = TABLE.get_or_init(|| {
+        let first = [
+            "futex",
+            "epoll_wait",
+            "epoll_pwait",
+            "epoll_pwait2",
+            "wait4",
+            "waitid",
+            "semtimedop",
+            "mq_timedreceive",
+            "msgrcv",
+            "accept",
+            "accept4",
+            "connect",
+            "flock",
+            "fcntl",
+        ];
+        let set = ["poll", "ppoll", "select", "pselect6"];
+        NAMES
+            .iter()
+            .enumerate()
+            .map(|(nr, n)| {
+                if first.contains(n) || is_receive(nr as i32) || is_send(nr as i32) {
+                    ObjectArg::First
+                } else if set.contains(n) {
+                    ObjectArg::Set
+                } else {
+                    ObjectArg::None
+                }
+            })
+            .collect()
+    });
+    usize::try_from(nr)
+        .ok()
+        .and_then(|i| table.get(i).copied())
+        .unwrap_or(ObjectArg::None)
+}
+
+/// What a blocking syscall waits on, from its first two arguments: the futex word's address,
+/// the descriptor of a read, receive, send or epoll wait, `wait4`'s pid, or a `poll`/`select`
+/// set (its address mixed with its length: the trace has pointers, not the descriptors in
+/// the set, so a loop that rebuilds its set at another address each time is not matched).
+/// `None` for sleeps, yields and syscalls that wait on nothing nameable. Consecutive
+/// timed-out waits of a thread with the same syscall and object are one logical wait.
+pub fn wait_object(nr: i32, arg0: u64, arg1: u64) -> Option<u64> {
+    match object_arg(nr) {
+        ObjectArg::None => None,
+        ObjectArg::First => Some(arg0),
+        // Lengths are small, addresses aligned: rotate the length into the high bits.
+        // No set at all (`poll(NULL, 0, t)`, `select(0, NULL, …, t)`): a sleep.
+        ObjectArg::Set if arg0 == 0 && arg1 == 0 => None,
+        ObjectArg::Set => Some(arg0 ^ arg1.rotate_right(16)),
+    }
+}
+
 /// Whether `nr` is `sched_yield`.
 pub fn is_yield(nr: i32) -> bool {
     is_one_of(nr, &["sched_yield"])
@@ -583,6 +652,22 @@ pub fn is_yield(nr: i32) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn wait_objects_name_what_is_waited_on() {
+        let n = |s| number(s).expect("known syscall");
+        assert_eq!(wait_object(n("futex"), 0x7f00_1000, 128), Some(0x7f00_1000));
+        assert_eq!(wait_object(n("epoll_wait"), 5, 0x1234), Some(5));
+        assert_eq!(wait_object(n("recvfrom"), 7, 0), Some(7));
+        let a = wait_object(n("poll"), 0x7ffd_0000, 2);
+        assert!(a.is_some());
+        assert_ne!(a, wait_object(n("poll"), 0x7ffd_0000, 3), "the length matters");
+        assert_eq!(wait_object(n("nanosleep"), 1, 2), None);
+        assert_eq!(wait_object(n("select"), 0, 0), None, "select with no set sleeps");
+        assert_eq!(wait_object(n("sched_yield"), 0, 0), None);
+        assert_eq!(wait_object(-1, 0, 0), None);
+        assert_eq!(wait_object(100_000, 0, 0), None);
+    }
 
     #[test]
     fn names_and_classes() {

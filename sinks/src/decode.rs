@@ -72,6 +72,22 @@ impl At<'_> {
             .ok_or_else(|| self.wrong_type(batch, column, T::DATA_TYPE))
     }
 
+    /// A column added after snapshots were first written: absent in older snapshots (the
+    /// caller uses its default), an error only when present with the wrong type.
+    fn prim_added<'b, T: ArrowPrimitiveType>(
+        &self,
+        batch: &'b RecordBatch,
+        column: &'static str,
+    ) -> Result<Option<&'b PrimitiveArray<T>>, SinkError> {
+        match batch.column_by_name(column) {
+            None => Ok(None),
+            Some(a) => a
+                .as_primitive_opt::<T>()
+                .map(Some)
+                .ok_or_else(|| self.wrong_type(batch, column, T::DATA_TYPE)),
+        }
+    }
+
     fn string<'b>(
         &self,
         batch: &'b RecordBatch,
@@ -345,6 +361,7 @@ pub(crate) fn decode_segments(
     let wait_state = at.string(batch, "wait_state")?;
     let wait_syscall = at.prim::<Int32Type>(batch, "wait_syscall")?;
     let wait_ret = at.prim::<Int64Type>(batch, "wait_ret")?;
+    let wait_object = at.prim_added::<UInt64Type>(batch, "wait_object")?;
     let on_cpu_ns = at.prim::<UInt64Type>(batch, "on_cpu_ns")?;
     let preemptions = at.prim::<UInt32Type>(batch, "preemptions")?;
     let yields = at.prim::<UInt32Type>(batch, "yields")?;
@@ -442,6 +459,7 @@ pub(crate) fn decode_segments(
             wait_state: ws,
             wait_syscall: wait_syscall.value(i),
             wait_ret: opt(wait_ret, i),
+            wait_object: wait_object.and_then(|a| opt(a, i)),
             on_cpu_ns: on_cpu_ns.value(i),
             preemptions: preemptions.value(i),
             yields: yields.value(i),
@@ -499,6 +517,7 @@ pub(crate) fn decode_spins(
     let wait_ns = at.prim::<UInt64Type>(batch, "wait_ns")?;
     let segments = at.prim::<UInt32Type>(batch, "segments")?;
     let wait_syscall = at.prim::<Int32Type>(batch, "wait_syscall")?;
+    let timeouts = at.prim_added::<UInt32Type>(batch, "timeouts")?;
     out.reserve(batch.num_rows());
     for i in 0..batch.num_rows() {
         let c = class.value(i);
@@ -516,6 +535,7 @@ pub(crate) fn decode_spins(
             wait_ns: wait_ns.value(i),
             segments: segments.value(i),
             wait_syscall: wait_syscall.value(i),
+            timeouts: timeouts.map_or(0, |a| a.value(i)),
         });
     }
     Ok(())

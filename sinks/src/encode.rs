@@ -562,6 +562,7 @@ pub(crate) struct SegmentEncoder {
     wait_state: StringBuilder,
     wait_syscall: Plain<Int32Type>,
     wait_ret: Column<Int64Type>,
+    wait_object: Column<UInt64Type>,
     on_cpu_ns: Plain<UInt64Type>,
     preemptions: Plain<UInt32Type>,
     yields: Plain<UInt32Type>,
@@ -606,6 +607,7 @@ impl Encoder for SegmentEncoder {
             wait_state: StringBuilder::with_capacity(n, n),
             wait_syscall: Plain::with_capacity(n),
             wait_ret: Column::with_capacity(n),
+            wait_object: Column::with_capacity(n),
             on_cpu_ns: Plain::with_capacity(n),
             preemptions: Plain::with_capacity(n),
             yields: Plain::with_capacity(n),
@@ -644,6 +646,7 @@ impl Encoder for SegmentEncoder {
         }
         self.wait_syscall.push(s.wait_syscall);
         self.wait_ret.push_option(s.wait_ret);
+        self.wait_object.push_option(s.wait_object);
         self.on_cpu_ns.push(s.on_cpu_ns);
         self.preemptions.push(s.preemptions);
         self.yields.push(s.yields);
@@ -674,6 +677,7 @@ impl Encoder for SegmentEncoder {
             fin(&mut self.wait_state),
             self.wait_syscall.finish(),
             self.wait_ret.finish(),
+            self.wait_object.finish(),
             self.on_cpu_ns.finish(),
             self.preemptions.finish(),
             self.yields.finish(),
@@ -752,6 +756,7 @@ pub(crate) struct SpinEncoder {
     wait_ns: UInt64Builder,
     segments: UInt32Builder,
     wait_syscall: Int32Builder,
+    timeouts: UInt32Builder,
 }
 
 impl Encoder for SpinEncoder {
@@ -773,6 +778,7 @@ impl Encoder for SpinEncoder {
             wait_ns: UInt64Builder::with_capacity(n),
             segments: UInt32Builder::with_capacity(n),
             wait_syscall: Int32Builder::with_capacity(n),
+            timeouts: UInt32Builder::with_capacity(n),
         }
     }
 
@@ -790,6 +796,7 @@ impl Encoder for SpinEncoder {
         self.wait_ns.append_value(s.wait_ns);
         self.segments.append_value(s.segments);
         self.wait_syscall.append_value(s.wait_syscall);
+        self.timeouts.append_value(s.timeouts);
     }
 
     fn len(&self) -> usize {
@@ -811,6 +818,7 @@ impl Encoder for SpinEncoder {
             fin(&mut self.wait_ns),
             fin(&mut self.segments),
             fin(&mut self.wait_syscall),
+            fin(&mut self.timeouts),
         ]
     }
 }

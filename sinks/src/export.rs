@@ -455,6 +455,7 @@ mod tests {
             wait_state: b'S',
             wait_syscall: 202,
             wait_ret: Some(0),
+            wait_object: None,
             on_cpu_ns: 10,
             preemptions: 0,
             yields: 0,

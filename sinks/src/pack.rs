@@ -13,7 +13,7 @@
 //!
 //! ```text
 //!  segment: Δid  tid−id.tid  pid−tid  flags kind [kind fields]  Δstart  end−start
-//!           [wait_start−start] wait_state wait_syscall [wait_ret]
+//!           [wait_start−start] wait_state wait_syscall [wait_ret] [wait_object]
 //!           on_cpu preemptions yields syscalls events  n syscall_seq[n]
 //!  edge:    Δsrc  dst−src  kind·4+strength  Δts  src_syscall
 //! ```
@@ -177,6 +177,7 @@ fn end_from(b: u8) -> EndCause {
 
 const HAS_WAIT_START: u8 = 1 << 4;
 const HAS_WAIT_RET: u8 = 1 << 5;
+const HAS_WAIT_OBJECT: u8 = 1 << 6;
 
 /// Deltas of a segment run: the previous id and start.
 #[derive(Default)]
@@ -198,6 +199,9 @@ impl Pack for Segment {
         }
         if self.wait_ret.is_some() {
             flags |= HAS_WAIT_RET;
+        }
+        if self.wait_object.is_some() {
+            flags |= HAS_WAIT_OBJECT;
         }
         out.push(flags);
         match self.kind {
@@ -232,6 +236,9 @@ impl Pack for Segment {
         put_i64(out, i64::from(self.wait_syscall));
         if let Some(r) = self.wait_ret {
             put_i64(out, r);
+        }
+        if let Some(o) = self.wait_object {
+            put_u64(out, o);
         }
         put_u64(out, self.on_cpu_ns);
         put_u64(out, u64::from(self.preemptions));
@@ -284,6 +291,11 @@ impl Pack for Segment {
         } else {
             None
         };
+        let wait_object = if flags & HAS_WAIT_OBJECT != 0 {
+            Some(get_u64(input)?)
+        } else {
+            None
+        };
         let on_cpu_ns = get_u64(input)?;
         let preemptions = get_u32(input)?;
         let yields = get_u32(input)?;
@@ -310,6 +322,7 @@ impl Pack for Segment {
             wait_state,
             wait_syscall,
             wait_ret,
+            wait_object,
             on_cpu_ns,
             preemptions,
             yields,
@@ -412,6 +425,7 @@ impl Pack for Spin {
         put_u64(out, self.wait_ns);
         put_u64(out, u64::from(self.segments));
         put_i64(out, i64::from(self.wait_syscall));
+        put_u64(out, u64::from(self.timeouts));
     }
 
     fn unpack(_: &mut (), input: &mut &[u8]) -> Option<Spin> {
@@ -439,6 +453,7 @@ impl Pack for Spin {
             wait_ns: get_u64(input)?,
             segments: get_u32(input)?,
             wait_syscall: get_i32(input)?,
+            timeouts: get_u32(input)?,
         })
     }
 }
@@ -554,6 +569,7 @@ mod tests {
                 s.end_ns = Nanos(s.start_ns.0 - j as u64); // even an end before the start
                 s.wait_start_ns = (j % 2 == 0).then_some(Nanos(u64::MAX));
                 s.wait_ret = (i % 2 == 0).then_some(i64::MIN + j as i64);
+                s.wait_object = (j % 3 != 1).then_some(u64::MAX - j as u64);
                 s.wait_state = b'D';
                 s.wait_syscall = i32::MIN;
                 s.on_cpu_ns = u64::MAX;
@@ -647,6 +663,7 @@ mod tests {
             wait_ns: 0,
             segments: u32::MAX,
             wait_syscall: -1,
+            timeouts: u32::MAX - i as u32,
         })
         .collect();
         roundtrip(&spins);

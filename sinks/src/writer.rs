@@ -115,6 +115,7 @@ fn high_cardinality_columns(table: Table) -> &'static [(&'static str, bool)] {
             ("wait_start_ns", true),
             ("wait_syscall", false),
             ("wait_ret", false),
+            ("wait_object", false),
             ("on_cpu_ns", false),
             ("preemptions", false),
             ("yields", false),

@@ -97,6 +97,7 @@ impl B {
             wait_state: if s.wait.is_some() { b'S' } else { 0 },
             wait_syscall: sys,
             wait_ret: s.ret,
+            wait_object: None,
             on_cpu_ns: ms(s.on_cpu).0,
             preemptions: 0,
             yields: 0,
@@ -165,6 +166,7 @@ impl B {
             wait_state: 0,
             wait_syscall: -1,
             wait_ret: None,
+            wait_object: None,
             on_cpu_ns: ms(end - start).0,
             preemptions: 0,
             yields: 0,
@@ -225,7 +227,15 @@ impl B {
             wait_ns: start.until(s.end_ns),
             segments: 1,
             wait_syscall: s.wait_syscall,
+            timeouts: 0,
         });
+    }
+
+    /// Names what the wait ending `seg` waited on (a descriptor, a futex word).
+    pub fn object(&mut self, seg: SegmentId, object: u64) {
+        if let Some(s) = self.segments.iter_mut().find(|s| s.id == seg) {
+            s.wait_object = Some(object);
+        }
     }
 
     pub fn graph(self) -> Graph {

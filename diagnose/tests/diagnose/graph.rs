@@ -51,6 +51,7 @@ fn gaps_in_ordinals_fall_back_to_a_search_and_dangling_edges_are_dropped() {
         wait_state: 0,
         wait_syscall: -1,
         wait_ret: None,
+        wait_object: None,
         on_cpu_ns: 5,
         preemptions: 0,
         yields: 0,
@@ -109,6 +110,7 @@ fn spin(seg: SegmentId, start: f64, end: f64, open: bool) -> Spin {
         wait_ns: 0,
         segments: 1,
         wait_syscall: -1,
+        timeouts: 0,
     }
 }
 

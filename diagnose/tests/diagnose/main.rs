@@ -8,3 +8,4 @@ mod builder;
 mod fidelity;
 mod graph;
 mod scenarios;
+mod windows;

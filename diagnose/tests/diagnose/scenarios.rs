@@ -222,6 +222,7 @@ fn yield_loop() -> (Graph, SegmentId) {
         wait_ns: ms(2940.0).0,
         segments: 3000,
         wait_syscall: nr("nanosleep"),
+        timeouts: 0,
     });
     (b.graph(), busy)
 }
@@ -448,6 +449,7 @@ fn a_long_running_hang_is_its_own_culprit_sliced_back_to_its_input() {
         wait_ns: 0,
         segments: 1,
         wait_syscall: -1,
+        timeouts: 0,
     });
     let r = run(&b.graph(), 10, &mut AutoOracle);
     assert_eq!(r.hang.class, SpinClass::LongRunning);

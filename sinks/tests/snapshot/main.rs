@@ -194,6 +194,7 @@ pub fn all_segments() -> Vec<Segment> {
                     1 => Some(-110),
                     _ => Some(i64::MAX),
                 },
+                wait_object: (n % 4 == 1).then_some(0x7f00_0000_0000 + u64::from(n)),
                 on_cpu_ns: u64::from(n) * 7,
                 preemptions: n,
                 yields: u32::MAX - n,
@@ -253,6 +254,7 @@ pub fn all_spins() -> Vec<Spin> {
             wait_ns: 499_999_990,
             segments: 10,
             wait_syscall: if open { -1 } else { 35 },
+            timeouts: if open { 0 } else { 9 },
         })
     })
     .collect()
