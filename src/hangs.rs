@@ -15,6 +15,7 @@
 //! | py-reply | a reply from another thread (socketpair) | LongWait | the server thread `py-server` computing |
 //! | py-batch | a batching server loop (selectors) | LongWait | the loop thread `py-loop` busy with another client |
 //! | py-yield | polling a flag another thread sets | RepeatedYield | the setter `py-setter` computing |
+//! | lockf-retry | `fcntl` lock retried (`F_SETLK`, `EAGAIN`) between 20 ms sleeps while another process holds it | RepeatedYield | `sleep` the holder waits for |
 //! | py-flagfile | polling a file another process creates, marked `argus:flag-set` | RepeatedYield | `sleep` in the setter's shell |
 //! | py-longrun | a long computation started by input on stdin | LongRunning | `python3` itself, input from `sh` |
 //! | fifo-open | a FIFO whose writer stopped; the trace ends mid-hang | LongWait (open) | `sleep` the writer's shell waits for |
@@ -54,6 +55,10 @@ pub const HANGS: &[(&str, &str)] = &[
     (
         "py-yield",
         "python3 main thread polls a flag with short sleeps; a worker computes, then sets it",
+    ),
+    (
+        "lockf-retry",
+        "python3 retries fcntl.lockf(LOCK_NB) every 20 ms; another python3 holds the lock while it runs sleep",
     ),
     (
         "py-flagfile",
@@ -371,6 +376,38 @@ while not done:
             let pid = p.id();
             wait(p, "python3")?;
             truth(name, pid, "RepeatedYield", "py-setter", &["py-setter"]);
+        }
+        "lockf-retry" => {
+            let path = lock.display().to_string();
+            let holder = spawn(
+                &mut python(&format!(
+                    r#"import fcntl, subprocess
+f = open({path:?}, 'a')
+fcntl.lockf(f, fcntl.LOCK_EX)
+subprocess.run(['sleep', '{s}'])
+"#
+                )),
+                "python3 holder",
+            )?;
+            sleep(0.2);
+            let waiter = spawn(
+                &mut python(&format!(
+                    r#"import fcntl, time
+f = open({path:?}, 'a')
+while True:
+    try:
+        fcntl.lockf(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        break
+    except OSError:
+        time.sleep(0.02)
+"#
+                )),
+                "python3 waiter",
+            )?;
+            let pid = waiter.id();
+            wait(holder, "python3 holder")?;
+            wait(waiter, "python3 waiter")?;
+            truth(name, pid, "RepeatedYield", "sleep", &["python3", "sleep"]);
         }
         "py-flagfile" => {
             let flag = dir.join("flag");

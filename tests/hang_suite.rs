@@ -28,6 +28,7 @@ const SCENARIOS: &[&str] = &[
     "py-reply",
     "py-batch",
     "py-yield",
+    "lockf-retry",
     "py-flagfile",
     "py-longrun",
     "fifo-open",
@@ -327,6 +328,19 @@ fn suite_py_batch() {
 #[test]
 fn suite_py_yield() {
     check("py-yield");
+}
+
+#[test]
+fn suite_lockf_retry_names_the_lock_holder() {
+    check("lockf-retry");
+    let Some(r) = row("lockf-retry") else { return };
+    // The holder is reached through a lock-file edge, not guessed as a flag setter.
+    let path = r.auto["path"].as_array().expect("path");
+    assert!(
+        path.iter().any(|p| p["edge"]["kind"] == "lock_file"),
+        "{:#}",
+        r.auto["path"]
+    );
 }
 
 #[test]

@@ -51,6 +51,7 @@ impl Default for Penalties {
                 EdgeKind::Flag => 0.4,
                 EdgeKind::Rule => 0.5,
                 EdgeKind::WaitWake => 3.0,
+                EdgeKind::LockFile => 0.5,
             };
         }
         Penalties {

@@ -110,7 +110,8 @@ pub fn learn_loop_wait(g: &Graph, tid: Tid, cfg: &HangConfig) -> Option<LoopWait
         // A logical wait counts once, whole, at its last wait: a client that polls its
         // socket with a timeout until the reply has waited once, not in an event loop.
         if logical::timed_out_on_object(s)
-            && g.next_in_thread(s.id).is_some_and(|n| logical::same_wait(s, n))
+            && g.next_in_thread(s.id)
+                .is_some_and(|n| logical::same_wait(s, n))
         {
             continue;
         }

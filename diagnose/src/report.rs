@@ -254,6 +254,8 @@ pub enum PathEdgeKind {
     Rule,
     /// The weak wait↔wake pair: the waker's work may have been for the waiter.
     WaitWake,
+    /// A file lock: its holder's lock, or the release a lock attempt waited for.
+    LockFile,
 }
 
 impl PathEdgeKind {
@@ -272,6 +274,7 @@ impl PathEdgeKind {
             PathEdgeKind::Exit => "exit",
             PathEdgeKind::Rule => "rule",
             PathEdgeKind::WaitWake => "wait_wake",
+            PathEdgeKind::LockFile => "lock_file",
         }
     }
 }
@@ -290,6 +293,7 @@ impl From<argus_schema::EdgeKind> for PathEdgeKind {
             argus_schema::EdgeKind::Flag => PathEdgeKind::Flag,
             argus_schema::EdgeKind::Rule => PathEdgeKind::Rule,
             argus_schema::EdgeKind::WaitWake => PathEdgeKind::WaitWake,
+            argus_schema::EdgeKind::LockFile => PathEdgeKind::LockFile,
         }
     }
 }

@@ -187,6 +187,7 @@ fn via(kind: EdgeKind) -> &'static str {
         EdgeKind::Flag => "flag set by",
         EdgeKind::Rule => "linked by a rule to",
         EdgeKind::WaitWake => "possibly working for",
+        EdgeKind::LockFile => "lock released by",
     }
 }
 
@@ -755,6 +756,10 @@ impl<'g> Walk<'g, '_> {
                 secs(spin.on_cpu_ns)
             ),
         );
+        if let Some(e) = self.lock_holder(spin, first) {
+            self.explain_holder(first, e, h1);
+            return;
+        }
         if let Some((ws, at, how)) = self.flag_setter(spin, first, h1) {
             self.explain_setter(first, ws, at, how);
             return;
@@ -1102,6 +1107,119 @@ impl<'g> Walk<'g, '_> {
             }
         }
         None
+    }
+
+    /// The lock a polling loop retries (lock-file edges of the graph into the loop's
+    /// segments or the one after it): the edge from its release (into the segment after the
+    /// loop, which got the lock), else from the latest lock of its holder that an attempt ran
+    /// into.
+    fn lock_holder(&self, spin: &Spin, first: &'g Segment) -> Option<&'g CausalEdge> {
+        let g = self.g;
+        let tid = first.tid;
+        let into = |s: &'g Segment| {
+            g.incoming(s.id)
+                .filter(move |e| e.kind == EdgeKind::LockFile && e.src.tid() != tid)
+                .max_by_key(|e| (e.ts, e.src))
+        };
+        let after = g
+            .segment(spin.last)
+            .and_then(|l| g.next_in_thread(l.id))
+            .and_then(into);
+        after.or_else(|| {
+            g.thread_segments(tid)
+                .filter(|s| s.id >= spin.segment && s.id <= spin.last)
+                .filter_map(into)
+                .max_by_key(|e| (e.ts, e.src))
+        })
+    }
+
+    /// The loop retries a file lock `e` says who held: why did the holder hold it through
+    /// the loop `[h0, h1)`? Its thread's window: busy on CPU, or blocked in a wait (followed
+    /// recursively), or neither.
+    fn explain_holder(&mut self, first: &'g Segment, e: &'g CausalEdge, h1: Nanos) {
+        let g = self.g;
+        let Some(ws) = g.segment(e.src) else {
+            return;
+        };
+        let h0 = self.hang_start;
+        let window = h0.until(h1);
+        let who = self.hang_who(first.tid);
+        let holder = self.who(ws.tid);
+        self.visited.insert(ws.id);
+        self.push(
+            ws,
+            Some(path_edge(e)),
+            Role::Setter,
+            format!(
+                "holds the file lock {who} retries: {holder} (its lock operation at {}, a {} \
+                 lock-file edge)",
+                self.rel(e.ts),
+                e.strength.name()
+            ),
+        );
+        let act = self.activity(ws.tid, h0, h1);
+        if at_least(act.on_cpu_ns, window, self.cfg.busy_fraction) {
+            let busy = act.busiest.unwrap_or(ws);
+            self.root(
+                busy,
+                CauseClass::LongRunning,
+                format!(
+                    "{holder} held the file lock {who} retries and ran {} on CPU during its {} \
+                     loop",
+                    secs(act.on_cpu_ns),
+                    secs(window)
+                ),
+            );
+            self.context(busy);
+            return;
+        }
+        // The wait that covers most of the window: one segment's, or a logical wait (a run
+        // of timed-out waits) ending before the loop did.
+        let mut blocked = act.longest_block;
+        if let Some(d) = g
+            .segment_at(ws.tid, h1)
+            .and_then(|s| g.next_in_thread(s.id))
+            .and_then(|n| self.dominant_wait(n, h0, h1))
+        {
+            if blocked.is_none_or(|(_, ns)| d.covered > ns) {
+                blocked = Some((d.last, d.covered));
+            }
+        }
+        match blocked.filter(|(_, ns)| at_least(*ns, window, self.cfg.busy_fraction)) {
+            Some((b, ns)) => {
+                if b.id != ws.id && self.visited.insert(b.id) {
+                    self.push(
+                        b,
+                        Some(PathEdge {
+                            kind: PathEdgeKind::ThreadOrder,
+                            strength: Strength::Weak,
+                            ts: b.start_ns,
+                        }),
+                        Role::Cause,
+                        format!("{holder} blocked {} in {}", secs(ns), sc(b.wait_syscall)),
+                    );
+                }
+                self.root(
+                    b,
+                    self.classify(b),
+                    format!(
+                        "{holder} held the file lock {who} retries while it was blocked {} in {} \
+                         during the loop",
+                        secs(ns),
+                        sc(b.wait_syscall)
+                    ),
+                );
+                self.explain_wait(b, 1);
+            }
+            None => self.root(
+                ws,
+                self.classify(ws),
+                format!(
+                    "{holder} held the file lock {who} retries: {}",
+                    self.during(&act, h0, h1)
+                ),
+            ),
+        }
     }
 
     /// The loop's flag setter is known: explain why it set the flag so late.

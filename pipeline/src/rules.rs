@@ -94,6 +94,13 @@
 //!   ([`RulesConfig::channels`]: a pipe's two ends share its inode; a socket's writes feed
 //!   its peer's reads) or are declared (`[[pipe]]` in the rules file). A thread reading
 //!   back its own write is not an edge.
+//! - **lock file**: a file lock (`flock`, `fcntl` record locks) on a file the fd identity
+//!   knows ([`ChannelEnd::lock`], [`Key::Lock`]). A wake-up of a task blocked in `flock` or
+//!   `fcntl(F_SETLKW)` is a strong [`EdgeKind::LockFile`] (the unlock, close or exit that
+//!   released it). Lock attempts that are refused (`EAGAIN`/`EACCES`, a retry loop) are
+//!   linked to the latest successful lock operation of each other process on the file, and a
+//!   success after refusals to the release before it: boosted [`EdgeKind::LockFile`] edges
+//!   ([`LockState`], docs/rules.md).
 //! - **flag** (2.f): a write to a watched data flag (hardware watchpoint,
 //!   [`EventKind::FlagAccess`]) → the next reads of it by other threads, as
 //!   [`EdgeKind::Flag`] (joined on the process and address).
@@ -285,6 +292,16 @@ impl RulesConfig {
             }
         }
         (key, conn)
+    }
+
+    /// The lock key of a file lock operation on descriptor `fd` of process `pid` at `ts`:
+    /// the file the fd identity says it refers to ([`ChannelEnd::lock`]).
+    pub fn lock_key(&self, pid: Pid, fd: u64, ts: Nanos) -> Option<Key> {
+        if self.channels.is_empty() {
+            return None;
+        }
+        let fd = i32::try_from(fd).ok()?;
+        self.channels.lookup(pid, fd, ts)?.lock.map(Key::Lock)
     }
 
     /// Adds every maintenance callback among `symbols` (address, name) to
@@ -493,6 +510,10 @@ pub struct ChannelEnd {
     pub send: Option<u64>,
     /// Channel drained by reads.
     pub recv: Option<u64>,
+    /// The file a lock taken through the descriptor (`flock`, `fcntl` record locks) is a
+    /// lock on: regular files and directories, by inode and path ([`ChannelEnd::file`]).
+    #[serde(default)]
+    pub lock: Option<u64>,
 }
 
 impl ChannelEnd {
@@ -502,6 +523,7 @@ impl ChannelEnd {
         ChannelEnd {
             send: Some(id),
             recv: Some(id),
+            lock: None,
         }
     }
 
@@ -510,6 +532,7 @@ impl ChannelEnd {
         ChannelEnd {
             send: Some(Self::mix(2, inode, peer)),
             recv: Some(Self::mix(2, peer, inode)),
+            lock: None,
         }
     }
 
@@ -517,15 +540,32 @@ impl ChannelEnd {
     /// `regular`, `anon`, `other`) with `inode`, socket `peer` and `/proc` link `target` is
     /// as a channel: pipes and FIFOs, connected sockets, and eventfds (written by one task,
     /// read by another) are; files, unconnected sockets and other anonymous inodes are not.
+    /// Regular files and directories (`other` with a `/` path) are lockable
+    /// ([`ChannelEnd::lock`]).
     pub fn of_file(kind: &str, inode: u64, peer: Option<u64>, target: &str) -> ChannelEnd {
         match (kind, peer) {
             ("pipe", _) => ChannelEnd::pipe(inode),
             ("socket", Some(peer)) => ChannelEnd::socket(inode, peer),
             ("anon", _) if target.contains("eventfd") => ChannelEnd::pipe(inode),
-            _ => ChannelEnd {
-                send: None,
-                recv: None,
-            },
+            ("regular", _) => ChannelEnd::file(inode, target),
+            ("other", _) if target.starts_with('/') => ChannelEnd::file(inode, target),
+            _ => ChannelEnd::default(),
+        }
+    }
+
+    /// A file that can be locked: no channel, a lock identity from its inode and path (the
+    /// fd identity has no device number; the path keeps equal inode numbers of two file
+    /// systems apart, and every descriptor of one file shows the same path).
+    pub fn file(inode: u64, target: &str) -> ChannelEnd {
+        let path = target.strip_suffix(" (deleted)").unwrap_or(target);
+        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+        for b in path.bytes() {
+            h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+        }
+        ChannelEnd {
+            send: None,
+            recv: None,
+            lock: Some(Self::mix(5, inode, h)),
         }
     }
 
@@ -852,6 +892,9 @@ pub enum Key {
     /// A signal generated for a thread-group leader (`kill(pid)`: process-directed), by
     /// leader and signal number: any thread of the group may take delivery.
     ProcSignal(Tid, i32),
+    /// A lockable file (`flock`, `fcntl` record locks), from fd identity
+    /// ([`ChannelEnd::lock`]).
+    Lock(u64),
 }
 
 impl Key {
@@ -867,6 +910,7 @@ impl Key {
             Key::Channel(c) => (7, c),
             Key::Flag(p, a) => (8, a ^ ((p.0 as u32 as u64) << 40)),
             Key::ProcSignal(t, s) => (9, (t.0 as u32 as u64) | ((s as u32 as u64) << 32)),
+            Key::Lock(f) => (10, f),
         };
         // splitmix64 finalizer
         let mut z = v.wrapping_add(tag.wrapping_mul(0x9E37_79B9_7F4A_7C15));
@@ -900,6 +944,8 @@ pub enum Role {
 /// Syscall numbers the rules test on the hot path, looked up once.
 struct Nrs {
     futex: i32,
+    flock: i32,
+    fcntl: i32,
     close: i32,
     exit: i32,
     exit_group: i32,
@@ -915,6 +961,8 @@ fn nrs() -> &'static Nrs {
         let n = |s: &str| syscalls::number(s).unwrap_or(-2);
         Nrs {
             futex: n("futex"),
+            flock: n("flock"),
+            fcntl: n("fcntl"),
             close: n("close"),
             exit: n("exit"),
             exit_group: n("exit_group"),
@@ -950,6 +998,34 @@ pub fn message_op(nr: i32) -> Option<bool> {
     } else {
         None
     }
+}
+
+/// A file lock operation: `flock(fd, op)`, or `fcntl(fd, cmd, …)` setting a record lock
+/// (`F_SETLK`, `F_SETLKW`, `F_OFD_SETLK`, `F_OFD_SETLKW`). `Some(unlock)`: whether it is
+/// known to release (`flock` with `LOCK_UN`; an `fcntl` lock's type is in memory the trace
+/// does not have, so it is never known to be an unlock).
+pub fn lock_op(nr: i32, args: &[u64; 6]) -> Option<bool> {
+    const LOCK_UN: u64 = 8;
+    let n = nrs();
+    if nr == n.flock {
+        Some(args[1] & LOCK_UN != 0)
+    } else if nr == n.fcntl && matches!(args[1], 6 | 7 | 37 | 38) {
+        Some(false)
+    } else {
+        None
+    }
+}
+
+/// Whether a task blocked in `nr` waits for a file lock (`flock`, `fcntl(F_SETLKW)`).
+pub fn is_lock_wait(nr: i32) -> bool {
+    let n = nrs();
+    nr >= 0 && (nr == n.flock || nr == n.fcntl)
+}
+
+/// A lock attempt that failed because another process holds the lock: `EAGAIN`
+/// (`EWOULDBLOCK`) or `EACCES`.
+pub fn is_lock_refused(ret: i64) -> bool {
+    matches!(ret, -11 | -13)
 }
 
 /// Results of a wait that mean "interrupted, try again": `EINTR`, `EAGAIN`, and the
@@ -1035,6 +1111,10 @@ pub fn route(ev: &Event, cfg: &RulesConfig, mut f: impl FnMut(Key, Role)) {
                 if let Some(write) = message_op(*nr) {
                     if let Some(k) = cfg.channel_key(ev.pid, args[0], ev.ts, write) {
                         f(k, if write { Role::Arm } else { Role::Fire });
+                    }
+                } else if lock_op(*nr, args).is_some() {
+                    if let Some(k) = cfg.lock_key(ev.pid, args[0], ev.ts) {
+                        f(k, Role::Arm);
                     }
                 }
             }
@@ -1244,9 +1324,18 @@ fn is_wait_child(nr: i32) -> bool {
 /// The edge from a matched actor and target.
 pub fn wake_edge(src: &Src, dst: &Dst, cfg: &RulesConfig) -> CausalEdge {
     let (kind, strength) = if dst.paired {
-        (dst.kind, Strength::Strong)
+        match dst.kind {
+            // Told by time order (the latest lock of another process), not by a wake-up.
+            EdgeKind::LockFile => (EdgeKind::LockFile, Strength::Boosted),
+            k => (k, Strength::Strong),
+        }
     } else {
         match dst.kind {
+            // An unlock, close or exit released the lock a blocked `flock`/`F_SETLKW` waited
+            // for.
+            EdgeKind::Wakeup if is_lock_wait(dst.wait) && !src.interrupt => {
+                (EdgeKind::LockFile, Strength::Strong)
+            }
             EdgeKind::Wakeup => {
                 if src.condvar {
                     (EdgeKind::Rule, Strength::Strong)
@@ -1334,6 +1423,8 @@ pub enum KeyState {
     Irq(IrqState),
     /// A timer, a work item or a pipe: the last action not yet matched with an effect.
     Object(ObjectState),
+    /// A lockable file: each process's latest lock operation on it.
+    Lock(LockState),
 }
 
 impl KeyState {
@@ -1353,6 +1444,7 @@ impl KeyState {
                 fired_by: Vec::new(),
                 arms_done: true,
             }),
+            Key::Lock(_) => KeyState::Lock(LockState::default()),
         }
     }
 
@@ -1362,6 +1454,7 @@ impl KeyState {
             KeyState::Thread(t) => t.on_event(ev, role, cfg, out),
             KeyState::Irq(i) => i.on_event(ev, cfg, out),
             KeyState::Object(t) => t.on_event(ev, role, cfg, out),
+            KeyState::Lock(l) => l.on_event(ev, cfg, out),
         }
     }
 
@@ -1371,7 +1464,7 @@ impl KeyState {
         match self {
             KeyState::Thread(t) => t.mutable(watermark, cfg, out),
             KeyState::Irq(i) => i.mutable(out),
-            KeyState::Object(_) => {}
+            KeyState::Object(_) | KeyState::Lock(_) => {}
         }
     }
 
@@ -1431,7 +1524,14 @@ impl LogicalRun {
 
     /// Its spin, when it is one: at least one timeout merged with another wait, longer than
     /// the threshold. `until` is how long it is known to last.
-    fn spin(&self, tid: Tid, pid: Pid, until: Nanos, open: bool, cfg: &RulesConfig) -> Option<Spin> {
+    fn spin(
+        &self,
+        tid: Tid,
+        pid: Pid,
+        until: Nanos,
+        open: bool,
+        cfg: &RulesConfig,
+    ) -> Option<Spin> {
         if self.segments < 2 || self.start_ns.until(until) <= cfg.spin_threshold_ns {
             return None;
         }
@@ -1632,6 +1732,13 @@ pub struct ThreadState {
     signals: Vec<(i32, u64)>,
     /// `seq` of the entry of a read on a declared pipe in flight.
     pipe_read: Option<u64>,
+    /// The file lock operation in flight (on a file the fd identity knows): its `seq` and
+    /// syscall.
+    #[serde(default)]
+    lock_op: Option<(u64, i32)>,
+    /// Whether the thread's latest file lock attempt was refused (a retry loop).
+    #[serde(default)]
+    lock_refused: bool,
     /// Whether a user stack now would be a segment-boundary stack: the thread's last event
     /// was a blocking switch-out or a syscall entry (stack events follow their event).
     #[serde(default)]
@@ -1672,6 +1779,8 @@ impl ThreadState {
             order: None,
             signals: Vec::new(),
             pipe_read: None,
+            lock_op: None,
+            lock_refused: false,
             stack_boundary: false,
             stacks: None,
         }
@@ -2230,6 +2339,9 @@ impl ThreadState {
                 self.waited = false;
                 self.stack_boundary = true;
                 self.pipe_read = None;
+                self.lock_op = (lock_op(nr, &args).is_some()
+                    && cfg.lock_key(self.pid, args[0], ts).is_some())
+                .then_some((ev.seq, nr));
                 if let Some(m) = self.msg.take() {
                     // The previous message syscall never returned (lost record).
                     self.flush_msg(m, out);
@@ -2307,6 +2419,9 @@ impl ThreadState {
                         self.flush_msg(m, out);
                     }
                 }
+                if let Some((seq, op_nr)) = self.lock_op.take().filter(|o| o.1 == nr) {
+                    self.lock_done(seq, op_nr, ret, ts, out);
+                }
                 if let Some(seq) = self.pipe_read.take() {
                     if ret > 0 && !self.waited {
                         // Data was there already: the reader depends on the last write.
@@ -2353,6 +2468,42 @@ impl ThreadState {
                 self.callouts.clear();
             }
             _ => {}
+        }
+    }
+
+    /// A file lock operation (entered at `seq`) returned `ret`: a success is the source of
+    /// the lock-file pairs of its file; a refused attempt, or a success after one, their
+    /// target ([`LockState`]).
+    fn lock_done(&mut self, seq: u64, nr: i32, ret: i64, ts: Nanos, out: &mut Vec<Output>) {
+        let Some(seg) = self.cur.as_ref().map(|c| c.id) else {
+            return;
+        };
+        let target = if ret == 0 {
+            out.push(Output::Src(Src {
+                seq,
+                seg,
+                ts,
+                syscall: nr,
+                interrupt: false,
+                exiting: false,
+                condvar: false,
+            }));
+            std::mem::take(&mut self.lock_refused)
+        } else if is_lock_refused(ret) {
+            self.lock_refused = true;
+            true
+        } else {
+            false
+        };
+        if target {
+            out.push(Output::Dst(Dst {
+                seq,
+                seg,
+                kind: EdgeKind::LockFile,
+                wait: -1,
+                paired: true,
+                waited: false,
+            }));
         }
     }
 
@@ -2985,6 +3136,57 @@ impl ObjectState {
         if self.arms_done {
             out.push(Output::ArmDone(arm));
         }
+    }
+}
+
+/// Processes whose latest lock operation a [`LockState`] keeps.
+const MAX_LOCKERS: usize = 8;
+
+/// A lockable file (lock-file rule): the latest lock operation of each process that locked
+/// it, most recent last. Every operation is paired ([`Pair`]) with the latest operation of
+/// each other process: the holder's lock that a failed attempt ran into, or the release (an
+/// unlock; when the holder released by closing or exiting, its last lock) that a successful
+/// attempt after failures followed. Which pairs become edges is the threads' call: the
+/// source only when its operation succeeded, the target only when its attempt was refused
+/// or succeeded after a refusal ([`ThreadState`]). A known unlock (`flock(LOCK_UN)`) is a
+/// source only while it is the file's latest operation: after it, someone else's lock is
+/// what a refused attempt met.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct LockState {
+    /// `(pid, seq, ts, unlock)`.
+    ops: Vec<(Pid, u64, Nanos, bool)>,
+}
+
+impl LockState {
+    fn on_event(&mut self, ev: &Event, cfg: &RulesConfig, out: &mut Vec<Output>) {
+        let EventKind::SysEnter { nr, args } = &ev.kind else {
+            return;
+        };
+        let Some(unlock) = lock_op(*nr, args) else {
+            return;
+        };
+        let latest = self.ops.len().checked_sub(1);
+        let mut paired = false;
+        for (i, &(pid, seq, at, was_unlock)) in self.ops.iter().enumerate() {
+            if pid == ev.pid || cfg.crosses_gap(at, ev.ts) || (was_unlock && Some(i) != latest) {
+                continue;
+            }
+            out.push(Output::Pair(Pair {
+                arm: seq,
+                fire: ev.seq,
+            }));
+            paired = true;
+        }
+        if !paired {
+            out.push(Output::NoEffect(ev.seq));
+        }
+        if let Some(i) = self.ops.iter().position(|o| o.0 == ev.pid) {
+            // A newer operation of the process replaces it: nothing pairs with it again.
+            out.push(Output::ArmDone(self.ops.remove(i).1));
+        } else if self.ops.len() >= MAX_LOCKERS {
+            out.push(Output::ArmDone(self.ops.remove(0).1));
+        }
+        self.ops.push((ev.pid, ev.seq, ev.ts, unlock));
     }
 }
 

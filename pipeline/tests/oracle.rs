@@ -4,7 +4,7 @@
 //! stream that exercises every rule: wake-ups in task and interrupt context, hrtimers and
 //! wheel timers (some culled), forks, exits and `wait4`, yields, long waits and long runs,
 //! work items (nested, blocking inside), signals, message syscalls on several descriptors
-//! (peer-set splits), interrupted and retried waits (boosts), device softirqs, markers, and
+//! (peer-set splits), file locks taken and refused, interrupted and retried waits (boosts), device softirqs, markers, and
 //! every kind of user rule (condition variable, worker pool, pipe, syscall and marker
 //! splits), kernel delegate and maintenance threads, and call stacks after blocking
 //! switches, syscall entries and wake-ups (the thread-order stack rule). Real recorded traces
@@ -50,7 +50,7 @@ fn rules() -> RulesConfig {
         read_fd: 3,
     });
     // fd identity: a pipe shared by processes 100 and 120, a socket pair between 100 and
-    // 110, a regular file; forked children (tids from 200) inherit 100's table.
+    // 110, a lockable regular file; forked children (tids from 200) inherit 100's table.
     r.channels
         .insert(Pid(100), 3, Nanos(0), ChannelEnd::pipe(77));
     r.channels
@@ -59,15 +59,11 @@ fn rules() -> RulesConfig {
         .insert(Pid(100), 5, Nanos(0), ChannelEnd::socket(51, 52));
     r.channels
         .insert(Pid(110), 5, Nanos(0), ChannelEnd::socket(52, 51));
-    r.channels.insert(
-        Pid(100),
-        6,
-        Nanos(0),
-        ChannelEnd {
-            send: None,
-            recv: None,
-        },
-    );
+    // fd 6: one regular file, locked (`flock`) by 100, 110 and 120.
+    for pid in [100, 110, 120] {
+        r.channels
+            .insert(Pid(pid), 6, Nanos(0), ChannelEnd::file(9, "/var/lock/f"));
+    }
     r.channels
         .insert(Pid(100), 4, Nanos(3_000_000_000), ChannelEnd::pipe(78));
     for child in (200..260).map(|t| t / 10 * 10) {
@@ -208,8 +204,9 @@ fn stream(seed: u64, n: usize) -> Vec<Event> {
                 }
             }
             4 | 14 | 15 => {
-                let nr = [0, 1, 7, 35, 202, 232, 24, 230, 20, 45, 46, 61, 231, 39, 3]
-                    [r.below(15) as usize];
+                let nr = [
+                    0, 1, 7, 35, 202, 232, 24, 230, 20, 45, 46, 61, 231, 39, 3, 73,
+                ][r.below(16) as usize];
                 let arg0 = [3u64, 4, 5, 6, 0x1000, 0x1010, 0x2000][r.below(7) as usize];
                 push(
                     &mut evs,
@@ -225,7 +222,7 @@ fn stream(seed: u64, n: usize) -> Vec<Event> {
                 stacks_after(&mut r, &mut evs, ts, cpu as u32, cur, 15);
             }
             5 | 16 | 17 => {
-                let nr = [0, 1, 7, 35, 202, 232, 24, 230, 20, 45, 46, 61][r.below(12) as usize];
+                let nr = [0, 1, 7, 35, 202, 232, 24, 230, 20, 45, 46, 61, 73][r.below(13) as usize];
                 let ret = [0i64, -110, 5, -4, -11, -512, 64][r.below(7) as usize];
                 push(
                     &mut evs,
@@ -777,6 +774,7 @@ fn assert_coverage(graphs: &[Graph]) {
         EdgeKind::Flag,
         EdgeKind::Rule,
         EdgeKind::WaitWake,
+        EdgeKind::LockFile,
     ] {
         assert!(
             has(&|g: &Graph| g.edges.iter().any(|e| e.kind == kind)),

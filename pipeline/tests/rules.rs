@@ -1428,7 +1428,11 @@ fn short_threshold() -> RulesConfig {
 fn timed_out_waits_on_one_object_until_a_real_wake_up_are_one_logical_long_wait() {
     let g = graph(&poll_loop(4, true, |_| 0x7ffd_0000), &short_threshold());
     let spins: Vec<_> = g.spins.iter().filter(|x| x.tid == Tid(50)).collect();
-    assert_eq!(spins.len(), 1, "one logical wait, no yield loop: {spins:#?}");
+    assert_eq!(
+        spins.len(),
+        1,
+        "one logical wait, no yield loop: {spins:#?}"
+    );
     let sp = spins[0];
     assert_eq!(sp.class, argus_schema::SpinClass::LongWait);
     assert_eq!((sp.segment, sp.last), (seg(50, 0), seg(50, 4)));
@@ -1460,7 +1464,10 @@ fn timed_out_waits_on_one_object_until_a_real_wake_up_are_one_logical_long_wait(
 #[test]
 fn timeouts_on_changing_objects_or_sleeps_are_no_logical_wait() {
     // Another set each time: no two waits are on the same object.
-    let g = graph(&poll_loop(4, true, |i| 0x7ffd_0000 + 64 * i as u64), &short_threshold());
+    let g = graph(
+        &poll_loop(4, true, |i| 0x7ffd_0000 + 64 * i as u64),
+        &short_threshold(),
+    );
     assert!(
         g.spins
             .iter()
@@ -1493,4 +1500,171 @@ fn a_logical_wait_that_only_times_out_is_still_one_long_wait() {
     assert_eq!(spins.len(), 1, "{spins:#?}");
     assert_eq!(spins[0].class, argus_schema::SpinClass::LongWait);
     assert_eq!((spins[0].segments, spins[0].timeouts), (5, 5));
+}
+
+const FCNTL: i32 = 72;
+const FLOCK: i32 = 73;
+const F_SETLK: u64 = 6;
+const LOCK_EX_NB: u64 = 2 | 4;
+const LOCK_UN: u64 = 8;
+
+impl S {
+    fn enter2(&mut self, tid: i32, nr: i32, arg0: u64, arg1: u64) {
+        self.task(
+            tid,
+            EventKind::SysEnter {
+                nr,
+                args: [arg0, arg1, 0, 0, 0, 0],
+            },
+        );
+    }
+    /// One turn of a lock retry loop of `tid`: `fcntl(fd, F_SETLK)` returning `ret`, then,
+    /// when refused, a short sleep.
+    fn try_lock(&mut self, tid: i32, fd: u64, ret: i64) {
+        self.enter2(tid, FCNTL, fd, F_SETLK);
+        self.exit(tid, FCNTL, ret);
+        if ret != 0 {
+            self.enter(tid, NANOSLEEP, 0);
+            self.block(tid);
+            self.irq(0, Context::HardIrq, EventKind::IrqEntry { irq: 0 });
+            self.irq(0, Context::HardIrq, EventKind::Waking { target: Tid(tid) });
+            self.irq(0, Context::HardIrq, EventKind::IrqExit { irq: 0 });
+            self.run(tid);
+            self.exit(tid, NANOSLEEP, 0);
+        }
+    }
+}
+
+/// Process 700 and 800 open the same file (inode 5, fds 3 and 4); 900 opens another file
+/// with the same inode number on another file system (another path).
+fn lock_files() -> RulesConfig {
+    let mut cfg = RulesConfig::default();
+    cfg.channels.insert(
+        Pid(700),
+        3,
+        Nanos(0),
+        ChannelEnd::of_file("regular", 5, None, "/var/db/x"),
+    );
+    cfg.channels.insert(
+        Pid(800),
+        4,
+        Nanos(0),
+        ChannelEnd::of_file("regular", 5, None, "/var/db/x"),
+    );
+    cfg.channels.insert(
+        Pid(900),
+        4,
+        Nanos(0),
+        ChannelEnd::of_file("regular", 5, None, "/tmp/x"),
+    );
+    cfg
+}
+
+#[test]
+fn a_refused_lock_retry_loop_links_to_the_holder_and_its_success_to_the_release() {
+    let cfg = lock_files();
+    let mut s = S::default();
+    // 701 takes the lock, 801 retries three times, 701 releases, 801 gets it.
+    s.run(701);
+    s.enter2(701, FCNTL, 3, F_SETLK);
+    s.exit(701, FCNTL, 0);
+    s.enter(701, NANOSLEEP, 0);
+    s.block(701);
+    s.run(801);
+    for ret in [-11, -13, -11] {
+        s.try_lock(801, 4, ret);
+    }
+    // 900's attempt on the other file with the same inode number is refused by nobody here.
+    s.run(901);
+    s.enter2(901, FCNTL, 4, F_SETLK);
+    s.exit(901, FCNTL, -11);
+    s.irq(0, Context::HardIrq, EventKind::Waking { target: Tid(701) });
+    s.run(701);
+    s.exit(701, NANOSLEEP, 0);
+    s.enter2(701, FCNTL, 3, F_SETLK); // the unlock (its type is in memory)
+    s.exit(701, FCNTL, 0);
+    s.run(801);
+    s.try_lock(801, 4, 0);
+    let g = graph(&s.evs, &cfg);
+    let lock: Vec<_> = g
+        .edges
+        .iter()
+        .filter(|e| e.kind == EdgeKind::LockFile)
+        .map(|e| (e.src, e.dst, e.strength))
+        .collect();
+    // The three refusals meet 701's lock (its first segment); the success follows its
+    // unlock (its second segment). 801's segments: one per refused attempt and sleep.
+    assert_eq!(
+        lock,
+        vec![
+            (seg(701, 0), seg(801, 0), Strength::Boosted),
+            (seg(701, 0), seg(801, 1), Strength::Boosted),
+            (seg(701, 0), seg(801, 2), Strength::Boosted),
+            (seg(701, 1), seg(801, 3), Strength::Boosted),
+        ],
+        "{:#?}",
+        g.edges
+    );
+    assert!(edges_between(&g, 701, 901).is_empty() && edges_between(&g, 801, 901).is_empty());
+    // Without fd identity, no lock edge.
+    let none = graph(&s.evs, &RulesConfig::default());
+    assert!(none.edges.iter().all(|e| e.kind != EdgeKind::LockFile));
+}
+
+#[test]
+fn a_blocked_flock_is_woken_by_the_unlock_as_a_strong_lock_edge() {
+    let cfg = lock_files();
+    let mut s = S::default();
+    s.run(701);
+    s.enter2(701, FLOCK, 3, 2);
+    s.exit(701, FLOCK, 0);
+    s.run(801);
+    s.enter2(801, FLOCK, 4, 2);
+    s.block(801);
+    s.run(701);
+    s.enter2(701, FLOCK, 3, LOCK_UN);
+    s.wake(701, 801);
+    s.exit(701, FLOCK, 0);
+    s.run(801);
+    s.exit(801, FLOCK, 0);
+    let g = graph(&s.evs, &cfg);
+    let e: Vec<_> = edges_between(&g, 701, 801)
+        .into_iter()
+        .filter(|e| e.kind != EdgeKind::WaitWake)
+        .map(|e| (e.kind, e.strength, e.dst))
+        .collect();
+    // Only the wake-up: the success after blocking is no retry.
+    assert_eq!(
+        e,
+        vec![(EdgeKind::LockFile, Strength::Strong, seg(801, 1))],
+        "{:#?}",
+        g.edges
+    );
+}
+
+#[test]
+fn a_known_unlock_is_no_holder_once_someone_else_locked() {
+    // 700 locks and unlocks (flock), 800 locks, then 700 tries again and is refused: the
+    // holder is 800, not 700's own unlock or anything before it.
+    let cfg = lock_files();
+    let mut s = S::default();
+    s.run(701);
+    s.enter2(701, FLOCK, 3, LOCK_EX_NB);
+    s.exit(701, FLOCK, 0);
+    s.enter2(701, FLOCK, 3, LOCK_UN);
+    s.exit(701, FLOCK, 0);
+    s.run(801);
+    s.enter2(801, FLOCK, 4, LOCK_EX_NB);
+    s.exit(801, FLOCK, 0);
+    s.run(701);
+    s.enter2(701, FLOCK, 3, LOCK_EX_NB);
+    s.exit(701, FLOCK, -11);
+    let g = graph(&s.evs, &cfg);
+    let lock: Vec<_> = g
+        .edges
+        .iter()
+        .filter(|e| e.kind == EdgeKind::LockFile)
+        .map(|e| (e.src.tid(), e.dst.tid()))
+        .collect();
+    assert_eq!(lock, vec![(Tid(801), Tid(701))], "{:#?}", g.edges);
 }

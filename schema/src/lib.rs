@@ -711,11 +711,15 @@ pub enum EdgeKind {
     /// from the segment that ended in the wait to the waker's segment — the waker may have
     /// been doing what the waiter asked for. Always weak.
     WaitWake,
+    /// A file lock (`flock`, `fcntl` record locks) on an inode: from the holder's lock
+    /// operation (or the unlock, close or exit that released it) to the other process's
+    /// attempt that failed or blocked on it, or that succeeded after failing.
+    LockFile,
 }
 
 impl EdgeKind {
     /// Every kind, in declaration order.
-    pub const ALL: [EdgeKind; 11] = [
+    pub const ALL: [EdgeKind; 12] = [
         EdgeKind::Wakeup,
         EdgeKind::Fork,
         EdgeKind::Timer,
@@ -727,6 +731,7 @@ impl EdgeKind {
         EdgeKind::Flag,
         EdgeKind::Rule,
         EdgeKind::WaitWake,
+        EdgeKind::LockFile,
     ];
 }
 
@@ -745,6 +750,7 @@ impl EdgeKind {
             EdgeKind::Flag => "flag",
             EdgeKind::Rule => "rule",
             EdgeKind::WaitWake => "wait_wake",
+            EdgeKind::LockFile => "lock_file",
         }
     }
 }

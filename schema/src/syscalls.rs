@@ -661,9 +661,17 @@ mod tests {
         assert_eq!(wait_object(n("recvfrom"), 7, 0), Some(7));
         let a = wait_object(n("poll"), 0x7ffd_0000, 2);
         assert!(a.is_some());
-        assert_ne!(a, wait_object(n("poll"), 0x7ffd_0000, 3), "the length matters");
+        assert_ne!(
+            a,
+            wait_object(n("poll"), 0x7ffd_0000, 3),
+            "the length matters"
+        );
         assert_eq!(wait_object(n("nanosleep"), 1, 2), None);
-        assert_eq!(wait_object(n("select"), 0, 0), None, "select with no set sleeps");
+        assert_eq!(
+            wait_object(n("select"), 0, 0),
+            None,
+            "select with no set sleeps"
+        );
         assert_eq!(wait_object(n("sched_yield"), 0, 0), None);
         assert_eq!(wait_object(-1, 0, 0), None);
         assert_eq!(wait_object(100_000, 0, 0), None);

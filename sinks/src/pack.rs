@@ -355,6 +355,7 @@ fn edge_kind_code(k: EdgeKind) -> u8 {
         EdgeKind::Flag => 8,
         EdgeKind::Rule => 9,
         EdgeKind::WaitWake => 10,
+        EdgeKind::LockFile => 11,
     }
 }
 

@@ -7,5 +7,6 @@ mod baseline;
 mod builder;
 mod fidelity;
 mod graph;
+mod locks;
 mod scenarios;
 mod windows;

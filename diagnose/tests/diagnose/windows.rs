@@ -49,9 +49,23 @@ fn the_wakers_short_last_wait_is_passed_over_for_the_wait_that_covers_the_window
     let disk = b.irq(1, SegmentKind::HardIrq { irq: 24 }, 4003.9, 4004.0);
     b.edge(c0, s1, EdgeKind::Message, Strength::Strong, 999.0, "sendto");
     b.wake(disk, s3, 4004.0, "");
-    b.edge(s3, c1, EdgeKind::Message, Strength::Strong, 4005.0, "sendto");
+    b.edge(
+        s3,
+        c1,
+        EdgeKind::Message,
+        Strength::Strong,
+        4005.0,
+        "sendto",
+    );
     b.wake(t1, s2, 4000.0, "futex");
-    b.edge(a1, t1, EdgeKind::Message, Strength::Strong, 3998.5, "sendto");
+    b.edge(
+        a1,
+        t1,
+        EdgeKind::Message,
+        Strength::Strong,
+        3998.5,
+        "sendto",
+    );
     for (x, y) in [(s0, s1), (s1, s2), (s2, s3), (t0, t1), (a0, a1), (c0, c1)] {
         let ts = b.segments.iter().find(|s| s.id == y).unwrap().start_ns.0 as f64 / 1e6;
         b.edge(x, y, EdgeKind::ThreadOrder, Strength::Weak, ts, "");
@@ -69,7 +83,10 @@ fn the_wakers_short_last_wait_is_passed_over_for_the_wait_that_covers_the_window
     // The walk went through the row-lock wait, not into the disk interrupt.
     let segs: Vec<_> = r.path.iter().map(|p| p.segment).collect();
     assert!(segs.contains(&s2), "{segs:?}");
-    assert!(!segs.contains(&disk), "the flush's interrupt is passed over: {segs:?}");
+    assert!(
+        !segs.contains(&disk),
+        "the flush's interrupt is passed over: {segs:?}"
+    );
     assert!(tids.contains(&402) && tids.contains(&500), "{tids:?}");
 }
 
@@ -103,15 +120,32 @@ fn timed_out_polls_on_one_socket_are_one_long_wait_ended_by_the_reply() {
     }
     let w0 = b.task(700, 0.0, 10.0, 150.0, "recvfrom", 5.0);
     let w1 = b.open(700, 150.0, Some(2599.0), "recvfrom", 2400.0);
-    b.edge(w1, after, EdgeKind::Message, Strength::Strong, 2598.0, "sendto");
-    b.edge(segs[0], w1, EdgeKind::Message, Strength::Strong, 149.0, "sendto");
+    b.edge(
+        w1,
+        after,
+        EdgeKind::Message,
+        Strength::Strong,
+        2598.0,
+        "sendto",
+    );
+    b.edge(
+        segs[0],
+        w1,
+        EdgeKind::Message,
+        Strength::Strong,
+        149.0,
+        "sendto",
+    );
     b.edge(w0, w1, EdgeKind::ThreadOrder, Strength::Weak, 150.0, "");
     let _ = Tid::irq(Cpu(0));
     let r = run(&b.graph(), 600);
     assert_eq!(r.hang.class, SpinClass::LongWait, "{:#?}", r.hang);
     assert_eq!((r.hang.segment, r.hang.last_segment), (segs[0], last));
     let root = r.root_causes.last().unwrap();
-    assert_eq!((root.comm.as_str(), root.class), ("server", CauseClass::LongRunning));
+    assert_eq!(
+        (root.comm.as_str(), root.class),
+        ("server", CauseClass::LongRunning)
+    );
     assert!(
         r.path.iter().all(|p| p.tid.0 == 600 || p.tid.0 == 700),
         "no timer or bystander on the path: {:?}",

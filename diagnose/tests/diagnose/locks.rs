@@ -1,0 +1,134 @@
+//! File locks (docs/rules.md, "Lock files"): a retry loop on a lock names its holder through
+//! the lock-file edges and explains why the holder held it from the holder's own window.
+
+use crate::builder::{nr, Seg, B};
+use argus_diagnose::{
+    diagnose, AutoOracle, CauseClass, DiagnoseConfig, Graph, PathEdgeKind, Report, Role, Target,
+};
+use argus_schema::{EdgeKind, Pid, SegmentId, Spin, SpinClass, Strength, Tid};
+
+fn run(g: &Graph, pid: i32) -> Report {
+    let target = Target {
+        pid: Pid(pid),
+        tid: None,
+    };
+    diagnose(g, Some(target), &mut AutoOracle, &DiagnoseConfig::default())
+        .unwrap()
+        .report
+        .unwrap()
+}
+
+/// `db` retries `fcntl(F_SETLK)` every 20 ms for 3 s (refused: each attempt's segment has a
+/// lock-file edge from the holder's lock); the holder, `locker`, took the lock at 900, then
+/// waited in `wait4` for its child `sleep` (3 s); its exit released the lock, and `db`'s next
+/// attempt got it. Meanwhile a bystander of `db`'s process computes.
+fn retry_loop(with_edges: bool) -> (Graph, SegmentId, SegmentId) {
+    let mut b = B::new(6000.0);
+    b.thread(300, 300, "db", "db");
+    b.thread(301, 300, "db-worker", "db");
+    b.thread(400, 400, "locker", "locker");
+    b.thread(410, 410, "sleep", "sleep");
+    let mut loop_segs = Vec::new();
+    let mut t = 1000.0;
+    while t < 4000.0 {
+        loop_segs.push(b.task(300, t, t + 0.05, t + 20.0, "clock_nanosleep", 0.05));
+        t += 20.0;
+    }
+    let got = b.open(300, t, Some(t + 5.0), "pread64", 2.0);
+    b.task(301, 0.0, 10.0, 1000.0, "futex", 5.0);
+    b.open(301, 1000.0, Some(5000.0), "futex", 1500.0);
+    // The holder: locks at 900 and forks `sleep` (its segment runs until 901), waits for it.
+    let l0 = b.task(400, 0.0, 901.0, 3990.0, "wait4", 2.0);
+    b.open(400, 3990.0, Some(3991.0), "", 0.5);
+    let s0 = b.seg(Seg {
+        tid: 410,
+        start: 901.0,
+        wait: Some(901.5),
+        end: Some(3989.0),
+        sys: "clock_nanosleep",
+        on_cpu: 0.5,
+        ret: Some(0),
+    });
+    let s1 = b.open(410, 3989.0, Some(3989.5), "", 0.2);
+    b.edge(l0, s0, EdgeKind::Fork, Strength::Strong, 900.5, "clone");
+    b.edge(s0, s1, EdgeKind::ThreadOrder, Strength::Weak, 3989.0, "");
+    let l1 = SegmentId::new(Tid(400), 1);
+    b.edge(
+        s1,
+        l1,
+        EdgeKind::Exit,
+        Strength::Strong,
+        3989.5,
+        "exit_group",
+    );
+    if with_edges {
+        for s in &loop_segs {
+            b.edge(
+                l0,
+                *s,
+                EdgeKind::LockFile,
+                Strength::Boosted,
+                900.0,
+                "fcntl",
+            );
+        }
+        b.edge(
+            l0,
+            got,
+            EdgeKind::LockFile,
+            Strength::Boosted,
+            900.0,
+            "fcntl",
+        );
+    }
+    b.spins.push(Spin {
+        segment: loop_segs[0],
+        last: *loop_segs.last().unwrap(),
+        tid: Tid(300),
+        pid: Pid(300),
+        class: SpinClass::RepeatedYield,
+        start_ns: crate::builder::ms(1000.0),
+        end_ns: crate::builder::ms(t),
+        open: false,
+        on_cpu_ns: crate::builder::ms(7.5).0,
+        wait_ns: crate::builder::ms(2990.0).0,
+        segments: loop_segs.len() as u32,
+        wait_syscall: nr("clock_nanosleep"),
+        timeouts: 0,
+    });
+    (b.graph(), l0, s0)
+}
+
+#[test]
+fn a_lock_retry_loop_names_the_holder_and_what_the_holder_waited_for() {
+    let (g, holder, sleep) = retry_loop(true);
+    let r = run(&g, 300);
+    assert_eq!(r.hang.class, SpinClass::RepeatedYield);
+    let setter = r.path.iter().find(|p| p.role == Role::Setter).unwrap();
+    assert_eq!(setter.segment, holder);
+    assert_eq!(setter.edge.unwrap().kind, PathEdgeKind::LockFile);
+    let root = r.root_causes.last().unwrap();
+    assert_eq!(
+        (root.segment, root.class),
+        (sleep, CauseClass::Sleep),
+        "{:#?}",
+        r.root_causes
+    );
+    assert!(
+        r.path.iter().all(|p| p.tid.0 != 301),
+        "the busy thread of the loop's process is no flag setter when the lock names the \
+         holder: {:?}",
+        r.path.iter().map(|p| p.tid).collect::<Vec<_>>()
+    );
+    assert!(r.questions.is_empty(), "{:#?}", r.questions);
+}
+
+/// The control: without the lock-file edges the loop looks like flag polling, and the busy
+/// thread of its own process is the guess (so the edges, not the scenario, name the holder).
+#[test]
+fn without_lock_edges_the_same_loop_guesses_a_flag_setter_in_its_own_process() {
+    let (g, _, _) = retry_loop(false);
+    let r = run(&g, 300);
+    let root = r.root_causes.last().unwrap();
+    assert_eq!(root.tid, Tid(301), "{:#?}", r.root_causes);
+}
