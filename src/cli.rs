@@ -182,6 +182,10 @@ pub struct DebugArgs {
     /// answer questions of the same pattern without asking).
     #[arg(long)]
     pub save_answers: Option<PathBuf>,
+    /// Ask before diagnosing each culprit recursively (Algorithm 1, line 19). Without it the
+    /// walk recurses on its own and asks only where the graph is ambiguous.
+    #[arg(long)]
+    pub confirm: bool,
 }
 
 /// `argus demo`.

@@ -105,13 +105,14 @@ fn call_stack(s: argus_sinks::EventStack) -> CallStack {
 /// (`--answers`, either lines or a saved-answers JSON file), the default policy (`--auto`) or
 /// the terminal; saved answers (`--save-answers`) are applied first and updated afterwards.
 pub fn diagnose_with(args: &DebugArgs, graph: &Graph, target: Option<Target>) -> Result<Diagnosis> {
-    let config = config(
+    let mut config = config(
         args.threshold,
         args.loop_wait.as_deref(),
         args.beam,
         args.lookback,
         args.top,
     )?;
+    config.confirm_recursion = args.confirm;
     let mut saved = match &args.save_answers {
         Some(f) if f.exists() => {
             let text = std::fs::read_to_string(f)

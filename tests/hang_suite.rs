@@ -284,6 +284,12 @@ fn check(name: &str) {
     );
     assert_eq!(r.auto["hang"]["pid"], r.truth["target_pid"]);
     assert!(
+        r.questions_interactive <= 3,
+        "{name}: {} questions asked interactively (at most 3): {:#}",
+        r.questions_interactive,
+        r.auto["questions"]
+    );
+    assert!(
         r.auto["questions"]
             .as_array()
             .is_some_and(|q| q.iter().all(|q| q["defaulted"] == true)),

@@ -65,7 +65,8 @@ pub struct DiagnoseConfig {
     pub baseline_depth: usize,
     /// Most steps sliced back from a LongRunning hang to the input that started it.
     pub input_depth: usize,
-    /// Ask before recursing into the culprit of a culprit (Algorithm 1 line 19).
+    /// Ask before recursing into the culprit of a culprit (Algorithm 1 line 19; `argus
+    /// debug --confirm`). Off by default: the walk asks only where the graph is ambiguous.
     pub confirm_recursion: bool,
     /// The fraction of a hang a thread of a baseline's wake-up path must have spent blocked
     /// (outside its event-loop wait), busy or gone to count as stuck for the whole hang;
@@ -91,7 +92,7 @@ impl Default for DiagnoseConfig {
             baseline_scan: 100_000,
             baseline_depth: 6,
             input_depth: 6,
-            confirm_recursion: true,
+            confirm_recursion: false,
             whole_hang_fraction: 0.8,
             hang: HangConfig::default(),
             beam: BeamConfig::default(),
@@ -2189,7 +2190,7 @@ impl<'g> Walk<'g, '_> {
             self.add_process_candidates(s, w0, w1, None);
             return;
         }
-        let pick = if sims.len() == 1 {
+        let pick = if sims.len() == 1 || self.equivalent_baselines(&sims) {
             Some(0)
         } else {
             let choices = sims
@@ -2882,6 +2883,32 @@ impl<'g> Walk<'g, '_> {
         };
         self.ask("recurse", culprit, what, vec![choice], 0)
             .is_some()
+    }
+
+    /// Whether the candidate baselines tell one story, so that choosing among them is no
+    /// ambiguity to ask about: equally similar (within 0.05), and at least three quarters of
+    /// them, the default (the most recent) among them, normally ended by a wake-up from a
+    /// thread of one name (the same writer, or one `sleep` after another).
+    fn equivalent_baselines(&self, sims: &[(&'g Segment, &'g Segment, f64)]) -> bool {
+        let g = self.g;
+        let waker = |nb: &Segment| -> Option<String> {
+            let mut comms: Vec<String> = g
+                .incoming(nb.id)
+                .filter(|e| wakes(e.kind))
+                .map(|e| g.comm(e.src.tid()))
+                .collect();
+            comms.sort_unstable();
+            comms.dedup();
+            (comms.len() == 1).then(|| comms.remove(0))
+        };
+        let (lo, hi) = sims
+            .iter()
+            .fold((f64::MAX, f64::MIN), |(lo, hi), (_, _, x)| {
+                (lo.min(*x), hi.max(*x))
+            });
+        let first = sims.first().and_then(|(_, nb, _)| waker(nb));
+        let same = sims.iter().filter(|(_, nb, _)| waker(nb) == first).count();
+        hi - lo <= 0.05 && first.is_some() && same * 4 >= sims.len() * 3
     }
 
     /// One step of a ranked or baseline path.
