@@ -19,7 +19,7 @@
 
 use crate::graph::{Graph, Marker};
 use crate::logical::{self, Logical};
-use argus_schema::{syscalls, EndCause, Nanos, Segment, Spin, SpinClass, Tid};
+use argus_schema::{syscalls, EdgeKind, EndCause, Nanos, Pid, Segment, Spin, SpinClass, Tid};
 
 /// Tuning of hang finding.
 #[derive(Clone, Debug, PartialEq)]
@@ -479,6 +479,7 @@ pub fn find_hangs(g: &Graph, tid: Tid, cfg: &HangConfig) -> Vec<Hang> {
         let idle = lw.as_ref().is_some_and(|l| {
             spin.wait_syscall == l.syscall
                 && matches!(spin.class, SpinClass::LongWait | SpinClass::RepeatedYield)
+                && !round_trip(g, &spin)
         });
         if idle {
             tracing::debug!(segment = %spin.segment, "idle in the event-loop wait, not a hang");
@@ -500,6 +501,34 @@ pub fn find_hangs(g: &Graph, tid: Tid, cfg: &HangConfig) -> Vec<Hang> {
         )
     });
     out
+}
+
+/// Whether a long wait in the event-loop syscall was a round trip rather than idleness: the
+/// segment that ended in it (the first of a logical wait) sent a message to another
+/// process, and a message from that process ended the wait — a request and its reply (a
+/// client library that polls its one connection, a GUI's synchronous call to a server). An
+/// idle loop is woken by whoever has something new; a loop that asked and waits for the
+/// answer is waiting for that work. (A server idle between two requests of a client that
+/// took longer than the threshold to send its next one looks the same.)
+fn round_trip(g: &Graph, spin: &Spin) -> bool {
+    let Some(last) = g.segment(spin.last) else {
+        return false;
+    };
+    let Some(next) = g.next_in_thread(last.id) else {
+        return false;
+    };
+    let first = logical::backward(g, last).first;
+    let asked: Vec<Pid> = g
+        .outgoing(first.id)
+        .filter(|e| e.kind == EdgeKind::Message)
+        .filter_map(|e| g.segment(e.dst))
+        .filter(|d| d.pid != first.pid && d.tid.is_task())
+        .map(|d| d.pid)
+        .collect();
+    !asked.is_empty()
+        && g.incoming(next.id).any(|e| {
+            e.kind == EdgeKind::Message && g.segment(e.src).is_some_and(|s| asked.contains(&s.pid))
+        })
 }
 
 /// The idle long waits of `tid` in its event-loop wait: what the finder ignored, for the

@@ -152,3 +152,77 @@ fn timed_out_polls_on_one_socket_are_one_long_wait_ended_by_the_reply() {
         path_tids(&r)
     );
 }
+
+/// A client library polls its one connection for each reply (8 quick round trips teach
+/// `poll` as the thread's loop wait); its ninth request takes the server 3 s. The long poll
+/// is a round trip (a request to the server's process, ended by its reply), not idleness.
+/// Without the request the same long poll is an idle loop.
+#[test]
+fn a_long_poll_ended_by_the_reply_to_its_own_request_is_a_hang_not_idleness() {
+    let build = |asked: bool| {
+        let mut b = B::new(4000.0);
+        b.thread(800, 800, "client", "client");
+        b.thread(901, 900, "conn", "server");
+        let mut t = 0.0;
+        for _ in 0..8 {
+            b.task(800, t, t + 1.0, t + 10.0, "poll", 1.0);
+            t += 10.0;
+        }
+        let ask = b.seg(Seg {
+            tid: 800,
+            start: t,
+            wait: Some(t + 1.0),
+            end: Some(t + 3002.0),
+            sys: "poll",
+            on_cpu: 1.0,
+            ret: Some(1),
+        });
+        let after = b.open(800, t + 3002.0, Some(t + 3003.0), "", 1.0);
+        let work = b.open(901, t + 0.5, Some(t + 3001.0), "sendto", 2990.0);
+        if asked {
+            b.edge(
+                ask,
+                work,
+                EdgeKind::Message,
+                Strength::Strong,
+                t + 0.5,
+                "sendto",
+            );
+        }
+        b.edge(
+            work,
+            after,
+            EdgeKind::Message,
+            Strength::Strong,
+            t + 3001.5,
+            "sendto",
+        );
+        b.graph()
+    };
+    let g = build(true);
+    let d = diagnose(
+        &g,
+        Some(Target {
+            pid: Pid(800),
+            tid: None,
+        }),
+        &mut AutoOracle,
+        &DiagnoseConfig::default(),
+    )
+    .unwrap();
+    let r = d.report.expect("a hang");
+    assert_eq!(r.hang.class, SpinClass::LongWait);
+    let root = r.root_causes.last().unwrap();
+    assert_eq!((root.tid, root.class), (Tid(901), CauseClass::LongRunning));
+    let idle = diagnose(
+        &build(false),
+        Some(Target {
+            pid: Pid(800),
+            tid: None,
+        }),
+        &mut AutoOracle,
+        &DiagnoseConfig::default(),
+    )
+    .unwrap();
+    assert!(idle.report.is_none(), "no request: an idle loop wait");
+}
