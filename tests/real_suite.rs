@@ -272,6 +272,11 @@ fn record_one(name: &'static str, dir: &Path, mariadb: Option<&Path>) -> Result<
         auto,
         interactive,
     };
+    // Kept for a look after any run.
+    let _ = std::fs::write(
+        Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("real_suite-{name}.json")),
+        serde_json::to_string_pretty(&row.auto).unwrap_or_default(),
+    );
     if !passes(&row) {
         keep(&row, &snapshot);
     }
