@@ -202,7 +202,7 @@ pub struct DemoArgs {
 /// `argus workload`.
 #[derive(Debug, Args)]
 pub struct WorkloadArgs {
-    /// Which workload (chain, cpu, yield).
+    /// Which workload (chain, cpu, yield; the hang suites' hangs: src/hangs.rs, src/realhangs.rs).
     pub name: String,
     /// How long the hang lasts, in seconds.
     #[arg(long, default_value_t = 3.0)]

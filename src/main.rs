@@ -13,6 +13,7 @@ mod gaps;
 mod hangs;
 mod patterns;
 mod progress;
+mod realhangs;
 mod stacks;
 mod stackwork;
 mod start;
@@ -139,6 +140,8 @@ fn run(cli: Cli) -> Result<u8> {
         Command::Workload(args) => {
             if hangs::is_hang(&args.name) {
                 hangs::run(&args.name, args.secs)?;
+            } else if realhangs::is_hang(&args.name) {
+                realhangs::run(&args.name, args.secs)?;
             } else {
                 match stackwork::run(&args.name, args.secs) {
                     Some(r) => r?,

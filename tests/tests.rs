@@ -21,4 +21,5 @@ mod hang_suite;
 mod live;
 mod notebook;
 mod oracle_real;
+mod real_suite;
 mod stacks;
