@@ -98,8 +98,9 @@ fn secs(ns: u64) -> String {
 }
 
 /// Learns the event-loop wait of `tid`: the readiness wait (poll, epoll, select family) most
-/// of its blocking waits end in, seen at least 3 times, at least 30% of its waits, with a
-/// median duration below `threshold_ns`.
+/// of its blocking waits end in, seen at least 3 times *below* `threshold_ns` (the long ones
+/// are the hang candidates this decides about: they cannot vouch for themselves), at least
+/// 30% of its waits, with a median duration below `threshold_ns`.
 pub fn learn_loop_wait(g: &Graph, tid: Tid, cfg: &HangConfig) -> Option<LoopWait> {
     let mut by_sys: std::collections::BTreeMap<i32, Vec<u64>> = Default::default();
     let mut total = 0u32;
@@ -145,7 +146,8 @@ pub fn learn_loop_wait(g: &Graph, tid: Tid, cfg: &HangConfig) -> Option<LoopWait
     d.sort_unstable();
     let share = d.len() as f64 / total.max(1) as f64;
     let median_ns = d[d.len() / 2];
-    (d.len() >= 3 && share >= 0.3 && median_ns < cfg.threshold_ns).then_some(LoopWait {
+    let short = d.iter().filter(|w| **w < cfg.threshold_ns).count();
+    (short >= 3 && share >= 0.3 && median_ns < cfg.threshold_ns).then_some(LoopWait {
         syscall: nr,
         waits: d.len() as u32,
         share,
@@ -231,10 +233,11 @@ fn logical_spin(g: &Graph, l: &Logical<'_>) -> Spin {
 /// loop are hand-offs (an interpreter lock, a mutex around the flag) and do not break it.
 fn segment_spins(g: &Graph, tid: Tid, cfg: &HangConfig) -> Vec<Spin> {
     let mut out = Vec::new();
-    let mut run: Option<(Spin, u32)> = None;
-    let flush = |run: &mut Option<(Spin, u32)>, out: &mut Vec<Spin>| {
-        if let Some((r, timed)) = run.take() {
-            if timed >= 3
+    let mut run: Option<(Spin, u32, u32)> = None;
+    // (run, timed iterations, lock retries)
+    let flush = |run: &mut Option<(Spin, u32, u32)>, out: &mut Vec<Spin>| {
+        if let Some((r, timed, retries)) = run.take() {
+            if (timed >= 3 || retries >= 2)
                 && timed * 3 >= r.segments
                 && r.start_ns.until(r.end_ns) > cfg.threshold_ns
             {
@@ -262,17 +265,21 @@ fn segment_spins(g: &Graph, tid: Tid, cfg: &HangConfig) -> Vec<Spin> {
             }
         }
         let dur = s.start_ns.until(g.end_of(s));
-        if dur > cfg.threshold_ns {
+        // A refused lock attempt and the sleep after it is one turn of a retry loop, however
+        // long the sleep (apt-get waits 1 s between attempts).
+        let retry = lock_retry(g, s);
+        if dur > cfg.threshold_ns && !retry {
             flush(&mut run, &mut out);
             out.push(single(g, s, cfg));
             continue;
         }
-        let in_loop = s.end == EndCause::Woken && s.wait_start_ns.is_some() && dur < short;
+        let in_loop =
+            s.end == EndCause::Woken && s.wait_start_ns.is_some() && (dur < short || retry);
         if !in_loop {
             flush(&mut run, &mut out);
             continue;
         }
-        let (r, timed) = run.get_or_insert((
+        let (r, timed, retries) = run.get_or_insert((
             Spin {
                 segment: s.id,
                 last: s.id,
@@ -289,7 +296,9 @@ fn segment_spins(g: &Graph, tid: Tid, cfg: &HangConfig) -> Vec<Spin> {
                 timeouts: 0,
             },
             0,
+            0,
         ));
+        *retries += u32::from(retry);
         r.last = s.id;
         r.end_ns = s.end_ns;
         r.on_cpu_ns += s.on_cpu_ns;
@@ -308,6 +317,15 @@ fn segment_spins(g: &Graph, tid: Tid, cfg: &HangConfig) -> Vec<Spin> {
     }
     flush(&mut run, &mut out);
     out
+}
+
+/// Whether `s` is a turn of a file-lock retry loop: it ran into another process's lock (a
+/// lock-file edge into it, docs/rules.md) and then slept until its timeout.
+fn lock_retry(g: &Graph, s: &Segment) -> bool {
+    s.end == EndCause::Woken
+        && s.wait_timed_out()
+        && g.incoming(s.id)
+            .any(|e| e.kind == EdgeKind::LockFile && e.src.tid().is_task() && e.src.tid() != s.tid)
 }
 
 /// The hang marked by markers of (or naming) `tid`: `argus:hang-begin [tid=N]` …

@@ -1489,6 +1489,9 @@ struct YieldRun {
     wait_ns: u64,
     segments: u32,
     wait_syscall: i32,
+    /// Turns that were refused file lock attempts (a retry loop may sleep long).
+    #[serde(default)]
+    retries: u32,
 }
 
 /// Consecutive timed-out waits of a thread in one syscall on one object (a client's `poll`
@@ -1870,9 +1873,11 @@ impl ThreadState {
             out.push(Output::Segment(seg));
             return;
         }
+        // A refused file lock attempt and the sleep after it is a turn of a retry loop,
+        // however long the sleep.
         let short_timed = seg.wait_timed_out()
             && seg.end == EndCause::Woken
-            && seg.duration_ns() < cfg.spin_threshold_ns;
+            && (seg.duration_ns() < cfg.spin_threshold_ns || self.lock_refused);
         if short_timed {
             let run = self.run.get_or_insert(YieldRun {
                 first: seg.id,
@@ -1883,7 +1888,9 @@ impl ThreadState {
                 wait_ns: 0,
                 segments: 0,
                 wait_syscall: seg.wait_syscall,
+                retries: 0,
             });
+            run.retries += u32::from(self.lock_refused);
             run.last = seg.id;
             run.end_ns = seg.end_ns;
             run.on_cpu_ns += seg.on_cpu_ns;
@@ -2845,7 +2852,9 @@ fn single_spin(seg: &Segment, until: Nanos, open: bool, cfg: &RulesConfig) -> Op
 }
 
 fn run_spin(run: &YieldRun, tid: Tid, pid: Pid, open: bool, cfg: &RulesConfig) -> Option<Spin> {
-    if run.segments < 3 || run.start_ns.until(run.end_ns) <= cfg.spin_threshold_ns {
+    if (run.segments < 3 && run.retries < 2)
+        || run.start_ns.until(run.end_ns) <= cfg.spin_threshold_ns
+    {
         return None;
     }
     Some(Spin {

@@ -11,7 +11,7 @@ use argus_pipeline::rules::{
 use argus_pipeline::Graph;
 use argus_schema::{
     CausalEdge, Context, Cpu, EdgeKind, EndCause, Event, EventKind, Nanos, Pid, SegmentId,
-    SegmentKind, Strength, TaskState, Tid,
+    SegmentKind, SpinClass, Strength, TaskState, Tid,
 };
 
 const READ: i32 = 0;
@@ -1667,4 +1667,48 @@ fn a_known_unlock_is_no_holder_once_someone_else_locked() {
         .map(|e| (e.src.tid(), e.dst.tid()))
         .collect();
     assert_eq!(lock, vec![(Tid(801), Tid(701))], "{:#?}", g.edges);
+}
+
+#[test]
+fn a_lock_retry_loop_with_long_sleeps_is_one_repeated_yield() {
+    let mut cfg = lock_files();
+    cfg.spin_threshold_ns = 1_000_000_000;
+    let mut s = S::default();
+    s.run(701);
+    s.enter2(701, FCNTL, 3, F_SETLK);
+    s.exit(701, FCNTL, 0);
+    s.run(801);
+    // Two refused attempts, each followed by a 1.2 s sleep (longer than the threshold),
+    // then the lock.
+    for _ in 0..2 {
+        s.enter2(801, FCNTL, 4, F_SETLK);
+        s.exit(801, FCNTL, -11);
+        s.enter(801, NANOSLEEP, 0);
+        s.block(801);
+        s.ts += 1_200_000_000;
+        s.irq(0, Context::HardIrq, EventKind::Waking { target: Tid(801) });
+        s.run(801);
+        s.exit(801, NANOSLEEP, 0);
+    }
+    s.try_lock(801, 4, 0);
+    let g = graph(&s.evs, &cfg);
+    let runs: Vec<_> = g
+        .spins
+        .iter()
+        .filter(|x| x.tid == Tid(801) && x.class == SpinClass::RepeatedYield)
+        .map(|x| (x.segment, x.last, x.segments))
+        .collect();
+    assert_eq!(runs, vec![(seg(801, 0), seg(801, 1), 2)], "{:#?}", g.spins);
+    // The same sleeps without refused attempts are two long sleeps, no loop.
+    let plain = graph(
+        &s.evs,
+        &RulesConfig {
+            spin_threshold_ns: 1_000_000_000,
+            ..RulesConfig::default()
+        },
+    );
+    assert!(plain
+        .spins
+        .iter()
+        .all(|x| x.class != SpinClass::RepeatedYield));
 }

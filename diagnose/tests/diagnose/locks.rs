@@ -132,3 +132,62 @@ fn without_lock_edges_the_same_loop_guesses_a_flag_setter_in_its_own_process() {
     let root = r.root_causes.last().unwrap();
     assert_eq!(root.tid, Tid(301), "{:#?}", r.root_causes);
 }
+
+/// apt-get's retry loop: two refused attempts 1.2 s apart (each turn longer than the 1 s
+/// threshold), then the lock. One RepeatedYield over both turns, not a long sleep of the
+/// waiter's own; the holder is named.
+#[test]
+fn a_retry_loop_with_sleeps_longer_than_the_threshold_is_one_loop_on_the_lock() {
+    let mut b = B::new(4000.0);
+    b.thread(300, 300, "apt-get", "apt-get");
+    b.thread(400, 400, "perl", "perl");
+    let t0 = b.task(300, 1000.0, 1000.1, 2200.0, "clock_nanosleep", 0.1);
+    let t1 = b.task(300, 2200.0, 2200.1, 3400.0, "clock_nanosleep", 0.1);
+    let got = b.open(300, 3400.0, Some(3401.0), "", 1.0);
+    let held = b.task(400, 0.0, 900.0, 3390.0, "clock_nanosleep", 1.0);
+    let release = b.open(400, 3390.0, Some(3391.0), "", 0.5);
+    for s in [t0, t1] {
+        b.edge(
+            held,
+            s,
+            EdgeKind::LockFile,
+            Strength::Boosted,
+            899.0,
+            "fcntl",
+        );
+    }
+    b.edge(
+        release,
+        got,
+        EdgeKind::LockFile,
+        Strength::Boosted,
+        3390.5,
+        "fcntl",
+    );
+    let g = b.graph();
+    let mut cfg = DiagnoseConfig::default();
+    cfg.hang.threshold_ns = 1_000_000_000;
+    let r = diagnose(
+        &g,
+        Some(Target {
+            pid: Pid(300),
+            tid: None,
+        }),
+        &mut AutoOracle,
+        &cfg,
+    )
+    .unwrap()
+    .report
+    .unwrap();
+    assert_eq!(r.hang.class, SpinClass::RepeatedYield, "{:#?}", r.hang);
+    assert_eq!((r.hang.segment, r.hang.last_segment), (t0, t1));
+    let setter = r.path.iter().find(|p| p.role == Role::Setter).unwrap();
+    assert_eq!(setter.tid, Tid(400));
+    let root = r.root_causes.last().unwrap();
+    assert_eq!(
+        (root.tid, root.class),
+        (Tid(400), CauseClass::Sleep),
+        "{:#?}",
+        r.root_causes
+    );
+}
