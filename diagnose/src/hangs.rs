@@ -233,10 +233,13 @@ fn logical_spin(g: &Graph, l: &Logical<'_>) -> Spin {
 /// loop are hand-offs (an interpreter lock, a mutex around the flag) and do not break it.
 fn segment_spins(g: &Graph, tid: Tid, cfg: &HangConfig) -> Vec<Spin> {
     let mut out = Vec::new();
-    let mut run: Option<(Spin, u32, u32)> = None;
-    // (run, timed iterations, lock retries)
-    let flush = |run: &mut Option<(Spin, u32, u32)>, out: &mut Vec<Spin>| {
-        if let Some((r, timed, retries)) = run.take() {
+    // (run, timed iterations, lock retries, the run as it was at its last timed turn)
+    type Run = (Spin, u32, u32, Option<Spin>);
+    let mut run: Option<Run> = None;
+    // The loop ends with its last timed turn: the short waits after it (the work the loop
+    // waited for, a reply being read) are not part of it.
+    let flush = |run: &mut Option<Run>, out: &mut Vec<Spin>| {
+        if let Some((_, timed, retries, Some(r))) = run.take() {
             if (timed >= 3 || retries >= 2)
                 && timed * 3 >= r.segments
                 && r.start_ns.until(r.end_ns) > cfg.threshold_ns
@@ -279,7 +282,7 @@ fn segment_spins(g: &Graph, tid: Tid, cfg: &HangConfig) -> Vec<Spin> {
             flush(&mut run, &mut out);
             continue;
         }
-        let (r, timed, retries) = run.get_or_insert((
+        let (r, timed, retries, at_last) = run.get_or_insert((
             Spin {
                 segment: s.id,
                 last: s.id,
@@ -297,14 +300,25 @@ fn segment_spins(g: &Graph, tid: Tid, cfg: &HangConfig) -> Vec<Spin> {
             },
             0,
             0,
+            None,
         ));
+        let turn = s.wait_timed_out() || s.yields > 0;
+        if turn && *timed == 0 {
+            // The loop starts with its first timed turn: short waits before it are not part
+            // of it either.
+            r.segment = s.id;
+            r.start_ns = s.start_ns;
+            r.on_cpu_ns = 0;
+            r.wait_ns = 0;
+            r.segments = 0;
+        }
         *retries += u32::from(retry);
         r.last = s.id;
         r.end_ns = s.end_ns;
         r.on_cpu_ns += s.on_cpu_ns;
         r.wait_ns += s.wait_ns();
         r.segments += 1;
-        if s.wait_timed_out() || s.yields > 0 {
+        if turn {
             *timed += 1;
             r.wait_syscall = s.wait_syscall;
         }
@@ -313,6 +327,9 @@ fn segment_spins(g: &Graph, tid: Tid, cfg: &HangConfig) -> Vec<Spin> {
             n.end == EndCause::Open && n.start_ns.until(g.end_of(n)) < cfg.threshold_ns
         }) {
             r.open = true;
+        }
+        if turn {
+            *at_last = Some(r.clone());
         }
     }
     flush(&mut run, &mut out);

@@ -743,6 +743,15 @@ enum Handler {
     SignalDeliver {
         sig: Field,
     },
+    /// `filelock/posix_lock_inode`, `filelock/locks_remove_posix` (`flock: false`) and
+    /// `filelock/flock_lock_inode` (`flock: true`).
+    FileLock {
+        ino: Field,
+        dev: Field,
+        lock_type: Field,
+        ret: Field,
+        flock: bool,
+    },
     /// `ftrace/kernel_stack` (`size` = number of entries, `caller` a flexible tail) and
     /// `ftrace/user_stack` (`caller[8]`, unused entries zero).
     Stack {
@@ -893,6 +902,18 @@ impl Handler {
                 pid: int("pid")?,
             },
             "signal_deliver" => Handler::SignalDeliver { sig: int("sig")? },
+            "posix_lock_inode" | "locks_remove_posix" | "flock_lock_inode"
+                if in_system(ev, "filelock") =>
+            {
+                Handler::FileLock {
+                    ino: int("i_ino")?,
+                    dev: int("s_dev")?,
+                    // `fl_type` before Linux 6.9 (file_lock_core).
+                    lock_type: int("type").or_else(|_| int("fl_type"))?,
+                    ret: int("ret")?,
+                    flock: ev.name == "flock_lock_inode",
+                }
+            }
             "kernel_stack" if in_system(ev, "ftrace") => Handler::Stack {
                 kernel: true,
                 size: Some(int("size")?),
@@ -1253,6 +1274,19 @@ impl Converter {
             },
             Handler::SignalDeliver { sig } => EventKind::SignalDeliver {
                 sig: sig.i32(p).map_err(oob)?,
+            },
+            Handler::FileLock {
+                ino,
+                dev,
+                lock_type,
+                ret,
+                flock,
+            } => EventKind::FileLock {
+                inode: ino.u64(p).map_err(oob)?,
+                dev: dev.u64(p).map_err(oob)? as u32,
+                flock: *flock,
+                lock_type: lock_type.u64(p).map_err(oob)? as u8,
+                ret: ret.i32(p).map_err(oob)?,
             },
             Handler::Stack {
                 kernel,

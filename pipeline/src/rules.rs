@@ -94,13 +94,14 @@
 //!   ([`RulesConfig::channels`]: a pipe's two ends share its inode; a socket's writes feed
 //!   its peer's reads) or are declared (`[[pipe]]` in the rules file). A thread reading
 //!   back its own write is not an edge.
-//! - **lock file**: a file lock (`flock`, `fcntl` record locks) on a file the fd identity
-//!   knows ([`ChannelEnd::lock`], [`Key::Lock`]). A wake-up of a task blocked in `flock` or
-//!   `fcntl(F_SETLKW)` is a strong [`EdgeKind::LockFile`] (the unlock, close or exit that
-//!   released it). Lock attempts that are refused (`EAGAIN`/`EACCES`, a retry loop) are
-//!   linked to the latest successful lock operation of each other process on the file, and a
-//!   success after refusals to the release before it: boosted [`EdgeKind::LockFile`] edges
-//!   ([`LockState`], docs/rules.md).
+//! - **lock file**: file locks (`flock`, `fcntl` record locks) as the kernel records them
+//!   ([`EventKind::FileLock`]: device, inode, type, result; releases on close and exit
+//!   included), keyed by file ([`lock_key`], [`Key::Lock`]). A wake-up of a task blocked in
+//!   `flock` or `fcntl(F_SETLKW)` is a strong [`EdgeKind::LockFile`] (the unlock, close or
+//!   exit that released it). Lock attempts that are refused (`EAGAIN`/`EACCES`, a retry
+//!   loop) are linked to the latest granted operation of each other process on the file,
+//!   and a lock granted after refusals to the release before it: boosted
+//!   [`EdgeKind::LockFile`] edges ([`LockState`], docs/rules.md).
 //! - **flag** (2.f): a write to a watched data flag (hardware watchpoint,
 //!   [`EventKind::FlagAccess`]) → the next reads of it by other threads, as
 //!   [`EdgeKind::Flag`] (joined on the process and address).
@@ -292,16 +293,6 @@ impl RulesConfig {
             }
         }
         (key, conn)
-    }
-
-    /// The lock key of a file lock operation on descriptor `fd` of process `pid` at `ts`:
-    /// the file the fd identity says it refers to ([`ChannelEnd::lock`]).
-    pub fn lock_key(&self, pid: Pid, fd: u64, ts: Nanos) -> Option<Key> {
-        if self.channels.is_empty() {
-            return None;
-        }
-        let fd = i32::try_from(fd).ok()?;
-        self.channels.lookup(pid, fd, ts)?.lock.map(Key::Lock)
     }
 
     /// Adds every maintenance callback among `symbols` (address, name) to
@@ -510,10 +501,6 @@ pub struct ChannelEnd {
     pub send: Option<u64>,
     /// Channel drained by reads.
     pub recv: Option<u64>,
-    /// The file a lock taken through the descriptor (`flock`, `fcntl` record locks) is a
-    /// lock on: regular files and directories, by inode and path ([`ChannelEnd::file`]).
-    #[serde(default)]
-    pub lock: Option<u64>,
 }
 
 impl ChannelEnd {
@@ -523,7 +510,6 @@ impl ChannelEnd {
         ChannelEnd {
             send: Some(id),
             recv: Some(id),
-            lock: None,
         }
     }
 
@@ -532,7 +518,6 @@ impl ChannelEnd {
         ChannelEnd {
             send: Some(Self::mix(2, inode, peer)),
             recv: Some(Self::mix(2, peer, inode)),
-            lock: None,
         }
     }
 
@@ -540,32 +525,12 @@ impl ChannelEnd {
     /// `regular`, `anon`, `other`) with `inode`, socket `peer` and `/proc` link `target` is
     /// as a channel: pipes and FIFOs, connected sockets, and eventfds (written by one task,
     /// read by another) are; files, unconnected sockets and other anonymous inodes are not.
-    /// Regular files and directories (`other` with a `/` path) are lockable
-    /// ([`ChannelEnd::lock`]).
     pub fn of_file(kind: &str, inode: u64, peer: Option<u64>, target: &str) -> ChannelEnd {
         match (kind, peer) {
             ("pipe", _) => ChannelEnd::pipe(inode),
             ("socket", Some(peer)) => ChannelEnd::socket(inode, peer),
             ("anon", _) if target.contains("eventfd") => ChannelEnd::pipe(inode),
-            ("regular", _) => ChannelEnd::file(inode, target),
-            ("other", _) if target.starts_with('/') => ChannelEnd::file(inode, target),
             _ => ChannelEnd::default(),
-        }
-    }
-
-    /// A file that can be locked: no channel, a lock identity from its inode and path (the
-    /// fd identity has no device number; the path keeps equal inode numbers of two file
-    /// systems apart, and every descriptor of one file shows the same path).
-    pub fn file(inode: u64, target: &str) -> ChannelEnd {
-        let path = target.strip_suffix(" (deleted)").unwrap_or(target);
-        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-        for b in path.bytes() {
-            h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
-        }
-        ChannelEnd {
-            send: None,
-            recv: None,
-            lock: Some(Self::mix(5, inode, h)),
         }
     }
 
@@ -1000,20 +965,10 @@ pub fn message_op(nr: i32) -> Option<bool> {
     }
 }
 
-/// A file lock operation: `flock(fd, op)`, or `fcntl(fd, cmd, …)` setting a record lock
-/// (`F_SETLK`, `F_SETLKW`, `F_OFD_SETLK`, `F_OFD_SETLKW`). `Some(unlock)`: whether it is
-/// known to release (`flock` with `LOCK_UN`; an `fcntl` lock's type is in memory the trace
-/// does not have, so it is never known to be an unlock).
-pub fn lock_op(nr: i32, args: &[u64; 6]) -> Option<bool> {
-    const LOCK_UN: u64 = 8;
-    let n = nrs();
-    if nr == n.flock {
-        Some(args[1] & LOCK_UN != 0)
-    } else if nr == n.fcntl && matches!(args[1], 6 | 7 | 37 | 38) {
-        Some(false)
-    } else {
-        None
-    }
+/// The lock key of a file: its device and inode, and whether the lock is a `flock` (which
+/// never conflicts with a POSIX record lock on the same file).
+pub fn lock_key(inode: u64, dev: u32, flock: bool) -> Key {
+    Key::Lock(ChannelEnd::mix(5 + u64::from(flock), inode, u64::from(dev)))
 }
 
 /// Whether a task blocked in `nr` waits for a file lock (`flock`, `fcntl(F_SETLKW)`).
@@ -1112,10 +1067,6 @@ pub fn route(ev: &Event, cfg: &RulesConfig, mut f: impl FnMut(Key, Role)) {
                     if let Some(k) = cfg.channel_key(ev.pid, args[0], ev.ts, write) {
                         f(k, if write { Role::Arm } else { Role::Fire });
                     }
-                } else if lock_op(*nr, args).is_some() {
-                    if let Some(k) = cfg.lock_key(ev.pid, args[0], ev.ts) {
-                        f(k, Role::Arm);
-                    }
                 }
             }
         }
@@ -1142,6 +1093,16 @@ pub fn route(ev: &Event, cfg: &RulesConfig, mut f: impl FnMut(Key, Role)) {
         EventKind::Stack { .. } => f(actor(), Role::Own),
         // A write to a watched flag arms it (the writer is the actor of a flag edge); a
         // read by another thread fires it.
+        // A lock, unlock or refusal: the file's lock key pairs it with the other processes'
+        // operations; the thread says which pairs are edges.
+        EventKind::FileLock {
+            inode, dev, flock, ..
+        } => {
+            if task {
+                f(Key::Thread(ev.tid), Role::Own);
+                f(lock_key(*inode, *dev, *flock), Role::Arm);
+            }
+        }
         EventKind::FlagAccess { addr, write } => {
             if *write {
                 f(actor(), Role::Actor);
@@ -1735,10 +1696,6 @@ pub struct ThreadState {
     signals: Vec<(i32, u64)>,
     /// `seq` of the entry of a read on a declared pipe in flight.
     pipe_read: Option<u64>,
-    /// The file lock operation in flight (on a file the fd identity knows): its `seq` and
-    /// syscall.
-    #[serde(default)]
-    lock_op: Option<(u64, i32)>,
     /// Whether the thread's latest file lock attempt was refused (a retry loop).
     #[serde(default)]
     lock_refused: bool,
@@ -1782,7 +1739,6 @@ impl ThreadState {
             order: None,
             signals: Vec::new(),
             pipe_read: None,
-            lock_op: None,
             lock_refused: false,
             stack_boundary: false,
             stacks: None,
@@ -2265,6 +2221,10 @@ impl ThreadState {
 
     fn on_own(&mut self, ev: &Event, cfg: &RulesConfig, out: &mut Vec<Output>) {
         let ts = ev.ts;
+        if let EventKind::FileLock { lock_type, ret, .. } = ev.kind {
+            self.file_lock(ev, lock_type == 2, ret, out);
+            return;
+        }
         if self.dead {
             return;
         }
@@ -2346,9 +2306,6 @@ impl ThreadState {
                 self.waited = false;
                 self.stack_boundary = true;
                 self.pipe_read = None;
-                self.lock_op = (lock_op(nr, &args).is_some()
-                    && cfg.lock_key(self.pid, args[0], ts).is_some())
-                .then_some((ev.seq, nr));
                 if let Some(m) = self.msg.take() {
                     // The previous message syscall never returned (lost record).
                     self.flush_msg(m, out);
@@ -2426,9 +2383,6 @@ impl ThreadState {
                         self.flush_msg(m, out);
                     }
                 }
-                if let Some((seq, op_nr)) = self.lock_op.take().filter(|o| o.1 == nr) {
-                    self.lock_done(seq, op_nr, ret, ts, out);
-                }
                 if let Some(seq) = self.pipe_read.take() {
                     if ret > 0 && !self.waited {
                         // Data was there already: the reader depends on the last write.
@@ -2478,25 +2432,33 @@ impl ThreadState {
         }
     }
 
-    /// A file lock operation (entered at `seq`) returned `ret`: a success is the source of
-    /// the lock-file pairs of its file; a refused attempt, or a success after one, their
-    /// target ([`LockState`]).
-    fn lock_done(&mut self, seq: u64, nr: i32, ret: i64, ts: Nanos, out: &mut Vec<Output>) {
-        let Some(seg) = self.cur.as_ref().map(|c| c.id) else {
+    /// A file lock operation (`lock_type` 2: a release) the kernel answered with `ret`: a
+    /// granted lock or a release is the source of the lock-file pairs of its file; a refused
+    /// attempt, or a lock granted after a refusal, their target ([`LockState`]). A release
+    /// at exit (the files closed after the thread's exit record) acts from its last
+    /// segment.
+    fn file_lock(&mut self, ev: &Event, unlock: bool, ret: i32, out: &mut Vec<Output>) {
+        let seg = if self.dead {
+            self.last_id
+        } else {
+            self.ensure_open(ev.ts);
+            self.cur.as_ref().map(|c| c.id)
+        };
+        let Some(seg) = seg else {
             return;
         };
         let target = if ret == 0 {
             out.push(Output::Src(Src {
-                seq,
+                seq: ev.seq,
                 seg,
-                ts,
-                syscall: nr,
+                ts: ev.ts,
+                syscall: self.in_syscall.unwrap_or(-1),
                 interrupt: false,
-                exiting: false,
+                exiting: self.dead,
                 condvar: false,
             }));
-            std::mem::take(&mut self.lock_refused)
-        } else if is_lock_refused(ret) {
+            !unlock && std::mem::take(&mut self.lock_refused)
+        } else if is_lock_refused(i64::from(ret)) {
             self.lock_refused = true;
             true
         } else {
@@ -2504,7 +2466,7 @@ impl ThreadState {
         };
         if target {
             out.push(Output::Dst(Dst {
-                seq,
+                seq: ev.seq,
                 seg,
                 kind: EdgeKind::LockFile,
                 wait: -1,
@@ -3148,54 +3110,90 @@ impl ObjectState {
     }
 }
 
-/// Processes whose latest lock operation a [`LockState`] keeps.
-const MAX_LOCKERS: usize = 8;
+/// Holders a [`LockState`] keeps (shared locks can have many).
+const MAX_HOLDERS: usize = 8;
 
-/// A lockable file (lock-file rule): the latest lock operation of each process that locked
-/// it, most recent last. Every operation is paired ([`Pair`]) with the latest operation of
-/// each other process: the holder's lock that a failed attempt ran into, or the release (an
-/// unlock; when the holder released by closing or exiting, its last lock) that a successful
-/// attempt after failures followed. Which pairs become edges is the threads' call: the
-/// source only when its operation succeeded, the target only when its attempt was refused
-/// or succeeded after a refusal ([`ThreadState`]). A known unlock (`flock(LOCK_UN)`) is a
-/// source only while it is the file's latest operation: after it, someone else's lock is
-/// what a refused attempt met.
+/// A lockable file (lock-file rule), from the kernel's lock records ([`EventKind::FileLock`]):
+/// the processes holding a lock on it (their latest granted lock, most recent last), the last
+/// release by one of them, and the processes whose latest attempt was refused. Each refused
+/// attempt is paired ([`Pair`]) with every other holder's lock (what it ran into); a lock
+/// granted to a process after a refusal is paired with the last release by another process
+/// (what it waited for). A release by a process that holds nothing known here (a child
+/// closing an inherited descriptor at `exec`, a lock taken before the trace began) is no
+/// release of a lock the trace saw, and is ignored. The threads emit the ends of the pairs
+/// ([`ThreadState`]): every granted operation is a source, every refusal and every grant
+/// after a refusal a target.
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct LockState {
-    /// `(pid, seq, ts, unlock)`.
-    ops: Vec<(Pid, u64, Nanos, bool)>,
+    /// `(pid, seq, ts)` of each holder's latest granted lock.
+    holders: Vec<(Pid, u64, Nanos)>,
+    /// `(pid, seq, ts)` of the latest release by a holder.
+    released: Option<(Pid, u64, Nanos)>,
+    /// Processes whose latest attempt was refused.
+    refused: Vec<Pid>,
 }
 
 impl LockState {
     fn on_event(&mut self, ev: &Event, cfg: &RulesConfig, out: &mut Vec<Output>) {
-        let EventKind::SysEnter { nr, args } = &ev.kind else {
+        let EventKind::FileLock { lock_type, ret, .. } = ev.kind else {
             return;
         };
-        let Some(unlock) = lock_op(*nr, args) else {
-            return;
-        };
-        let latest = self.ops.len().checked_sub(1);
+        let unlock = lock_type == 2;
         let mut paired = false;
-        for (i, &(pid, seq, at, was_unlock)) in self.ops.iter().enumerate() {
-            if pid == ev.pid || cfg.crosses_gap(at, ev.ts) || (was_unlock && Some(i) != latest) {
-                continue;
+        let mut pair = |arm: u64, at: Nanos, out: &mut Vec<Output>| {
+            if !cfg.crosses_gap(at, ev.ts) {
+                out.push(Output::Pair(Pair { arm, fire: ev.seq }));
+                paired = true;
             }
-            out.push(Output::Pair(Pair {
-                arm: seq,
-                fire: ev.seq,
-            }));
-            paired = true;
+        };
+        match (unlock, ret) {
+            (false, 0) => {
+                if let Some(i) = self.refused.iter().position(|p| *p == ev.pid) {
+                    self.refused.swap_remove(i);
+                    match self.released.filter(|r| r.0 != ev.pid) {
+                        Some((_, seq, at)) => pair(seq, at, out),
+                        // Released unseen: whoever held it.
+                        None => {
+                            for &(_, seq, at) in self.holders.iter().filter(|h| h.0 != ev.pid) {
+                                pair(seq, at, out);
+                            }
+                        }
+                    }
+                }
+                if let Some(i) = self.holders.iter().position(|h| h.0 == ev.pid) {
+                    out.push(Output::ArmDone(self.holders.remove(i).1));
+                } else if self.holders.len() >= MAX_HOLDERS {
+                    out.push(Output::ArmDone(self.holders.remove(0).1));
+                }
+                self.holders.push((ev.pid, ev.seq, ev.ts));
+            }
+            (true, 0) => {
+                if let Some(i) = self.holders.iter().position(|h| h.0 == ev.pid) {
+                    out.push(Output::ArmDone(self.holders.remove(i).1));
+                    if let Some((_, old, _)) = self.released.replace((ev.pid, ev.seq, ev.ts)) {
+                        out.push(Output::ArmDone(old));
+                    }
+                } else {
+                    out.push(Output::ArmDone(ev.seq));
+                }
+            }
+            (false, r) if is_lock_refused(i64::from(r)) => {
+                for &(_, seq, at) in self.holders.iter().filter(|h| h.0 != ev.pid) {
+                    pair(seq, at, out);
+                }
+                if !self.refused.contains(&ev.pid) {
+                    if self.refused.len() >= MAX_HOLDERS {
+                        self.refused.remove(0);
+                    }
+                    self.refused.push(ev.pid);
+                }
+            }
+            // A blocking request that will wait (its wake-up is the edge), or an error.
+            _ => {}
         }
         if !paired {
             out.push(Output::NoEffect(ev.seq));
         }
-        if let Some(i) = self.ops.iter().position(|o| o.0 == ev.pid) {
-            // A newer operation of the process replaces it: nothing pairs with it again.
-            out.push(Output::ArmDone(self.ops.remove(i).1));
-        } else if self.ops.len() >= MAX_LOCKERS {
-            out.push(Output::ArmDone(self.ops.remove(0).1));
-        }
-        self.ops.push((ev.pid, ev.seq, ev.ts, unlock));
     }
 }
 

@@ -4,7 +4,7 @@
 //! stream that exercises every rule: wake-ups in task and interrupt context, hrtimers and
 //! wheel timers (some culled), forks, exits and `wait4`, yields, long waits and long runs,
 //! work items (nested, blocking inside), signals, message syscalls on several descriptors
-//! (peer-set splits), file locks taken and refused, interrupted and retried waits (boosts), device softirqs, markers, and
+//! (peer-set splits), file locks granted, refused and released, interrupted and retried waits (boosts), device softirqs, markers, and
 //! every kind of user rule (condition variable, worker pool, pipe, syscall and marker
 //! splits), kernel delegate and maintenance threads, and call stacks after blocking
 //! switches, syscall entries and wake-ups (the thread-order stack rule). Real recorded traces
@@ -50,7 +50,7 @@ fn rules() -> RulesConfig {
         read_fd: 3,
     });
     // fd identity: a pipe shared by processes 100 and 120, a socket pair between 100 and
-    // 110, a lockable regular file; forked children (tids from 200) inherit 100's table.
+    // 110, a regular file; forked children (tids from 200) inherit 100's table.
     r.channels
         .insert(Pid(100), 3, Nanos(0), ChannelEnd::pipe(77));
     r.channels
@@ -59,11 +59,8 @@ fn rules() -> RulesConfig {
         .insert(Pid(100), 5, Nanos(0), ChannelEnd::socket(51, 52));
     r.channels
         .insert(Pid(110), 5, Nanos(0), ChannelEnd::socket(52, 51));
-    // fd 6: one regular file, locked (`flock`) by 100, 110 and 120.
-    for pid in [100, 110, 120] {
-        r.channels
-            .insert(Pid(pid), 6, Nanos(0), ChannelEnd::file(9, "/var/lock/f"));
-    }
+    r.channels
+        .insert(Pid(100), 6, Nanos(0), ChannelEnd::default());
     r.channels
         .insert(Pid(100), 4, Nanos(3_000_000_000), ChannelEnd::pipe(78));
     for child in (200..260).map(|t| t / 10 * 10) {
@@ -324,6 +321,23 @@ fn stream(seed: u64, n: usize) -> Vec<Event> {
                     cur,
                     Context::SoftIrq,
                     EventKind::SoftirqExit { vec: 3 },
+                );
+            }
+            28 if cur.is_task() && r.below(2) == 0 => {
+                // File locks on two files: granted, refused, deferred, released.
+                push(
+                    &mut evs,
+                    ts,
+                    cpu as u32,
+                    cur,
+                    Context::Task,
+                    EventKind::FileLock {
+                        inode: 5 + r.below(2),
+                        dev: 8 << 20,
+                        flock: r.below(4) == 0,
+                        lock_type: r.below(3) as u8,
+                        ret: [0, 0, -11, -13, 1][r.below(5) as usize],
+                    },
                 );
             }
             28 if cur.is_task() => {

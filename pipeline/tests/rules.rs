@@ -1504,25 +1504,30 @@ fn a_logical_wait_that_only_times_out_is_still_one_long_wait() {
 
 const FCNTL: i32 = 72;
 const FLOCK: i32 = 73;
-const F_SETLK: u64 = 6;
-const LOCK_EX_NB: u64 = 2 | 4;
-const LOCK_UN: u64 = 8;
+const F_WRLCK: u8 = 1;
+const F_UNLCK: u8 = 2;
 
 impl S {
-    fn enter2(&mut self, tid: i32, nr: i32, arg0: u64, arg1: u64) {
+    /// The kernel's record of a lock operation of `tid` on inode `ino` of device 8:1
+    /// (`filelock:posix_lock_inode`, or `flock_lock_inode` when `flock`).
+    fn lock(&mut self, tid: i32, ino: u64, flock: bool, lock_type: u8, ret: i32) {
         self.task(
             tid,
-            EventKind::SysEnter {
-                nr,
-                args: [arg0, arg1, 0, 0, 0, 0],
+            EventKind::FileLock {
+                inode: ino,
+                dev: (8 << 20) | 1,
+                flock,
+                lock_type,
+                ret,
             },
         );
     }
-    /// One turn of a lock retry loop of `tid`: `fcntl(fd, F_SETLK)` returning `ret`, then,
-    /// when refused, a short sleep.
-    fn try_lock(&mut self, tid: i32, fd: u64, ret: i64) {
-        self.enter2(tid, FCNTL, fd, F_SETLK);
-        self.exit(tid, FCNTL, ret);
+    /// One turn of a lock retry loop of `tid` on inode 5: `fcntl(F_SETLK)` answered `ret`,
+    /// then, when refused, a short sleep.
+    fn try_lock(&mut self, tid: i32, ret: i32) {
+        self.enter(tid, FCNTL, 4);
+        self.lock(tid, 5, false, F_WRLCK, ret);
+        self.exit(tid, FCNTL, i64::from(ret));
         if ret != 0 {
             self.enter(tid, NANOSLEEP, 0);
             self.block(tid);
@@ -1535,56 +1540,30 @@ impl S {
     }
 }
 
-/// Process 700 and 800 open the same file (inode 5, fds 3 and 4); 900 opens another file
-/// with the same inode number on another file system (another path).
-fn lock_files() -> RulesConfig {
-    let mut cfg = RulesConfig::default();
-    cfg.channels.insert(
-        Pid(700),
-        3,
-        Nanos(0),
-        ChannelEnd::of_file("regular", 5, None, "/var/db/x"),
-    );
-    cfg.channels.insert(
-        Pid(800),
-        4,
-        Nanos(0),
-        ChannelEnd::of_file("regular", 5, None, "/var/db/x"),
-    );
-    cfg.channels.insert(
-        Pid(900),
-        4,
-        Nanos(0),
-        ChannelEnd::of_file("regular", 5, None, "/tmp/x"),
-    );
-    cfg
-}
-
 #[test]
 fn a_refused_lock_retry_loop_links_to_the_holder_and_its_success_to_the_release() {
-    let cfg = lock_files();
+    let cfg = RulesConfig::default();
     let mut s = S::default();
     // 701 takes the lock, 801 retries three times, 701 releases, 801 gets it.
     s.run(701);
-    s.enter2(701, FCNTL, 3, F_SETLK);
-    s.exit(701, FCNTL, 0);
+    s.lock(701, 5, false, F_WRLCK, 0);
     s.enter(701, NANOSLEEP, 0);
     s.block(701);
     s.run(801);
     for ret in [-11, -13, -11] {
-        s.try_lock(801, 4, ret);
+        s.try_lock(801, ret);
     }
-    // 900's attempt on the other file with the same inode number is refused by nobody here.
+    // 901's refused attempt on another file (inode 6) meets nobody's lock here; a flock
+    // of 901 on inode 5 never conflicts with the record locks.
     s.run(901);
-    s.enter2(901, FCNTL, 4, F_SETLK);
-    s.exit(901, FCNTL, -11);
+    s.lock(901, 6, false, F_WRLCK, -11);
+    s.lock(901, 5, true, F_WRLCK, -11);
     s.irq(0, Context::HardIrq, EventKind::Waking { target: Tid(701) });
     s.run(701);
     s.exit(701, NANOSLEEP, 0);
-    s.enter2(701, FCNTL, 3, F_SETLK); // the unlock (its type is in memory)
-    s.exit(701, FCNTL, 0);
+    s.lock(701, 5, false, F_UNLCK, 0);
     s.run(801);
-    s.try_lock(801, 4, 0);
+    s.try_lock(801, 0);
     let g = graph(&s.evs, &cfg);
     let lock: Vec<_> = g
         .edges
@@ -1606,34 +1585,63 @@ fn a_refused_lock_retry_loop_links_to_the_holder_and_its_success_to_the_release(
         g.edges
     );
     assert!(edges_between(&g, 701, 901).is_empty() && edges_between(&g, 801, 901).is_empty());
-    // Without fd identity, no lock edge.
-    let none = graph(&s.evs, &RulesConfig::default());
-    assert!(none.edges.iter().all(|e| e.kind != EdgeKind::LockFile));
+}
+
+#[test]
+fn a_release_at_exit_links_from_the_holders_last_segment() {
+    let mut s = S::default();
+    s.run(701);
+    s.lock(701, 5, false, F_WRLCK, 0);
+    s.run(801);
+    s.try_lock(801, -11);
+    s.run(701);
+    s.enter(701, EXIT_GROUP, 0);
+    s.task(701, EventKind::Exit);
+    // The files are closed after the exit record: the kernel releases the lock.
+    s.lock(701, 5, false, F_UNLCK, 0);
+    s.run(801);
+    s.try_lock(801, 0);
+    let g = graph(&s.evs, &RulesConfig::default());
+    let lock: Vec<_> = g
+        .edges
+        .iter()
+        .filter(|e| e.kind == EdgeKind::LockFile)
+        .map(|e| (e.src, e.dst))
+        .collect();
+    assert_eq!(
+        lock,
+        vec![(seg(701, 0), seg(801, 0)), (seg(701, 0), seg(801, 1))],
+        "{:#?}",
+        g.edges
+    );
 }
 
 #[test]
 fn a_blocked_flock_is_woken_by_the_unlock_as_a_strong_lock_edge() {
-    let cfg = lock_files();
     let mut s = S::default();
     s.run(701);
-    s.enter2(701, FLOCK, 3, 2);
+    s.enter(701, FLOCK, 3);
+    s.lock(701, 5, true, F_WRLCK, 0);
     s.exit(701, FLOCK, 0);
     s.run(801);
-    s.enter2(801, FLOCK, 4, 2);
+    s.enter(801, FLOCK, 4);
+    s.lock(801, 5, true, F_WRLCK, 1);
     s.block(801);
     s.run(701);
-    s.enter2(701, FLOCK, 3, LOCK_UN);
+    s.enter(701, FLOCK, 3);
+    s.lock(701, 5, true, F_UNLCK, 0);
     s.wake(701, 801);
     s.exit(701, FLOCK, 0);
     s.run(801);
+    s.lock(801, 5, true, F_WRLCK, 0);
     s.exit(801, FLOCK, 0);
-    let g = graph(&s.evs, &cfg);
+    let g = graph(&s.evs, &RulesConfig::default());
     let e: Vec<_> = edges_between(&g, 701, 801)
         .into_iter()
         .filter(|e| e.kind != EdgeKind::WaitWake)
         .map(|e| (e.kind, e.strength, e.dst))
         .collect();
-    // Only the wake-up: the success after blocking is no retry.
+    // Only the wake-up: the lock granted after blocking is no retry.
     assert_eq!(
         e,
         vec![(EdgeKind::LockFile, Strength::Strong, seg(801, 1))],
@@ -1644,22 +1652,17 @@ fn a_blocked_flock_is_woken_by_the_unlock_as_a_strong_lock_edge() {
 
 #[test]
 fn a_known_unlock_is_no_holder_once_someone_else_locked() {
-    // 700 locks and unlocks (flock), 800 locks, then 700 tries again and is refused: the
-    // holder is 800, not 700's own unlock or anything before it.
-    let cfg = lock_files();
+    // 700 locks and unlocks, 800 locks, then 700 tries again and is refused: the holder is
+    // 800, not 700's own unlock or anything before it.
     let mut s = S::default();
     s.run(701);
-    s.enter2(701, FLOCK, 3, LOCK_EX_NB);
-    s.exit(701, FLOCK, 0);
-    s.enter2(701, FLOCK, 3, LOCK_UN);
-    s.exit(701, FLOCK, 0);
+    s.lock(701, 5, true, F_WRLCK, 0);
+    s.lock(701, 5, true, F_UNLCK, 0);
     s.run(801);
-    s.enter2(801, FLOCK, 4, LOCK_EX_NB);
-    s.exit(801, FLOCK, 0);
+    s.lock(801, 5, true, F_WRLCK, 0);
     s.run(701);
-    s.enter2(701, FLOCK, 3, LOCK_EX_NB);
-    s.exit(701, FLOCK, -11);
-    let g = graph(&s.evs, &cfg);
+    s.lock(701, 5, true, F_WRLCK, -11);
+    let g = graph(&s.evs, &RulesConfig::default());
     let lock: Vec<_> = g
         .edges
         .iter()
@@ -1671,17 +1674,19 @@ fn a_known_unlock_is_no_holder_once_someone_else_locked() {
 
 #[test]
 fn a_lock_retry_loop_with_long_sleeps_is_one_repeated_yield() {
-    let mut cfg = lock_files();
-    cfg.spin_threshold_ns = 1_000_000_000;
+    let cfg = RulesConfig {
+        spin_threshold_ns: 1_000_000_000,
+        ..RulesConfig::default()
+    };
     let mut s = S::default();
     s.run(701);
-    s.enter2(701, FCNTL, 3, F_SETLK);
-    s.exit(701, FCNTL, 0);
+    s.lock(701, 5, false, F_WRLCK, 0);
     s.run(801);
     // Two refused attempts, each followed by a 1.2 s sleep (longer than the threshold),
     // then the lock.
     for _ in 0..2 {
-        s.enter2(801, FCNTL, 4, F_SETLK);
+        s.enter(801, FCNTL, 4);
+        s.lock(801, 5, false, F_WRLCK, -11);
         s.exit(801, FCNTL, -11);
         s.enter(801, NANOSLEEP, 0);
         s.block(801);
@@ -1690,7 +1695,7 @@ fn a_lock_retry_loop_with_long_sleeps_is_one_repeated_yield() {
         s.run(801);
         s.exit(801, NANOSLEEP, 0);
     }
-    s.try_lock(801, 4, 0);
+    s.try_lock(801, 0);
     let g = graph(&s.evs, &cfg);
     let runs: Vec<_> = g
         .spins
@@ -1700,8 +1705,17 @@ fn a_lock_retry_loop_with_long_sleeps_is_one_repeated_yield() {
         .collect();
     assert_eq!(runs, vec![(seg(801, 0), seg(801, 1), 2)], "{:#?}", g.spins);
     // The same sleeps without refused attempts are two long sleeps, no loop.
+    let mut evs: Vec<Event> = s
+        .evs
+        .iter()
+        .filter(|e| !matches!(e.kind, EventKind::FileLock { .. }))
+        .cloned()
+        .collect();
+    for (i, e) in evs.iter_mut().enumerate() {
+        e.seq = i as u64;
+    }
     let plain = graph(
-        &s.evs,
+        &evs,
         &RulesConfig {
             spin_threshold_ns: 1_000_000_000,
             ..RulesConfig::default()
@@ -1711,4 +1725,35 @@ fn a_lock_retry_loop_with_long_sleeps_is_one_repeated_yield() {
         .spins
         .iter()
         .all(|x| x.class != SpinClass::RepeatedYield));
+}
+
+#[test]
+fn a_close_by_a_process_that_holds_nothing_is_no_release() {
+    // 700 locks; its child 710 closes the inherited descriptor at exec (the kernel records
+    // a release by 710, which held nothing); 800 is refused, then gets the lock after 700's
+    // real release. Every lock-file edge comes from 700.
+    let mut s = S::default();
+    s.run(701);
+    s.lock(701, 5, false, F_WRLCK, 0);
+    s.run(711);
+    s.lock(711, 5, false, F_UNLCK, 0);
+    s.run(801);
+    s.try_lock(801, -11);
+    s.run(701);
+    s.lock(701, 5, false, F_UNLCK, 0);
+    s.run(801);
+    s.try_lock(801, 0);
+    let g = graph(&s.evs, &RulesConfig::default());
+    let lock: Vec<_> = g
+        .edges
+        .iter()
+        .filter(|e| e.kind == EdgeKind::LockFile)
+        .map(|e| (e.src.tid(), e.dst))
+        .collect();
+    assert_eq!(
+        lock,
+        vec![(Tid(701), seg(801, 0)), (Tid(701), seg(801, 1))],
+        "{:#?}",
+        g.edges
+    );
 }

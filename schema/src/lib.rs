@@ -413,6 +413,24 @@ pub enum EventKind {
         /// Whether the access was a write.
         write: bool,
     },
+    /// A file lock operation by the current task, from the kernel's own record of it
+    /// (`filelock:posix_lock_inode` for `fcntl` record locks and their release on close,
+    /// `filelock:flock_lock_inode` for `flock` and its release on the last close): the
+    /// locked file by device and inode, whatever descriptor it went through.
+    FileLock {
+        /// Inode number (`i_ino`).
+        inode: u64,
+        /// Device (`s_dev`, the kernel's encoding: major << 20 | minor).
+        dev: u32,
+        /// `flock` (true) or POSIX/OFD record lock (false): the two never conflict.
+        flock: bool,
+        /// Lock type: 0 `F_RDLCK`, 1 `F_WRLCK`, 2 `F_UNLCK` (a release).
+        lock_type: u8,
+        /// The kernel's result: 0 granted (or released), negative errno (`-EAGAIN`,
+        /// `-EACCES`: held by another owner), 1 (`FILE_LOCK_DEFERRED`) when a blocking
+        /// request will wait.
+        ret: i32,
+    },
 }
 
 impl EventKind {
@@ -445,6 +463,7 @@ impl EventKind {
             EventKind::SignalDeliver { .. } => "signal_deliver",
             EventKind::Stack { .. } => "stack",
             EventKind::FlagAccess { .. } => "flag_access",
+            EventKind::FileLock { .. } => "file_lock",
         }
     }
 }

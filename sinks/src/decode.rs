@@ -327,6 +327,38 @@ pub(crate) fn decode_events(
                     },
                 }
             }
+            EventKindTag::FileLock => {
+                let letter = opt_str(state, i).ok_or_else(|| at.missing(i, "state", name))?;
+                let flock = match letter {
+                    "f" => true,
+                    "p" => false,
+                    _ => {
+                        return Err(at.bad(
+                            i,
+                            "state",
+                            format!("lock kind '{letter}' is not f (flock) or p (posix)"),
+                        ))
+                    }
+                };
+                let dev = need_arg1()?;
+                let lock_type = need_nr()?;
+                let ret = need_ret()?;
+                EventKind::FileLock {
+                    inode: need_arg0()?,
+                    dev: u32::try_from(dev)
+                        .map_err(|_| at.bad(i, "arg1", format!("device {dev} is not 32-bit")))?,
+                    flock,
+                    lock_type: u8::try_from(lock_type)
+                        .ok()
+                        .filter(|t| *t <= 2)
+                        .ok_or_else(|| {
+                            at.bad(i, "nr", format!("lock type {lock_type} is not 0, 1 or 2"))
+                        })?,
+                    ret: i32::try_from(ret).map_err(|_| {
+                        at.bad(i, "ret", format!("lock result {ret} is not 32-bit"))
+                    })?,
+                }
+            }
         };
         let ctx_name = ctx.value(i);
         out.push(Event {

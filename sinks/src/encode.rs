@@ -446,6 +446,20 @@ impl Encoder for EventEncoder {
                 arg0 = *addr;
                 state = if *write { b'w' } else { b'r' };
             }
+            EventKind::FileLock {
+                inode,
+                dev,
+                flock,
+                lock_type,
+                ret: r,
+            } => {
+                present = has::ARG0 | has::ARG1 | has::NR | has::RET | has::STATE;
+                arg0 = *inode;
+                arg1 = u64::from(*dev);
+                nr = i32::from(*lock_type);
+                ret = i64::from(*r);
+                state = if *flock { b'f' } else { b'p' };
+            }
         }
         if let Some(t) = text {
             self.text.extend_from_slice(t.as_bytes());

@@ -145,6 +145,7 @@ pub enum EventKindTag {
     SignalDeliver,
     Stack,
     FlagAccess,
+    FileLock,
 }
 
 impl EventKindTag {
@@ -178,6 +179,7 @@ impl EventKindTag {
             K::SignalDeliver { .. } => EventKindTag::SignalDeliver,
             K::Stack { .. } => EventKindTag::Stack,
             K::FlagAccess { .. } => EventKindTag::FlagAccess,
+            K::FileLock { .. } => EventKindTag::FileLock,
         }
     }
 }
@@ -212,6 +214,7 @@ pub fn parse_event_kind(name: &str) -> Option<EventKindTag> {
         "signal_deliver" => SignalDeliver,
         "stack" => Stack,
         "flag_access" => FlagAccess,
+        "file_lock" => FileLock,
         _ => return None,
     })
 }

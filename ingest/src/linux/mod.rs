@@ -113,7 +113,9 @@ use std::time::{Duration, Instant};
 use tracefs::Instance;
 
 /// The events recorded when none are configured (`--events default`): scheduling, task
-/// lifetime, syscalls, interrupts, hrtimers and `trace_marker` writes (`ftrace/print`).
+/// lifetime, syscalls, interrupts, hrtimers, file locks (`filelock/*`: the kernel's record
+/// of every `fcntl`/`flock` lock, unlock and release on close, by inode) and
+/// `trace_marker` writes (`ftrace/print`).
 /// The trade-off against overhead is discussed in `docs/trace-dir.md` ("Event sets").
 pub const DEFAULT_EVENTS: &[&str] = &[
     "sched/sched_switch",
@@ -133,6 +135,9 @@ pub const DEFAULT_EVENTS: &[&str] = &[
     "timer/hrtimer_start",
     "timer/hrtimer_expire_entry",
     "timer/hrtimer_expire_exit",
+    "filelock/posix_lock_inode",
+    "filelock/flock_lock_inode",
+    "filelock/locks_remove_posix",
     "ftrace/print",
 ];
 

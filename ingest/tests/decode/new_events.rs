@@ -269,3 +269,62 @@ fn short_records_are_errors_not_panics() {
         .expect("long enough")
         .is_some());
 }
+
+#[test]
+fn file_locks_granted_refused_and_released() {
+    let Some(set) = tracefs_formats() else { return };
+    let dev = (8u64 << 20) | 3;
+    assert_eq!(
+        kind(
+            &set,
+            "filelock",
+            "posix_lock_inode",
+            21,
+            &[
+                ("i_ino", 4242),
+                ("s_dev", dev),
+                ("type", 1),
+                ("ret", (-11i32) as u32 as u64)
+            ]
+        ),
+        EventKind::FileLock {
+            inode: 4242,
+            dev: dev as u32,
+            flock: false,
+            lock_type: 1,
+            ret: -11
+        }
+    );
+    assert_eq!(
+        kind(
+            &set,
+            "filelock",
+            "flock_lock_inode",
+            22,
+            &[("i_ino", 7), ("s_dev", dev), ("type", 2), ("ret", 0)]
+        ),
+        EventKind::FileLock {
+            inode: 7,
+            dev: dev as u32,
+            flock: true,
+            lock_type: 2,
+            ret: 0
+        }
+    );
+    assert_eq!(
+        kind(
+            &set,
+            "filelock",
+            "locks_remove_posix",
+            23,
+            &[("i_ino", 4242), ("s_dev", dev), ("type", 2), ("ret", 0)]
+        ),
+        EventKind::FileLock {
+            inode: 4242,
+            dev: dev as u32,
+            flock: false,
+            lock_type: 2,
+            ret: 0
+        }
+    );
+}

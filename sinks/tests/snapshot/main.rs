@@ -120,6 +120,20 @@ pub fn all_events() -> Vec<Event> {
             addr: 0x5555_0000_1000,
             write: false,
         },
+        EventKind::FileLock {
+            inode: 1_234_567,
+            dev: (259 << 20) | 3,
+            flock: false,
+            lock_type: 1,
+            ret: -11,
+        },
+        EventKind::FileLock {
+            inode: 42,
+            dev: 8 << 20,
+            flock: true,
+            lock_type: 2,
+            ret: 0,
+        },
     ];
     let ctxs = [
         Context::Task,
