@@ -83,6 +83,7 @@
 
 mod answers;
 pub mod beam;
+mod findings;
 mod graph;
 pub mod hangs;
 mod logical;
@@ -94,6 +95,7 @@ mod walk;
 
 pub use answers::{RuleOracle, SavedAnswers, SavedPick, SavedRule};
 pub use beam::{BeamConfig, Penalties};
+pub use findings::{By, During, Finding, FlagEvidence, LogicalWait, RunStart, Step, WakerState};
 pub use graph::{AppEvents, FlagHit, Graph, GraphInput, Marker};
 pub use hangs::{find_hangs, Hang, HangConfig, HangSource, LoopWait};
 pub use oracle::{AutoOracle, Oracle, Reply, ScriptedOracle, TerminalOracle};
@@ -104,7 +106,7 @@ pub use report::{
     ThreadComparison,
 };
 pub use stacks::{stack_line, CallStack, Frame};
-pub use walk::DiagnoseConfig;
+pub use walk::{DiagnoseConfig, Phrases};
 
 use argus_schema::{Pid, SegmentId, Spin, Tid};
 use serde::{Deserialize, Serialize};

@@ -1,8 +1,10 @@
 //! Activity: what a thread did during a window (on-CPU time, its longest block, whether it
 //! exited or stopped near the end), and the candidates a report lists from it.
 
-use super::overlap;
+use super::phrases::sc;
 use super::Walk;
+use super::{at_least, overlap};
+use crate::findings::During;
 use crate::report::Candidate;
 use argus_schema::{EndCause, Nanos, Segment, Tid};
 
@@ -101,6 +103,37 @@ impl<'g> Walk<'g, '_> {
         act
     }
 
+    /// What a thread did during `[from, to)`: exited, blocked or running most of it, or
+    /// neither.
+    pub(super) fn during(&self, act: &Activity<'_>, from: Nanos, to: Nanos) -> During {
+        let window = from.until(to);
+        if let Some((_, at)) = act.exited_at {
+            return During::Exited { at };
+        }
+        if let Some((b, ns)) = act.longest_block {
+            if at_least(ns, window, self.cfg.busy_fraction) {
+                return During::Blocked {
+                    syscall: sc(b.wait_syscall),
+                    blocked_ns: ns,
+                    still_waiting: b.end == EndCause::Open,
+                };
+            }
+        }
+        if at_least(act.on_cpu_ns, window, self.cfg.busy_fraction) {
+            return During::Running {
+                on_cpu_ns: act.on_cpu_ns,
+            };
+        }
+        if act.segments == 0 {
+            return During::NotSeen;
+        }
+        During::Active {
+            segments: act.segments,
+            on_cpu_ns: act.on_cpu_ns,
+            stopped_near_end: act.ended_near,
+        }
+    }
+
     pub(super) fn add_candidate(
         &mut self,
         tid: Tid,
@@ -115,6 +148,7 @@ impl<'g> Walk<'g, '_> {
         }
         let g = self.g;
         let during = self.during(act, from, to);
+        let during_hang = self.words().during(&during);
         self.candidates.push(Candidate {
             tid,
             pid: g.pid_of(tid).unwrap_or_default(),
@@ -122,7 +156,8 @@ impl<'g> Walk<'g, '_> {
             process: g.process_name(tid),
             segment: act.busiest.or(act.at_start).map(|s| s.id),
             on_cpu_ns: act.on_cpu_ns,
-            during_hang: during,
+            during_hang,
+            during,
             baseline_waker: base,
         });
     }

@@ -2,7 +2,7 @@
 //! asking; several edges, or a weak one, make a [`Question`](crate::Question) for the
 //! [`Oracle`](crate::Oracle), whose default answer comes from a shallow beam search.
 
-use super::phrases::{sc, via};
+use super::phrases::{sc, src_syscall};
 use super::specific;
 use super::Walk;
 use crate::beam;
@@ -56,11 +56,11 @@ impl<'g> Walk<'g, '_> {
                     kind: e.kind.name().to_string(),
                     strength: e.strength,
                     ts: e.ts,
-                    description: format!(
-                        "{} {} at {}",
-                        via(e.kind),
-                        self.source_phrase(s, e),
-                        self.rel(e.ts)
+                    description: self.words().choice_edge(
+                        s,
+                        e.kind,
+                        src_syscall(e.src_syscall).as_deref(),
+                        e.ts,
                     ),
                     stack: {
                         let st = g.sending_stack(s, e.ts);
@@ -139,6 +139,7 @@ impl<'g> Walk<'g, '_> {
             stack: self.g.blocking_stack(about),
             about: about.id,
             about_label: about.id.to_string(),
+            tag: tag.to_string(),
             prompt,
             choices,
             default,
@@ -167,22 +168,14 @@ impl<'g> Walk<'g, '_> {
         }
     }
 
+    /// A question about `subject`'s cause among `edges` (before one choice per source is
+    /// kept), in words.
     pub(super) fn wake_prompt(&self, subject: String, edges: &[&CausalEdge]) -> String {
         let strong = edges
             .iter()
             .filter(|e| e.strength == Strength::Strong)
             .count();
-        if edges.len() == 1 {
-            format!(
-                "{subject}: the only wake-up is weak (it may be mere mutual exclusion). \
-                 Follow it, or stop here?"
-            )
-        } else {
-            format!(
-                "{subject}: {} candidate causes ({strong} strong). Which one caused it?",
-                edges.len()
-            )
-        }
+        self.words().wake_prompt(subject, edges.len(), strong)
     }
 
     /// Asks whether to diagnose a culprit recursively; `true` to go on.
@@ -200,7 +193,7 @@ impl<'g> Walk<'g, '_> {
             kind: "continue".to_string(),
             strength: Strength::Strong,
             ts: culprit.start_ns,
-            description: format!("continue with {}", self.who(culprit.tid)),
+            description: self.words().choice_continue(culprit.tid),
             stack: g.blocking_stack(culprit),
         };
         self.ask("recurse", culprit, what, vec![choice], 0)

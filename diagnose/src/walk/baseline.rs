@@ -5,12 +5,13 @@
 
 use super::activity::Activity;
 use super::asking::Chosen;
-use super::phrases::sc;
+use super::phrases::{sc, src_syscall};
 use super::Walk;
 use super::{at_least, path_edge, wakes};
+use crate::findings::{During, Finding, Step};
 use crate::report::{
-    secs, BaselineInfo, Candidate, CauseClass, Choice, FurtherCulprit, PathEdge, PathEdgeKind,
-    PathItem, RankedPath, RankedStep, Role, RootCause, ThreadComparison,
+    BaselineInfo, Candidate, CauseClass, Choice, FurtherCulprit, PathEdge, PathEdgeKind, PathItem,
+    RankedPath, RankedStep, Role, RootCause, ThreadComparison,
 };
 use crate::{beam, hangs};
 use argus_schema::{
@@ -31,6 +32,16 @@ pub(super) struct Saved {
     pub(super) baseline_next: Option<SegmentId>,
     pub(super) further: usize,
     pub(super) silent: bool,
+}
+
+/// How a thread of a baseline's wake-up path acted in the baseline, for its path item.
+pub(super) struct BaselineNote {
+    /// The syscall it acted through.
+    syscall: Option<String>,
+    /// When the baseline's wait began.
+    at: Nanos,
+    /// How long the baseline's wait lasted.
+    wait_ns: u64,
 }
 
 /// An abnormal thread of a baseline's wake-up path, ranked.
@@ -92,15 +103,11 @@ impl<'g> Walk<'g, '_> {
         let w0 = s.wait_start_ns.unwrap_or(s.start_ns);
         let w1 = g.end_of(s);
         let hang_wait = w0.until(w1);
-        let who = self.who(s.tid);
         let sys = sc(s.wait_syscall);
         let sims = self.similar(s, hang_wait);
         if sims.is_empty() {
-            self.advice.push(format!(
-                "no baseline: no similar wait of {who} in {sys} (or of a thread with the same \
-                 name) was ended quickly by a wake-up; the candidates are the other threads of \
-                 its process"
-            ));
+            let advice = self.words().advice_no_baseline(s.tid, &sys);
+            self.advice.push(advice);
             self.add_process_candidates(s, w0, w1, None);
             return;
         }
@@ -118,27 +125,23 @@ impl<'g> Walk<'g, '_> {
                     kind: PathEdgeKind::Baseline.name().to_string(),
                     strength: Strength::Weak,
                     ts: b.wait_start_ns.unwrap_or(b.start_ns),
-                    description: format!(
-                        "the same wait of {} in {sys} at {} ended after {} (similarity {:.2})",
-                        self.who(b.tid),
-                        self.rel(b.wait_start_ns.unwrap_or(b.start_ns)),
-                        secs(b.wait_ns()),
-                        score
+                    description: self.words().choice_baseline(
+                        b,
+                        &sys,
+                        b.wait_start_ns.unwrap_or(b.start_ns),
+                        *score,
                     ),
                     stack: g.blocking_stack(b),
                 })
                 .collect();
-            let prompt = format!(
-                "The {} wait of {who} in {sys} never ended normally: {} similar waits that did \
-                 end quickly. Which one is the baseline to compare with?",
-                secs(hang_wait),
-                sims.len()
-            );
+            let prompt = self
+                .words()
+                .ask_baseline(s.tid, &sys, hang_wait, sims.len());
             self.ask("baseline", s, prompt, choices, 0)
         };
         let Some(i) = pick else {
-            self.advice
-                .push("the baseline comparison was stopped before a baseline was picked".into());
+            let advice = self.words().advice_baseline_unpicked();
+            self.advice.push(advice);
             self.add_process_candidates(s, w0, w1, None);
             return;
         };
@@ -172,16 +175,14 @@ impl<'g> Walk<'g, '_> {
             }
         }
         if tids.is_empty() {
-            self.advice.push(format!(
-                "{who} is normally woken {} (the same wait at {} ended after {}); during the \
-                 hang that did not happen",
-                match steps.first() {
-                    Some((e, x)) => format!("by {}", self.source_phrase(x, e)),
-                    None => "by an untraced cause".to_string(),
-                },
-                self.rel(bw0),
-                secs(b.wait_ns())
-            ));
+            let by = steps.first().map(|(e, x)| (*x, src_syscall(e.src_syscall)));
+            let advice = self.words().advice_normally_woken(
+                s.tid,
+                by.as_ref().map(|(x, sys)| (*x, sys.as_deref())),
+                bw0,
+                b.wait_ns(),
+            );
+            self.advice.push(advice);
             self.add_process_candidates(s, w0, w1, None);
             self.baseline_info = self.baseline_info.take().or(Some(info));
             return;
@@ -191,21 +192,22 @@ impl<'g> Walk<'g, '_> {
         let mut cum = 0.0;
         let mut culprits: Vec<Culprit<'g>> = Vec::new();
         for (pos, (bt, x, e)) in tids.iter().enumerate() {
-            let (t, role_note) = self.same_role(*bt, w0, w1);
+            let (t, role_of) = self.same_role(*bt, w0, w1);
             let act = self.activity(t, w0, w1);
             let abnormal = self.abnormal(&act, w0, w1, hang_wait);
             let (cov, whole, idle) = self.stuck(t, &act, hang_wait);
             cum += pen.edge(e) - pen.relevance * cov;
             let score = (cum * 1000.0).round() / 1000.0;
-            let idle_note = match idle {
-                Some(nr) => format!(" (its event-loop wait {}: idle)", sc(nr)),
-                None => String::new(),
-            };
+            let during = self.during(&act, w0, w1);
+            let during_hang = self
+                .words()
+                .thread_during(&during, idle.map(sc).as_deref(), role_of);
             info.threads.push(ThreadComparison {
                 baseline_tid: *bt,
                 tid: t,
                 comm: g.comm(t),
-                during_hang: format!("{}{idle_note}{role_note}", self.during(&act, w0, w1)),
+                during_hang,
+                during,
                 abnormal,
                 whole_hang: abnormal && whole,
                 score,
@@ -255,26 +257,15 @@ impl<'g> Walk<'g, '_> {
         }
         if culprits.is_empty() {
             self.baseline_info = self.baseline_info.take().or(Some(info));
-            let names: Vec<String> = tids.iter().map(|(t, _, _)| self.g.comm(*t)).collect();
-            self.advice.push(format!(
-                "every thread on the baseline's wake-up path ({}) ran normally during the hang; \
-                 the missing wake-up is not explained by them",
-                names.join(", ")
-            ));
+            let on_path: Vec<Tid> = tids.iter().map(|(t, _, _)| *t).collect();
+            let advice = self.words().advice_path_normal(&on_path);
+            self.advice.push(advice);
             return;
         }
-        let note = |w: &Self, c: &Culprit<'g>| {
-            let how = if c.pos == 0 {
-                "normally woken by"
-            } else {
-                "normally on the wake-up path:"
-            };
-            format!(
-                "{how} {} (the same wait at {} ended after {})",
-                w.source_phrase(c.x, c.e),
-                w.rel(bw0),
-                secs(b.wait_ns())
-            )
+        let note = |_: &Self, c: &Culprit<'g>| BaselineNote {
+            syscall: src_syscall(c.e.src_syscall),
+            at: bw0,
+            wait_ns: b.wait_ns(),
         };
         if culprits.len() == 1 || self.silent {
             // One culprit (or a chain explored with the default answers): follow the best.
@@ -334,9 +325,7 @@ impl<'g> Walk<'g, '_> {
                         .threads
                         .get(c.pos)
                         .map_or_else(String::new, |t| t.during_hang.clone());
-                    let ends = chains[j].1.last().map_or_else(String::new, |r| {
-                        format!("; its chain ends at: {}", r.reason)
-                    });
+                    let ends = chains[j].1.last().map(|r| r.reason.as_str());
                     Choice {
                         segment: seg.id,
                         segment_label: seg.id.to_string(),
@@ -346,29 +335,23 @@ impl<'g> Walk<'g, '_> {
                         kind: PathEdgeKind::Baseline.name().to_string(),
                         strength: Strength::Weak,
                         ts: seg.start_ns,
-                        description: format!(
-                            "{}: during the hang {during} (score {:.2}){ends}",
-                            self.who(c.t),
-                            c.score
-                        ),
+                        description: self.words().choice_culprit(c.t, &during, c.score, ends),
                         stack: g.blocking_stack(seg),
                     }
                 })
                 .collect();
-            let prompt = format!(
-                "{} threads on the baseline's wake-up path behaved abnormally during the {} \
-                 wait of {who} in {sys}, with separate causes. Which one to follow?",
-                independent.len(),
-                secs(hang_wait)
-            );
+            let prompt = self
+                .words()
+                .ask_culprit(s.tid, &sys, hang_wait, independent.len());
             self.ask("culprit", s, prompt, choices, 0)
         };
-        let durings: Vec<String> = culprits
+        let durings: Vec<(String, During)> = culprits
             .iter()
             .map(|c| {
                 info.threads
                     .get(c.pos)
-                    .map_or_else(String::new, |t| t.during_hang.clone())
+                    .map(|t| (t.during_hang.clone(), t.during.clone()))
+                    .unwrap_or_default()
             })
             .collect();
         let followed = pick.and_then(|i| independent.get(i).copied());
@@ -377,11 +360,8 @@ impl<'g> Walk<'g, '_> {
                 tc.followed = true;
             }
         } else {
-            self.advice.push(
-                "the baseline comparison was stopped before a culprit was followed; the \
-                 abnormal threads of the baseline path are listed as further culprits"
-                    .to_string(),
-            );
+            let advice = self.words().advice_culprit_unfollowed();
+            self.advice.push(advice);
         }
         self.baseline_info = self.baseline_info.take().or(Some(info));
         if let Some(j) = followed {
@@ -396,12 +376,13 @@ impl<'g> Walk<'g, '_> {
             let Some((path, root_causes)) = chains.get_mut(j).and_then(Option::take) else {
                 continue;
             };
-            let during = durings.get(j).cloned().unwrap_or_default();
+            let (during_hang, during) = durings.get(j).cloned().unwrap_or_default();
             self.further.push(FurtherCulprit {
                 rank: j + 1,
                 tid: c.t,
                 comm: g.comm(c.t),
-                during_hang: during,
+                during_hang,
+                during,
                 score: c.score,
                 path,
                 root_causes,
@@ -480,89 +461,53 @@ impl<'g> Walk<'g, '_> {
         t: Tid,
         bt: Tid,
         pos: usize,
-        note: String,
+        note: BaselineNote,
         w0: Nanos,
         w1: Nanos,
         depth: usize,
     ) {
         let hang_wait = w0.until(w1);
         let act = self.activity(t, w0, w1);
-        let who = self.who(s.tid);
-        let wakes = if pos == 0 {
-            format!("which normally wakes {who}")
-        } else {
-            format!("which is normally on the wake-up path of {who}")
+        let during = self.during(&act, w0, w1);
+        let normally_wakes = pos == 0;
+        let step = |during: &During| Step::Baseline {
+            normally_wakes,
+            baseline_tid: bt,
+            syscall: note.syscall.clone(),
+            baseline_at: note.at,
+            baseline_wait_ns: note.wait_ns,
+            during: during.clone(),
         };
-        let xwho = self.who(t);
-        let same = if t == bt {
-            String::new()
-        } else {
-            format!(" ({xwho} has the role {} had)", self.who(bt))
+        let finding = |circular: bool| Finding::OnBaselinePath {
+            waiter: s.tid,
+            normally_wakes,
+            during: during.clone(),
+            circular,
         };
         let edge = PathEdge {
             kind: PathEdgeKind::Baseline,
             strength: Strength::Weak,
             ts: w0,
         };
-        if let Some((seg, at)) = act.exited_at {
-            self.push(
-                seg,
-                Some(edge),
-                Role::Baseline,
-                format!("{note}{same}; {xwho} exited at {}", self.rel(at)),
-            );
-            self.root(
-                seg,
-                CauseClass::Exited,
-                format!(
-                    "{xwho}, {wakes}, exited at {} so the wake-up never came",
-                    self.rel(at)
-                ),
-            );
+        if let Some((seg, _)) = act.exited_at {
+            self.push(seg, Some(edge), Role::Baseline, step(&during));
+            self.root(seg, CauseClass::Exited, finding(false));
             return;
         }
         let blocked = act
             .longest_block
             .filter(|(_, ns)| at_least(*ns, hang_wait, self.cfg.busy_fraction));
         if let Some((bseg, ns)) = blocked {
-            let bsys = sc(bseg.wait_syscall);
-            self.push(
-                bseg,
-                Some(edge),
-                Role::Baseline,
-                format!(
-                    "{note}{same}; during the hang {xwho} was blocked {} in {bsys}",
-                    secs(ns)
-                ),
-            );
+            self.push(bseg, Some(edge), Role::Baseline, step(&during));
             if !self.visited.insert(bseg.id) {
-                self.root(
-                    bseg,
-                    self.classify(bseg),
-                    format!(
-                        "circular wait: {xwho}, {wakes}, was blocked in \
-                         {bsys} and is already on the path"
-                    ),
-                );
+                self.root(bseg, self.classify(bseg), finding(true));
                 return;
             }
-            self.root(
-                bseg,
-                self.classify(bseg),
-                format!(
-                    "{xwho}, {wakes}, was itself blocked {} in {bsys} during \
-                     the hang",
-                    secs(ns)
-                ),
-            );
-            if self.confirm(
-                bseg,
-                format!(
-                    "{xwho} was blocked {} in {bsys} during the hang: diagnose why (the culprit \
-                     of the culprit)?",
-                    secs(ns)
-                ),
-            ) {
+            self.root(bseg, self.classify(bseg), finding(false));
+            let prompt = self
+                .words()
+                .ask_recurse_baseline(t, &sc(bseg.wait_syscall), ns);
+            if self.confirm(bseg, prompt) {
                 self.explain_wait(bseg, depth + 1);
             }
             return;
@@ -572,48 +517,17 @@ impl<'g> Walk<'g, '_> {
             .filter(|_| at_least(act.on_cpu_ns, hang_wait, self.cfg.busy_fraction))
         {
             self.visited.insert(busy.id);
-            self.push(
-                busy,
-                Some(edge),
-                Role::Baseline,
-                format!(
-                    "{note}{same}; during the hang {xwho} was busy on CPU for {}",
-                    secs(act.on_cpu_ns)
-                ),
-            );
-            self.root(
-                busy,
-                CauseClass::LongRunning,
-                format!(
-                    "{xwho}, {wakes}, was busy on CPU for {} during the hang \
-                     instead",
-                    secs(act.on_cpu_ns)
-                ),
-            );
-            if self.confirm(
-                busy,
-                format!(
-                    "{xwho} was busy on CPU during the hang: slice back to what started its \
-                     work?"
-                ),
-            ) {
+            self.push(busy, Some(edge), Role::Baseline, step(&during));
+            self.root(busy, CauseClass::LongRunning, finding(false));
+            let prompt = self.words().ask_recurse_busy(t);
+            if self.confirm(busy, prompt) {
                 self.context(busy);
             }
             return;
         }
-        let during = self.during(&act, w0, w1);
         if let Some(seg) = act.busiest.or(act.at_start) {
-            self.push(
-                seg,
-                Some(edge),
-                Role::Baseline,
-                format!("{note}{same}; during the hang {xwho} was {during}"),
-            );
-            self.root(
-                seg,
-                self.classify(seg),
-                format!("{xwho}, {wakes}, was {during} during the hang"),
-            );
+            self.push(seg, Some(edge), Role::Baseline, step(&during));
+            self.root(seg, self.classify(seg), finding(false));
         }
     }
 
@@ -636,8 +550,9 @@ impl<'g> Walk<'g, '_> {
 
     /// The thread to examine during `[w0, w1)` for the baseline thread `bt`: `bt` itself when
     /// it existed then, else the thread with the same name in a process of the same name
-    /// that was there the longest (short-lived helpers: a new `sleep` each time).
-    pub(super) fn same_role(&self, bt: Tid, w0: Nanos, w1: Nanos) -> (Tid, String) {
+    /// that was there the longest (short-lived helpers: a new `sleep` each time). The second
+    /// value is `bt` when another thread took its role.
+    pub(super) fn same_role(&self, bt: Tid, w0: Nanos, w1: Nanos) -> (Tid, Option<Tid>) {
         let g = self.g;
         let alive = |t: Tid| -> u64 {
             g.segments_overlapping(t, w0, w1)
@@ -649,7 +564,7 @@ impl<'g> Walk<'g, '_> {
             .next_back()
             .is_some_and(|l| l.end == EndCause::Exit && g.end_of(l) <= w0);
         if alive(bt) > 0 || !exited_before {
-            return (bt, String::new());
+            return (bt, None);
         }
         let comm = g.comm(bt);
         let process = g.process_name(bt);
@@ -661,14 +576,8 @@ impl<'g> Walk<'g, '_> {
             .filter(|(a, _)| *a > 0)
             .max();
         match best {
-            Some((_, t)) => (
-                t,
-                format!(
-                    " (the baseline's {} had exited; this is another {comm})",
-                    self.who(bt)
-                ),
-            ),
-            None => (bt, String::new()),
+            Some((_, t)) => (t, Some(bt)),
+            None => (bt, None),
         }
     }
 
@@ -766,11 +675,7 @@ impl<'g> Walk<'g, '_> {
                 })
                 .collect();
             let prompt = self.wake_prompt(
-                format!(
-                    "Baseline: what started {} at {}",
-                    self.who(cur.tid),
-                    self.rel(cur.start_ns)
-                ),
+                self.words().ask_baseline_wake(cur.tid, cur.start_ns),
                 &edges,
             );
             let Chosen::Edge(e) = self.choose("baseline-wake", about, prompt, edges) else {
@@ -829,7 +734,7 @@ impl<'g> Walk<'g, '_> {
             comm: self.g.comm(s.tid),
             edge,
             cost,
-            description: self.seg_summary(s),
+            description: self.words().seg_summary(s),
         }
     }
 
@@ -882,19 +787,14 @@ impl<'g> Walk<'g, '_> {
                     .iter()
                     .filter(|e| e.strength == Strength::Weak)
                     .count();
-                let mut evidence = vec![format!(
-                    "{} edge(s): {} strong or boosted, {weak} weak",
-                    p.edges.len(),
-                    p.edges.len() - weak
-                )];
-                if let Some(end) = p.end() {
-                    evidence.push(format!(
-                        "ends at {} ({}), covering {:.0}% of the hang",
-                        self.who(end.tid),
-                        self.classify(end).name(),
-                        100.0 * beam::coverage(g, end, self.window.0, self.window.1)
-                    ));
-                }
+                let end = p.end().map(|end| {
+                    (
+                        end.tid,
+                        self.classify(end),
+                        beam::coverage(g, end, self.window.0, self.window.1),
+                    )
+                });
+                let evidence = self.words().ranked_evidence(p.edges.len(), weak, end);
                 RankedPath {
                     rank: i + 1,
                     score: (p.score * 1000.0).round() / 1000.0,

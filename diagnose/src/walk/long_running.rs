@@ -3,9 +3,11 @@
 //! culprit found elsewhere, one or two steps of context.
 
 use super::asking::Chosen;
+use super::phrases::src_syscall;
 use super::Walk;
-use super::{at_least, path_edge, pct, wakes};
-use crate::report::{secs, CauseClass, Role};
+use super::{at_least, path_edge, wakes};
+use crate::findings::{Finding, RunStart, Step};
+use crate::report::{CauseClass, Role};
 use argus_schema::{syscalls, CausalEdge, EdgeKind, Nanos, Segment, Spin, StartCause};
 
 impl<'g> Walk<'g, '_> {
@@ -16,35 +18,33 @@ impl<'g> Walk<'g, '_> {
         } else {
             s.on_cpu_ns
         };
-        let who = self.hang_who(s.tid);
         self.push(
             s,
             None,
             Role::Hang,
-            format!("{who} ran {} on CPU over {}", secs(on), secs(dur)),
+            Step::HangRun {
+                on_cpu_ns: on,
+                hang_ns: dur,
+            },
         );
-        let still = if spin.open {
-            " and was still running when the trace ended"
+        let finding = if at_least(on, dur, self.cfg.busy_fraction) {
+            Finding::Busy {
+                on_cpu_ns: on,
+                run_ns: dur,
+                woke: None,
+                through_brief_waits: false,
+                still_running: spin.open,
+            }
         } else {
-            ""
+            Finding::Starved {
+                on_cpu_ns: on,
+                run_ns: dur,
+                preemptions: s.preemptions,
+                woke: None,
+                still_running: spin.open,
+            }
         };
-        let reason = if at_least(on, dur, self.cfg.busy_fraction) {
-            format!(
-                "{who} was busy on CPU for {} ({}% of the {} hang){still}",
-                secs(on),
-                pct(on, dur),
-                secs(dur)
-            )
-        } else {
-            format!(
-                "{who} was runnable but not running: only {} on CPU in {} \
-                 (CPU starved, {} preemptions){still}",
-                secs(on),
-                secs(dur),
-                s.preemptions
-            )
-        };
-        self.root(s, CauseClass::LongRunning, reason);
+        self.root(s, CauseClass::LongRunning, finding);
         self.slice_to_input(s);
     }
 
@@ -65,12 +65,8 @@ impl<'g> Walk<'g, '_> {
                             .checked_sub(self.cfg.near_ns)
                             .map_or(Nanos(0), Nanos)
             }) {
-                self.advice.push(format!(
-                    "the work started with the application's input marker {:?} of {} at {}",
-                    m.text,
-                    self.who(m.tid),
-                    self.rel(m.ts)
-                ));
+                let advice = self.words().advice_input_marker(&m.text, m.tid, m.ts);
+                self.advice.push(advice);
                 return;
             }
             let edges: Vec<&CausalEdge> = g
@@ -78,24 +74,13 @@ impl<'g> Walk<'g, '_> {
                 .filter(|e| e.kind != EdgeKind::ThreadOrder)
                 .collect();
             if edges.is_empty() {
-                let why = match cur.start {
-                    StartCause::FirstSeen => "it was already running when the trace began",
-                    _ => "no traced edge leads into it",
-                };
-                self.advice.push(format!(
-                    "the input that started the work of {} was not found: {why}",
-                    self.who(cur.tid)
-                ));
+                let advice = self
+                    .words()
+                    .advice_input_missing(cur.tid, cur.start == StartCause::FirstSeen);
+                self.advice.push(advice);
                 return;
             }
-            let prompt = self.wake_prompt(
-                format!(
-                    "Input: what started the run of {} at {}",
-                    self.who(cur.tid),
-                    self.rel(cur.start_ns)
-                ),
-                &edges,
-            );
+            let prompt = self.wake_prompt(self.words().ask_input(cur.tid, cur.start_ns), &edges);
             let Chosen::Edge(e) = self.choose("input", cur, prompt, edges) else {
                 return;
             };
@@ -107,27 +92,31 @@ impl<'g> Walk<'g, '_> {
                 e.kind,
                 EdgeKind::Message | EdgeKind::Fork | EdgeKind::Queue | EdgeKind::Signal
             ) || (e.src_syscall >= 0 && syscalls::is_send(e.src_syscall));
-            let what = match e.kind {
-                EdgeKind::Fork => "it was created by".to_string(),
-                EdgeKind::Message => "it received data from".to_string(),
-                EdgeKind::Timer => "a timer fired, armed by".to_string(),
-                _ if input => "it was sent input by".to_string(),
-                _ => "it was woken by".to_string(),
+            let how = match e.kind {
+                EdgeKind::Fork => RunStart::Created,
+                EdgeKind::Message => RunStart::ReceivedData,
+                EdgeKind::Timer => RunStart::Timer,
+                _ if input => RunStart::SentInput,
+                _ => RunStart::Woken,
             };
             let role = if input { Role::Input } else { Role::Context };
-            let ts = self.rel(e.ts);
-            let src_phrase = self.source_phrase(s, e);
+            let syscall = src_syscall(e.src_syscall);
+            let advice = input.then(|| {
+                self.words()
+                    .advice_input(start.tid, how, s, syscall.as_deref(), e.ts)
+            });
             self.push(
                 s,
                 Some(path_edge(e)),
                 role,
-                format!("its run began when {what} {src_phrase} at {ts}"),
+                Step::RunBegan {
+                    how,
+                    syscall,
+                    at: e.ts,
+                },
             );
-            if input {
-                self.advice.push(format!(
-                    "the work of {} started with the input {what} {src_phrase} at {ts}",
-                    self.who(start.tid)
-                ));
+            if let Some(advice) = advice {
+                self.advice.push(advice);
                 return;
             }
             cur = s;
@@ -143,34 +132,27 @@ impl<'g> Walk<'g, '_> {
                 .incoming(cur.id)
                 .filter(|e| wakes(e.kind) || matches!(e.kind, EdgeKind::Fork | EdgeKind::Timer))
                 .collect();
-            let prompt = self.wake_prompt(
-                format!(
-                    "Context: what started the run of {} at {}",
-                    self.who(cur.tid),
-                    self.rel(cur.start_ns)
-                ),
-                &edges,
-            );
+            let prompt = self.wake_prompt(self.words().ask_context(cur.tid, cur.start_ns), &edges);
             let Chosen::Edge(e) = self.choose("context", cur, prompt, edges) else {
                 break;
             };
             let Some(s) = g.segment(e.src) else {
                 break;
             };
+            let how = match e.kind {
+                EdgeKind::Fork => RunStart::Created,
+                EdgeKind::Timer => RunStart::Timer,
+                _ => RunStart::Woken,
+            };
             self.push(
                 s,
                 Some(path_edge(e)),
                 Role::Context,
-                format!(
-                    "its run began when {} {} at {}",
-                    match e.kind {
-                        EdgeKind::Fork => "it was created by",
-                        EdgeKind::Timer => "a timer fired, armed by",
-                        _ => "it was woken by",
-                    },
-                    self.source_phrase(s, e),
-                    self.rel(e.ts)
-                ),
+                Step::RunBegan {
+                    how,
+                    syscall: src_syscall(e.src_syscall),
+                    at: e.ts,
+                },
             );
             if !self.visited.insert(s.id) {
                 break;

@@ -6,11 +6,12 @@
 
 use super::activity::WindowWait;
 use super::asking::Chosen;
-use super::phrases::{sc, via};
+use super::phrases::{sc, src_syscall};
 use super::Walk;
-use super::{at_least, overlap, path_edge, pct, plus, wakes};
+use super::{at_least, edge_by, overlap, path_edge, plus, wakes};
+use crate::findings::{By, Finding, LogicalWait, Step, WakerState};
 use crate::logical;
-use crate::report::{secs, CauseClass, PathEdge, PathEdgeKind, Role};
+use crate::report::{CauseClass, PathEdge, PathEdgeKind, Role};
 use argus_schema::{
     syscalls, CausalEdge, EdgeKind, EndCause, Nanos, Segment, SegmentKind, Spin, StartCause,
     Strength,
@@ -22,27 +23,17 @@ impl<'g> Walk<'g, '_> {
         let s = self.g.segment(spin.last).unwrap_or(first);
         let w0 = first.wait_start_ns.unwrap_or(spin.start_ns);
         let w1 = self.g.end_of(s);
-        let open = if s.end == EndCause::Open {
-            " (still blocked when the trace ended)"
-        } else {
-            ""
+        let logical = (s.id != first.id).then(|| LogicalWait {
+            waits: spin.segments.max(2),
+            timeouts: logical::backward(self.g, s).timeouts,
+        });
+        let step = Step::HangWait {
+            syscall: sc(s.wait_syscall),
+            wait_ns: w0.until(w1),
+            still_blocked: s.end == EndCause::Open,
+            logical,
         };
-        let timeouts = if s.id == first.id {
-            String::new()
-        } else {
-            format!(
-                ", one logical wait of {} waits on the same object, {} of them timed out",
-                spin.segments.max(2),
-                logical::backward(self.g, s).timeouts
-            )
-        };
-        let desc = format!(
-            "{} blocked {} in {}{open}{timeouts}",
-            self.hang_who(s.tid),
-            secs(w0.until(w1)),
-            sc(s.wait_syscall)
-        );
-        self.push(first, None, Role::Hang, desc);
+        self.push(first, None, Role::Hang, step);
         self.visited.insert(s.id);
         self.explain_wait(s, 0);
     }
@@ -56,30 +47,29 @@ impl<'g> Walk<'g, '_> {
         let w0 = first.wait_start_ns.unwrap_or(first.start_ns);
         let w1 = g.end_of(s);
         let wait = w0.until(w1);
-        let who = self.who(s.tid);
         let sys = sc(s.wait_syscall);
         if depth > self.cfg.max_depth {
             self.root(
                 s,
                 self.classify(s),
-                format!(
-                    "{who} blocked {} in {sys}; the walk stopped after {} steps",
-                    secs(wait),
-                    self.cfg.max_depth
-                ),
+                Finding::DepthLimitInWait {
+                    syscall: sys,
+                    wait_ns: wait,
+                    steps: self.cfg.max_depth,
+                },
             );
             return;
         }
         if syscalls::is_sleep(s.wait_syscall) {
-            let still = if s.end == EndCause::Open {
-                " and was still sleeping when the trace ended"
-            } else {
-                ""
-            };
             self.root(
                 s,
                 CauseClass::Sleep,
-                format!("{who} slept {} in {sys}{still}", secs(wait)),
+                Finding::Slept {
+                    syscall: sys,
+                    wait_ns: wait,
+                    still_sleeping: s.end == EndCause::Open,
+                    woke: None,
+                },
             );
             return;
         }
@@ -88,19 +78,12 @@ impl<'g> Walk<'g, '_> {
             _ => None,
         };
         let Some(next) = next else {
-            let reason = if s.end == EndCause::Exit {
-                format!(
-                    "{who} blocked {} in {sys} and exited without being woken",
-                    secs(wait)
-                )
-            } else {
-                format!(
-                    "{who} blocked {} in {sys} and was never woken: still waiting when the \
-                     trace ended",
-                    secs(wait)
-                )
+            let finding = Finding::NeverWoken {
+                syscall: sys,
+                wait_ns: wait,
+                exited: s.end == EndCause::Exit,
             };
-            self.root(s, CauseClass::LongWait, reason);
+            self.root(s, CauseClass::LongWait, finding);
             self.baseline(s, depth);
             return;
         };
@@ -108,41 +91,34 @@ impl<'g> Walk<'g, '_> {
             self.root(
                 s,
                 CauseClass::Sleep,
-                format!(
-                    "{who} waited {} in {sys} until its timeout expired: nobody woke it",
-                    secs(wait)
-                ),
+                Finding::TimedOut {
+                    syscall: sys,
+                    wait_ns: wait,
+                },
             );
             self.baseline(s, depth);
             return;
         }
         let edges: Vec<&CausalEdge> = g.incoming(next.id).filter(|e| wakes(e.kind)).collect();
-        let prompt = self.wake_prompt(
-            format!(
-                "The {} wait of {who} in {sys} ended at {}",
-                secs(wait),
-                self.rel(w1)
-            ),
-            &edges,
-        );
+        let prompt = self.wake_prompt(self.words().ask_wait_ended(s.tid, &sys, wait, w1), &edges);
         match self.choose("wake", s, prompt, edges) {
             Chosen::Edge(e) => self.follow(e, next, w0, depth + 1),
             Chosen::Stop => self.root(
                 s,
                 CauseClass::LongWait,
-                format!(
-                    "{who} blocked {} in {sys}; the walk was stopped here",
-                    secs(wait)
-                ),
+                Finding::Stopped {
+                    syscall: sys,
+                    wait_ns: wait,
+                },
             ),
             Chosen::Nothing => self.root(
                 s,
                 CauseClass::LongWait,
-                format!(
-                    "{who} blocked {} in {sys}; the wake-up that ended it at {} was not traced",
-                    secs(wait),
-                    self.rel(w1)
-                ),
+                Finding::WakeUntraced {
+                    syscall: sys,
+                    wait_ns: wait,
+                    ended_at: w1,
+                },
             ),
         }
     }
@@ -161,40 +137,38 @@ impl<'g> Walk<'g, '_> {
             return;
         };
         if !self.visited.insert(w.id) {
-            let who = self.who(w.tid);
             self.push(
                 w,
                 Some(path_edge(e)),
                 Role::Cause,
-                format!("{} {}, again", via(e.kind), self.source_phrase(w, e)),
+                Step::Waker {
+                    by: edge_by(e),
+                    then: WakerState::Again,
+                },
             );
-            self.root(
-                w,
-                self.classify(w),
-                format!(
-                    "circular wait: {who} is already on the path, so these threads wait for \
-                     each other"
-                ),
-            );
+            self.root(w, self.classify(w), Finding::Circular);
             return;
         }
-        let idx = self.push(w, Some(path_edge(e)), Role::Cause, String::new());
+        let idx = self.push(w, Some(path_edge(e)), Role::Cause, Step::Unknown);
         if depth > self.cfg.max_depth {
-            let desc = format!("{} {}", via(e.kind), self.source_phrase(w, e));
-            self.describe_item(idx, desc);
+            self.describe_item(
+                idx,
+                Step::Waker {
+                    by: edge_by(e),
+                    then: WakerState::NotExamined,
+                },
+            );
             self.root(
                 w,
                 self.classify(w),
-                format!(
-                    "{} is as far as the walk goes ({} steps)",
-                    self.who(w.tid),
-                    self.cfg.max_depth
-                ),
+                Finding::DepthLimit {
+                    steps: self.cfg.max_depth,
+                },
             );
             return;
         }
         match w.tid.irq_cpu() {
-            Some(cpu) => self.irq_waker(idx, w, cpu.0, woken, h0, depth),
+            Some(_) => self.irq_waker(idx, w, woken, h0, depth),
             None => self.task_waker(idx, w, e, woken, h0, depth),
         }
     }
@@ -211,35 +185,35 @@ impl<'g> Walk<'g, '_> {
         let g = self.g;
         let len = h0.until(e.ts);
         let by = if e.kind == EdgeKind::ThreadOrder {
-            format!("continuing the previous segment of {}", self.who(w.tid))
+            By::Continuing
         } else {
-            format!("{} {}", via(e.kind), self.source_phrase(w, e))
+            edge_by(e)
         };
-        let who = self.who(w.tid);
-        let woken_who = self.who(woken.tid);
         let slack = ((len as f64 * self.cfg.running_slack) as u64).max(self.floor);
         if len >= self.floor && w.start_ns > plus(h0, slack) {
             if let Some((from, on_cpu)) = self.busy_through_brief_waits(w, e.ts, h0, slack) {
                 let run = from.until(e.ts).max(1);
                 self.describe_item(
                     idx,
-                    format!(
-                        "{by}, which was busy on CPU ({} of its {} run, counting from before \
-                         the brief waits that split it)",
-                        secs(on_cpu),
-                        secs(run)
-                    ),
+                    Step::Waker {
+                        by,
+                        then: WakerState::Busy {
+                            on_cpu_ns: on_cpu,
+                            run_ns: run,
+                            through_brief_waits: true,
+                        },
+                    },
                 );
                 self.root(
                     w,
                     CauseClass::LongRunning,
-                    format!(
-                        "{who} ran {} on CPU ({}% of its {} run, through brief waits) before it \
-                         woke {woken_who}",
-                        secs(on_cpu),
-                        pct(on_cpu, run),
-                        secs(run)
-                    ),
+                    Finding::Busy {
+                        on_cpu_ns: on_cpu,
+                        run_ns: run,
+                        woke: Some(woken.tid),
+                        through_brief_waits: true,
+                        still_running: false,
+                    },
                 );
                 self.context(w);
                 return;
@@ -252,41 +226,47 @@ impl<'g> Walk<'g, '_> {
             if at_least(w.on_cpu_ns, run, self.cfg.busy_fraction) {
                 self.describe_item(
                     idx,
-                    format!(
-                        "{by}, which was busy on CPU ({} of its {} run)",
-                        secs(w.on_cpu_ns),
-                        secs(run)
-                    ),
+                    Step::Waker {
+                        by,
+                        then: WakerState::Busy {
+                            on_cpu_ns: w.on_cpu_ns,
+                            run_ns: run,
+                            through_brief_waits: false,
+                        },
+                    },
                 );
                 self.root(
                     w,
                     CauseClass::LongRunning,
-                    format!(
-                        "{who} ran {} on CPU ({}% of its {} run) before it woke {woken_who}",
-                        secs(w.on_cpu_ns),
-                        pct(w.on_cpu_ns, run),
-                        secs(run)
-                    ),
+                    Finding::Busy {
+                        on_cpu_ns: w.on_cpu_ns,
+                        run_ns: run,
+                        woke: Some(woken.tid),
+                        through_brief_waits: false,
+                        still_running: false,
+                    },
                 );
             } else {
                 self.describe_item(
                     idx,
-                    format!(
-                        "{by}, which was runnable but starved of CPU ({} on CPU in {})",
-                        secs(w.on_cpu_ns),
-                        secs(run)
-                    ),
+                    Step::Waker {
+                        by,
+                        then: WakerState::Starved {
+                            on_cpu_ns: w.on_cpu_ns,
+                            run_ns: run,
+                        },
+                    },
                 );
                 self.root(
                     w,
                     CauseClass::LongRunning,
-                    format!(
-                        "{who} was runnable but not running: only {} on CPU in {} (CPU \
-                         starved, {} preemptions) before it woke {woken_who}",
-                        secs(w.on_cpu_ns),
-                        secs(run),
-                        w.preemptions
-                    ),
+                    Finding::Starved {
+                        on_cpu_ns: w.on_cpu_ns,
+                        run_ns: run,
+                        preemptions: w.preemptions,
+                        woke: Some(woken.tid),
+                        still_running: false,
+                    },
                 );
             }
             self.context(w);
@@ -309,16 +289,14 @@ impl<'g> Walk<'g, '_> {
                 .incoming(w.id)
                 .find(|e| e.kind == EdgeKind::ThreadOrder && e.src == p.id)
             {
-                let prompt = format!(
-                    "{who} started a new segment at {} without blocking: the segment was split \
-                     by a heuristic (a batching loop changing peers). Continue with its previous \
-                     segment, or stop here?",
-                    self.rel(w.start_ns)
-                );
+                let prompt = self.words().ask_split(w.tid, w.start_ns);
                 if let Chosen::Edge(te) = self.choose("split", w, prompt, vec![te]) {
                     self.describe_item(
                         idx,
-                        format!("{by}, in a segment split from its previous one (no wait between)"),
+                        Step::Waker {
+                            by,
+                            then: WakerState::Split,
+                        },
                     );
                     self.follow(te, woken, h0, depth + 1);
                     return;
@@ -334,16 +312,16 @@ impl<'g> Walk<'g, '_> {
                 let after = d.next.start_ns.until(e.ts);
                 self.describe_item(
                     idx,
-                    format!(
-                        "{by}; its thread had been blocked {} of the window in {} until {}, \
-                         then worked {} (through {} shorter wait{}) before it acted",
-                        secs(d.covered),
-                        sc(d.last.wait_syscall),
-                        self.rel(d.next.start_ns),
-                        secs(after),
-                        d.passed,
-                        if d.passed == 1 { "" } else { "s" }
-                    ),
+                    Step::Waker {
+                        by,
+                        then: WakerState::BlockedEarlier {
+                            syscall: sc(d.last.wait_syscall),
+                            blocked_ns: d.covered,
+                            until: d.next.start_ns,
+                            worked_ns: after,
+                            passed_waits: d.passed,
+                        },
+                    },
                 );
                 self.visited.insert(d.next.id);
                 let idx2 = self.push(
@@ -354,10 +332,9 @@ impl<'g> Walk<'g, '_> {
                         ts: d.next.start_ns,
                     }),
                     Role::Cause,
-                    String::new(),
+                    Step::Unknown,
                 );
-                let by2 = format!("earlier, {who}");
-                self.late_waker(idx2, d.next, by2, woken, h0, depth + 1);
+                self.late_waker(idx2, d.next, By::Earlier, woken, h0, depth + 1);
                 return;
             }
         }
@@ -421,62 +398,45 @@ impl<'g> Walk<'g, '_> {
         &mut self,
         idx: usize,
         w: &'g Segment,
-        by: String,
+        by: By,
         woken: &'g Segment,
         h0: Nanos,
         depth: usize,
     ) {
         let g = self.g;
-        let who = self.who(w.tid);
-        let woken_who = self.who(woken.tid);
         let prev = g.prev_in_thread(w.id).filter(|p| p.wait_start_ns.is_some());
-        let desc = match (prev, w.start) {
-            (Some(p), _) => {
-                let verb = if syscalls::is_sleep(p.wait_syscall) {
-                    "slept"
-                } else {
-                    "waited"
-                };
-                format!(
-                    "{by}, which had itself {verb} {} in {}",
-                    secs(self.waited_ns(p)),
-                    sc(p.wait_syscall)
-                )
-            }
-            (None, StartCause::Created) => {
-                format!(
-                    "{by}, whose thread was only created at {}",
-                    self.rel(w.start_ns)
-                )
-            }
-            (None, _) => format!(
-                "{by}, whose thread first appears in the trace at {}",
-                self.rel(w.start_ns)
-            ),
+        let then = match (prev, w.start) {
+            (Some(p), _) => WakerState::HadWaited {
+                syscall: sc(p.wait_syscall),
+                wait_ns: self.waited_ns(p),
+                slept: syscalls::is_sleep(p.wait_syscall),
+            },
+            (None, StartCause::Created) => WakerState::CreatedAt { at: w.start_ns },
+            (None, _) => WakerState::FirstSeenAt { at: w.start_ns },
         };
-        self.describe_item(idx, desc);
+        self.describe_item(idx, Step::Waker { by, then });
         let edges: Vec<&CausalEdge> = g.incoming(w.id).filter(|e| wakes(e.kind)).collect();
-        let waited = prev.map_or_else(String::new, |p| {
-            format!(" {} in {}", secs(self.waited_ns(p)), sc(p.wait_syscall))
-        });
+        let waited = prev.map(|p| (sc(p.wait_syscall), self.waited_ns(p)));
+        let waited_then_woke = |walk_stopped: bool| Finding::WaitedThenWoke {
+            woke: woken.tid,
+            syscall: waited.as_ref().map(|(sys, _)| sys.clone()),
+            wait_ns: waited.as_ref().map_or(0, |(_, ns)| *ns),
+            walk_stopped,
+        };
         if !edges.is_empty() {
             let prompt = self.wake_prompt(
-                format!(
-                    "{who} started at {} after waiting{waited}",
-                    self.rel(w.start_ns)
+                self.words().ask_started_after_wait(
+                    w.tid,
+                    w.start_ns,
+                    waited.as_ref().map(|(sys, ns)| (sys.as_str(), *ns)),
                 ),
                 &edges,
             );
             match self.choose("wake", w, prompt, edges) {
                 Chosen::Edge(e2) => self.follow(e2, w, h0, depth + 1),
-                Chosen::Stop | Chosen::Nothing => self.root(
-                    w,
-                    CauseClass::LongWait,
-                    format!(
-                        "{who} waited{waited} before it woke {woken_who}; the walk was stopped \
-                         here"
-                    ),
-                ),
+                Chosen::Stop | Chosen::Nothing => {
+                    self.root(w, CauseClass::LongWait, waited_then_woke(true))
+                }
             }
             return;
         }
@@ -492,34 +452,32 @@ impl<'g> Walk<'g, '_> {
                         ts: p.start_ns,
                     }),
                     Role::Cause,
-                    format!("{who} slept {} in {psys}", secs(p.wait_ns())),
+                    Step::Slept {
+                        syscall: psys.clone(),
+                        wait_ns: p.wait_ns(),
+                        untraced_timer: false,
+                    },
                 );
                 self.root(
                     p,
                     CauseClass::Sleep,
-                    format!(
-                        "{who} slept {} in {psys} before it woke {woken_who}",
-                        secs(p.wait_ns())
-                    ),
+                    Finding::Slept {
+                        syscall: psys,
+                        wait_ns: p.wait_ns(),
+                        still_sleeping: false,
+                        woke: Some(woken.tid),
+                    },
                 );
             }
-            Some(_) => self.root(
-                w,
-                CauseClass::LongWait,
-                format!(
-                    "{who} waited{waited} before it woke {woken_who}; the wake-up that ended \
-                     that wait was not traced"
-                ),
-            ),
+            Some(_) => self.root(w, CauseClass::LongWait, waited_then_woke(false)),
             None if w.start == StartCause::Created => self.created_late(w, woken, h0, depth),
             None => self.root(
                 w,
                 self.classify(w),
-                format!(
-                    "{who} first appears in the trace at {}, then woke {woken_who}; nothing \
-                     earlier is known",
-                    self.rel(w.start_ns)
-                ),
+                Finding::FirstSeen {
+                    woke: woken.tid,
+                    at: w.start_ns,
+                },
             ),
         }
     }
@@ -567,8 +525,6 @@ impl<'g> Walk<'g, '_> {
         depth: usize,
     ) {
         let g = self.g;
-        let who = self.who(w.tid);
-        let woken_who = self.who(woken.tid);
         let late = h0.until(w.start_ns);
         let fork = g
             .incoming(w.id)
@@ -585,31 +541,31 @@ impl<'g> Walk<'g, '_> {
                 self.follow(e, w, h0, depth + 1);
             }
             Some((e, parent)) if self.visited.insert(parent.id) => {
-                let pwho = self.who(parent.tid);
                 self.push(
                     parent,
                     Some(path_edge(e)),
                     Role::Cause,
-                    format!("created by {}", self.source_phrase(parent, e)),
+                    Step::CreatedBy {
+                        syscall: src_syscall(e.src_syscall),
+                    },
                 );
                 self.root(
                     parent,
                     self.classify(parent),
-                    format!(
-                        "{pwho} created {who} only {} after the wait began; {who} then woke \
-                         {woken_who}",
-                        secs(late)
-                    ),
+                    Finding::CreatedLate {
+                        created: w.tid,
+                        late_ns: late,
+                        woke: woken.tid,
+                    },
                 );
             }
             _ => self.root(
                 w,
                 self.classify(w),
-                format!(
-                    "{who} was created only {} after the wait began (its creator was not \
-                     traced), then woke {woken_who}",
-                    secs(late)
-                ),
+                Finding::CreatorUntraced {
+                    late_ns: late,
+                    woke: woken.tid,
+                },
             ),
         }
     }
@@ -618,27 +574,24 @@ impl<'g> Walk<'g, '_> {
         &mut self,
         idx: usize,
         w: &'g Segment,
-        cpu: u32,
         woken: &'g Segment,
         h0: Nanos,
         depth: usize,
     ) {
         let g = self.g;
-        let what = self.irq_phrase(w, cpu);
-        let woken_who = self.who(woken.tid);
-        self.describe_item(idx, format!("woken by {what}"));
+        self.describe_item(idx, Step::WokenByInterrupt);
         if let SegmentKind::Timer { .. } = w.kind {
             let edges: Vec<&CausalEdge> = g
                 .incoming(w.id)
                 .filter(|e| e.kind == EdgeKind::Timer)
                 .collect();
-            let prompt = self.wake_prompt(format!("Who armed {what}"), &edges);
+            let prompt = self.wake_prompt(self.words().ask_timer_armer(w), &edges);
             match self.choose("timer", w, prompt, edges) {
                 Chosen::Edge(te) => self.timer_armer(te, w, woken, h0, depth),
                 Chosen::Stop => self.root(
                     w,
                     CauseClass::Interrupt,
-                    format!("{what} woke {woken_who}; the walk was stopped here"),
+                    Finding::InterruptStopped { woke: woken.tid },
                 ),
                 Chosen::Nothing => {
                     // The arming was not traced (lost events), but the timer ended the
@@ -650,7 +603,7 @@ impl<'g> Walk<'g, '_> {
                     self.root(
                         w,
                         CauseClass::Interrupt,
-                        format!("{what} woke {woken_who}; who armed the timer was not traced"),
+                        Finding::TimerArmUntraced { woke: woken.tid },
                     );
                 }
             }
@@ -660,13 +613,13 @@ impl<'g> Walk<'g, '_> {
             .incoming(w.id)
             .filter(|e| e.kind != EdgeKind::ThreadOrder)
             .collect();
-        let prompt = self.wake_prompt(format!("What raised {what}"), &edges);
+        let prompt = self.wake_prompt(self.words().ask_irq_cause(w), &edges);
         match self.choose("irq", w, prompt, edges) {
             Chosen::Edge(e2) => self.follow(e2, w, h0, depth + 1),
             Chosen::Stop => self.root(
                 w,
                 CauseClass::Interrupt,
-                format!("{what} woke {woken_who}; the walk was stopped here"),
+                Finding::InterruptStopped { woke: woken.tid },
             ),
             Chosen::Nothing => {
                 // An untraced timer interrupt ending the thread's own sleep: it slept.
@@ -675,15 +628,12 @@ impl<'g> Walk<'g, '_> {
                     self.own_sleep(p, woken, h0, depth);
                     return;
                 }
-                let len = h0.until(woken.start_ns);
-                let reason = match w.kind {
-                    SegmentKind::HardIrq { .. } => format!(
-                        "{what} woke {woken_who} after {}: it was waiting for the device",
-                        secs(len)
-                    ),
-                    _ => format!("{what} woke {woken_who} after {}", secs(len)),
+                let finding = Finding::Interrupt {
+                    woke: woken.tid,
+                    after_ns: h0.until(woken.start_ns),
+                    device: matches!(w.kind, SegmentKind::HardIrq { .. }),
                 };
-                self.root(w, CauseClass::Interrupt, reason);
+                self.root(w, CauseClass::Interrupt, finding);
             }
         }
     }
@@ -709,7 +659,6 @@ impl<'g> Walk<'g, '_> {
         depth: usize,
     ) {
         let g = self.g;
-        let who = self.who(p.tid);
         let psys = sc(p.wait_syscall);
         if !self.visited.insert(p.id) {
             return;
@@ -722,10 +671,11 @@ impl<'g> Walk<'g, '_> {
                 ts: p.wait_start_ns.unwrap_or(p.start_ns),
             }),
             Role::Cause,
-            format!(
-                "{who} slept {} in {psys} (its timer fired in an untraced interrupt)",
-                secs(p.wait_ns())
-            ),
+            Step::Slept {
+                syscall: psys.clone(),
+                wait_ns: p.wait_ns(),
+                untraced_timer: true,
+            },
         );
         let slack =
             ((h0.until(woken.start_ns) as f64 * self.cfg.running_slack) as u64).max(self.floor);
@@ -736,11 +686,8 @@ impl<'g> Walk<'g, '_> {
                 .collect();
             if !edges.is_empty() {
                 let prompt = self.wake_prompt(
-                    format!(
-                        "{who} only started the {} sleep at {}; what started it",
-                        secs(p.wait_ns()),
-                        self.rel(p.start_ns)
-                    ),
+                    self.words()
+                        .ask_late_sleep(p.tid, p.wait_ns(), p.start_ns, None),
                     &edges,
                 );
                 if let Chosen::Edge(e2) = self.choose("late-sleep", p, prompt, edges) {
@@ -752,10 +699,11 @@ impl<'g> Walk<'g, '_> {
         self.root(
             p,
             CauseClass::Sleep,
-            format!(
-                "{who} slept {} in {psys} (its own timer)",
-                secs(p.wait_ns())
-            ),
+            Finding::OwnTimer {
+                syscall: psys,
+                wait_ns: p.wait_ns(),
+                slept: true,
+            },
         );
     }
 
@@ -772,8 +720,6 @@ impl<'g> Walk<'g, '_> {
         let Some(a) = g.segment(te.src) else {
             return;
         };
-        let who = self.who(a.tid);
-        let woken_who = self.who(woken.tid);
         let fired_after = te.ts.until(expiry.start_ns);
         if a.tid == woken.tid {
             let slept = if a.wait_start_ns.is_some() {
@@ -783,16 +729,16 @@ impl<'g> Walk<'g, '_> {
             };
             let asys = sc(a.wait_syscall);
             let sleep = syscalls::is_sleep(a.wait_syscall) || a.wait_syscall < 0;
-            let verb = if sleep { "slept" } else { "waited" };
             if self.visited.insert(a.id) {
                 self.push(
                     a,
                     Some(path_edge(te)),
                     Role::Cause,
-                    format!(
-                        "timer armed by {who} itself, which then {verb} {} in {asys}",
-                        secs(slept)
-                    ),
+                    Step::OwnTimer {
+                        syscall: asys.clone(),
+                        wait_ns: slept,
+                        slept: sleep,
+                    },
                 );
             }
             // A short sleep that began long after the window: what made the thread start it
@@ -805,13 +751,8 @@ impl<'g> Walk<'g, '_> {
                     .collect();
                 if !edges.is_empty() {
                     let prompt = self.wake_prompt(
-                        format!(
-                            "{who} only started the {} sleep at {}, {} after the wait began; \
-                             what started it",
-                            secs(slept),
-                            self.rel(te.ts),
-                            secs(h0.until(te.ts))
-                        ),
+                        self.words()
+                            .ask_late_sleep(a.tid, slept, te.ts, Some(h0.until(te.ts))),
                         &edges,
                     );
                     if let Chosen::Edge(e2) = self.choose("late-sleep", a, prompt, edges) {
@@ -820,25 +761,19 @@ impl<'g> Walk<'g, '_> {
                     }
                 }
             }
-            let reason = if sleep {
-                format!("{who} slept {} in {asys} (its own timer)", secs(slept))
-            } else {
-                format!(
-                    "{who} waited {} in {asys} until its own timeout fired: nobody else woke it",
-                    secs(slept)
-                )
+            let finding = Finding::OwnTimer {
+                syscall: asys,
+                wait_ns: slept,
+                slept: sleep,
             };
-            self.root(a, CauseClass::Sleep, reason);
+            self.root(a, CauseClass::Sleep, finding);
             return;
         }
         if !self.visited.insert(a.id) {
             self.root(
                 a,
                 self.classify(a),
-                format!(
-                    "circular wait: {who} armed the timer that woke {woken_who} and is already \
-                     on the path"
-                ),
+                Finding::CircularTimer { woke: woken.tid },
             );
             return;
         }
@@ -846,11 +781,10 @@ impl<'g> Walk<'g, '_> {
             a,
             Some(path_edge(te)),
             Role::Cause,
-            format!(
-                "timer armed by {}, {} before it fired",
-                self.source_phrase(a, te),
-                secs(fired_after)
-            ),
+            Step::TimerArmedBy {
+                syscall: src_syscall(te.src_syscall),
+                before_ns: fired_after,
+            },
         );
         let class = if a.tid.irq_cpu().is_some() {
             CauseClass::Interrupt
@@ -860,10 +794,10 @@ impl<'g> Walk<'g, '_> {
         self.root(
             a,
             class,
-            format!(
-                "{who} armed a timer that fired {} later and woke {woken_who}",
-                secs(fired_after)
-            ),
+            Finding::TimerArmed {
+                woke: woken.tid,
+                fired_after_ns: fired_after,
+            },
         );
     }
 }

@@ -21,6 +21,7 @@
 //! [`Oracle`]; a single strong edge is followed without asking.
 
 use crate::beam::BeamConfig;
+use crate::findings::{By, Finding, Step};
 use crate::graph::Graph;
 use crate::hangs::{Hang, HangConfig};
 use crate::oracle::Oracle;
@@ -41,7 +42,8 @@ mod long_wait;
 mod phrases;
 mod yield_loop;
 
-use phrases::sc;
+pub use phrases::Phrases;
+use phrases::{sc, src_syscall};
 
 /// Tuning of the walk. The defaults follow the design notes.
 #[derive(Clone, Debug, PartialEq)]
@@ -118,14 +120,6 @@ pub(super) fn at_least(part: u64, whole: u64, f: f64) -> bool {
     whole > 0 && part as f64 >= whole as f64 * f
 }
 
-pub(super) fn pct(part: u64, whole: u64) -> u64 {
-    if whole == 0 {
-        0
-    } else {
-        ((part as u128 * 100) / whole as u128) as u64
-    }
-}
-
 /// Kinds of edge that end a wait: everything but creation, timer arming and thread order.
 pub(super) fn wakes(k: EdgeKind) -> bool {
     !matches!(
@@ -149,6 +143,14 @@ pub(super) fn path_edge(e: &CausalEdge) -> PathEdge {
         kind: e.kind.into(),
         strength: e.strength,
         ts: e.ts,
+    }
+}
+
+/// How the source of `e` acted on its target, for a [`Step::Waker`].
+pub(super) fn edge_by(e: &CausalEdge) -> By {
+    By::Edge {
+        edge: e.kind.into(),
+        syscall: src_syscall(e.src_syscall),
     }
 }
 
@@ -241,7 +243,9 @@ pub(crate) fn run(
         source: found.source.name().to_string(),
         loop_wait: found.loop_wait.map(|l| sc(l.syscall)),
     };
-    let summary = w.summary(&hang);
+    let summary = w
+        .words()
+        .summary(&hang, &w.path, &w.root_causes, &w.further, &w.questions);
     let ranked_paths = w.ranked(spin, first);
     Ok(Report {
         hang,
@@ -281,12 +285,17 @@ impl<'g> Walk<'g, '_> {
         }
     }
 
+    /// The phrases of this walk: names from its graph, times relative to its hang.
+    pub(super) fn words(&self) -> Phrases<'g> {
+        Phrases::new(self.g, self.hang_start)
+    }
+
     pub(super) fn item(
         &self,
         s: &Segment,
         edge: Option<PathEdge>,
         role: Role,
-        desc: String,
+        step: Step,
     ) -> PathItem {
         PathItem {
             stack: self.step_stack(s, edge),
@@ -301,7 +310,8 @@ impl<'g> Walk<'g, '_> {
             end_ns: self.g.end_of(s),
             edge,
             role,
-            description: desc,
+            description: self.words().step(s, &step),
+            step,
         }
     }
 
@@ -310,23 +320,30 @@ impl<'g> Walk<'g, '_> {
         s: &Segment,
         edge: Option<PathEdge>,
         role: Role,
-        desc: String,
+        step: Step,
     ) -> usize {
-        let it = self.item(s, edge, role, desc);
+        let it = self.item(s, edge, role, step);
         self.path.push(it);
         self.path.len() - 1
     }
 
-    pub(super) fn describe_item(&mut self, idx: usize, desc: String) {
+    /// Records what the walk found about path item `idx` (pushed before it knew).
+    pub(super) fn describe_item(&mut self, idx: usize, step: Step) {
+        let words = self.words();
         if let Some(it) = self.path.get_mut(idx) {
-            it.description = desc;
+            if let Some(s) = self.g.segment(it.segment) {
+                it.description = words.step(s, &step);
+            }
+            it.step = step;
         }
     }
 
-    pub(super) fn root(&mut self, s: &Segment, class: CauseClass, reason: String) {
+    /// Records a culprit, once per segment.
+    pub(super) fn root(&mut self, s: &Segment, class: CauseClass, finding: Finding) {
         if self.root_causes.iter().any(|r| r.segment == s.id) {
             return;
         }
+        let reason = self.words().reason(s, &finding);
         self.root_causes.push(RootCause {
             segment: s.id,
             segment_label: s.id.to_string(),
@@ -336,6 +353,7 @@ impl<'g> Walk<'g, '_> {
             process: self.g.process_name(s.tid),
             class,
             reason,
+            finding,
         });
     }
 

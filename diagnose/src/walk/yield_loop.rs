@@ -6,7 +6,8 @@ use super::activity::Activity;
 use super::phrases::sc;
 use super::Walk;
 use super::{at_least, path_edge, plus, wakes};
-use crate::report::{secs, CauseClass, Choice, PathEdge, PathEdgeKind, Role};
+use crate::findings::{Finding, FlagEvidence, Step};
+use crate::report::{CauseClass, Choice, PathEdge, PathEdgeKind, Role};
 use argus_schema::{CausalEdge, EdgeKind, Nanos, Segment, Spin, Strength, Tid};
 
 impl<'g> Walk<'g, '_> {
@@ -14,18 +15,17 @@ impl<'g> Walk<'g, '_> {
         let g = self.g;
         let h0 = spin.start_ns;
         let window = h0.until(h1);
-        let who = self.hang_who(first.tid);
         let sys = sc(spin.wait_syscall);
         self.push(
             first,
             None,
             Role::Hang,
-            format!(
-                "{who} polled for {}: {} short waits in {sys}, {} on CPU",
-                secs(window),
-                spin.segments,
-                secs(spin.on_cpu_ns)
-            ),
+            Step::HangPoll {
+                loop_ns: window,
+                waits: spin.segments,
+                syscall: sys.clone(),
+                on_cpu_ns: spin.on_cpu_ns,
+            },
         );
         if let Some(e) = self.lock_holder(spin, first) {
             self.explain_holder(first, e, h1);
@@ -35,15 +35,8 @@ impl<'g> Walk<'g, '_> {
             self.explain_setter(first, ws, at, how);
             return;
         }
-        self.advice.push(format!(
-            "{who} is polling a data flag and the trace has no record of it (no flag edge, \
-             watchpoint hit or argus:flag-set marker), so the setter below is a guess. To trace \
-             the flag: find its address (gdb: `info address NAME` or `p &NAME`), record again \
-             with a hardware watchpoint on it (perf_event_open PERF_TYPE_BREAKPOINT, e.g. \
-             `perf record -e mem:ADDR:rw -p PID`), or have the setter write \
-             `argus:flag-set NAME` to the trace_marker printed by `argus record`, and reproduce \
-             the hang"
-        ));
+        let advice = self.words().advice_untraced_flag(first.tid);
+        self.advice.push(advice);
 
         // Candidate setters: the other threads of the process, and whoever woke the thread
         // right after the loop ended.
@@ -83,17 +76,15 @@ impl<'g> Walk<'g, '_> {
             )
         });
         cands.truncate(self.cfg.max_choices.max(1));
-        let process = g.process_name(first.tid);
         if cands.is_empty() {
             self.root(
                 first,
                 CauseClass::RepeatedYield,
-                format!(
-                    "{who} polls a data flag ({} short waits in {sys} over {}); no other thread \
-                     of {process} ran during the loop, so the flag's setter is not in the trace",
-                    spin.segments,
-                    secs(window)
-                ),
+                Finding::PollNoSetter {
+                    waits: spin.segments,
+                    syscall: sys,
+                    loop_ns: window,
+                },
             );
             return;
         }
@@ -113,39 +104,35 @@ impl<'g> Walk<'g, '_> {
                 kind: PathEdgeKind::Flag.name().to_string(),
                 strength: Strength::Weak,
                 ts: seg.start_ns,
-                description: format!("{}: {}", self.who(*tid), self.during(act, h0, h1)),
+                description: self.words().choice_setter(*tid, &self.during(act, h0, h1)),
                 stack: g.blocking_stack(seg),
             });
         }
         if segs.is_empty() {
             return;
         }
-        let prompt = format!(
-            "{who} polls a data flag ({} in {sys}, {}). Which thread sets the flag?",
-            spin.class.name(),
-            secs(window)
-        );
+        let prompt = self
+            .words()
+            .ask_setter(first.tid, spin.class.name(), &sys, window);
         let Some(i) = self.ask("flag", first, prompt, choices, 0) else {
             self.root(
                 first,
                 CauseClass::RepeatedYield,
-                format!(
-                    "{who} polls a data flag ({} short waits in {sys} over {}); the walk was \
-                     stopped before naming the setter",
-                    spin.segments,
-                    secs(window)
-                ),
+                Finding::PollStopped {
+                    waits: spin.segments,
+                    syscall: sys,
+                    loop_ns: window,
+                },
             );
             return;
         };
-        let Some((tid, act)) = cands
+        let Some((_, act)) = cands
             .iter()
             .find(|(_, a)| a.busiest.or(a.at_start).map(|s| s.id) == Some(segs[i].id))
         else {
             return;
         };
         let seg = segs[i];
-        let setter = self.who(*tid);
         let during = self.during(act, h0, h1);
         self.visited.insert(seg.id);
         self.push(
@@ -156,18 +143,19 @@ impl<'g> Walk<'g, '_> {
                 ts: seg.start_ns,
             }),
             Role::Setter,
-            format!("likely sets the flag: {setter}, which during the loop was {during}"),
+            Step::LikelySetter {
+                during: during.clone(),
+            },
         );
         if at_least(act.on_cpu_ns, window, self.cfg.busy_fraction) {
             self.root(
                 seg,
                 CauseClass::LongRunning,
-                format!(
-                    "{setter} ran {} on CPU during the {} poll loop of {who}: it is the likely \
-                     setter of the flag, and the loop lasts as long as its work",
-                    secs(act.on_cpu_ns),
-                    secs(window)
-                ),
+                Finding::LikelySetterBusy {
+                    poller: first.tid,
+                    on_cpu_ns: act.on_cpu_ns,
+                    loop_ns: window,
+                },
             );
             self.context(seg);
         } else if let Some((b, ns)) = act
@@ -184,25 +172,30 @@ impl<'g> Walk<'g, '_> {
                         ts: b.start_ns,
                     }),
                     Role::Cause,
-                    format!("{setter} blocked {} in {}", secs(ns), sc(b.wait_syscall)),
+                    Step::Blocked {
+                        syscall: sc(b.wait_syscall),
+                        blocked_ns: ns,
+                    },
                 );
             }
             self.root(
                 b,
                 self.classify(b),
-                format!(
-                    "{setter}, the likely setter of the flag {who} polls, was blocked {} in {} \
-                     during the loop",
-                    secs(ns),
-                    sc(b.wait_syscall)
-                ),
+                Finding::LikelySetterBlocked {
+                    poller: first.tid,
+                    syscall: sc(b.wait_syscall),
+                    blocked_ns: ns,
+                },
             );
             self.explain_wait(b, 1);
         } else {
             self.root(
                 seg,
                 self.classify(seg),
-                format!("{setter} is the likely setter of the flag {who} polls: {during}"),
+                Finding::LikelySetter {
+                    poller: first.tid,
+                    during,
+                },
             );
         }
     }
@@ -215,7 +208,7 @@ impl<'g> Walk<'g, '_> {
         spin: &Spin,
         first: &'g Segment,
         h1: Nanos,
-    ) -> Option<(&'g Segment, Nanos, String)> {
+    ) -> Option<(&'g Segment, Nanos, FlagEvidence)> {
         let g = self.g;
         let tid = first.tid;
         let h0 = spin.start_ns;
@@ -244,13 +237,9 @@ impl<'g> Walk<'g, '_> {
                     .iter()
                     .filter(|f| f.write && f.tid == e.src.tid() && f.ts.0.abs_diff(e.ts.0) <= near)
                     .min_by_key(|f| f.ts.0.abs_diff(e.ts.0));
-                let how = match hit {
-                    Some(f) => format!(
-                        "a watchpoint write to {:#x} the loop reads (a {} flag edge of the graph)",
-                        f.addr,
-                        e.strength.name()
-                    ),
-                    None => format!("a flag edge of the graph ({})", e.strength.name()),
+                let how = FlagEvidence::GraphEdge {
+                    strength: e.strength,
+                    watchpoint: hit.map(|f| f.addr),
                 };
                 return Some((src, e.ts, how));
             }
@@ -271,11 +260,7 @@ impl<'g> Walk<'g, '_> {
             .max_by_key(|f| f.ts)
         {
             if let Some(seg) = g.segment_at(w.tid, w.ts) {
-                return Some((
-                    seg,
-                    w.ts,
-                    format!("a watchpoint write to {:#x} the loop reads", w.addr),
-                ));
+                return Some((seg, w.ts, FlagEvidence::Watchpoint { addr: w.addr }));
             }
         }
         // 3. An application marker saying the flag was set.
@@ -288,7 +273,13 @@ impl<'g> Walk<'g, '_> {
             .max_by_key(|m| m.ts)
         {
             if let Some(seg) = g.segment_at(m.tid, m.ts) {
-                return Some((seg, m.ts, format!("the application marker {:?}", m.text)));
+                return Some((
+                    seg,
+                    m.ts,
+                    FlagEvidence::Marker {
+                        text: m.text.clone(),
+                    },
+                ));
             }
         }
         None
@@ -328,19 +319,17 @@ impl<'g> Walk<'g, '_> {
         };
         let h0 = self.hang_start;
         let window = h0.until(h1);
-        let who = self.hang_who(first.tid);
-        let holder = self.who(ws.tid);
+        let poller = first.tid;
         self.visited.insert(ws.id);
         self.push(
             ws,
             Some(path_edge(e)),
             Role::Setter,
-            format!(
-                "holds the file lock {who} retries: {holder} (its lock operation at {}, a {} \
-                 lock-file edge)",
-                self.rel(e.ts),
-                e.strength.name()
-            ),
+            Step::LockHolder {
+                poller,
+                at: e.ts,
+                strength: e.strength,
+            },
         );
         let act = self.activity(ws.tid, h0, h1);
         if at_least(act.on_cpu_ns, window, self.cfg.busy_fraction) {
@@ -348,12 +337,11 @@ impl<'g> Walk<'g, '_> {
             self.root(
                 busy,
                 CauseClass::LongRunning,
-                format!(
-                    "{holder} held the file lock {who} retries and ran {} on CPU during its {} \
-                     loop",
-                    secs(act.on_cpu_ns),
-                    secs(window)
-                ),
+                Finding::LockHolderBusy {
+                    poller,
+                    on_cpu_ns: act.on_cpu_ns,
+                    loop_ns: window,
+                },
             );
             self.context(busy);
             return;
@@ -381,28 +369,30 @@ impl<'g> Walk<'g, '_> {
                             ts: b.start_ns,
                         }),
                         Role::Cause,
-                        format!("{holder} blocked {} in {}", secs(ns), sc(b.wait_syscall)),
+                        Step::Blocked {
+                            syscall: sc(b.wait_syscall),
+                            blocked_ns: ns,
+                        },
                     );
                 }
                 self.root(
                     b,
                     self.classify(b),
-                    format!(
-                        "{holder} held the file lock {who} retries while it was blocked {} in {} \
-                         during the loop",
-                        secs(ns),
-                        sc(b.wait_syscall)
-                    ),
+                    Finding::LockHolderBlocked {
+                        poller,
+                        syscall: sc(b.wait_syscall),
+                        blocked_ns: ns,
+                    },
                 );
                 self.explain_wait(b, 1);
             }
             None => self.root(
                 ws,
                 self.classify(ws),
-                format!(
-                    "{holder} held the file lock {who} retries: {}",
-                    self.during(&act, h0, h1)
-                ),
+                Finding::LockHolder {
+                    poller,
+                    during: self.during(&act, h0, h1),
+                },
             ),
         }
     }
@@ -413,12 +403,11 @@ impl<'g> Walk<'g, '_> {
         first: &'g Segment,
         ws: &'g Segment,
         at: Nanos,
-        how: String,
+        evidence: FlagEvidence,
     ) {
         let g = self.g;
         let h0 = self.hang_start;
-        let who = self.hang_who(first.tid);
-        let setter = self.who(ws.tid);
+        let poller = first.tid;
         self.visited.insert(ws.id);
         self.push(
             ws,
@@ -428,10 +417,7 @@ impl<'g> Walk<'g, '_> {
                 ts: at,
             }),
             Role::Setter,
-            format!(
-                "flag set by {setter} at {} (known from {how})",
-                self.rel(at)
-            ),
+            Step::FlagSet { at, evidence },
         );
         let window = h0.until(at);
         let slack = ((window as f64 * self.cfg.running_slack) as u64).max(self.floor);
@@ -446,12 +432,11 @@ impl<'g> Walk<'g, '_> {
             self.root(
                 ws,
                 class,
-                format!(
-                    "{setter} sets the flag {who} polls, {} after the loop began; it ran {} on \
-                     CPU meanwhile",
-                    secs(window),
-                    secs(act.on_cpu_ns)
-                ),
+                Finding::FlagSetRunning {
+                    poller,
+                    after_ns: window,
+                    on_cpu_ns: act.on_cpu_ns,
+                },
             );
             self.context(ws);
             return;
@@ -472,11 +457,11 @@ impl<'g> Walk<'g, '_> {
                 self.root(
                     p,
                     self.classify(p),
-                    format!(
-                        "{setter}, which sets the flag {who} polls, was itself blocked {} in \
-                         {psys} before setting it",
-                        secs(p.wait_ns())
-                    ),
+                    Finding::FlagSetAfterWait {
+                        poller,
+                        syscall: psys.clone(),
+                        wait_ns: p.wait_ns(),
+                    },
                 );
                 self.visited.insert(p.id);
                 self.push(
@@ -487,26 +472,23 @@ impl<'g> Walk<'g, '_> {
                         ts: p.start_ns,
                     }),
                     Role::Cause,
-                    format!("{setter} blocked {} in {psys}", secs(p.wait_ns())),
+                    Step::Blocked {
+                        syscall: psys.clone(),
+                        blocked_ns: p.wait_ns(),
+                    },
                 );
-                if self.confirm(
-                    p,
-                    format!(
-                        "{setter} was blocked {} in {psys} before it set the flag: diagnose why \
-                         (the culprit of the culprit)?",
-                        secs(p.wait_ns())
-                    ),
-                ) {
+                let prompt = self.words().ask_recurse_setter(p.tid, &psys, p.wait_ns());
+                if self.confirm(p, prompt) {
                     self.explain_wait(p, 1);
                 }
             }
             None => self.root(
                 ws,
                 self.classify(ws),
-                format!(
-                    "{setter} sets the flag {who} polls; it started only at {}",
-                    self.rel(ws.start_ns)
-                ),
+                Finding::FlagSetLate {
+                    poller,
+                    started: ws.start_ns,
+                },
             ),
         }
     }
