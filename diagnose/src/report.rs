@@ -148,6 +148,10 @@ pub struct ThreadComparison {
     /// its event-loop wait and on a thread now in an exited thread's role).
     #[serde(default)]
     pub during: During,
+    /// Its own event-loop wait (learned from the trace) when its longest block was in it: that
+    /// block is idleness, not a reason to rank it as stuck.
+    #[serde(default)]
+    pub idle_in: Option<String>,
     /// Whether that was abnormal (blocked, busy or gone): a culprit.
     pub abnormal: bool,
     /// Whether it was blocked, busy or gone for (nearly) the whole hang, outside its own

@@ -199,15 +199,17 @@ impl<'g> Walk<'g, '_> {
             cum += pen.edge(e) - pen.relevance * cov;
             let score = (cum * 1000.0).round() / 1000.0;
             let during = self.during(&act, w0, w1);
+            let idle_in = idle.map(sc);
             let during_hang = self
                 .words()
-                .thread_during(&during, idle.map(sc).as_deref(), role_of);
+                .thread_during(&during, idle_in.as_deref(), role_of);
             info.threads.push(ThreadComparison {
                 baseline_tid: *bt,
                 tid: t,
                 comm: g.comm(t),
                 during_hang,
                 during,
+                idle_in,
                 abnormal,
                 whole_hang: abnormal && whole,
                 score,
