@@ -19,6 +19,22 @@
 //!
 //! Every choice between several incoming edges, or of a weak edge, is a [`Question`] for the
 //! [`Oracle`]; a single strong edge is followed without asking.
+//!
+//! One room per kind of decision; this module holds the walk's state and bookkeeping (the
+//! path, the root causes, what was visited) and dispatches on the hang's class:
+//!
+//! | module | decides |
+//! |---|---|
+//! | `asking` | which cause to follow: a single strong edge, else a question with a beam-search default |
+//! | `long_wait` | why a wait lasted: its waker busy, starved, blocked, late, a timer or an interrupt |
+//! | `yield_loop` | who holds the lock or sets the flag a polling loop waits for, and why it was late |
+//! | `long_running` | what started the work of a busy culprit (input, context) |
+//! | `baseline` | a wait nobody ended, against a similar one that ended: which threads were abnormal, their rank |
+//! | `activity` | what a thread did during a window |
+//! | `phrases` | nothing: it says the decisions ([`Finding`], [`Step`], `During`) in English |
+//!
+//! The walk records what it decided as data ([`Finding`] for a root cause, [`Step`] for a
+//! path item); every string of the report comes from `phrases`.
 
 use crate::beam::BeamConfig;
 use crate::findings::{By, Finding, Step};
