@@ -928,10 +928,12 @@ fn live_watchpoint_names_the_real_flag_setter() {
         setter["edge"]["strength"], "strong",
         "known, not guessed: {r:#}"
     );
+    // Known from a watchpoint write: directly, or through the flag edge the rules made of it.
+    let evidence = &setter["step"]["evidence"];
+    assert_eq!(setter["step"]["kind"], "flag_set", "{r:#}");
     assert!(
-        setter["description"]
-            .as_str()
-            .is_some_and(|d| d.contains("known from a watchpoint write to 0x")),
+        evidence["kind"] == "watchpoint"
+            || (evidence["kind"] == "graph_edge" && evidence["watchpoint"].is_u64()),
         "{r:#}"
     );
     assert_eq!(

@@ -45,12 +45,19 @@
 //! - **Pictures**: [`Report::to_picture`] draws the path as lanes per thread for a terminal;
 //!   [`Report::highlight`] gives the segments and edges to mark in a Perfetto or DOT export.
 //!
+//! - **Findings** ([`Finding`], [`Step`], [`During`]): every decision of the walk is data in
+//!   the report (why a root cause is one, what each path item did); [`Phrases`] turns it into
+//!   the report's English (`reason`, `description`, prompts, advice, summary). Tests and
+//!   scripts read the data.
+//!
 //! - **Call stacks** ([`Graph::set_stacks`], module [`stacks`]): when the trace was recorded
 //!   with `--stacks`, every question, choice and report step carries the stack of the
 //!   syscall that blocked or sent (a few user frames and the innermost kernel frame).
 //!
 //! ```
-//! use argus_diagnose::{diagnose, AutoOracle, DiagnoseConfig, Graph, GraphInput, Outcome, Target};
+//! use argus_diagnose::{
+//!     diagnose, AutoOracle, DiagnoseConfig, Finding, Graph, GraphInput, Outcome, Target,
+//! };
 //! use argus_schema::*;
 //!
 //! // One thread blocked 3 s in nanosleep: a LongWait whose root cause is the sleep itself.
@@ -76,13 +83,19 @@
 //! let d = diagnose(&graph, Some(target), &mut AutoOracle, &DiagnoseConfig::default())?;
 //! assert_eq!(d.outcome(), Outcome::HangDiagnosed);
 //! let report = d.report.as_ref().expect("a hang");
-//! assert!(report.root_causes[0].reason.contains("slept 3.000 s in nanosleep"));
+//! // The decision is data; `reason` says it in words.
+//! assert_eq!(
+//!     report.root_causes[0].finding,
+//!     Finding::Slept { syscall: "nanosleep".into(), wait_ns: 3_000_000_000, still_sleeping: false, woke: None },
+//! );
+//! assert_eq!(report.root_causes[0].reason, "tid 100 slept 3.000 s in nanosleep");
 //! # Ok::<(), argus_diagnose::Error>(())
 //! ```
 #![warn(missing_docs)]
 
 mod answers;
 pub mod beam;
+mod findings;
 mod graph;
 pub mod hangs;
 mod logical;
@@ -94,6 +107,7 @@ mod walk;
 
 pub use answers::{RuleOracle, SavedAnswers, SavedPick, SavedRule};
 pub use beam::{BeamConfig, Penalties};
+pub use findings::{By, During, Finding, FlagEvidence, LogicalWait, RunStart, Step, WakerState};
 pub use graph::{AppEvents, FlagHit, Graph, GraphInput, Marker};
 pub use hangs::{find_hangs, Hang, HangConfig, HangSource, LoopWait};
 pub use oracle::{AutoOracle, Oracle, Reply, ScriptedOracle, TerminalOracle};
@@ -104,7 +118,7 @@ pub use report::{
     ThreadComparison,
 };
 pub use stacks::{stack_line, CallStack, Frame};
-pub use walk::DiagnoseConfig;
+pub use walk::{DiagnoseConfig, Phrases};
 
 use argus_schema::{Pid, SegmentId, Spin, Tid};
 use serde::{Deserialize, Serialize};

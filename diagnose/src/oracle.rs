@@ -193,6 +193,7 @@ mod tests {
         Question {
             about: SegmentId::new(Tid(1), 0),
             about_label: "1#0".into(),
+            tag: "wake".into(),
             prompt: "which one?".into(),
             choices: (0..n)
                 .map(|i| Choice {

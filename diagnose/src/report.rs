@@ -6,6 +6,7 @@
 //! (`wakeup`, `strong`) as in the Parquet tables; classes are the paper's names
 //! (`LongWait`).
 
+use crate::findings::{During, Finding, Step};
 use crate::stacks::{stack_line, Frame};
 use argus_schema::{Nanos, Pid, SegmentId, SpinClass, Strength, Tid};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
@@ -57,6 +58,9 @@ pub struct FurtherCulprit {
     pub comm: String,
     /// What it did during the hang.
     pub during_hang: String,
+    /// What it did during the hang, as data (`during_hang` says it in words).
+    #[serde(default)]
+    pub during: During,
     /// Its beam score on the baseline path (lower is better).
     pub score: f64,
     /// Its chain: the thread as seen during the hang, then the culprits behind it.
@@ -140,6 +144,14 @@ pub struct ThreadComparison {
     pub comm: String,
     /// What it did during the hang.
     pub during_hang: String,
+    /// What it did during the hang, as data (`during_hang` says it in words, with notes on
+    /// its event-loop wait and on a thread now in an exited thread's role).
+    #[serde(default)]
+    pub during: During,
+    /// Its own event-loop wait (learned from the trace) when its longest block was in it: that
+    /// block is idleness, not a reason to rank it as stuck.
+    #[serde(default)]
+    pub idle_in: Option<String>,
     /// Whether that was abnormal (blocked, busy or gone): a culprit.
     pub abnormal: bool,
     /// Whether it was blocked, busy or gone for (nearly) the whole hang, outside its own
@@ -337,6 +349,10 @@ pub struct PathItem {
     pub role: Role,
     /// What this segment did, in plain words.
     pub description: String,
+    /// What this segment did and why the walk went through it, as data (`description` says
+    /// it in words).
+    #[serde(default)]
+    pub step: Step,
     /// The call stack of the syscall this segment acted through (the one that woke, wrote or
     /// signalled the previous item) or, for a wait, blocked in; empty when the trace has no
     /// stacks (`argus record --stacks`). User frames innermost first, then the innermost
@@ -398,6 +414,9 @@ pub struct RootCause {
     pub class: CauseClass,
     /// Why, in plain words.
     pub reason: String,
+    /// Why, as data (`reason` says it in words).
+    #[serde(default)]
+    pub finding: Finding,
 }
 
 /// One choice offered by a question.
@@ -472,6 +491,11 @@ pub struct Question {
     pub about: SegmentId,
     /// `tid#seq` of `about`.
     pub about_label: String,
+    /// What the question is about (`wake`, `timer`, `irq`, `split`, `late-sleep`, `input`,
+    /// `context`, `flag`, `baseline`, `baseline-wake`, `culprit`, `recurse`); the first part
+    /// of `pattern`.
+    #[serde(default)]
+    pub tag: String,
     /// The question in plain words.
     pub prompt: String,
     /// The choices, oldest first.
@@ -512,6 +536,9 @@ pub struct Candidate {
     pub on_cpu_ns: u64,
     /// What it did during the hang.
     pub during_hang: String,
+    /// What it did during the hang, as data (`during_hang` says it in words).
+    #[serde(default)]
+    pub during: During,
     /// Whether it ended the same wait in the baseline.
     pub baseline_waker: bool,
 }
@@ -711,7 +738,7 @@ fn sentence(s: &str) -> String {
     }
 }
 
-mod lower_strength {
+pub(crate) mod lower_strength {
     use argus_schema::Strength;
     use serde::{Deserialize, Deserializer, Serializer};
 

@@ -5,8 +5,8 @@ use crate::builder::{ms, B};
 use argus_diagnose::beam::{search, BeamConfig, Penalties};
 use argus_diagnose::hangs::{find_hangs, learn_loop_wait};
 use argus_diagnose::{
-    diagnose, AutoOracle, DiagnoseConfig, HangConfig, HangSource, Oracle, Question, Reply,
-    RuleOracle, SavedAnswers, ScriptedOracle, Target,
+    diagnose, AutoOracle, DiagnoseConfig, Finding, HangConfig, HangSource, Oracle, Question, Reply,
+    RuleOracle, SavedAnswers, ScriptedOracle, Step, Target,
 };
 use argus_schema::{syscalls, EdgeKind, Pid, SpinClass, Strength, Tid};
 
@@ -196,10 +196,17 @@ fn a_short_sleep_woken_by_an_untraced_interrupt_leads_back_to_what_started_it() 
     let r = d.report.unwrap();
     let last = r.root_causes.last().unwrap();
     assert_eq!(last.comm, "holder", "{:#?}", r.root_causes);
-    assert!(r
-        .path
-        .iter()
-        .any(|p| p.description.contains("untraced interrupt")));
+    assert!(
+        r.path.iter().any(|p| matches!(
+            p.step,
+            Step::Slept {
+                untraced_timer: true,
+                ..
+            }
+        )),
+        "{:#?}",
+        r.path
+    );
 }
 
 /// A thread stopped by a tracer (state `t`: the recorder's own `--watch …@cmd` attach, a
@@ -262,7 +269,12 @@ fn a_request_read_without_blocking_does_not_hide_the_split_of_a_batching_loop() 
     let last = r.root_causes.last().unwrap();
     assert_eq!(last.segment, l0, "{:#?}", r.root_causes);
     assert_eq!(last.class, argus_diagnose::CauseClass::LongRunning);
-    assert!(r.root_causes.iter().all(|c| !c.reason.contains("circular")));
+    assert!(r.root_causes.iter().all(|c| !matches!(
+        c.finding,
+        Finding::Circular
+            | Finding::CircularTimer { .. }
+            | Finding::OnBaselinePath { circular: true, .. }
+    )));
 }
 
 fn run_main(b: B) -> argus_diagnose::Report {
@@ -307,7 +319,11 @@ fn a_timer_whose_arming_was_lost_still_ends_its_own_sleep() {
     let last = r.root_causes.last().unwrap();
     assert_eq!(last.segment, s0, "{:#?}", r.root_causes);
     assert_eq!(last.class, argus_diagnose::CauseClass::Sleep);
-    assert!(last.reason.contains("its own timer"), "{}", last.reason);
+    assert!(
+        matches!(last.finding, Finding::OwnTimer { slept: true, .. }),
+        "{:?}",
+        last.finding
+    );
 }
 
 /// The waker computed through the whole wait, but a 1 ms block (a page fault, say) split its
@@ -327,8 +343,15 @@ fn a_waker_busy_through_brief_waits_is_long_running() {
     assert_eq!(last.segment, w1, "{:#?}", r.root_causes);
     assert_eq!(last.class, argus_diagnose::CauseClass::LongRunning);
     assert!(
-        last.reason.contains("through brief waits"),
-        "{}",
-        last.reason
+        matches!(
+            last.finding,
+            Finding::Busy {
+                through_brief_waits: true,
+                woke: Some(Tid(1)),
+                ..
+            }
+        ),
+        "{:?}",
+        last.finding
     );
 }

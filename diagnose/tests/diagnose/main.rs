@@ -6,6 +6,7 @@
 mod baseline;
 mod builder;
 mod fidelity;
+mod findings;
 mod graph;
 mod locks;
 mod scenarios;

@@ -2,8 +2,9 @@
 
 use crate::builder::{ms, nr, Seg, B};
 use argus_diagnose::{
-    diagnose, diagnose_spin, find_hang, Answer, AutoOracle, CauseClass, DiagnoseConfig, Graph,
-    Outcome, PathEdgeKind, Reply, Report, Role, ScriptedOracle, Target, TerminalOracle,
+    diagnose, diagnose_spin, find_hang, Answer, AutoOracle, By, CauseClass, DiagnoseConfig, During,
+    Finding, Graph, Outcome, PathEdgeKind, Reply, Report, Role, RunStart, ScriptedOracle, Step,
+    Target, TerminalOracle, WakerState,
 };
 use argus_schema::{
     EdgeKind, Pid, SegmentId, SegmentKind, Spin, SpinClass, StartCause, Strength, Tid,
@@ -105,9 +106,18 @@ fn a_chain_of_waits_ends_at_the_thread_that_slept_on_its_own_timer() {
         ]
     );
     assert_eq!(
-        r.path[1].description,
-        "woken by thread worker (tid 1236) of hangdemo in futex, which had itself waited \
-         3.002 s in read"
+        r.path[1].step,
+        Step::Waker {
+            by: By::Edge {
+                edge: PathEdgeKind::Wakeup,
+                syscall: Some("futex".into()),
+            },
+            then: WakerState::HadWaited {
+                syscall: "read".into(),
+                wait_ns: ms(3002.0).0,
+                slept: false,
+            },
+        }
     );
     assert_eq!(r.root_causes.len(), 1);
     let rc = &r.root_causes[0];
@@ -115,9 +125,14 @@ fn a_chain_of_waits_ends_at_the_thread_that_slept_on_its_own_timer() {
     assert_eq!(rc.class, CauseClass::Sleep);
     assert_eq!(rc.comm, "sleeper");
     assert_eq!(
-        rc.reason,
-        "sleeper (pid 1237) slept 3.001 s in clock_nanosleep (its own timer)"
+        rc.finding,
+        Finding::OwnTimer {
+            syscall: "clock_nanosleep".into(),
+            wait_ns: ms(3001.0).0,
+            slept: true,
+        }
     );
+    // The words are made from that data: the terminal text and the summary say it.
     assert!(r.questions.is_empty(), "single strong edges are followed");
     let text = r.to_text();
     assert!(
@@ -156,16 +171,28 @@ fn a_waker_busy_through_the_wait_is_a_long_running_culprit_with_context() {
     let rc = &r.root_causes[0];
     assert_eq!((rc.segment, rc.class), (k1, CauseClass::LongRunning));
     assert_eq!(
-        rc.reason,
-        "thread cruncher (tid 101) of app ran 3.100 s on CPU (98% of its 3.150 s run) before \
-         it woke app (pid 100)"
+        rc.finding,
+        Finding::Busy {
+            on_cpu_ns: ms(3100.0).0,
+            run_ns: ms(3150.5).0,
+            woke: Some(Tid(100)),
+            through_brief_waits: false,
+            still_running: false,
+        }
     );
     assert_eq!(r.path[1].segment, k1);
     assert_eq!(r.path[1].role, Role::Cause);
     // Context: the cruncher's run began when main handed it the work.
     let ctx = r.path.last().unwrap();
     assert_eq!((ctx.segment, ctx.role), (m0, Role::Context));
-    assert!(ctx.description.contains("woken by app (pid 100) in futex"));
+    assert_eq!(
+        ctx.step,
+        Step::RunBegan {
+            how: RunStart::Woken,
+            syscall: Some("futex".into()),
+            at: ms(450.0),
+        }
+    );
 }
 
 #[test]
@@ -181,12 +208,16 @@ fn a_starved_waker_is_reported_as_runnable_but_not_running() {
     let r = run(&b.graph(), 100, &mut AutoOracle);
     let rc = &r.root_causes[0];
     assert_eq!((rc.segment, rc.class), (k0, CauseClass::LongRunning));
-    assert!(
-        rc.reason.contains("runnable but not running"),
-        "{}",
-        rc.reason
+    assert_eq!(
+        rc.finding,
+        Finding::Starved {
+            on_cpu_ns: ms(40.0).0,
+            run_ns: ms(3200.5).0,
+            preemptions: 0,
+            woke: Some(Tid(100)),
+            still_running: false,
+        }
     );
-    assert!(rc.reason.contains("CPU starved"), "{}", rc.reason);
 }
 
 /// main polls with 1 ms nanosleeps for 3 s while `busy` computes and `idle` sleeps.
@@ -233,9 +264,14 @@ fn a_yield_loop_names_the_busy_thread_of_the_process_as_the_flag_setter() {
     let r = run(&g, 200, &mut AutoOracle);
     assert_eq!(r.hang.class, SpinClass::RepeatedYield);
     assert_eq!(r.hang.last_segment.tid(), Tid(200));
-    assert!(r.path[0]
-        .description
-        .contains("3000 short waits in nanosleep"));
+    assert!(
+        matches!(
+            &r.path[0].step,
+            Step::HangPoll { waits: 3000, syscall, .. } if syscall == "nanosleep"
+        ),
+        "{:?}",
+        r.path[0].step
+    );
     assert_eq!(r.questions.len(), 1);
     let q = &r.questions[0];
     assert_eq!(
@@ -252,9 +288,16 @@ fn a_yield_loop_names_the_busy_thread_of_the_process_as_the_flag_setter() {
     let rc = &r.root_causes[0];
     assert_eq!((rc.segment, rc.class), (busy, CauseClass::LongRunning));
     assert!(
-        rc.reason.contains("likely setter of the flag"),
-        "{}",
-        rc.reason
+        matches!(
+            rc.finding,
+            Finding::LikelySetterBusy {
+                poller: Tid(200),
+                loop_ns: 3_000_000_000,
+                ..
+            }
+        ),
+        "{:?}",
+        rc.finding
     );
     assert!(r
         .advice
@@ -281,33 +324,48 @@ fn an_open_wait_is_compared_with_the_baseline_waker() {
     assert!(r.hang.open);
     assert_eq!(r.root_causes[0].segment, m1);
     assert_eq!(r.root_causes[0].class, CauseClass::LongWait);
-    assert!(r.root_causes[0].reason.contains("never woken"));
+    assert_eq!(
+        r.root_causes[0].finding,
+        Finding::NeverWoken {
+            syscall: "read".into(),
+            wait_ns: ms(3100.0).0,
+            exited: false,
+        }
+    );
     let rc = r.root_causes.iter().find(|c| c.segment == f1).unwrap();
     assert_eq!(rc.class, CauseClass::LongWait);
+    let blocked = During::Blocked {
+        syscall: "read".into(),
+        blocked_ns: ms(3100.0).0,
+        still_waiting: true,
+    };
     assert_eq!(
-        rc.reason,
-        "thread feeder (tid 302) of viewer, which normally wakes viewer (pid 300), was itself \
-         blocked 3.100 s in read during the hang"
+        rc.finding,
+        Finding::OnBaselinePath {
+            waiter: Tid(300),
+            normally_wakes: true,
+            during: blocked.clone(),
+            circular: false,
+        }
     );
     let item = r.path.iter().find(|p| p.role == Role::Baseline).unwrap();
     assert_eq!(item.segment, f1);
     assert_eq!(item.edge.unwrap().kind, PathEdgeKind::Baseline);
-    assert!(
-        item.description.starts_with(
-            "normally woken by thread feeder (tid 302) of viewer in write (the same wait at \
-             -0.000 s ended after 0.000 s)"
-        ),
-        "{}",
-        item.description
+    assert_eq!(
+        item.step,
+        Step::Baseline {
+            normally_wakes: true,
+            baseline_tid: Tid(302),
+            syscall: Some("write".into()),
+            baseline_at: ms(100.0),
+            baseline_wait_ns: ms(0.4).0,
+            during: blocked.clone(),
+        }
     );
-    assert!(item.description.ends_with("was blocked 3.100 s in read"));
     let c = &r.candidates[0];
     assert_eq!(c.tid, Tid(302));
     assert!(c.baseline_waker);
-    assert_eq!(
-        c.during_hang,
-        "blocked 3.100 s in read, still waiting when the trace ended"
-    );
+    assert_eq!(c.during, blocked);
 }
 
 #[test]
@@ -341,8 +399,11 @@ fn a_timed_out_wait_is_its_own_root_cause() {
     assert_eq!(r.root_causes[0].segment, m0);
     assert_eq!(r.root_causes[0].class, CauseClass::Sleep);
     assert_eq!(
-        r.root_causes[0].reason,
-        "app (pid 10) waited 3.000 s in futex until its timeout expired: nobody woke it"
+        r.root_causes[0].finding,
+        Finding::TimedOut {
+            syscall: "futex".into(),
+            wait_ns: ms(3000.0).0,
+        }
     );
 }
 
@@ -377,8 +438,12 @@ fn a_poll_timeout_seen_only_through_its_own_timer_is_a_self_sleep() {
     assert_eq!(labels(&r), vec!["10#0", "irq@cpu0#0"]);
     assert_eq!(r.root_causes[0].segment, m0);
     assert_eq!(
-        r.root_causes[0].reason,
-        "app (pid 10) waited 3.000 s in poll until its own timeout fired: nobody else woke it"
+        r.root_causes[0].finding,
+        Finding::OwnTimer {
+            syscall: "poll".into(),
+            wait_ns: ms(3000.0).0,
+            slept: false,
+        }
     );
 }
 
@@ -395,9 +460,12 @@ fn a_device_interrupt_with_no_cause_ends_the_walk() {
     let rc = &r.root_causes[0];
     assert_eq!((rc.segment, rc.class), (irq, CauseClass::Interrupt));
     assert_eq!(
-        rc.reason,
-        "device interrupt irq 24 on cpu0 woke app (pid 10) after 3.000 s: it was waiting for \
-         the device"
+        rc.finding,
+        Finding::Interrupt {
+            woke: Tid(10),
+            after_ns: ms(3000.0).0,
+            device: true,
+        }
     );
 }
 
@@ -419,11 +487,13 @@ fn a_waker_created_late_leads_to_its_creator() {
     assert_eq!(labels(&r), vec!["10#0", "21#0", "20#0"]);
     let rc = &r.root_causes[0];
     assert_eq!((rc.segment, rc.class), (l0, CauseClass::LongRunning));
-    assert!(
-        rc.reason
-            .starts_with("launcher (pid 20) created helper (pid 21) only 2.900 s after"),
-        "{}",
-        rc.reason
+    assert_eq!(
+        rc.finding,
+        Finding::CreatedLate {
+            created: Tid(21),
+            late_ns: ms(2900.0).0,
+            woke: Tid(10),
+        }
     );
 }
 
@@ -455,13 +525,25 @@ fn a_long_running_hang_is_its_own_culprit_sliced_back_to_its_input() {
     assert_eq!(r.hang.class, SpinClass::LongRunning);
     assert_eq!(r.root_causes[0].segment, m1);
     assert_eq!(
-        r.root_causes[0].reason,
-        "main thread of app (pid 10) was busy on CPU for 3.900 s (79% of the 4.900 s hang) \
-         and was still running when the trace ended"
+        r.root_causes[0].finding,
+        Finding::Busy {
+            on_cpu_ns: ms(3900.0).0,
+            run_ns: ms(4900.0).0,
+            woke: None,
+            through_brief_waits: false,
+            still_running: true,
+        }
     );
     assert_eq!(labels(&r), vec!["10#1", "30#0"]);
     assert_eq!(r.path[1].role, Role::Input, "writev sent the input");
-    assert!(r.path[1].description.contains("Xorg (pid 30) in writev"));
+    assert_eq!(
+        r.path[1].step,
+        Step::RunBegan {
+            how: RunStart::SentInput,
+            syscall: Some("writev".into()),
+            at: ms(100.0),
+        }
+    );
     assert!(r
         .advice
         .iter()
@@ -517,8 +599,13 @@ fn a_scripted_answer_picking_the_other_edge_changes_the_root_cause() {
     let rc = &r.root_causes[0];
     assert_eq!((rc.segment, rc.class), (b0, CauseClass::Sleep));
     assert_eq!(
-        rc.reason,
-        "thread beta (tid 402) of gui slept 3.008 s in nanosleep before it woke gui (pid 400)"
+        rc.finding,
+        Finding::Slept {
+            syscall: "nanosleep".into(),
+            wait_ns: ms(3008.0).0,
+            still_sleeping: false,
+            woke: Some(Tid(400)),
+        }
     );
     assert_eq!(r.path[1].edge.unwrap().strength, Strength::Weak);
     assert!(r.to_text().contains("[weak]"));
@@ -547,9 +634,14 @@ fn stopping_makes_the_asked_segment_the_root_cause() {
     let r = run(&g, 400, &mut o);
     assert_eq!(r.questions[0].answer, Answer::Stop);
     assert_eq!(r.root_causes[0].segment, m0);
-    assert!(r.root_causes[0]
-        .reason
-        .ends_with("the walk was stopped here"));
+    assert_eq!(
+        r.root_causes[0].finding,
+        Finding::Stopped {
+            syscall: "futex".into(),
+            wait_ns: ms(3000.0).0,
+        }
+    );
+    assert_eq!(r.questions[0].tag, "wake");
     assert_eq!(r.path.len(), 1);
 }
 
@@ -601,11 +693,18 @@ fn the_json_report_has_every_contract_field() {
         assert!(!rc[k].is_null(), "root cause {k} missing: {rc}");
     }
     assert_eq!(rc["class"], "LongRunning");
+    assert_eq!(rc["finding"]["kind"], "busy");
+    assert_eq!(rc["finding"]["woke"], 400);
+    assert_eq!(path[0]["step"]["kind"], "hang_wait");
+    assert_eq!(path[1]["step"]["kind"], "waker");
+    assert_eq!(path[1]["step"]["by"]["edge"], "wakeup");
+    assert_eq!(path[1]["step"]["then"]["kind"], "busy");
     let q = &j["questions"][0];
     for k in ["prompt", "choices", "answer", "defaulted"] {
         assert!(!q[k].is_null(), "question {k} missing: {q}");
     }
     assert_eq!(q["answer"], 0);
+    assert_eq!(q["tag"], "wake");
     assert_eq!(q["defaulted"], true);
     assert_eq!(q["choices"][1]["strength"], "weak");
     assert!(j["summary"]
