@@ -521,6 +521,17 @@ pub enum WakerState {
         /// When.
         at: Nanos,
     },
+    /// Its thread spent the window in many short waits, no one of which explains it, and
+    /// `by` ended most of that blocked time: the walk went on to `by` (a hand-off chain, as
+    /// between a runtime's threads).
+    WokenThroughWindow {
+        /// The thread whose wake-ups ended most of its waits.
+        by: Tid,
+        /// How many of its waits `by` ended.
+        waits: u32,
+        /// How much of the window those waits cover.
+        covered_ns: u64,
+    },
 }
 
 /// How the run of a busy culprit began (see [`Step::RunBegan`]).

@@ -1934,28 +1934,23 @@ impl ThreadState {
                 c.pid = ev.pid;
             }
         }
+        // A record the task wrote itself, in task context, means it is running: some kernels
+        // do not trace the switch from a secondary CPU's idle task (RCU is not watching
+        // there), so the switch-in is taken to be here when none was seen.
+        let own = ev.tid == self.tid
+            && ev.ctx == Context::Task
+            && matches!(role, Role::Own | Role::Actor)
+            && !matches!(ev.kind, EventKind::Stack { .. });
+        if own && self.running_since.is_none() && !self.dead {
+            self.switch_in(ts, cfg, out);
+        }
         match role {
             Role::Target => self.on_target(ev, cfg, out),
             Role::SwitchIn => {
                 if self.dead {
                     return;
                 }
-                if self.blocked {
-                    self.blocked = false;
-                    if self.callouts.is_empty() {
-                        // The wake-up was not recorded (lost, or a path without
-                        // sched_waking): the wait ended when the task ran again, with no
-                        // known cause.
-                        self.close(ts, EndCause::Woken, cfg, out);
-                        self.open(ts, StartCause::Woken);
-                        self.link_prev(ts, cfg, out);
-                    } else {
-                        self.resume_in_callout();
-                    }
-                }
-                self.ensure_open(ts);
-                self.running_since = Some(ts);
-                self.touch(ts);
+                self.switch_in(ts, cfg, out);
             }
             Role::SwitchOut => {
                 if self.dead {
@@ -2075,6 +2070,25 @@ impl ThreadState {
             }
             _ => out.push(Output::Src(src)),
         }
+    }
+
+    /// The task takes a CPU at `ts` (a switch-in, seen or implied by its own record).
+    fn switch_in(&mut self, ts: Nanos, cfg: &RulesConfig, out: &mut Vec<Output>) {
+        if self.blocked {
+            self.blocked = false;
+            if self.callouts.is_empty() {
+                // The wake-up was not recorded (lost, or a path without sched_waking): the
+                // wait ended when the task ran again, with no known cause.
+                self.close(ts, EndCause::Woken, cfg, out);
+                self.open(ts, StartCause::Woken);
+                self.link_prev(ts, cfg, out);
+            } else {
+                self.resume_in_callout();
+            }
+        }
+        self.ensure_open(ts);
+        self.running_since = Some(ts);
+        self.touch(ts);
     }
 
     fn touch(&mut self, ts: Nanos) {

@@ -1757,3 +1757,25 @@ fn a_close_by_a_process_that_holds_nothing_is_no_release() {
         g.edges
     );
 }
+
+/// Some kernels do not trace the switch from a secondary CPU's idle task: a woken task's
+/// own records (here a syscall's exit) say it runs, and its time on CPU counts from there.
+#[test]
+fn a_task_running_without_a_recorded_switch_in_is_on_cpu_from_its_first_own_record() {
+    let mut s = S::default();
+    s.run(50);
+    s.enter(50, FUTEX, 0x10);
+    s.block(50);
+    s.wake(51, 50);
+    // No switch to 50 is recorded; it returns from the futex and computes 5 ms.
+    s.exit(50, FUTEX, 0);
+    s.ts += 5_000_000;
+    s.enter(50, FUTEX, 0x10);
+    s.block(50);
+    let g = graph(&s.evs, &RulesConfig::default());
+    let second = g.segments.iter().find(|x| x.id == seg(50, 1)).unwrap();
+    assert!(
+        (5_000_000..5_010_000).contains(&second.on_cpu_ns),
+        "{second:#?}"
+    );
+}

@@ -14,7 +14,7 @@ use crate::logical;
 use crate::report::{CauseClass, PathEdge, PathEdgeKind, Role};
 use argus_schema::{
     syscalls, CausalEdge, EdgeKind, EndCause, Nanos, Segment, SegmentKind, Spin, StartCause,
-    Strength,
+    Strength, Tid,
 };
 
 impl<'g> Walk<'g, '_> {
@@ -307,7 +307,63 @@ impl<'g> Walk<'g, '_> {
         // The waker itself started late. Where did its thread spend the window? Its latest
         // wait may be a short one (a disk flush, a brief hand-off) after a long one: the wait
         // that covers most of the window is explained, the short ones after it passed over.
-        if let Some(d) = self.dominant_wait(w, h0, e.ts) {
+        // Busy through the window, however its run was cut (sleeps, a runtime's hand-offs
+        // between its threads): the thread's time on CPU over the window.
+        if len >= self.floor {
+            let act = self.activity(w.tid, h0, e.ts);
+            if at_least(act.on_cpu_ns, len, self.cfg.busy_fraction) {
+                let busy = act.busiest.unwrap_or(w);
+                self.describe_item(
+                    idx,
+                    Step::Waker {
+                        by,
+                        then: WakerState::Busy {
+                            on_cpu_ns: act.on_cpu_ns,
+                            run_ns: len,
+                            through_brief_waits: true,
+                        },
+                    },
+                );
+                self.root(
+                    busy,
+                    CauseClass::LongRunning,
+                    Finding::Busy {
+                        on_cpu_ns: act.on_cpu_ns,
+                        run_ns: len,
+                        woke: Some(woken.tid),
+                        through_brief_waits: true,
+                        still_running: false,
+                    },
+                );
+                self.context(busy);
+                return;
+            }
+        }
+        let dominant = self.dominant_wait(w, h0, e.ts);
+        if dominant.is_none() {
+            // No one wait explains the window: many short ones. Whoever ended most of them
+            // is what the thread waited for (hand-offs between a runtime's threads).
+            if let Some((t, e2, waits, covered)) = self.window_waker(w, woken, h0, e.ts) {
+                if let Some(src) = g.segment(e2.src).filter(|s| !self.visited.contains(&s.id)) {
+                    self.describe_item(
+                        idx,
+                        Step::Waker {
+                            by,
+                            then: WakerState::WokenThroughWindow {
+                                by: t,
+                                waits,
+                                covered_ns: covered,
+                            },
+                        },
+                    );
+                    self.visited.insert(src.id);
+                    let idx2 = self.push(src, Some(path_edge(e2)), Role::Cause, Step::Unknown);
+                    self.task_waker(idx2, src, e2, woken, h0, depth + 1);
+                    return;
+                }
+            }
+        }
+        if let Some(d) = dominant {
             if d.next.id != w.id && !self.visited.contains(&d.next.id) {
                 let after = d.next.start_ns.until(e.ts);
                 self.describe_item(
@@ -339,6 +395,58 @@ impl<'g> Walk<'g, '_> {
             }
         }
         self.late_waker(idx, w, by, woken, h0, depth);
+    }
+
+    /// The thread whose wake-ups ended most of `w`'s thread's blocked time in the window
+    /// `[h0, until)`, when that is at least the busy fraction of the window: the thread, its
+    /// latest wake-up of `w`'s thread in the window, how many waits it ended and how much of
+    /// the window they cover. Interrupts (timers the thread armed itself) and the hung
+    /// thread are not candidates.
+    pub(super) fn window_waker(
+        &self,
+        w: &'g Segment,
+        woken: &'g Segment,
+        h0: Nanos,
+        until: Nanos,
+    ) -> Option<(Tid, &'g CausalEdge, u32, u64)> {
+        let g = self.g;
+        let mut by: Vec<(Tid, u64, u32, &'g CausalEdge)> = Vec::new();
+        for s in g.segments_overlapping(w.tid, h0, until) {
+            let (Some(ws), EndCause::Woken) = (s.wait_start_ns, s.end) else {
+                continue;
+            };
+            let Some(next) = g.next_in_thread(s.id) else {
+                continue;
+            };
+            let covered = overlap(ws, s.end_ns, h0, until);
+            let edge = g
+                .incoming(next.id)
+                .filter(|e| {
+                    wakes(e.kind)
+                        && e.ts <= until
+                        && e.src.tid().is_task()
+                        && e.src.tid() != w.tid
+                        && e.src.tid() != woken.tid
+                })
+                .max_by_key(|e| (e.strength, e.ts));
+            if let Some(e) = edge {
+                match by.iter_mut().find(|b| b.0 == e.src.tid()) {
+                    Some(b) => {
+                        b.1 += covered;
+                        b.2 += 1;
+                        if e.ts > b.3.ts {
+                            b.3 = e;
+                        }
+                    }
+                    None => by.push((e.src.tid(), covered, 1, e)),
+                }
+            }
+        }
+        let len = h0.until(until);
+        by.into_iter()
+            .max_by_key(|b| (b.1, b.0))
+            .filter(|b| b.2 >= 2 && at_least(b.1, len, self.cfg.busy_fraction))
+            .map(|(t, covered, waits, e)| (t, e, waits, covered))
     }
 
     /// How long the wait that `p` ends lasted, counting the timed-out waits on the same

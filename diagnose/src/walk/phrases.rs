@@ -666,6 +666,16 @@ impl<'g> Phrases<'g> {
                         "{by}, whose thread first appears in the trace at {}",
                         self.rel(*at)
                     ),
+                    WakerState::WokenThroughWindow {
+                        by: t,
+                        waits,
+                        covered_ns,
+                    } => format!(
+                        "{by}; its thread spent the window in short waits, {waits} of them \
+                         ({} of the window) ended by {}",
+                        secs(*covered_ns),
+                        self.who(*t)
+                    ),
                 }
             }
             Step::WokenByInterrupt => format!("woken by {}", self.irq(s)),

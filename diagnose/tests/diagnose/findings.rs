@@ -347,6 +347,11 @@ fn step_samples() -> Vec<Step> {
         },
         WakerState::CreatedAt { at: ms(1.0) },
         WakerState::FirstSeenAt { at: ms(1.0) },
+        WakerState::WokenThroughWindow {
+            by: Tid(7),
+            waits: 3,
+            covered_ns: 4,
+        },
     ] {
         for by in [edge(), By::Continuing, By::Earlier] {
             v.push(Step::Waker {
