@@ -1773,7 +1773,11 @@ fn a_task_running_without_a_recorded_switch_in_is_on_cpu_from_its_first_own_reco
     s.enter(50, FUTEX, 0x10);
     s.block(50);
     let g = graph(&s.evs, &RulesConfig::default());
-    let second = g.segments.iter().find(|x| x.id == seg(50, 1)).unwrap();
+    let second = g
+        .segments
+        .iter()
+        .find(|x| x.id == seg(50, 1))
+        .expect("the segment after the wake-up");
     assert!(
         (5_000_000..5_010_000).contains(&second.on_cpu_ns),
         "{second:#?}"

@@ -19,6 +19,23 @@ pub(super) enum Chosen<'g> {
 impl<'g> Walk<'g, '_> {
     /// Picks one of `edges` (the causes of `about`): follows a single strong edge, asks
     /// otherwise.
+    /// The edge [`Walk::choose`] would offer as its default, without asking (steps that do
+    /// not change the culprit, such as the context of a busy one).
+    pub(super) fn choose_default(&self, mut edges: Vec<&'g CausalEdge>) -> Option<&'g CausalEdge> {
+        edges.sort_by_key(|e| (e.src, std::cmp::Reverse((e.strength, specific(e.kind)))));
+        edges.dedup_by_key(|e| e.src);
+        edges.sort_by_key(|e| (e.ts, e.src, e.kind));
+        if edges.len() > self.cfg.max_choices.max(1) {
+            let cut = edges.len() - self.cfg.max_choices.max(1);
+            edges.drain(..cut);
+        }
+        if edges.is_empty() {
+            return None;
+        }
+        let i = self.beam_default(&edges).min(edges.len() - 1);
+        Some(edges[i])
+    }
+
     pub(super) fn choose(
         &mut self,
         tag: &str,

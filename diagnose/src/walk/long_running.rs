@@ -132,8 +132,9 @@ impl<'g> Walk<'g, '_> {
                 .incoming(cur.id)
                 .filter(|e| wakes(e.kind) || matches!(e.kind, EdgeKind::Fork | EdgeKind::Timer))
                 .collect();
-            let prompt = self.wake_prompt(self.words().ask_context(cur.tid, cur.start_ns), &edges);
-            let Chosen::Edge(e) = self.choose("context", cur, prompt, edges) else {
+            // Context is told, not asked: it does not change the culprit, so the best-ranked
+            // edge is taken without a question.
+            let Some(e) = self.choose_default(edges) else {
                 break;
             };
             let Some(s) = g.segment(e.src) else {

@@ -845,10 +845,6 @@ impl<'g> Phrases<'g> {
         self.ask_run_started("Input", tid, at)
     }
 
-    pub(super) fn ask_context(&self, tid: Tid, at: Nanos) -> String {
-        self.ask_run_started("Context", tid, at)
-    }
-
     pub(super) fn ask_split(&self, tid: Tid, at: Nanos) -> String {
         format!(
             "{} started a new segment at {} without blocking: the segment was split by a \
