@@ -545,6 +545,9 @@ pub fn find_hangs(g: &Graph, tid: Tid, cfg: &HangConfig) -> Vec<Hang> {
 /// idle loop is woken by whoever has something new; a loop that asked and waits for the
 /// answer is waiting for that work. (A server idle between two requests of a client that
 /// took longer than the threshold to send its next one looks the same.)
+/// Waits before a request's wait that still count as part of sending it.
+const ROUND_TRIP_BRIEF_NS: u64 = 5_000_000;
+
 fn round_trip(g: &Graph, spin: &Spin) -> bool {
     let Some(last) = g.segment(spin.last) else {
         return false;
@@ -553,13 +556,23 @@ fn round_trip(g: &Graph, spin: &Spin) -> bool {
         return false;
     };
     let first = logical::backward(g, last).first;
-    let asked: Vec<Pid> = g
-        .outgoing(first.id)
-        .filter(|e| e.kind == EdgeKind::Message)
-        .filter_map(|e| g.segment(e.dst))
-        .filter(|d| d.pid != first.pid && d.tid.is_task())
-        .map(|d| d.pid)
-        .collect();
+    // The request: sent from the segment that ended in the wait, or from the few before it
+    // while their waits were brief (a flush, a lock hand-off between the send and the wait).
+    let mut asked: Vec<Pid> = Vec::new();
+    let mut cur = Some(first);
+    for _ in 0..4 {
+        let Some(s) = cur else { break };
+        asked.extend(
+            g.outgoing(s.id)
+                .filter(|e| e.kind == EdgeKind::Message)
+                .filter_map(|e| g.segment(e.dst))
+                .filter(|d| d.pid != first.pid && d.tid.is_task())
+                .map(|d| d.pid),
+        );
+        cur = g
+            .prev_in_thread(s.id)
+            .filter(|p| p.end_ns == s.start_ns && p.wait_ns() < ROUND_TRIP_BRIEF_NS);
+    }
     !asked.is_empty()
         && g.incoming(next.id).any(|e| {
             e.kind == EdgeKind::Message && g.segment(e.src).is_some_and(|s| asked.contains(&s.pid))

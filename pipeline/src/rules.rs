@@ -1415,7 +1415,7 @@ impl KeyState {
             KeyState::Thread(t) => t.on_event(ev, role, cfg, out),
             KeyState::Irq(i) => i.on_event(ev, cfg, out),
             KeyState::Object(t) => t.on_event(ev, role, cfg, out),
-            KeyState::Lock(l) => l.on_event(ev, cfg, out),
+            KeyState::Lock(l) => l.on_event(ev, out),
         }
     }
 
@@ -3148,28 +3148,29 @@ pub struct LockState {
 }
 
 impl LockState {
-    fn on_event(&mut self, ev: &Event, cfg: &RulesConfig, out: &mut Vec<Output>) {
+    fn on_event(&mut self, ev: &Event, out: &mut Vec<Output>) {
         let EventKind::FileLock { lock_type, ret, .. } = ev.kind else {
             return;
         };
         let unlock = lock_type == 2;
+        // Unlike a timer (re-armed all the time), a lock changes hands rarely: a holder
+        // seen before a lost-events gap is still taken as the holder after it (a hand-over
+        // inside the gap, unseen, would be blamed on the old holder).
         let mut paired = false;
-        let mut pair = |arm: u64, at: Nanos, out: &mut Vec<Output>| {
-            if !cfg.crosses_gap(at, ev.ts) {
-                out.push(Output::Pair(Pair { arm, fire: ev.seq }));
-                paired = true;
-            }
+        let mut pair = |arm: u64, out: &mut Vec<Output>| {
+            out.push(Output::Pair(Pair { arm, fire: ev.seq }));
+            paired = true;
         };
         match (unlock, ret) {
             (false, 0) => {
                 if let Some(i) = self.refused.iter().position(|p| *p == ev.pid) {
                     self.refused.swap_remove(i);
                     match self.released.filter(|r| r.0 != ev.pid) {
-                        Some((_, seq, at)) => pair(seq, at, out),
+                        Some((_, seq, _)) => pair(seq, out),
                         // Released unseen: whoever held it.
                         None => {
-                            for &(_, seq, at) in self.holders.iter().filter(|h| h.0 != ev.pid) {
-                                pair(seq, at, out);
+                            for &(_, seq, _) in self.holders.iter().filter(|h| h.0 != ev.pid) {
+                                pair(seq, out);
                             }
                         }
                     }
@@ -3192,8 +3193,8 @@ impl LockState {
                 }
             }
             (false, r) if is_lock_refused(i64::from(r)) => {
-                for &(_, seq, at) in self.holders.iter().filter(|h| h.0 != ev.pid) {
-                    pair(seq, at, out);
+                for &(_, seq, _) in self.holders.iter().filter(|h| h.0 != ev.pid) {
+                    pair(seq, out);
                 }
                 if !self.refused.contains(&ev.pid) {
                     if self.refused.len() >= MAX_HOLDERS {

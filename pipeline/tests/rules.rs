@@ -1522,6 +1522,16 @@ impl S {
             },
         );
     }
+    /// The short sleep after a refused attempt.
+    fn try_lock_sleep(&mut self, tid: i32) {
+        self.enter(tid, NANOSLEEP, 0);
+        self.block(tid);
+        self.irq(0, Context::HardIrq, EventKind::IrqEntry { irq: 0 });
+        self.irq(0, Context::HardIrq, EventKind::Waking { target: Tid(tid) });
+        self.irq(0, Context::HardIrq, EventKind::IrqExit { irq: 0 });
+        self.run(tid);
+        self.exit(tid, NANOSLEEP, 0);
+    }
     /// One turn of a lock retry loop of `tid` on inode 5: `fcntl(F_SETLK)` answered `ret`,
     /// then, when refused, a short sleep.
     fn try_lock(&mut self, tid: i32, ret: i32) {
@@ -1738,7 +1748,15 @@ fn a_close_by_a_process_that_holds_nothing_is_no_release() {
     s.run(711);
     s.lock(711, 5, false, F_UNLCK, 0);
     s.run(801);
-    s.try_lock(801, -11);
+    // Each refused attempt of 800 is followed by its own closes (releases of nothing).
+    for _ in 0..2 {
+        s.enter(801, FCNTL, 4);
+        s.lock(801, 5, false, F_WRLCK, -11);
+        s.exit(801, FCNTL, -11);
+        s.lock(801, 5, false, F_UNLCK, 0);
+        s.lock(801, 5, false, F_UNLCK, 0);
+        s.try_lock_sleep(801);
+    }
     s.run(701);
     s.lock(701, 5, false, F_UNLCK, 0);
     s.run(801);
@@ -1752,7 +1770,11 @@ fn a_close_by_a_process_that_holds_nothing_is_no_release() {
         .collect();
     assert_eq!(
         lock,
-        vec![(Tid(701), seg(801, 0)), (Tid(701), seg(801, 1))],
+        vec![
+            (Tid(701), seg(801, 0)),
+            (Tid(701), seg(801, 1)),
+            (Tid(701), seg(801, 2))
+        ],
         "{:#?}",
         g.edges
     );

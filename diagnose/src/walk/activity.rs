@@ -11,6 +11,8 @@ use argus_schema::{EndCause, Nanos, Segment, Tid};
 /// What a thread did during a window.
 pub(super) struct Activity<'g> {
     pub(super) on_cpu_ns: u64,
+    /// Time in the window it was not blocked (on CPU or runnable), while it existed.
+    pub(super) run_ns: u64,
     pub(super) segments: u32,
     /// The segment with the most on-CPU time in the window.
     pub(super) busiest: Option<&'g Segment>,
@@ -47,6 +49,7 @@ impl<'g> Walk<'g, '_> {
             longest_block: None,
             exited_at: None,
             ended_near: false,
+            run_ns: 0,
             at_start: g.segment_at(tid, from),
         };
         let mut busiest_ns = 0u64;
@@ -57,6 +60,7 @@ impl<'g> Walk<'g, '_> {
             let run_end = s.wait_start_ns.unwrap_or(end).min(end);
             let run = s.start_ns.until(run_end);
             let run_in = overlap(s.start_ns, run_end, from, to);
+            act.run_ns += run_in;
             let cpu = if run == 0 {
                 0
             } else {

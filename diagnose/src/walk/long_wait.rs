@@ -308,33 +308,48 @@ impl<'g> Walk<'g, '_> {
         // wait may be a short one (a disk flush, a brief hand-off) after a long one: the wait
         // that covers most of the window is explained, the short ones after it passed over.
         // Busy through the window, however its run was cut (sleeps, a runtime's hand-offs
-        // between its threads): the thread's time on CPU over the window.
+        // between its threads): the thread ran, or was runnable, for most of the window.
         if len >= self.floor {
             let act = self.activity(w.tid, h0, e.ts);
-            if at_least(act.on_cpu_ns, len, self.cfg.busy_fraction) {
+            let runnable = act.run_ns;
+            if act.segments > 0
+                && act.on_cpu_ns > 0
+                && at_least(runnable, len, self.cfg.busy_fraction)
+            {
                 let busy = act.busiest.unwrap_or(w);
-                self.describe_item(
-                    idx,
-                    Step::Waker {
-                        by,
-                        then: WakerState::Busy {
+                let (then, finding) = if at_least(act.on_cpu_ns, len, self.cfg.busy_fraction) {
+                    (
+                        WakerState::Busy {
                             on_cpu_ns: act.on_cpu_ns,
                             run_ns: len,
                             through_brief_waits: true,
                         },
-                    },
-                );
-                self.root(
-                    busy,
-                    CauseClass::LongRunning,
-                    Finding::Busy {
-                        on_cpu_ns: act.on_cpu_ns,
-                        run_ns: len,
-                        woke: Some(woken.tid),
-                        through_brief_waits: true,
-                        still_running: false,
-                    },
-                );
+                        Finding::Busy {
+                            on_cpu_ns: act.on_cpu_ns,
+                            run_ns: len,
+                            woke: Some(woken.tid),
+                            through_brief_waits: true,
+                            still_running: false,
+                        },
+                    )
+                } else {
+                    // Runnable but short of CPU (a CPU-heavy load beside it).
+                    (
+                        WakerState::Starved {
+                            on_cpu_ns: act.on_cpu_ns,
+                            run_ns: runnable,
+                        },
+                        Finding::Starved {
+                            on_cpu_ns: act.on_cpu_ns,
+                            run_ns: runnable,
+                            preemptions: busy.preemptions,
+                            woke: Some(woken.tid),
+                            still_running: false,
+                        },
+                    )
+                };
+                self.describe_item(idx, Step::Waker { by, then });
+                self.root(busy, CauseClass::LongRunning, finding);
                 self.context(busy);
                 return;
             }
