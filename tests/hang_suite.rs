@@ -48,6 +48,35 @@ struct Row {
     path_interactive: usize,
     path_auto: usize,
     root_interactive: String,
+    /// The fraction of the true chain's thread names on the `--auto` path.
+    recall: f64,
+    /// Processes on the `--auto` path that are neither the hung one nor named on the chain.
+    bystanders: Vec<String>,
+}
+
+/// The fraction of the chain's names that are on the report's path.
+fn recall(chain: &[String], auto: &Value) -> f64 {
+    let path = comms(&auto["path"]);
+    let hit = chain.iter().filter(|c| path.contains(c)).count();
+    hit as f64 / chain.len().max(1) as f64
+}
+
+/// Task steps of the path whose process is not the hung one and whose thread name is not on
+/// the chain (interrupt and timer steps are not processes).
+fn bystanders(chain: &[String], target: i64, auto: &Value) -> Vec<String> {
+    let mut out: Vec<String> = auto["path"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|s| s["kind"] == "task" && s["pid"].as_i64().is_some_and(|p| p > 0 && p != target))
+        .filter_map(|s| {
+            let comm = s["comm"].as_str().unwrap_or("");
+            (!chain.iter().any(|c| c == comm)).then(|| format!("{comm}({})", s["pid"]))
+        })
+        .collect();
+    out.sort();
+    out.dedup();
+    out
 }
 
 /// Answers like a person who knows the truth: the choice whose thread is on the true chain,
@@ -154,9 +183,6 @@ fn record_one(name: &'static str, dir: &Path) -> Row {
     let root_hit = roots.last() == Some(&root_comm);
     let questions_auto = auto["questions"].as_array().map_or(0, Vec::len);
     let path_auto = auto["path"].as_array().map_or(0, Vec::len);
-
-    // The same hang with a person who knows the truth answering.
-    let g = load(&snapshot);
     let chain: Vec<String> = truth["chain"]
         .as_array()
         .map(|a| {
@@ -165,6 +191,11 @@ fn record_one(name: &'static str, dir: &Path) -> Row {
                 .collect()
         })
         .unwrap_or_default();
+    let recall = recall(&chain, &auto);
+    let bystanders = bystanders(&chain, i64::from(pid), &auto);
+
+    // The same hang with a person who knows the truth answering.
+    let g = load(&snapshot);
     let mut user = IdealUser { chain, asked: 0 };
     let mut cfg = DiagnoseConfig::default();
     cfg.hang.threshold_ns = 1_000_000_000;
@@ -199,13 +230,15 @@ fn record_one(name: &'static str, dir: &Path) -> Row {
         path_interactive,
         path_auto,
         root_interactive,
+        recall,
+        bystanders,
     }
 }
 
 fn table(rows: &[Row]) -> String {
     let mut t = String::from(
         "Hang suite (real programs, live recordings; cf. Table 2 of the Argus paper)\n\
-         scenario      class          found  root hit  root cause (auto)   questions int (auto)  path int/auto\n",
+         scenario      class          found  root hit  root cause (auto)   questions int (auto)  path int/auto  recall  bystanders\n",
     );
     for r in rows {
         let class = r.auto["hang"]["class"].as_str().unwrap_or("-");
@@ -214,15 +247,20 @@ fn table(rows: &[Row]) -> String {
             .cloned()
             .unwrap_or_default();
         t.push_str(&format!(
-            "{:<13} {:<14} {:<6} {:<9} {:<19} {:<21} {}/{}\n",
+            "{:<13} {:<14} {:<6} {:<9} {:<19} {:<21} {:<14} {:<7.2} {}\n",
             r.name,
             class,
             if r.found { "yes" } else { "no" },
             if r.root_hit { "yes" } else { "NO" },
             root,
             format!("{} ({})", r.questions_interactive, r.questions_auto),
-            r.path_interactive,
-            r.path_auto
+            format!("{}/{}", r.path_interactive, r.path_auto),
+            r.recall,
+            if r.bystanders.is_empty() {
+                "-".to_string()
+            } else {
+                r.bystanders.join(" ")
+            }
         ));
     }
     let hits = rows.iter().filter(|r| r.root_hit).count();
@@ -283,6 +321,18 @@ fn check(name: &str) {
         "{name}: the interactive session reaches the root cause too"
     );
     assert_eq!(r.auto["hang"]["pid"], r.truth["target_pid"]);
+    assert!(
+        r.recall >= 0.9,
+        "{name}: the --auto path holds the true chain {} (recall {:.2}): {:#}",
+        r.truth["chain"],
+        r.recall,
+        r.auto["path"]
+    );
+    assert!(
+        r.bystanders.is_empty(),
+        "{name}: no bystander process on the path: {:?}",
+        r.bystanders
+    );
     assert!(
         r.questions_interactive <= 3,
         "{name}: {} questions asked interactively (at most 3): {:#}",
