@@ -8,7 +8,7 @@ use super::Walk;
 use crate::beam;
 use crate::oracle::Reply;
 use crate::report::{Answer, Choice, Question};
-use argus_schema::{CausalEdge, Segment, Strength};
+use argus_schema::{CausalEdge, EdgeKind, Segment, Strength};
 
 pub(super) enum Chosen<'g> {
     Edge(&'g CausalEdge),
@@ -105,6 +105,25 @@ impl<'g> Walk<'g, '_> {
     /// to the most recent strong edge.
     pub(super) fn beam_default(&self, edges: &[&'g CausalEdge]) -> usize {
         let g = self.g;
+        // Data a task sent, delivered by an interrupt (loopback packets go through the
+        // NET_RX softirq): the sender is the cause, the interrupt only its courier.
+        let sent: Vec<usize> = edges
+            .iter()
+            .enumerate()
+            .filter(|(_, e)| {
+                e.kind == EdgeKind::Message
+                    && e.strength == Strength::Strong
+                    && e.src.tid().is_task()
+            })
+            .map(|(i, _)| i)
+            .collect();
+        if sent.len() == 1
+            && edges
+                .iter()
+                .all(|e| e.kind == EdgeKind::Message || e.src.tid().irq_cpu().is_some())
+        {
+            return sent[0];
+        }
         let cfg = &self.cfg.beam;
         let mut best: Option<(f64, bool, usize)> = None;
         for (i, e) in edges.iter().enumerate() {

@@ -676,12 +676,25 @@ impl<'g> Walk<'g, '_> {
                     }
                 })
                 .collect();
-            let prompt = self.wake_prompt(
-                self.words().ask_baseline_wake(cur.tid, cur.start_ns),
-                &edges,
-            );
-            let Chosen::Edge(e) = self.choose("baseline-wake", about, prompt, edges) else {
-                break;
+            // One source: the baseline's path goes there, weak or not (it only guides which
+            // threads are compared with the hang); several: the user tells.
+            let mut sources: Vec<_> = edges.iter().map(|e| e.src).collect();
+            sources.sort_unstable();
+            sources.dedup();
+            let e = if sources.len() == 1 {
+                match self.choose_default(edges) {
+                    Some(e) => e,
+                    None => break,
+                }
+            } else {
+                let prompt = self.wake_prompt(
+                    self.words().ask_baseline_wake(cur.tid, cur.start_ns),
+                    &edges,
+                );
+                let Chosen::Edge(e) = self.choose("baseline-wake", about, prompt, edges) else {
+                    break;
+                };
+                e
             };
             let Some(x) = g.segment(e.src) else { break };
             if !seen.insert(x.id) {
