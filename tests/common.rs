@@ -182,3 +182,18 @@ pub fn comms(list: &Value) -> Vec<String> {
         })
         .unwrap_or_default()
 }
+
+/// Copies the directory `from` (recursively) to `to`: a missed scenario's snapshot, kept for
+/// a look.
+pub fn copy_dir(from: &Path, to: &Path) -> std::io::Result<()> {
+    std::fs::create_dir_all(to)?;
+    for e in std::fs::read_dir(from)? {
+        let e = e?;
+        if e.file_type()?.is_dir() {
+            copy_dir(&e.path(), &to.join(e.file_name()))?;
+        } else {
+            std::fs::copy(e.path(), to.join(e.file_name()))?;
+        }
+    }
+    Ok(())
+}

@@ -8,7 +8,7 @@
 //! Every scenario is recorded once (about 2.5 s each, one recording at a time) and shared by
 //! the per-scenario tests.
 
-use crate::common::{comms, live_or_skip, recording_lock, run};
+use crate::common::{comms, copy_dir, live_or_skip, recording_lock, run};
 use argus_diagnose::{
     AppEvents, DiagnoseConfig, Graph, GraphInput, Oracle, Question, Reply, Target,
 };
@@ -193,6 +193,19 @@ fn record_one(name: &'static str, dir: &Path) -> Row {
         .unwrap_or_default();
     let recall = recall(&chain, &auto);
     let bystanders = bystanders(&chain, i64::from(pid), &auto);
+    let root_comm_hit = roots.last() == Some(&root_comm);
+    if !root_comm_hit || recall < 0.9 || !bystanders.is_empty() {
+        // Kept for a look: `$ARGUS_HANG_SUITE_KEEP/NAME` (else under the target's tmp).
+        let keep = std::env::var_os("ARGUS_HANG_SUITE_KEEP")
+            .map(std::path::PathBuf::from)
+            .unwrap_or_else(|| Path::new(env!("CARGO_TARGET_TMPDIR")).join("hang_suite-keep"))
+            .join(name);
+        let _ = std::fs::remove_dir_all(&keep);
+        if copy_dir(&snapshot, &keep.join("snapshot")).is_ok() {
+            let _ = std::fs::write(keep.join("truth.json"), truth.to_string());
+            eprintln!("hang_suite: {name} missed; kept in {}", keep.display());
+        }
+    }
 
     // The same hang with a person who knows the truth answering.
     let g = load(&snapshot);

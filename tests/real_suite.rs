@@ -20,7 +20,7 @@
 //! A scenario whose programs are missing is skipped with one loud line, and fails when
 //! `ARGUS_REQUIRE_LIVE=1` (`.ci/run` installs them).
 
-use crate::common::{live_or_skip, recording_lock, run};
+use crate::common::{copy_dir, live_or_skip, recording_lock, run};
 use argus_diagnose::{
     AppEvents, DiagnoseConfig, Graph, GraphInput, Oracle, Question, Reply, Target,
 };
@@ -316,19 +316,6 @@ fn keep(r: &Row, snapshot: &Path) {
         );
     }
     eprintln!("real_suite: {} missed; kept in {}", r.name, dir.display());
-}
-
-fn copy_dir(from: &Path, to: &Path) -> std::io::Result<()> {
-    std::fs::create_dir_all(to)?;
-    for e in std::fs::read_dir(from)? {
-        let e = e?;
-        if e.file_type()?.is_dir() {
-            copy_dir(&e.path(), &to.join(e.file_name()))?;
-        } else {
-            std::fs::copy(e.path(), to.join(e.file_name()))?;
-        }
-    }
-    Ok(())
 }
 
 /// Whether `prog` is installed (on `PATH`, or in the sbin directories servers live in).

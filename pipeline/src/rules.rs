@@ -857,8 +857,8 @@ pub enum Key {
     /// A signal generated for a thread-group leader (`kill(pid)`: process-directed), by
     /// leader and signal number: any thread of the group may take delivery.
     ProcSignal(Tid, i32),
-    /// A lockable file (`flock`, `fcntl` record locks), from fd identity
-    /// ([`ChannelEnd::lock`]).
+    /// A lockable file (`flock` or `fcntl` record locks), by device and inode
+    /// ([`lock_key`]).
     Lock(u64),
 }
 
