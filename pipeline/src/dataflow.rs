@@ -715,7 +715,10 @@ impl Keyed {
             if let Some(old) = self.deadline_of.remove(key) {
                 self.deadlines.remove(&(old, *key));
             }
-            if let Some(d) = self.state(key).and_then(|s| s.spin_deadline(&self.rules)) {
+            if let Some(d) = self
+                .state(key)
+                .and_then(|s| s.spin_deadline(&self.rules, watermark))
+            {
                 self.deadlines.insert((d, *key));
                 self.deadline_of.insert(*key, d);
             }
@@ -727,6 +730,14 @@ impl Keyed {
             self.deadlines.remove(&(d, key));
             self.deadline_of.remove(&key);
             touched.insert(key);
+            // Its next deadline (a later one of the same key), past this watermark.
+            if let Some(next) = self
+                .state(&key)
+                .and_then(|s| s.spin_deadline(&self.rules, watermark))
+            {
+                self.deadlines.insert((next, key));
+                self.deadline_of.insert(key, next);
+            }
         }
         // Counters are summed: one update per counter and epoch.
         let mut counts: BTreeMap<Counter, Diff> = BTreeMap::new();

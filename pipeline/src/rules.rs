@@ -1431,9 +1431,11 @@ impl KeyState {
 
     /// The watermark past which [`KeyState::mutable`] would report a new open spin although
     /// no new event arrived for this key.
-    pub fn spin_deadline(&self, cfg: &RulesConfig) -> Option<Nanos> {
+    /// The earliest such deadline at or after `from` (a key can have several: its open
+    /// segment's and its logical wait's).
+    pub fn spin_deadline(&self, cfg: &RulesConfig, from: Nanos) -> Option<Nanos> {
         match self {
-            KeyState::Thread(t) => t.spin_deadline(cfg),
+            KeyState::Thread(t) => t.spin_deadline(cfg, from),
             _ => None,
         }
     }
@@ -2776,11 +2778,11 @@ impl ThreadState {
         }
     }
 
-    fn spin_deadline(&self, cfg: &RulesConfig) -> Option<Nanos> {
+    fn spin_deadline(&self, cfg: &RulesConfig, from: Nanos) -> Option<Nanos> {
         let after = |t: Nanos| Nanos(t.0.saturating_add(cfg.spin_threshold_ns));
         let cur = self.cur.as_ref().map(|c| after(c.start_ns));
         let logical = self.logical.as_ref().map(|r| after(r.start_ns));
-        cur.into_iter().chain(logical).min()
+        cur.into_iter().chain(logical).filter(|d| *d >= from).min()
     }
 }
 
