@@ -61,14 +61,19 @@ fn recall(chain: &[String], auto: &Value) -> f64 {
     hit as f64 / chain.len().max(1) as f64
 }
 
-/// Task steps of the path whose process is not the hung one and whose thread name is not on
-/// the chain (interrupt and timer steps are not processes).
+/// Causal task steps of the path whose process is not the hung one and whose thread name is
+/// not on the chain (interrupt and timer steps are not processes; the context told after a
+/// busy culprit, how its run began, is not the causal chain).
 fn bystanders(chain: &[String], target: i64, auto: &Value) -> Vec<String> {
     let mut out: Vec<String> = auto["path"]
         .as_array()
         .into_iter()
         .flatten()
-        .filter(|s| s["kind"] == "task" && s["pid"].as_i64().is_some_and(|p| p > 0 && p != target))
+        .filter(|s| {
+            s["kind"] == "task"
+                && s["role"] != "context"
+                && s["pid"].as_i64().is_some_and(|p| p > 0 && p != target)
+        })
         .filter_map(|s| {
             let comm = s["comm"].as_str().unwrap_or("");
             (!chain.iter().any(|c| c == comm)).then(|| format!("{comm}({})", s["pid"]))

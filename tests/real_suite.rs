@@ -141,7 +141,8 @@ fn recall(truth: &Value, report: &Value) -> f64 {
 }
 
 /// Processes on the path that are neither the hung one nor on the true chain (interrupt and
-/// timer steps are not processes).
+/// timer steps are not processes; the context told after a busy culprit is not the causal
+/// chain).
 fn bystanders(truth: &Value, report: &Value) -> Vec<String> {
     let chain = chain(truth);
     let chain_pids: BTreeSet<i64> = chain.iter().filter_map(|e| e["pid"].as_i64()).collect();
@@ -153,7 +154,12 @@ fn bystanders(truth: &Value, report: &Value) -> Vec<String> {
     let mut out = BTreeSet::new();
     for s in report["path"].as_array().into_iter().flatten() {
         let pid = s["pid"].as_i64().unwrap_or(0);
-        if s["kind"] != "task" || pid <= 0 || Some(pid) == target || chain_pids.contains(&pid) {
+        if s["kind"] != "task"
+            || s["role"] == "context"
+            || pid <= 0
+            || Some(pid) == target
+            || chain_pids.contains(&pid)
+        {
             continue;
         }
         let comm = s["comm"].as_str().unwrap_or("");
