@@ -11,6 +11,24 @@ use crate::report::{CauseClass, Choice, PathEdge, PathEdgeKind, Role};
 use argus_schema::{CausalEdge, EdgeKind, Nanos, Segment, Spin, Strength, Tid};
 
 impl<'g> Walk<'g, '_> {
+    /// A step back along the setter's (or holder's) own thread to the wait `b` it was
+    /// blocked in for `ns` during the loop.
+    fn push_blocked(&mut self, b: &'g Segment, ns: u64) -> usize {
+        self.push(
+            b,
+            Some(PathEdge {
+                kind: PathEdgeKind::ThreadOrder,
+                strength: Strength::Weak,
+                ts: b.start_ns,
+            }),
+            Role::Cause,
+            Step::Blocked {
+                syscall: sc(b.wait_syscall),
+                blocked_ns: ns,
+            },
+        )
+    }
+
     pub(super) fn repeated_yield_hang(&mut self, spin: &Spin, first: &'g Segment, h1: Nanos) {
         let g = self.g;
         let h0 = spin.start_ns;
@@ -164,19 +182,7 @@ impl<'g> Walk<'g, '_> {
         {
             if b.id != seg.id {
                 self.visited.insert(b.id);
-                self.push(
-                    b,
-                    Some(PathEdge {
-                        kind: PathEdgeKind::ThreadOrder,
-                        strength: Strength::Weak,
-                        ts: b.start_ns,
-                    }),
-                    Role::Cause,
-                    Step::Blocked {
-                        syscall: sc(b.wait_syscall),
-                        blocked_ns: ns,
-                    },
-                );
+                self.push_blocked(b, ns);
             }
             self.root(
                 b,
@@ -361,19 +367,7 @@ impl<'g> Walk<'g, '_> {
         match blocked.filter(|(_, ns)| at_least(*ns, window, self.cfg.busy_fraction)) {
             Some((b, ns)) => {
                 if b.id != ws.id && self.visited.insert(b.id) {
-                    self.push(
-                        b,
-                        Some(PathEdge {
-                            kind: PathEdgeKind::ThreadOrder,
-                            strength: Strength::Weak,
-                            ts: b.start_ns,
-                        }),
-                        Role::Cause,
-                        Step::Blocked {
-                            syscall: sc(b.wait_syscall),
-                            blocked_ns: ns,
-                        },
-                    );
+                    self.push_blocked(b, ns);
                 }
                 self.root(
                     b,
@@ -464,19 +458,7 @@ impl<'g> Walk<'g, '_> {
                     },
                 );
                 self.visited.insert(p.id);
-                self.push(
-                    p,
-                    Some(PathEdge {
-                        kind: PathEdgeKind::ThreadOrder,
-                        strength: Strength::Weak,
-                        ts: p.start_ns,
-                    }),
-                    Role::Cause,
-                    Step::Blocked {
-                        syscall: psys.clone(),
-                        blocked_ns: p.wait_ns(),
-                    },
-                );
+                self.push_blocked(p, p.wait_ns());
                 let prompt = self.words().ask_recurse_setter(p.tid, &psys, p.wait_ns());
                 if self.confirm(p, prompt) {
                     self.explain_wait(p, 1);
