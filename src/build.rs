@@ -673,6 +673,11 @@ pub fn build(cfg: &BuildConfig) -> Result<BuildSummary> {
             epoch: collected.last_epoch,
             watermark_ns: collected.watermark,
             lost_events: lost,
+            lost_ranges: summary
+                .lost_ranges
+                .iter()
+                .map(|&(_, from, to, _)| (Nanos(from), Nanos(to)))
+                .collect(),
             unknown_events: unknown,
             threshold_ns: cfg.dataflow.rules.spin_threshold_ns,
             workers: cfg.dataflow.workers as u32,

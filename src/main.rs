@@ -232,8 +232,10 @@ pub(crate) fn load_graph(snapshot: &Path) -> Result<argus_diagnose::Graph> {
         threads: snap.threads,
         trace_end_ns: snap.manifest.trace_end_ns.unwrap_or_default(),
     };
-    argus_diagnose::Graph::new(input)
-        .with_context(|| format!("building the event graph of {}", snapshot.display()))
+    let mut graph = argus_diagnose::Graph::new(input)
+        .with_context(|| format!("building the event graph of {}", snapshot.display()))?;
+    graph.set_lost_ranges(snap.manifest.lost_ranges);
+    Ok(graph)
 }
 
 fn debug(args: &DebugArgs) -> Result<u8> {

@@ -1217,7 +1217,7 @@ impl SnapshotThread {
         Ok(self.written)
     }
 
-    fn finish(&mut self, job: SnapJob) -> Result<()> {
+    fn finish(&mut self, mut job: SnapJob) -> Result<()> {
         let mut writer = match self.writer.take() {
             Some(w) => w,
             None => {
@@ -1242,6 +1242,11 @@ impl SnapshotThread {
         writer.write_spins(&cap.spins)?;
         writer.write_threads(&job.threads)?;
         let mut errors = job.errors;
+        job.info.lost_ranges = job
+            .gaps
+            .iter()
+            .map(|&(_, from, to, _)| (Nanos(from), Nanos(to)))
+            .collect();
         if !job.gaps.is_empty() {
             // As `argus build` does: which threads' segments a gap touched.
             errors.extend(crate::gaps::touched(&cap.segments, &job.gaps));

@@ -135,3 +135,53 @@ fn build_imports_other_tools_recordings() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("one file at a time"));
 }
+
+#[test]
+fn lost_ranges_of_the_recording_reach_the_manifest_and_the_diagnosis() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let trace = crate::common::bundled_trace(dir.path());
+    let build_and_debug = |name: &str| {
+        let snap = dir.path().join(name);
+        let out = run(&[
+            "build",
+            trace.to_str().expect("utf-8"),
+            "-o",
+            snap.to_str().expect("utf-8"),
+        ]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let out = run(&["debug", snap.to_str().expect("utf-8"), "--auto", "--json"]);
+        let report: serde_json::Value = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("no JSON ({e}): {}", String::from_utf8_lossy(&out.stderr)));
+        (
+            argus_sinks::Manifest::read(&snap).expect("manifest"),
+            report,
+        )
+    };
+    let (manifest, report) = build_and_debug("clean");
+    assert!(manifest.lost_ranges.is_empty());
+    assert_eq!(report["hang"]["lost_ns"].as_u64(), Some(0));
+    assert!(report["advice"].as_array().expect("advice").is_empty());
+    // Say cpu0 lost events over the first half of the hang, as a ring overrun would.
+    let (h0, h1) = (
+        report["hang"]["start_ns"].as_u64().expect("start"),
+        report["hang"]["end_ns"].as_u64().expect("end"),
+    );
+    let (from, to) = (h0 - 1_000, h0 + (h1 - h0) / 2);
+    let meta_path = trace.join("meta.json");
+    let mut meta: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&meta_path).expect("meta.json")).expect("json");
+    meta["lost_ranges"] = serde_json::json!({"0": [{"from_ns": from, "to_ns": to, "events": 500}]});
+    std::fs::write(&meta_path, serde_json::to_vec(&meta).expect("json")).expect("write");
+    let (manifest, report) = build_and_debug("lossy");
+    assert_eq!(
+        manifest.lost_ranges,
+        vec![(argus_schema::Nanos(from), argus_schema::Nanos(to))]
+    );
+    // `argus debug` says how much of the hang the range covers, and what to do.
+    assert_eq!(report["hang"]["lost_ns"].as_u64(), Some(to - h0));
+    assert_eq!(report["advice"].as_array().expect("advice").len(), 1);
+}

@@ -112,6 +112,7 @@ fn load(snapshot: &Path) -> Graph {
         trace_end_ns: snap.manifest.trace_end_ns.unwrap_or_default(),
     })
     .expect("graph");
+    g.set_lost_ranges(snap.manifest.lost_ranges);
     let events = argus_sinks::export::read_app_events(snapshot).expect("markers");
     g.set_app_events(AppEvents::from_events(&events));
     g

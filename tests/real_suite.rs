@@ -181,6 +181,7 @@ fn load(snapshot: &Path) -> Graph {
         trace_end_ns: snap.manifest.trace_end_ns.unwrap_or_default(),
     })
     .expect("graph");
+    g.set_lost_ranges(snap.manifest.lost_ranges);
     let events = argus_sinks::export::read_app_events(snapshot).expect("markers");
     g.set_app_events(AppEvents::from_events(&events));
     g
@@ -445,8 +446,16 @@ fn table(results: &[(&'static str, Outcome)], secs: f64) -> String {
                     .and_then(|a| a.last())
                     .map(|c| format!("{}/{}", c["comm"].as_str().unwrap_or(""), c["tid"]))
                     .unwrap_or_else(|| "-".into());
+                // Events the kernel lost during the hang (a loaded machine): a miss there is
+                // the recorder's, not the model's.
+                let lost = r.auto["hang"]["lost_ns"].as_u64().unwrap_or(0);
+                let lost = if lost > 0 {
+                    format!(", events lost for {:.3} s of the hang", lost as f64 / 1e9)
+                } else {
+                    String::new()
+                };
                 t.push_str(&format!(
-                    "{:<18} {:<16} {:<28} {:<9} {:<7.2} {:<10} {}   [auto root: {root}]\n",
+                    "{:<18} {:<16} {:<28} {:<9} {:<7.2} {:<10} {}   [auto root: {root}{lost}]\n",
                     name,
                     r.truth["program"].as_str().unwrap_or("-"),
                     format!("{exp}/{got}"),

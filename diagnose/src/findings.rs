@@ -54,6 +54,10 @@ pub enum Finding {
         woke: Option<Tid>,
         /// Still running when the trace ended.
         still_running: bool,
+        /// How much of the run falls in lost-events ranges: when it is most of the time off
+        /// CPU, the thread's waits there were not recorded and "starved" is a guess.
+        #[serde(default)]
+        lost_ns: u64,
     },
     /// Slept (a sleep syscall).
     Slept {
@@ -485,6 +489,9 @@ pub enum WakerState {
         on_cpu_ns: u64,
         /// Its run.
         run_ns: u64,
+        /// How much of the run falls in lost-events ranges (see [`Finding::Starved`]).
+        #[serde(default)]
+        lost_ns: u64,
     },
     /// Its segment was split from the previous one without a wait; the walk continued there.
     Split,

@@ -158,6 +158,8 @@ pub struct Graph {
     duplicate_segments: u64,
     app: AppEvents,
     stacks: Stacks,
+    /// Time ranges in which some CPU lost events (sorted, merged): [`Graph::lost_within`].
+    lost: Vec<(Nanos, Nanos)>,
 }
 
 impl Graph {
@@ -254,6 +256,7 @@ impl Graph {
             duplicate_segments,
             app: AppEvents::default(),
             stacks: Stacks::default(),
+            lost: Vec::new(),
         };
 
         let mut kept = Vec::with_capacity(edges.len());
@@ -290,6 +293,34 @@ impl Graph {
     pub fn set_app_events(&mut self, mut app: AppEvents) {
         app.sort();
         self.app = app;
+    }
+
+    /// Attaches the time ranges in which some CPU lost events (the manifest's `lost_ranges`),
+    /// given in any order.
+    pub fn set_lost_ranges(&mut self, ranges: impl IntoIterator<Item = (Nanos, Nanos)>) {
+        let mut r: Vec<(Nanos, Nanos)> = ranges
+            .into_iter()
+            .map(|(a, b)| (a.min(b), a.max(b)))
+            .collect();
+        r.sort_unstable();
+        self.lost.clear();
+        for (from, to) in r {
+            match self.lost.last_mut() {
+                Some(last) if from <= last.1 => last.1 = last.1.max(to),
+                _ => self.lost.push((from, to)),
+            }
+        }
+    }
+
+    /// How much of `[from, to)` falls in a lost-events range, in nanoseconds: the part of a
+    /// window in which the trace may miss a thread's waits, wake-ups and edges.
+    pub fn lost_within(&self, from: Nanos, to: Nanos) -> u64 {
+        let start = self.lost.partition_point(|r| r.1 < from);
+        self.lost[start..]
+            .iter()
+            .take_while(|r| r.0 < to)
+            .map(|r| r.1.min(to).0.saturating_sub(r.0.max(from).0))
+            .sum()
     }
 
     /// The markers and data-flag accesses attached with [`Graph::set_app_events`].

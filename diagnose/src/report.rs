@@ -216,6 +216,10 @@ pub struct HangInfo {
     /// whose long waits are idleness, not hangs.
     #[serde(default)]
     pub loop_wait: Option<String>,
+    /// How much of the hang falls in time ranges in which some CPU lost events (the
+    /// snapshot's `lost_ranges`): its waits, wake-ups and edges there may be missing.
+    #[serde(default)]
+    pub lost_ns: u64,
 }
 
 /// Why a path item is on the path.

@@ -76,6 +76,11 @@ pub struct Manifest {
     pub counts: TableCounts,
     /// Events the kernel dropped (ring buffer overruns), per CPU.
     pub lost_events: BTreeMap<u32, u64>,
+    /// When: the time ranges `[from, to]` (ns, inclusive, sorted, merged over CPUs) in which
+    /// some CPU lost events. The graph has no edge across them and a diagnosis says when a
+    /// hang's evidence falls in one. Empty in snapshots written before the field existed.
+    #[serde(default)]
+    pub lost_ranges: Vec<(Nanos, Nanos)>,
     /// Records of event types Argus does not decode, skipped.
     pub unknown_events: u64,
     /// Spin threshold used to build `spins.parquet`, in nanoseconds.
@@ -102,6 +107,8 @@ pub struct SnapshotInfo {
     pub watermark_ns: Nanos,
     /// Events lost by the kernel, per CPU.
     pub lost_events: BTreeMap<u32, u64>,
+    /// Time ranges in which some CPU lost events (any order; merged when written).
+    pub lost_ranges: Vec<(Nanos, Nanos)>,
     /// Records of unknown event types skipped.
     pub unknown_events: u64,
     /// Spin threshold used, in nanoseconds.
@@ -120,6 +127,7 @@ impl Default for SnapshotInfo {
             epoch: Epoch(0),
             watermark_ns: Nanos(0),
             lost_events: BTreeMap::new(),
+            lost_ranges: Vec::new(),
             unknown_events: 0,
             threshold_ns: 0,
             workers: 1,

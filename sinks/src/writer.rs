@@ -910,6 +910,7 @@ impl SnapshotWriter {
             watermark_ns: info.watermark_ns,
             counts,
             lost_events: info.lost_events,
+            lost_ranges: merged_ranges(info.lost_ranges),
             unknown_events: info.unknown_events,
             threshold_ns: info.threshold_ns,
             workers: info.workers,
@@ -1006,4 +1007,21 @@ pub fn write_snapshot(dir: &Path, snap: &SnapshotData) -> Result<Manifest, SinkE
     w.write_threads(&snap.threads)?;
     w.write_errors(&snap.errors)?;
     w.finish(snap.info.clone())
+}
+
+/// Sorts `ranges` (each given in either order) and merges the ones that overlap or touch.
+fn merged_ranges(ranges: Vec<(Nanos, Nanos)>) -> Vec<(Nanos, Nanos)> {
+    let mut ranges: Vec<(Nanos, Nanos)> = ranges
+        .into_iter()
+        .map(|(a, b)| (a.min(b), a.max(b)))
+        .collect();
+    ranges.sort_unstable();
+    let mut out: Vec<(Nanos, Nanos)> = Vec::with_capacity(ranges.len());
+    for (from, to) in ranges {
+        match out.last_mut() {
+            Some(last) if from <= last.1 => last.1 = last.1.max(to),
+            _ => out.push((from, to)),
+        }
+    }
+    out
 }

@@ -42,6 +42,7 @@ impl<'g> Walk<'g, '_> {
                 preemptions: s.preemptions,
                 woke: None,
                 still_running: spin.open,
+                lost_ns: self.g.lost_within(spin.start_ns, end),
             }
         };
         self.root(s, CauseClass::LongRunning, finding);

@@ -254,6 +254,7 @@ impl<'g> Walk<'g, '_> {
                         then: WakerState::Starved {
                             on_cpu_ns: w.on_cpu_ns,
                             run_ns: run,
+                            lost_ns: g.lost_within(w.start_ns, run_end),
                         },
                     },
                 );
@@ -266,6 +267,7 @@ impl<'g> Walk<'g, '_> {
                         preemptions: w.preemptions,
                         woke: Some(woken.tid),
                         still_running: false,
+                        lost_ns: g.lost_within(w.start_ns, run_end),
                     },
                 );
             }
@@ -338,6 +340,7 @@ impl<'g> Walk<'g, '_> {
                         WakerState::Starved {
                             on_cpu_ns: act.on_cpu_ns,
                             run_ns: runnable,
+                            lost_ns: g.lost_within(h0, e.ts),
                         },
                         Finding::Starved {
                             on_cpu_ns: act.on_cpu_ns,
@@ -345,6 +348,7 @@ impl<'g> Walk<'g, '_> {
                             preemptions: busy.preemptions,
                             woke: Some(woken.tid),
                             still_running: false,
+                            lost_ns: g.lost_within(h0, e.ts),
                         },
                     )
                 };

@@ -258,7 +258,12 @@ pub(crate) fn run(
         evidence: found.evidence.clone(),
         source: found.source.name().to_string(),
         loop_wait: found.loop_wait.map(|l| sc(l.syscall)),
+        lost_ns: g.lost_within(spin.start_ns, end),
     };
+    if hang.lost_ns > 0 {
+        let advice = w.words().advice_events_lost(hang.lost_ns, dur);
+        w.advice.push(advice);
+    }
     let summary = w
         .words()
         .summary(&hang, &w.path, &w.root_causes, &w.further, &w.questions);

@@ -242,6 +242,7 @@ impl<'g> Phrases<'g> {
                 preemptions,
                 woke: w,
                 still_running,
+                lost_ns,
             } => {
                 let subject = match w {
                     None => self.hang_who(s.tid),
@@ -249,6 +250,15 @@ impl<'g> Phrases<'g> {
                 };
                 let before =
                     w.map_or_else(String::new, |t| format!(" before it woke {}", woke(&t)));
+                if unrecorded(*on_cpu_ns, *run_ns, *lost_ns) {
+                    return format!(
+                        "{subject} is not explained: only {} on CPU in {}, and events were lost                          for {} of it, so its waits and wake-ups there were not recorded{before}{}",
+                        secs(*on_cpu_ns),
+                        secs(*run_ns),
+                        secs(*lost_ns),
+                        still_running_note(*still_running)
+                    );
+                }
                 format!(
                     "{subject} was runnable but not running: only {} on CPU in {} (CPU starved, \
                      {preemptions} preemptions){before}{}",
@@ -627,7 +637,20 @@ impl<'g> Phrases<'g> {
                         secs(*on_cpu_ns),
                         secs(*run_ns)
                     ),
-                    WakerState::Starved { on_cpu_ns, run_ns } => format!(
+                    WakerState::Starved {
+                        on_cpu_ns,
+                        run_ns,
+                        lost_ns,
+                    } if unrecorded(*on_cpu_ns, *run_ns, *lost_ns) => format!(
+                        "{by}, which was only {} on CPU in {}: events were lost for {} of it, \
+                         its waits there were not recorded",
+                        secs(*on_cpu_ns),
+                        secs(*run_ns),
+                        secs(*lost_ns)
+                    ),
+                    WakerState::Starved {
+                        on_cpu_ns, run_ns, ..
+                    } => format!(
                         "{by}, which was runnable but starved of CPU ({} on CPU in {})",
                         secs(*on_cpu_ns),
                         secs(*run_ns)
@@ -1018,6 +1041,15 @@ impl<'g> Phrases<'g> {
 
     // ---- advice ------------------------------------------------------------------------
 
+    pub(super) fn advice_events_lost(&self, lost_ns: u64, hang_ns: u64) -> String {
+        format!(
+            "events were lost for {} of the {} hang (the kernel's ring buffer overran): waits, \
+             wake-ups and edges there may be missing; record with a larger `--buffer-kb`",
+            secs(lost_ns),
+            secs(hang_ns)
+        )
+    }
+
     pub(super) fn advice_untraced_flag(&self, poller: Tid) -> String {
         format!(
             "{} is polling a data flag and the trace has no record of it (no flag edge, \
@@ -1246,4 +1278,11 @@ fn still_running_note(still: bool) -> &'static str {
     } else {
         ""
     }
+}
+
+/// Whether a "starved" run is mostly unrecorded: lost-events ranges cover at least half of
+/// its time off CPU, where its waits would have been.
+pub(crate) fn unrecorded(on_cpu_ns: u64, run_ns: u64, lost_ns: u64) -> bool {
+    let off = run_ns.saturating_sub(on_cpu_ns);
+    lost_ns > 0 && lost_ns.saturating_mul(2) >= off
 }

@@ -70,6 +70,16 @@ fn finding_samples() -> Vec<Finding> {
             preemptions: 7,
             woke: Some(w),
             still_running: false,
+            lost_ns: 0,
+        },
+        // Most of its time off CPU fell in a lost-events range: not explained.
+        Finding::Starved {
+            on_cpu_ns: 1,
+            run_ns: 20,
+            preemptions: 0,
+            woke: None,
+            still_running: false,
+            lost_ns: 15,
         },
         Finding::Slept {
             syscall: "nanosleep".into(),
@@ -331,6 +341,12 @@ fn step_samples() -> Vec<Step> {
         WakerState::Starved {
             on_cpu_ns: 1,
             run_ns: 2,
+            lost_ns: 0,
+        },
+        WakerState::Starved {
+            on_cpu_ns: 1,
+            run_ns: 20,
+            lost_ns: 15,
         },
         WakerState::Split,
         WakerState::BlockedEarlier {

@@ -37,6 +37,25 @@ fn segments_are_indexed_by_id_and_thread_whatever_the_input_order() {
 }
 
 #[test]
+fn lost_ranges_are_merged_and_measured_within_a_window() {
+    let mut b = B::new(100.0);
+    b.thread(10, 10, "main", "app");
+    b.task(10, 0.0, 1.0, 2.0, "futex", 1.0);
+    let mut g = b.graph();
+    assert_eq!(g.lost_within(ms(0.0), ms(100.0)), 0);
+    // Unsorted, one backwards, two overlapping: [10, 30] and [50, 60] ms.
+    g.set_lost_ranges([
+        (ms(20.0), ms(30.0)),
+        (ms(60.0), ms(50.0)),
+        (ms(10.0), ms(25.0)),
+    ]);
+    assert_eq!(g.lost_within(ms(0.0), ms(100.0)), ms(30.0).0);
+    assert_eq!(g.lost_within(ms(25.0), ms(55.0)), ms(10.0).0);
+    assert_eq!(g.lost_within(ms(30.0), ms(50.0)), 0);
+    assert_eq!(g.lost_within(ms(70.0), ms(90.0)), 0);
+}
+
+#[test]
 fn gaps_in_ordinals_fall_back_to_a_search_and_dangling_edges_are_dropped() {
     let seg = |seq: u32, start: u64| Segment {
         id: SegmentId::new(Tid(7), seq),

@@ -216,8 +216,44 @@ fn a_starved_waker_is_reported_as_runnable_but_not_running() {
             preemptions: 0,
             woke: Some(Tid(100)),
             still_running: false,
+            lost_ns: 0,
         }
     );
+    assert_eq!(r.hang.lost_ns, 0);
+    assert!(r.advice.is_empty(), "{:?}", r.advice);
+}
+
+#[test]
+fn a_starved_run_inside_lost_events_is_marked_unrecorded_not_trusted() {
+    // The same graph, but a CPU lost events from 1.0 s to 3.0 s: lowprio's waits there, if
+    // it had any, are not in the trace.
+    let mut b = B::new(6000.0);
+    b.thread(100, 100, "app", "app");
+    b.thread(101, 100, "lowprio", "app");
+    let m0 = b.task(100, 0.0, 500.0, 3600.0, "futex", 400.0);
+    let m1 = b.open(100, 3600.0, None, "", 50.0);
+    let k0 = b.task(101, 400.0, 3600.5, 5000.0, "futex", 40.0);
+    b.wake(k0, m1, 3600.0, "futex");
+    b.long_wait(m0);
+    let mut g = b.graph();
+    g.set_lost_ranges([(ms(3000.0), ms(1000.0))]);
+    let r = run(&g, 100, &mut AutoOracle);
+    let rc = &r.root_causes[0];
+    assert_eq!((rc.segment, rc.class), (k0, CauseClass::LongRunning));
+    assert_eq!(
+        rc.finding,
+        Finding::Starved {
+            on_cpu_ns: ms(40.0).0,
+            run_ns: ms(3200.5).0,
+            preemptions: 0,
+            woke: Some(Tid(100)),
+            still_running: false,
+            lost_ns: ms(2000.0).0,
+        }
+    );
+    // The hang (0.5 s to 3.6 s) overlaps the range for 2 s: the report says so.
+    assert_eq!(r.hang.lost_ns, ms(2000.0).0);
+    assert_eq!(r.advice.len(), 1, "{:?}", r.advice);
 }
 
 /// main polls with 1 ms nanosleeps for 3 s while `busy` computes and `idle` sleeps.

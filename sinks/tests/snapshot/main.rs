@@ -332,6 +332,12 @@ pub fn sample_info() -> SnapshotInfo {
         epoch: Epoch(42),
         watermark_ns: Nanos(999),
         lost_events: [(0, 3), (7, 100)].into_iter().collect(),
+        // Unsorted, one given backwards, two overlapping: the manifest merges them.
+        lost_ranges: vec![
+            (Nanos(50), Nanos(60)),
+            (Nanos(20), Nanos(10)),
+            (Nanos(55), Nanos(70)),
+        ],
         unknown_events: 12,
         threshold_ns: 1_000_000_000,
         workers: 4,

@@ -77,6 +77,7 @@ fn manifest_holds_the_callers_facts_and_the_counts() {
             errors: 2,
         },
         lost_events: [(0, 3), (7, 100)].into_iter().collect(),
+        lost_ranges: vec![(Nanos(10), Nanos(20)), (Nanos(50), Nanos(70))],
         unknown_events: 12,
         threshold_ns: 1_000_000_000,
         workers: 4,
@@ -89,6 +90,7 @@ fn manifest_holds_the_callers_facts_and_the_counts() {
     assert_eq!(json["trace_start_ns"], 1_000_000_000u64);
     assert_eq!(json["epoch"], 42);
     assert_eq!(json["lost_events"]["7"], 100);
+    assert_eq!(json["lost_ranges"][1], serde_json::json!([50, 70]));
     assert_eq!(json["counts"]["segments"], 24);
 }
 
