@@ -33,6 +33,15 @@
 //! (`ARGUS_BENCH_BUFFER_KB`, default 65536) while `dd bs=1` storms run on every CPU but one
 //! for SECS seconds; prints events/s (counted from the pages written) and lost events.
 //!
+//! **Saturation** (`ARGUS_BENCH_SATURATE=SECS`, issue 14; 60 for the issue's figures): the
+//! load of `../shared/loads/saturate.c` (pipe ping-pong between two processes, a mutex and
+//! condition-variable hand-off between two threads, a thread in 200 µs sleeps: both CPUs
+//! busy with syscalls) for SECS seconds untraced, under `argus record`, under `argus start`
+//! and under `perf record -a` of the same tracepoints, interleaved for
+//! `ARGUS_BENCH_ROUNDS` rounds (default 1). Prints per mode: the load's round trips and their
+//! ratio to untraced (its speed), events recorded per second, events lost (and the share of
+//! all), and the tracer's CPU time (user + system, all its threads).
+//!
 //! **Idle**: the whole run holds PM QoS CPU latency 0 (polling idle) so that wake-up latency
 //! from a halted CPU, which a tracer's busy reader hides, does not decide the ping-pong
 //! ratios (see `hold_polling_idle`; `ARGUS_BENCH_IDLE=native` turns this off).
@@ -66,6 +75,13 @@ fn main() {
     }
     if std::env::var_os("ARGUS_BENCH_STACKS").is_some() {
         stacks_bench();
+        return;
+    }
+    if let Ok(secs) = std::env::var("ARGUS_BENCH_SATURATE") {
+        let secs: u64 = secs
+            .parse()
+            .expect("ARGUS_BENCH_SATURATE is a number of seconds");
+        saturation(secs);
         return;
     }
     let rounds: usize = env_or("ARGUS_BENCH_ROUNDS", 5);
@@ -668,4 +684,277 @@ fn stacks_bench() {
             );
         }
     }
+}
+
+/// A tracer of the saturation benchmark.
+#[derive(Clone, Copy, PartialEq)]
+enum SatMode {
+    None,
+    Record,
+    Start,
+    Perf,
+}
+
+impl SatMode {
+    fn name(self) -> &'static str {
+        match self {
+            SatMode::None => "untraced",
+            SatMode::Record => "argus record",
+            SatMode::Start => "argus start",
+            SatMode::Perf => "perf record",
+        }
+    }
+}
+
+/// What one run of the saturating load under one tracer measured.
+#[derive(Default)]
+struct SatRun {
+    round_trips: f64,
+    events: u64,
+    lost: u64,
+    secs: f64,
+    tracer_cpu: f64,
+}
+
+/// Builds `../shared/loads/saturate.c` into `dir`.
+fn build_saturate(dir: &Path) -> PathBuf {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/loads/saturate.c");
+    assert!(
+        src.exists(),
+        "the saturating load is missing: {} (clone the project beside ../shared)",
+        src.display()
+    );
+    let exe = dir.join("saturate");
+    let status = Command::new("gcc")
+        .args(["-O2", "-pthread", "-o"])
+        .arg(&exe)
+        .arg(&src)
+        .status()
+        .expect("gcc runs");
+    assert!(status.success(), "gcc failed on {}", src.display());
+    exe
+}
+
+fn saturation(secs: u64) {
+    let rounds: usize = env_or("ARGUS_BENCH_ROUNDS", 1);
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let load = build_saturate(tmp.path());
+    let set = argus_ingest::linux::event_set("default").expect("the default events");
+    let modes = [
+        SatMode::None,
+        SatMode::Record,
+        SatMode::Start,
+        SatMode::Perf,
+    ];
+    println!(
+        "saturation: {secs} s of saturate.c per run, {rounds} round(s) interleaved, {} cpus",
+        cpus()
+    );
+    let mut runs: Vec<Vec<SatRun>> = (0..modes.len()).map(|_| Vec::new()).collect();
+    for round in 0..rounds {
+        for (i, &mode) in modes.iter().enumerate() {
+            let dir = tmp.path().join(format!("sat-{round}-{i}"));
+            let run = saturate_under(mode, &dir, &load, secs, &set);
+            println!(
+                "  round {round} {:12}: {:.0} round trips, {} events, {} lost, tracer cpu {:.2} s",
+                mode.name(),
+                run.round_trips,
+                run.events,
+                run.lost,
+                run.tracer_cpu
+            );
+            let _ = std::fs::remove_dir_all(&dir);
+            runs[i].push(run);
+        }
+    }
+    let med =
+        |i: usize, f: &dyn Fn(&SatRun) -> f64| median(&runs[i].iter().map(f).collect::<Vec<f64>>());
+    let base = med(0, &|r| r.round_trips);
+    println!(
+        "  {:12} | {:>12} | {:>5} | {:>11} | {:>12} | {:>7} | {:>10}",
+        "mode", "round trips", "speed", "events/s", "lost", "lost %", "tracer cpu"
+    );
+    for (i, mode) in modes.iter().enumerate() {
+        let rt = med(i, &|r| r.round_trips);
+        let events = med(i, &|r| r.events as f64);
+        let lost = med(i, &|r| r.lost as f64);
+        let rate = med(i, &|r| r.events as f64 / r.secs.max(1e-9));
+        let cpu = med(i, &|r| r.tracer_cpu);
+        println!(
+            "  {:12} | {:>12.0} | {:>5.2} | {:>11.0} | {:>12.0} | {:>6.3}% | {:>8.2} s",
+            mode.name(),
+            rt,
+            rt / base,
+            rate,
+            lost,
+            if events + lost > 0.0 {
+                100.0 * lost / (events + lost)
+            } else {
+                0.0
+            },
+            cpu
+        );
+    }
+    let speed = |i: usize| med(i, &|r| r.round_trips) / base;
+    println!(
+        "  speed vs perf: argus record {:.1}x, argus start {:.1}x",
+        speed(1) / speed(3),
+        speed(2) / speed(3)
+    );
+}
+
+/// Runs the load for `secs` under `mode` and measures it.
+fn saturate_under(mode: SatMode, dir: &Path, load: &Path, secs: u64, set: &[String]) -> SatRun {
+    std::fs::create_dir_all(dir).expect("bench dir");
+    let trace = match mode {
+        SatMode::Start => dir.join("job").join("trace"),
+        _ => dir.join("trace"),
+    };
+    let perf_data = dir.join("perf.data");
+    let child = match mode {
+        SatMode::None => None,
+        SatMode::Record => Some(
+            Command::new(ARGUS)
+                .args(["-q", "record", "-o"])
+                .arg(&trace)
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped())
+                .spawn()
+                .expect("argus record starts"),
+        ),
+        SatMode::Start => Some(
+            Command::new(ARGUS)
+                .args(["-q", "start", "-o"])
+                .arg(dir.join("job"))
+                .args(["--snapshot-every", "10"])
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped())
+                .spawn()
+                .expect("argus start starts"),
+        ),
+        SatMode::Perf => {
+            let mut cmd = Command::new("perf");
+            cmd.args(["record", "-a", "-q", "-o"]).arg(&perf_data);
+            for e in set.iter().filter(|e| e.as_str() != "ftrace/print") {
+                cmd.args(["-e", &e.replacen('/', ":", 1)]);
+            }
+            Some(
+                cmd.stdout(Stdio::null())
+                    .stderr(Stdio::piped())
+                    .spawn()
+                    .expect("perf record starts"),
+            )
+        }
+    };
+    match mode {
+        SatMode::Record | SatMode::Start => {
+            wait_for(|| trace.join("proc.json").exists(), mode.name())
+        }
+        SatMode::Perf => {
+            wait_for(
+                || std::fs::metadata(&perf_data).is_ok_and(|m| m.len() > 0),
+                "perf record",
+            );
+            std::thread::sleep(Duration::from_millis(300));
+        }
+        SatMode::None => {}
+    }
+    let started = Instant::now();
+    let out = Command::new(load)
+        .arg(secs.to_string())
+        .output()
+        .expect("the load runs");
+    let load_secs = started.elapsed().as_secs_f64();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let round_trips: f64 = text
+        .split_whitespace()
+        .last()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no round-trip count from the load: {text}"));
+    let Some(mut child) = child else {
+        return SatRun {
+            round_trips,
+            secs: load_secs,
+            ..SatRun::default()
+        };
+    };
+    let before = cpu_secs();
+    // SAFETY: kill has no memory-safety preconditions; the pid is our child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let mut stderr = String::new();
+    if let Some(mut e) = child.stderr.take() {
+        let _ = e.read_to_string(&mut stderr);
+    }
+    let status = child.wait().expect("tracer exits");
+    // The tracer is reaped now: its CPU time joined RUSAGE_CHILDREN (the load's had already).
+    let tracer_cpu = cpu_secs() - before;
+    assert!(
+        status.success() || status.code() == Some(130) || mode == SatMode::Perf,
+        "{} exited with {status}: {stderr}",
+        mode.name()
+    );
+    let (events, lost, secs) = match mode {
+        SatMode::Perf => {
+            let (samples, lost) = perf_counts(&perf_data);
+            (samples, lost, load_secs)
+        }
+        _ => {
+            let (records, page_lost, span) = count_records(&trace);
+            let meta: serde_json::Value =
+                serde_json::from_slice(&std::fs::read(trace.join("meta.json")).expect("meta.json"))
+                    .expect("meta.json parses");
+            let stats_lost: u64 = meta["lost"]
+                .as_object()
+                .map_or(0, |m| m.values().filter_map(|v| v.as_u64()).sum());
+            (records, stats_lost.max(page_lost), span)
+        }
+    };
+    SatRun {
+        round_trips,
+        events,
+        lost,
+        secs,
+        tracer_cpu,
+    }
+}
+
+/// Records in a trace directory's chunks, events lost by the page flags, and the span in
+/// seconds.
+fn count_records(trace: &Path) -> (u64, u64, f64) {
+    let reader = argus_ingest::replay::TraceReader::open(trace).expect("trace opens");
+    let meta = reader.meta().clone();
+    let layout = reader.formats().header_page;
+    let page_size = meta.page_size as usize;
+    let (mut records, mut page_lost) = (0u64, 0u64);
+    for chunk in reader.ring_chunks() {
+        let bytes =
+            zstd::decode_all(std::fs::File::open(trace.join(&chunk.file)).expect("chunk opens"))
+                .expect("chunk decodes");
+        for page in bytes.chunks(page_size) {
+            let recs = argus_ingest::decode::parse_page(&layout, page).expect("page parses");
+            if let argus_ingest::decode::Missed::Count(n) = recs.header().missed {
+                page_lost += n;
+            }
+            records += recs.filter(Result::is_ok).count() as u64;
+        }
+    }
+    let span = meta.end_ns.saturating_sub(meta.start_ns) as f64 / 1e9;
+    (records, page_lost, span)
+}
+
+/// Samples recorded and events lost by `perf record` (`perf report --stats`).
+fn perf_counts(data: &Path) -> (u64, u64) {
+    let out = Command::new("perf")
+        .args(["report", "--stats", "-i"])
+        .arg(data)
+        .output()
+        .expect("perf report runs");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let field = |name: &str| -> Option<u64> {
+        text.lines()
+            .filter(|l| l.trim_start().starts_with(name))
+            .filter_map(|l| l.split(':').nth(1)?.split_whitespace().next()?.parse().ok())
+            .max()
+    };
+    (field("SAMPLE events").unwrap_or(0), perf_lost(data))
 }

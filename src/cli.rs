@@ -59,6 +59,11 @@ pub struct RecordArgs {
     /// Per-CPU ring-buffer size in KiB.
     #[arg(long, default_value_t = 8192)]
     pub buffer_kb: u32,
+    /// Real-time (`SCHED_FIFO`) priority of the trace readers while they drain, so a busy
+    /// machine does not overrun the kernel's buffer; each reader uses at most half a CPU at
+    /// it per 100 ms. 0: normal priority.
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u8).range(0..=99))]
+    pub drain_priority: u8,
     /// Events: `default`, `full` (adds workqueue, timer-wheel and signal events), or a
     /// comma-separated list of `system/event` names and set names.
     #[arg(long, default_value = "default")]

@@ -158,6 +158,7 @@ fn record_config(args: &RecordArgs) -> Result<argus_ingest::linux::RecordConfig>
     cfg.duration = args.duration.map(Duration::from_secs_f64);
     cfg.command = (!args.command.is_empty()).then(|| args.command.clone());
     cfg.buffer_size_kb = args.buffer_kb;
+    cfg.drain_priority.priority = args.drain_priority;
     cfg.handle_signals = true;
     cfg.events = argus_ingest::linux::event_set(&args.events).context("--events")?;
     cfg.ring_size = Some(args.ring_size);
@@ -335,6 +336,7 @@ fn demo(args: &DemoArgs, quiet: bool) -> Result<u8> {
                 output: trace.clone(),
                 duration: None,
                 buffer_kb: 8192,
+                drain_priority: 10,
                 events: "default".into(),
                 ring_size: argus_ingest::linux::DEFAULT_RING_SIZE,
                 flush_interval: 1.0,

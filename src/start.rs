@@ -174,6 +174,11 @@ pub struct StartArgs {
     /// Per-CPU ring-buffer size in KiB.
     #[arg(long, default_value_t = 8192)]
     pub buffer_kb: u32,
+    /// Real-time (`SCHED_FIFO`) priority of the trace readers while they drain, so a busy
+    /// machine does not overrun the kernel's buffer; each reader uses at most half a CPU at
+    /// it per 100 ms. 0: normal priority.
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u8).range(0..=99))]
+    pub drain_priority: u8,
     /// Stop after this many seconds (default: until SIGINT / SIGTERM).
     #[arg(long)]
     pub duration: Option<f64>,
@@ -208,6 +213,8 @@ pub struct StartConfig {
     pub dataflow: DataflowConfig,
     /// Ring-buffer size per CPU.
     pub buffer_kb: u32,
+    /// The readers' real-time priority while draining (0: normal).
+    pub drain_priority: u8,
     /// Stop after.
     pub duration: Option<Duration>,
     /// Between status lines.
@@ -271,6 +278,7 @@ impl StartConfig {
                 ..DataflowConfig::default()
             },
             buffer_kb: a.buffer_kb,
+            drain_priority: a.drain_priority,
             duration: a
                 .duration
                 .map(|d| positive_secs("--duration", d))
@@ -1052,16 +1060,51 @@ impl HangTracker {
     }
 }
 
-/// This job's own threads: they appear in the records of the tasks they switch with, and the
-/// recorder cannot tell their process, so the hang filter recognises them here.
+/// This job's own threads, every one seen so far: they appear in the records of the tasks
+/// they switch with, and the recorder cannot always tell their process (a thread created
+/// while the job runs may look like a process of its own), so the hang filter recognises
+/// them here. The set only grows: snapshot writers and dataflow workers of earlier
+/// generations have exited by the time a later snapshot names their spins.
 fn own_threads() -> std::collections::HashSet<i32> {
-    std::fs::read_dir("/proc/self/task")
-        .map(|rd| {
+    static SEEN: std::sync::Mutex<Option<std::collections::HashSet<i32>>> =
+        std::sync::Mutex::new(None);
+    let mut seen = lock(&SEEN);
+    let set = seen.get_or_insert_with(Default::default);
+    if let Ok(rd) = std::fs::read_dir("/proc/self/task") {
+        set.extend(
             rd.flatten()
-                .filter_map(|e| e.file_name().to_str()?.parse().ok())
-                .collect()
-        })
-        .unwrap_or_default()
+                .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok()),
+        );
+    }
+    set.clone()
+}
+
+/// Whether `tid` is one of this job's threads: seen in `/proc/self/task` ([`own_threads`]),
+/// of this process, or created by one of them (a thread that exited between two looks, or
+/// a hook's shell), following creators up to 8 steps.
+fn is_own(
+    tid: i32,
+    threads: &HashMap<i32, &ThreadInfo>,
+    own: &std::collections::HashSet<i32>,
+) -> bool {
+    let me = std::process::id() as i32;
+    let mut t = tid;
+    for _ in 0..8 {
+        if own.contains(&t) {
+            return true;
+        }
+        let Some(info) = threads.get(&t) else {
+            return false;
+        };
+        if info.pid.0 == me {
+            return true;
+        }
+        match info.parent {
+            Some(p) if p.0 > 0 && p.0 != t => t = p.0,
+            _ => return false,
+        }
+    }
+    false
 }
 
 fn run_hook(cmd: &str, n: &HangNotice, snapshot: &Path) {
@@ -1279,7 +1322,7 @@ impl SnapshotThread {
         let own = own_threads();
         let watch = &self.watch;
         let notices = lock(&self.tracker).update(&cap.spins, cap.watermark, |s| {
-            !own.contains(&s.tid.0) && watch.watches(s, &by_tid)
+            !is_own(s.tid.0, &by_tid, &own) && watch.watches(s, &by_tid)
         });
         for n in &notices {
             let who = argus_schema::describe_thread(&job.threads, n.spin.tid);
@@ -1427,7 +1470,7 @@ impl EarlySnapshots {
         let own = own_threads();
         let mut due = false;
         for s in candidates {
-            if !own.contains(&s.tid.0) && self.watch.watches(s, &by_tid) {
+            if !is_own(s.tid.0, &by_tid, &own) && self.watch.watches(s, &by_tid) {
                 due = true;
             } else {
                 self.unwatched.insert(s.segment);
@@ -1669,6 +1712,7 @@ pub fn run(cfg: &StartConfig, quiet: bool) -> Result<u8> {
     let mut rcfg = argus_ingest::linux::RecordConfig::new(&trace_dir);
     rcfg.duration = cfg.duration;
     rcfg.buffer_size_kb = cfg.buffer_kb;
+    rcfg.drain_priority.priority = cfg.drain_priority;
     rcfg.handle_signals = true;
     // The ring on disk is at most one snapshot period behind, even at low event rates.
     rcfg.flush_interval = Some(cfg.snapshot_every);
@@ -2015,6 +2059,45 @@ mod tests {
     }
 
     #[test]
+    fn the_jobs_own_threads_are_known_after_they_exit_and_through_their_creators() {
+        // A thread of this process that has exited by the next look is still known.
+        let gone = std::thread::spawn(|| {
+            let _ = own_threads();
+            // SAFETY: gettid has no preconditions.
+            unsafe { libc::gettid() }
+        })
+        .join()
+        .unwrap();
+        let own = own_threads();
+        assert!(own.contains(&gone));
+        let info = |tid: i32, pid: i32, parent: Option<i32>| ThreadInfo {
+            tid: Tid(tid),
+            pid: argus_schema::Pid(pid),
+            comm: "x".into(),
+            process: "x".into(),
+            parent: parent.map(Tid),
+            start_ns: None,
+            exit_ns: None,
+            kernel: false,
+        };
+        // 9_000_001: created by one of ours, never seen in /proc, recorded as its own
+        // process; 9_000_002: a child of that; 9_000_003: a stranger.
+        let me = std::process::id() as i32;
+        let rows = [
+            info(9_000_001, 9_000_001, Some(gone)),
+            info(9_000_002, 9_000_002, Some(9_000_001)),
+            info(9_000_003, 9_000_003, Some(1)),
+            info(9_000_004, me, None),
+        ];
+        let by_tid: HashMap<i32, &ThreadInfo> = rows.iter().map(|t| (t.tid.0, t)).collect();
+        assert!(is_own(9_000_001, &by_tid, &own));
+        assert!(is_own(9_000_002, &by_tid, &own));
+        assert!(!is_own(9_000_003, &by_tid, &own));
+        assert!(is_own(9_000_004, &by_tid, &own));
+        assert!(!is_own(9_000_005, &by_tid, &own));
+    }
+
+    #[test]
     fn hangs_are_reported_when_new_and_when_doubled() {
         let mut t = HangTracker::default();
         let all = |_: &Spin| true;
@@ -2324,6 +2407,7 @@ mod tests {
                 ..DataflowConfig::default()
             },
             buffer_kb: 1024,
+            drain_priority: 10,
             duration: None,
             status_every: Duration::from_secs(5),
             snapshot_delay: Duration::ZERO,

@@ -75,6 +75,7 @@
 //! `event_filter_pid_sched_switch_probe_pre`), so a recorder thread can appear as
 //! `common_pid` of those records only.
 
+mod drainprio;
 mod error;
 mod fdtrack;
 mod perf;
@@ -85,6 +86,7 @@ mod sysinfo;
 mod tracefs;
 mod uprobe;
 
+pub use drainprio::DrainPriority;
 pub use error::RecordError;
 pub use fdtrack::scan_pages as file_scan_pages;
 pub use perf::{
@@ -322,6 +324,9 @@ pub struct RecordConfig {
     /// an `argus:dispatch-begin SYMBOL` / `argus:dispatch-end SYMBOL` marker of the calling
     /// thread, through a uprobe and a uretprobe (`uprobe.rs`). Empty by default.
     pub dispatch: Vec<DispatchSpec>,
+    /// The readers' real-time priority while they drain, and its CPU budget
+    /// ([`DrainPriority::default`]: `SCHED_FIFO` 10, half a CPU per reader; `drainprio.rs`).
+    pub drain_priority: DrainPriority,
 }
 
 impl RecordConfig {
@@ -345,6 +350,7 @@ impl RecordConfig {
             perf: PerfConfig::default(),
             track_files: true,
             dispatch: Vec::new(),
+            drain_priority: DrainPriority::default(),
         }
     }
 }
@@ -372,6 +378,7 @@ impl PartialEq for RecordConfig {
             && self.perf == other.perf
             && self.track_files == other.track_files
             && self.dispatch == other.dispatch
+            && self.drain_priority == other.drain_priority
     }
 }
 
@@ -1020,15 +1027,16 @@ impl Recording {
                 tap: self.config.tap.clone(),
                 tap_dropped: self.tap_dropped.clone(),
                 fd_scan: fd_scan.clone(),
+                priority: self.config.drain_priority,
             };
             let tid_tx = tid_tx.clone();
             let handle = std::thread::Builder::new()
                 .name(format!("argus-rec-cpu{cpu}"))
                 .spawn(move || {
-                    // SAFETY: gettid has no preconditions.
-                    let _ = tid_tx.send(unsafe { libc::gettid() });
-                    drop(tid_tx);
-                    reader.run()
+                    reader.run(move || {
+                        // SAFETY: gettid has no preconditions.
+                        let _ = tid_tx.send(unsafe { libc::gettid() });
+                    })
                 })
                 .map_err(|source| RecordError::Sys {
                     call: "pthread_create",
