@@ -4,6 +4,7 @@
 
 mod build;
 mod bundle;
+mod catchup;
 mod cli;
 mod dispatchwork;
 mod export;

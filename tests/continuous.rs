@@ -301,3 +301,172 @@ fn kill_9_during_a_snapshot_write_keeps_latest_complete_and_a_restart_resumes() 
     );
     argus_sinks::read_snapshot(&now).expect("the new snapshot reads");
 }
+
+/// Builds `../shared/loads/saturate.c` (the load of the "nothing lost" issue: pipe ping-pong
+/// between two processes, a mutex and condition-variable hand-off, 200 µs sleeps) into `dir`.
+fn build_saturate(dir: &Path) -> PathBuf {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/loads/saturate.c");
+    assert!(
+        src.is_file(),
+        "{} is missing: clone the project beside ../shared",
+        src.display()
+    );
+    let exe = dir.join("saturate");
+    let status = std::process::Command::new("gcc")
+        .args(["-O2", "-pthread", "-o"])
+        .arg(&exe)
+        .arg(&src)
+        .status()
+        .expect("gcc runs (build-essential)");
+    assert!(status.success(), "gcc failed on {}", src.display());
+    exe
+}
+
+#[test]
+fn start_under_a_saturating_load_loses_nothing_finds_a_hang_and_never_reports_itself() {
+    if !live_or_skip(
+        "start_under_a_saturating_load_loses_nothing_finds_a_hang_and_never_reports_itself",
+    ) {
+        return;
+    }
+    let _lock = recording_lock();
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let load = build_saturate(tmp.path());
+    let job = tmp.path().join("job");
+    let hooks = tmp.path().join("hooks.txt");
+    // Every hang of every main thread (the default watch) is appended: pid, tid, snapshot.
+    let hook_cmd = format!(
+        "echo \"$ARGUS_HANG_PID $ARGUS_HANG_TID $ARGUS_HANG_SNAPSHOT\" >> {}",
+        hooks.display()
+    );
+    let mut start = Guard(Some(
+        argus()
+            .args(["start", "-o"])
+            .arg(&job)
+            .args([
+                "--snapshot-every",
+                "2",
+                "--threshold",
+                "1",
+                "--status-every",
+                "1",
+                "--duration",
+                "300",
+                "--on-hang",
+                &hook_cmd,
+            ])
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("argus start runs"),
+    ));
+    let job_pid = start.0.as_ref().map(|c| c.id() as i32).expect("running");
+    wait_for("the first snapshot", Duration::from_secs(30), || {
+        latest(&job)
+    });
+    // The job's threads, sampled while it runs (snapshot writers and dataflow workers come
+    // and go).
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let sampler = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            let mut seen = std::collections::BTreeSet::new();
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                if let Ok(rd) = std::fs::read_dir(format!("/proc/{job_pid}/task")) {
+                    seen.extend(
+                        rd.flatten()
+                            .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok()),
+                    );
+                }
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            seen
+        })
+    };
+    let t0 = Instant::now();
+    let mut saturate = std::process::Command::new(&load)
+        .arg("6")
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("the load runs");
+    std::thread::sleep(Duration::from_millis(1500));
+    // A real hang during the load: the main thread waits ~4 s on a worker.
+    let mut workload = argus()
+        .args(["workload", "chain", "--secs", "6"])
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("the workload runs");
+    let pid = workload.id() as i32;
+    assert!(workload.wait().expect("workload exits").success());
+    assert!(saturate.wait().expect("load exits").success());
+    // Found during the load or as the job catches up after it.
+    let reported = || -> Vec<(i32, i32, PathBuf)> {
+        std::fs::read_to_string(&hooks)
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| {
+                let mut f = l.split_whitespace();
+                Some((
+                    f.next()?.parse().ok()?,
+                    f.next()?.parse().ok()?,
+                    PathBuf::from(f.next()?),
+                ))
+            })
+            .collect()
+    };
+    // The live graph lags the load (it reads back from the ring what it could not decode in
+    // time), so the report may come well after the hang.
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let mut found = false;
+    while !found && Instant::now() < deadline {
+        found = reported().iter().any(|r| r.0 == pid);
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    eprintln!(
+        "load and hang done, reported: {found} at {:.1} s",
+        t0.elapsed().as_secs_f64()
+    );
+    let child = start.0.take().expect("running");
+    signal(&child, libc::SIGTERM);
+    let out = child.wait_with_output().expect("argus start exits");
+    eprintln!("job stopped at {:.1} s", t0.elapsed().as_secs_f64());
+    assert!(
+        found,
+        "the workload's hang (pid {pid}) was not reported: {:?}\n{}",
+        reported(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let own = sampler.join().expect("sampler");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // Nothing the kernel recorded was lost: the raw ring has every event.
+    let meta: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(job.join("trace").join("meta.json")).expect("meta.json"),
+    )
+    .expect("meta.json parses");
+    let lost: u64 = meta["lost"]
+        .as_object()
+        .map_or(0, |m| m.values().filter_map(|v| v.as_u64()).sum());
+    assert_eq!(lost, 0, "events lost under the load: {meta}");
+    eprintln!("checked the ring at {:.1} s", t0.elapsed().as_secs_f64());
+    // No hang of the job's own threads, by tid, by process, or by creator.
+    assert!(own.contains(&job_pid) && own.len() > 3, "{own:?}");
+    for (hpid, htid, snap) in reported() {
+        assert!(
+            !own.contains(&htid) && hpid != job_pid,
+            "the job reported its own thread {htid} (pid {hpid}) as hung"
+        );
+        let Ok(tables) = argus_sinks::read_snapshot_tables(&snap, false) else {
+            continue; // an older snapshot, already rotated out (--keep)
+        };
+        if let Some(t) = tables.threads.iter().find(|t| t.tid.0 == htid) {
+            assert!(
+                t.pid.0 != job_pid && !t.parent.is_some_and(|p| own.contains(&p.0)),
+                "the job reported a thread it created as hung: {t:?}"
+            );
+        }
+    }
+}

@@ -132,6 +132,26 @@ impl Governor {
     }
 }
 
+/// Nice value of the chunk writers (`reader.rs`): they compress and write what the drain
+/// spooled, and a writer starved by the load (or by `argus start`'s own dataflow) fills the
+/// spool and stalls the drain. At -10 a writer outweighs ten normal threads on its CPU,
+/// without the real-time class's power to shut them out.
+pub(crate) const WRITER_NICE: i32 = -10;
+
+/// Sets the calling thread's nice value (Linux: per thread). Returns the error when the
+/// process may not raise it.
+pub fn set_thread_nice(nice: i32) -> std::io::Result<()> {
+    // SAFETY: gettid has no preconditions.
+    let tid = unsafe { libc::gettid() };
+    // SAFETY: setpriority on our own thread id; no memory is passed.
+    let rc = unsafe { libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, nice) };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
 /// CPU time of the calling thread.
 fn thread_cpu_time() -> Duration {
     let mut ts = libc::timespec {

@@ -86,7 +86,7 @@ mod sysinfo;
 mod tracefs;
 mod uprobe;
 
-pub use drainprio::DrainPriority;
+pub use drainprio::{set_thread_nice, DrainPriority};
 pub use error::RecordError;
 pub use fdtrack::scan_pages as file_scan_pages;
 pub use perf::{
@@ -239,6 +239,9 @@ pub struct TappedPage {
     /// Pages of this CPU the tap dropped before this one since recording started: when it
     /// grew since the previous page, the pages in between are missing from the tap.
     pub dropped_before: u64,
+    /// Which page of its CPU this is (0 for the first read): page `k` of a CPU is also page
+    /// `k` of that CPU's chunk files, so a consumer that missed pages can read them there.
+    pub seq: u64,
 }
 
 /// Where tracefs is normally mounted.

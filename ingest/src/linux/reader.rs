@@ -43,7 +43,7 @@
 //! kernel writes nothing after `tracing_on` = 0, that pass empties the buffer, including the
 //! last partial page.
 
-use super::drainprio::Governor;
+use super::drainprio::{set_thread_nice, Governor, WRITER_NICE};
 use super::error::RecordError;
 use super::ring::Shared;
 use super::sysinfo;
@@ -171,7 +171,16 @@ impl Spool {
             return Some(FrameBuffer::new(self.page_size, self.capacity));
         }
         *stalls += 1;
-        self.free.recv().ok()
+        let t0 = Instant::now();
+        let f = self.free.recv().ok();
+        if *stalls == 1 || t0.elapsed() > Duration::from_millis(50) {
+            tracing::warn!(
+                waited_ms = t0.elapsed().as_millis() as u64,
+                stalls = *stalls,
+                "trace reader: the chunk writer is behind (spool full); the kernel's buffer fills meanwhile"
+            );
+        }
+        f
     }
 }
 
@@ -184,10 +193,29 @@ impl Reader {
         let capacity = FRAME_PAGES.min(self.chunk_pages).max(1);
         let (full_tx, full_rx) = crossbeam_channel::unbounded::<Batch>();
         let (free_tx, free_rx) = crossbeam_channel::unbounded::<FrameBuffer>();
-        let writer = ChunkWriter::new(self.cpu, self.out_dir.clone(), self.shared.clone())?;
+        let (sync_tx, sync_rx) = crossbeam_channel::unbounded::<SyncJob>();
+        let writer = ChunkWriter::new(self.cpu, self.out_dir.clone(), sync_tx)?;
+        let (cpu, shared) = (self.cpu, self.shared.clone());
+        let syncer = std::thread::Builder::new()
+            .name(format!("argus-rec-s{}", self.cpu))
+            .spawn(move || {
+                if let Err(err) = set_thread_nice(WRITER_NICE) {
+                    tracing::debug!(error = %err, "cannot raise the chunk syncer's priority");
+                }
+                run_syncer(cpu, shared, sync_rx)
+            })
+            .map_err(|source| RecordError::Sys {
+                call: "pthread_create",
+                source,
+            })?;
         let writer = std::thread::Builder::new()
             .name(format!("argus-rec-w{}", self.cpu))
-            .spawn(move || writer.run(full_rx, free_tx))
+            .spawn(move || {
+                if let Err(err) = set_thread_nice(WRITER_NICE) {
+                    tracing::debug!(error = %err, "cannot raise the chunk writer's priority");
+                }
+                writer.run(full_rx, free_tx)
+            })
             .map_err(|source| RecordError::Sys {
                 call: "pthread_create",
                 source,
@@ -208,8 +236,16 @@ impl Reader {
                 source: std::io::Error::other("the chunk writer thread panicked"),
             })
         });
+        // The writer dropped its end: the syncer finishes what it was given.
+        let synced = syncer.join().unwrap_or_else(|_| {
+            Err(RecordError::Sys {
+                call: "chunk syncer",
+                source: std::io::Error::other("the chunk syncer thread panicked"),
+            })
+        });
         // The writer's error explains a drain that stopped because the writer was gone.
         let written = written?;
+        synced?;
         drained?;
         stats.compressed_bytes = written.compressed_bytes;
         stats.chunks = written.chunks;
@@ -360,6 +396,7 @@ impl Reader {
                 cpu: self.cpu,
                 data: page.to_vec(),
                 dropped_before: stats.tap_dropped,
+                seq: stats.pages,
             }) {
                 Ok(()) => {}
                 Err(TrySendError::Full(_)) => {
@@ -412,22 +449,38 @@ struct WriterStats {
     chunks: u32,
 }
 
-/// Compresses frames into zstd frames appended to this CPU's chunk files, syncs them and
-/// hands completed chunks to the ring: all the disk I/O, off the drain's path (an
-/// `fdatasync` took 375 ms under the saturating load, while the kernel's 8 MiB filled in
-/// 160 ms).
+/// Work for a CPU's syncer, in the order the writer produced it.
+enum SyncJob {
+    /// Lost-events ranges to record in `meta.json`.
+    Lost(Vec<LostRange>),
+    /// The chunk in progress grew.
+    Progress { seq: u32, bytes: u64, first_ts: u64 },
+    /// `fdatasync` the chunk in progress (the flush interval): a second handle to it.
+    Flush { file: File, path: PathBuf },
+    /// Sync and close a completed chunk; it joins the ring.
+    Complete(OpenChunk),
+}
+
+/// Compresses frames into zstd frames appended to this CPU's chunk files. Syncing and the
+/// ring's bookkeeping (whose `meta.json` rewrite syncs too) go to the CPU's syncer thread,
+/// so neither the drain nor the writer waits for the disk: under the saturating load with
+/// `argus start` writing snapshots beside it, one `fdatasync` took up to a second.
 struct ChunkWriter {
     cpu: u32,
     out_dir: PathBuf,
-    shared: Arc<Shared>,
     chunk: Option<OpenChunk>,
     compressor: zstd::bulk::Compressor<'static>,
     out: Vec<u8>,
     stats: WriterStats,
+    syncer: Sender<SyncJob>,
 }
 
 impl ChunkWriter {
-    fn new(cpu: u32, out_dir: PathBuf, shared: Arc<Shared>) -> Result<ChunkWriter, RecordError> {
+    fn new(
+        cpu: u32,
+        out_dir: PathBuf,
+        syncer: Sender<SyncJob>,
+    ) -> Result<ChunkWriter, RecordError> {
         let compressor = zstd::bulk::Compressor::new(CHUNK_ZSTD_LEVEL).map_err(|source| {
             RecordError::Compress {
                 path: out_dir.clone(),
@@ -437,11 +490,11 @@ impl ChunkWriter {
         Ok(ChunkWriter {
             cpu,
             out_dir,
-            shared,
             chunk: None,
             compressor,
             out: Vec::new(),
             stats: WriterStats::default(),
+            syncer,
         })
     }
 
@@ -453,22 +506,39 @@ impl ChunkWriter {
         free: Sender<FrameBuffer>,
     ) -> Result<WriterStats, RecordError> {
         for mut batch in batches {
-            for range in batch.lost.drain(..) {
-                self.shared.lost(self.cpu, range);
+            if !batch.lost.is_empty() {
+                let _ = self
+                    .syncer
+                    .send(SyncJob::Lost(std::mem::take(&mut batch.lost)));
             }
             self.write_frame(&batch.frame)?;
             if batch.end_chunk {
-                self.complete()?;
+                self.complete();
             } else if batch.sync {
-                if let Some(open) = self.chunk.as_mut() {
-                    sync(open)?;
-                }
+                self.flush();
             }
             batch.frame.clear();
             let _ = free.send(batch.frame);
         }
-        self.complete()?;
+        self.complete();
         Ok(self.stats)
+    }
+
+    /// Asks the syncer to `fdatasync` the chunk in progress, if anything was written since.
+    fn flush(&mut self) {
+        let Some(open) = self.chunk.as_mut() else {
+            return;
+        };
+        if !open.unsynced {
+            return;
+        }
+        if let Ok(file) = open.file.try_clone() {
+            let _ = self.syncer.send(SyncJob::Flush {
+                file,
+                path: open.path.clone(),
+            });
+            open.unsynced = false;
+        }
     }
 
     /// Compresses the frame's pages into one zstd frame and appends it to the chunk in
@@ -515,25 +585,60 @@ impl ChunkWriter {
         open.last_ts = frame.last_ts;
         open.unsynced = true;
         self.stats.compressed_bytes += self.out.len() as u64;
-        self.shared
-            .progress(self.cpu, open.seq, open.bytes, open.first_ts)
+        let _ = self.syncer.send(SyncJob::Progress {
+            seq: open.seq,
+            bytes: open.bytes,
+            first_ts: open.first_ts,
+        });
+        Ok(())
     }
 
-    /// Syncs and closes the chunk in progress; it joins the ring's completed chunks.
-    fn complete(&mut self) -> Result<(), RecordError> {
-        let Some(mut open) = self.chunk.take() else {
-            return Ok(());
-        };
-        sync(&mut open)?;
-        self.shared.completed(
-            self.cpu,
-            open.seq,
-            open.bytes,
-            open.first_ts,
-            open.last_ts,
-            open.path,
-        )
+    /// Hands the chunk in progress to the syncer, which syncs it and adds it to the ring.
+    fn complete(&mut self) {
+        if let Some(mut open) = self.chunk.take() {
+            // Synced whatever a flush already did: the last frames may follow it.
+            open.unsynced = true;
+            let _ = self.syncer.send(SyncJob::Complete(open));
+        }
     }
+}
+
+/// A CPU's syncer: runs the writer's [`SyncJob`]s in order. After an error it keeps taking
+/// jobs (the writer never waits for it) and returns the first error at the end.
+fn run_syncer(cpu: u32, shared: Arc<Shared>, jobs: Receiver<SyncJob>) -> Result<(), RecordError> {
+    let mut first_err: Option<RecordError> = None;
+    for job in jobs {
+        let r = match job {
+            SyncJob::Lost(ranges) => {
+                for range in ranges {
+                    shared.lost(cpu, range);
+                }
+                Ok(())
+            }
+            SyncJob::Progress {
+                seq,
+                bytes,
+                first_ts,
+            } => shared.progress(cpu, seq, bytes, first_ts),
+            SyncJob::Flush { file, path } => file
+                .sync_data()
+                .map_err(|source| RecordError::io("syncing", &path, source)),
+            SyncJob::Complete(mut open) => sync(&mut open).and_then(|()| {
+                shared.completed(
+                    cpu,
+                    open.seq,
+                    open.bytes,
+                    open.first_ts,
+                    open.last_ts,
+                    open.path,
+                )
+            }),
+        };
+        if let Err(e) = r {
+            first_err.get_or_insert(e);
+        }
+    }
+    first_err.map_or(Ok(()), Err)
 }
 
 fn sync(open: &mut OpenChunk) -> Result<(), RecordError> {
