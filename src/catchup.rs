@@ -27,6 +27,11 @@ use std::path::{Path, PathBuf};
 const MAX_PENDING: usize = 16_384;
 /// Pages read from disk per CPU per call, so the job's loop stays responsive.
 const DISK_BATCH: usize = 4096;
+/// How far a CPU may fall behind the tap, in pages (256 MiB of raw pages, ~10 s of the
+/// saturating load on one CPU). The job's memory grows with its lag (records waiting for the
+/// watermark, the snapshot's events): 60 s of that load unbounded took 24 GiB. Beyond it the
+/// CPU skips ahead to the pages the tap still holds, and the skipped ones become a gap.
+const MAX_BEHIND: u64 = 65_536;
 
 /// What the catch-up hands on: `(cpu, page, pages of this CPU lost for good so far)`.
 pub type Sink<'a> = dyn FnMut(u32, &[u8], u64) + 'a;
@@ -39,8 +44,10 @@ pub struct CatchUp {
     cpus: BTreeMap<u32, CpuState>,
     /// Pages read back from disk, all CPUs.
     pub recovered: u64,
-    /// Pages neither tapped nor on disk any more, all CPUs.
+    /// Pages neither tapped nor on disk any more, all CPUs (the skipped ones included).
     pub unrecoverable: u64,
+    /// Pages skipped because their CPU fell more than [`MAX_BEHIND`] behind.
+    pub skipped: u64,
 }
 
 #[derive(Default)]
@@ -76,6 +83,7 @@ impl CatchUp {
             cpus: BTreeMap::new(),
             recovered: 0,
             unrecoverable: 0,
+            skipped: 0,
         }
     }
 
@@ -158,6 +166,24 @@ impl CatchUp {
                 st.pending.clear();
                 st.frame = None;
                 return;
+            }
+            if st.seen - st.expected > MAX_BEHIND {
+                let resume = st
+                    .pending
+                    .keys()
+                    .next()
+                    .copied()
+                    .unwrap_or(st.seen)
+                    .max(st.seen - MAX_BEHIND / 2);
+                let n = resume - st.expected;
+                st.pending.retain(|&k, _| k >= resume);
+                st.lost += n;
+                st.expected = resume;
+                st.frame = None;
+                st.at = None;
+                self.unrecoverable += n;
+                self.skipped += n;
+                continue;
             }
             let seq = st.expected;
             if let Some(page) = st.pending.remove(&seq) {
@@ -345,6 +371,25 @@ mod tests {
         assert_eq!(seqs, (0..=11).collect::<Vec<u64>>());
         assert!(got.iter().all(|g| g.1 == 0), "nothing lost");
         assert_eq!((c.recovered, c.unrecoverable), (8, 0));
+    }
+
+    #[test]
+    fn a_cpu_too_far_behind_skips_ahead_and_counts_the_gap() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut c = CatchUp::new(dir.path(), PS, 1 << 20);
+        let mut got: Vec<(u64, u64)> = Vec::new();
+        let mut out = |_: u32, p: &[u8], lost: u64| got.push((seq_of(p), lost));
+        c.push(tapped(0), &mut out);
+        // Nothing on disk; the tap goes far ahead.
+        let far = MAX_BEHIND + 10;
+        c.push(tapped(far), &mut out);
+        assert_eq!(
+            got.last().unwrap().0,
+            far,
+            "resumed at the page the tap holds"
+        );
+        assert_eq!(c.skipped, far - 1);
+        assert_eq!(got.last().unwrap().1, far - 1);
     }
 
     #[test]

@@ -2097,10 +2097,11 @@ pub fn run(cfg: &StartConfig, quiet: bool) -> Result<u8> {
     let tap_dropped: u64 = rec_summary.cpus.values().map(|c| c.tap_dropped).sum();
     if tap_dropped > 0 && !quiet {
         eprintln!(
-            "argus start: {tap_dropped} pages were read faster than the job decoded them: {} read back from the ring in {}, {} no longer there (gaps in the live graph)",
+            "argus start: {tap_dropped} pages were read faster than the job decoded them: {} read back from the ring in {}, {} not (gaps in the live graph; {} of them skipped because the job fell too far behind)",
             catchup.recovered,
             trace_dir.display(),
-            catchup.unrecoverable
+            catchup.unrecoverable,
+            catchup.skipped
         );
     }
     if !quiet {
