@@ -493,7 +493,13 @@ pub fn find_hangs(g: &Graph, tid: Tid, cfg: &HangConfig) -> Vec<Hang> {
         if s.start_ns.until(end) <= cfg.threshold_ns {
             continue;
         }
-        if cands.iter().any(|(c, _)| c.segment == s.segment) {
+        // The same spin found from the segments; a spin of the table that starts at the same
+        // segment but spans more (a polling loop whose first wait alone passes the
+        // threshold) is another, longer candidate.
+        if cands
+            .iter()
+            .any(|(c, _)| c.segment == s.segment && c.last == s.last)
+        {
             continue;
         }
         let mut s = s.clone();

@@ -37,6 +37,42 @@ fn segments_are_indexed_by_id_and_thread_whatever_the_input_order() {
 }
 
 #[test]
+fn a_polling_loop_whose_first_sleep_passes_the_threshold_is_the_hang_not_that_sleep() {
+    // apt-get retrying a lock: two 1.0002 s sleeps, the table's RepeatedYield spin spans
+    // both; with a 1 s threshold each sleep alone is a LongWait candidate too.
+    let mut b = B::new(2100.0);
+    b.thread(10, 10, "apt-get", "apt-get");
+    let a = b.task(10, 0.0, 0.1, 1000.3, "clock_nanosleep", 0.1);
+    let c = b.task(10, 1000.3, 1000.4, 2000.6, "clock_nanosleep", 0.1);
+    b.open(10, 2000.6, None, "", 0.1);
+    b.long_wait(a);
+    b.long_wait(c);
+    b.spins.push(Spin {
+        segment: a,
+        last: c,
+        tid: Tid(10),
+        pid: Pid(10),
+        class: SpinClass::RepeatedYield,
+        start_ns: ms(0.1),
+        end_ns: ms(2000.6),
+        open: false,
+        on_cpu_ns: 200_000,
+        wait_ns: ms(2000.0).0,
+        segments: 2,
+        wait_syscall: argus_schema::syscalls::number("clock_nanosleep").expect("syscall"),
+        timeouts: 0,
+    });
+    let g = b.graph();
+    let cfg = argus_diagnose::HangConfig {
+        threshold_ns: 1_000_000_000,
+        ..Default::default()
+    };
+    let hangs = argus_diagnose::find_hangs(&g, Tid(10), &cfg);
+    assert_eq!(hangs[0].spin.class, SpinClass::RepeatedYield, "{hangs:#?}");
+    assert_eq!((hangs[0].spin.segment, hangs[0].spin.last), (a, c));
+}
+
+#[test]
 fn lost_ranges_are_merged_and_measured_within_a_window() {
     let mut b = B::new(100.0);
     b.thread(10, 10, "main", "app");
