@@ -465,25 +465,11 @@ fn sustained(secs: u64) {
         "argus record failed: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let reader = argus_ingest::replay::TraceReader::open(&trace).expect("trace opens");
-    let meta = reader.meta().clone();
-    let layout = reader.formats().header_page;
-    let page_size = meta.page_size as usize;
-    let mut records = 0u64;
-    let mut page_lost = 0u64;
-    for chunk in reader.ring_chunks() {
-        let bytes =
-            zstd::decode_all(std::fs::File::open(trace.join(&chunk.file)).expect("chunk opens"))
-                .expect("chunk decodes");
-        for page in bytes.chunks(page_size) {
-            let recs = argus_ingest::decode::parse_page(&layout, page).expect("page parses");
-            if let argus_ingest::decode::Missed::Count(n) = recs.header().missed {
-                page_lost += n;
-            }
-            records += recs.filter(Result::is_ok).count() as u64;
-        }
-    }
-    let span = (meta.end_ns - meta.start_ns) as f64 / 1e9;
+    let (records, page_lost, span) = count_records(&trace);
+    let meta = argus_ingest::replay::TraceReader::open(&trace)
+        .expect("trace opens")
+        .meta()
+        .clone();
     let lost: u64 = meta.lost.values().sum();
     println!(
         "sustained: {records} records in {span:.1} s = {:.2} M events/s with {storms} dd storms; \
@@ -600,21 +586,29 @@ fn run_stack_mode(mode: StackMode, dir: &Path, work: &dyn Fn() -> Duration) -> (
 /// Samples perf lost: the `LOST_SAMPLES` total (else the `LOST` records' count) of
 /// `perf report --stats`.
 fn perf_lost(data: &Path) -> u64 {
+    let stats = perf_stats(data);
+    perf_field(&stats, "LOST_SAMPLES events")
+        .or(perf_field(&stats, "LOST events"))
+        .unwrap_or(0)
+}
+
+/// The text of `perf report --stats` for `data`.
+fn perf_stats(data: &Path) -> String {
     let out = Command::new("perf")
         .args(["report", "--stats", "-i"])
         .arg(data)
         .output()
         .expect("perf report runs");
-    let text = String::from_utf8_lossy(&out.stdout);
-    let field = |name: &str| -> Option<u64> {
-        text.lines()
-            .filter(|l| l.trim_start().starts_with(name))
-            .filter_map(|l| l.split(':').nth(1)?.split_whitespace().next()?.parse().ok())
-            .max()
-    };
-    field("LOST_SAMPLES events")
-        .or(field("LOST events"))
-        .unwrap_or(0)
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The largest count on the lines of `stats` that start with `name` (`NAME: count ...`).
+fn perf_field(stats: &str, name: &str) -> Option<u64> {
+    stats
+        .lines()
+        .filter(|l| l.trim_start().starts_with(name))
+        .filter_map(|l| l.split(':').nth(1)?.split_whitespace().next()?.parse().ok())
+        .max()
 }
 
 /// `dd if=/dev/zero of=/dev/null bs=1 count=n`: 2n syscalls, none blocking.
@@ -944,17 +938,6 @@ fn count_records(trace: &Path) -> (u64, u64, f64) {
 
 /// Samples recorded and events lost by `perf record` (`perf report --stats`).
 fn perf_counts(data: &Path) -> (u64, u64) {
-    let out = Command::new("perf")
-        .args(["report", "--stats", "-i"])
-        .arg(data)
-        .output()
-        .expect("perf report runs");
-    let text = String::from_utf8_lossy(&out.stdout);
-    let field = |name: &str| -> Option<u64> {
-        text.lines()
-            .filter(|l| l.trim_start().starts_with(name))
-            .filter_map(|l| l.split(':').nth(1)?.split_whitespace().next()?.parse().ok())
-            .max()
-    };
-    (field("SAMPLE events").unwrap_or(0), perf_lost(data))
+    let samples = perf_field(&perf_stats(data), "SAMPLE events").unwrap_or(0);
+    (samples, perf_lost(data))
 }
