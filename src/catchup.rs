@@ -4,19 +4,29 @@
 //! graph lags instead of skipping; only pages the ring no longer holds become gaps.
 //!
 //! ```text
-//!  tap ──(cpu, seq, page)──► CatchUp ── seq == expected ───────────────► merge.push_page
-//!                               │  seq > expected: pending (≤ MAX_PENDING; beyond, dropped:
-//!                               │                   the disk has it too)
-//!                               └─ fill: pending[expected] or the chunk files ─┘
+//!  tap ──(cpu, seq, page)──► CatchUp ── next of its CPU, no CPU behind it in time ──► merge
+//!                               │  otherwise: pending (≤ MAX_PENDING; beyond, dropped:
+//!                               │             the disk has it too)
+//!                               └─ poll (each tick): k-way merge by page time of the CPUs
+//!                                  that are behind, their next pages from pending or the
+//!                                  chunk files ─► merge
 //!                                        cpuN/NNNNNN.chunk.zst: chunk c holds pages
 //!                                        [c·chunk_pages, (c+1)·chunk_pages), zstd frames of
 //!                                        whole pages appended by the recorder's writer
 //! ```
 //!
+//! **Time order across CPUs.** The merge downstream releases a record only once every CPU
+//! has passed its time, so a CPU read live while another is read back from disk would queue
+//! everything it decodes until the slow one catches up (5 GB after 15 s of the saturating
+//! load). Pages are therefore handed on oldest first (by the page header's time), with at
+//! most [`SKEW_NS`] between CPUs, and [`CatchUp::frontier`] tells the merge's watermark
+//! where the CPUs still behind stand so it never passes them.
+//!
 //! A page the writer has not written yet (still in the recorder's spool or its frame) is
-//! "not yet": the CPU waits and [`CatchUp::poll`] retries on the next tick. A chunk the ring
-//! deleted, or one that cannot be read, makes its pages unrecoverable: counted, handed to the
-//! merge as dropped (it marks the gap), and the CPU resumes at the next page it has.
+//! "not yet": that CPU waits, the others stop within [`SKEW_NS`] of it, and
+//! [`CatchUp::poll`] retries on the next tick. A chunk the ring deleted, or one that cannot
+//! be read, makes its pages unrecoverable: counted, handed to the merge as dropped (it marks
+//! the gap), and the CPU resumes at the next page it has.
 
 use argus_ingest::linux::TappedPage;
 use std::collections::BTreeMap;
@@ -25,13 +35,20 @@ use std::path::{Path, PathBuf};
 /// Tapped pages held per CPU while it catches up (4 KiB each: 64 MiB); later ones are read
 /// from disk when their turn comes.
 const MAX_PENDING: usize = 16_384;
-/// Pages read from disk per CPU per call, so the job's loop stays responsive.
+/// Pages read from disk per [`CatchUp::poll`], all CPUs together: the job releases what
+/// they hold at each tick, so this bounds the records waiting in its merge (~4096 × 150).
 const DISK_BATCH: usize = 4096;
 /// How far a CPU may fall behind the tap, in pages (256 MiB of raw pages, ~10 s of the
 /// saturating load on one CPU). The job's memory grows with its lag (records waiting for the
 /// watermark, the snapshot's events): 60 s of that load unbounded took 24 GiB. Beyond it the
 /// CPU skips ahead to the pages the tap still holds, and the skipped ones become a gap.
 const MAX_BEHIND: u64 = 65_536;
+/// How far (by its header's time) a page may run ahead of the last page handed on of a CPU
+/// that is behind. The merge holds every record after the slowest CPU's last one until that
+/// CPU moves on, so without this bound a CPU read live while another was read back from
+/// disk queued seconds of decoded records (5 GB of `argus start`'s memory, and most of its
+/// CPU spent faulting that memory in, after 15 s of the saturating load).
+const SKEW_NS: u64 = 100_000_000;
 
 /// What the catch-up hands on: `(cpu, page, pages of this CPU lost for good so far)`.
 pub type Sink<'a> = dyn FnMut(u32, &[u8], u64) + 'a;
@@ -59,17 +76,53 @@ struct CpuState {
     pending: BTreeMap<u64, Vec<u8>>,
     /// Pages lost for good on this CPU.
     lost: u64,
+    /// Header time of the last page handed on (0 before the first).
+    last_ts: u64,
     /// Decoded pages of the frame read last: (sequence number of the first, pages).
     frame: Option<(u64, Vec<u8>)>,
     /// Where the next frame of the current chunk starts: (chunk, byte offset, first page).
     at: Option<(u32, u64, u64)>,
 }
 
-/// The outcome of reading one page from disk.
+impl CpuState {
+    fn behind(&self) -> bool {
+        self.expected < self.seen
+    }
+
+    /// Marks `n` pages from `expected` lost for good and resumes after them.
+    fn lose(&mut self, n: u64) {
+        self.lost += n;
+        self.expected += n;
+        self.pending.retain(|&k, _| k >= self.expected);
+        self.frame = None;
+        self.at = None;
+    }
+}
+
+/// Where the next page of a CPU that is behind stands.
+enum Head {
+    /// Available (pending, or in the frame read from disk), with its header time.
+    Ready(u64),
+    /// Not on disk yet (still in the recorder's spool or frame), or this call's disk budget
+    /// is spent.
+    NotYet,
+    /// Lost for good: `expected` was moved past it.
+    Lost,
+}
+
+/// The outcome of looking for a page on disk.
 enum Disk {
-    Page(Vec<u8>),
+    InFrame,
     NotYet,
     Gone,
+}
+
+/// The time in a page's header (`timestamp`, offset 0, 8 bytes, in every ring-buffer page
+/// header the kernel has shipped).
+fn page_ts(page: &[u8]) -> u64 {
+    page.get(..8)
+        .and_then(|b| b.try_into().ok())
+        .map_or(0, u64::from_le_bytes)
 }
 
 impl CatchUp {
@@ -87,148 +140,203 @@ impl CatchUp {
         }
     }
 
-    /// Takes a tapped page; hands on every page now in order.
+    /// Takes a tapped page: hands it on at once when it is its CPU's next one and no CPU
+    /// that is behind needs to move first ([`SKEW_NS`]); otherwise holds it (up to
+    /// [`MAX_PENDING`]; beyond, the disk has it) for [`CatchUp::poll`].
     pub fn push(&mut self, p: TappedPage, out: &mut Sink<'_>) {
+        let bound = self.bound(p.cpu);
         let st = self.cpus.entry(p.cpu).or_default();
         st.seen = st.seen.max(p.seq + 1);
         if p.seq < st.expected {
             return; // already read from disk
         }
-        if p.seq == st.expected && st.pending.is_empty() && st.seen == p.seq + 1 {
+        let ts = page_ts(&p.data);
+        if p.seq == st.expected && st.pending.is_empty() && st.seen == p.seq + 1 && ts <= bound {
             st.expected += 1;
+            st.last_ts = ts;
             out(p.cpu, &p.data, st.lost);
             return;
         }
         if st.pending.len() < MAX_PENDING {
             st.pending.insert(p.seq, p.data);
         }
-        self.fill(p.cpu, out);
     }
 
-    /// Retries every CPU that is behind (on the job's tick).
+    /// Hands on the pages of the CPUs that are behind, oldest first (on the job's tick),
+    /// reading at most [`DISK_BATCH`] of them from disk.
     pub fn poll(&mut self, out: &mut Sink<'_>) {
-        let behind: Vec<u32> = self
-            .cpus
-            .iter()
-            .filter(|(_, s)| s.expected < s.seen)
-            .map(|(&c, _)| c)
-            .collect();
-        for cpu in behind {
-            self.fill(cpu, out);
-        }
+        self.merge(out, false);
     }
 
     /// The recording has ended and its chunks are written: hands on everything still
     /// behind, reading the disk until each CPU has caught up; a page still missing is lost.
     pub fn finish(&mut self, out: &mut Sink<'_>) {
-        let cpus: Vec<u32> = self.cpus.keys().copied().collect();
-        for cpu in cpus {
-            loop {
-                self.fill(cpu, out);
-                let Some(st) = self.cpus.get_mut(&cpu) else {
-                    break;
-                };
-                if st.expected >= st.seen {
-                    break;
-                }
-                let before = st.expected;
-                self.fill(cpu, out);
-                let st = self.cpus.get_mut(&cpu).expect("present");
-                if st.expected == before {
-                    // Not on disk at the end: skip to the next page held, if any.
-                    let resume = st.pending.keys().next().copied().unwrap_or(st.seen);
-                    let n = resume.saturating_sub(st.expected).max(1);
-                    st.lost += n;
-                    st.expected += n;
-                    st.frame = None;
-                    st.at = None;
-                    self.unrecoverable += n;
-                }
-            }
+        while self.cpus.values().any(CpuState::behind) {
+            self.merge(out, true);
         }
+    }
+
+    /// The oldest time a record not handed on yet may have: the header time of the last
+    /// page handed on of each CPU that is behind (its next page starts no earlier). The
+    /// merge's watermark must not pass it, or that CPU's records would arrive late.
+    pub fn frontier(&self) -> Option<u64> {
+        self.cpus
+            .values()
+            .filter(|s| s.behind())
+            .map(|s| s.last_ts)
+            .min()
     }
 
     /// Whether any CPU is behind the tap.
     #[cfg(test)]
     pub fn behind(&self) -> bool {
-        self.cpus.values().any(|s| s.expected < s.seen)
+        self.cpus.values().any(CpuState::behind)
     }
 
-    /// Hands on pages of `cpu` in order from the pending ones and the disk, until one is not
-    /// on disk yet or the CPU has caught up.
-    fn fill(&mut self, cpu: u32, out: &mut Sink<'_>) {
-        let mut from_disk = 0usize;
+    /// The latest header time a page of `cpu` may have to be handed on now: [`SKEW_NS`]
+    /// past the last page handed on of every other CPU that is behind.
+    fn bound(&self, cpu: u32) -> u64 {
+        self.cpus
+            .iter()
+            .filter(|&(&c, s)| c != cpu && s.behind())
+            .map(|(_, s)| s.last_ts.saturating_add(SKEW_NS))
+            .min()
+            .unwrap_or(u64::MAX)
+    }
+
+    /// A k-way merge by page time of the CPUs that are behind: hands on the oldest next
+    /// page, as long as no CPU whose next page is not on disk yet may hold an older one.
+    /// `at_end`: the recording has ended, so a page not on disk never will be (lost).
+    fn merge(&mut self, out: &mut Sink<'_>, at_end: bool) {
+        let mut budget = DISK_BATCH;
         loop {
-            let Some(st) = self.cpus.get_mut(&cpu) else {
-                return;
-            };
-            if st.expected >= st.seen {
-                st.pending.clear();
-                st.frame = None;
+            let behind: Vec<u32> = self
+                .cpus
+                .iter()
+                .filter(|(_, s)| s.behind())
+                .map(|(&c, _)| c)
+                .collect();
+            if behind.is_empty() {
                 return;
             }
-            if st.seen - st.expected > MAX_BEHIND {
+            let mut best: Option<(u64, u32)> = None;
+            // The oldest a page of a CPU that must wait could be.
+            let mut waiting: Option<u64> = None;
+            let mut progressed = false;
+            for cpu in behind {
+                match self.head(cpu, &mut budget) {
+                    Head::Ready(ts) => {
+                        if best.is_none_or(|(b, _)| ts < b) {
+                            best = Some((ts, cpu));
+                        }
+                    }
+                    Head::Lost => progressed = true,
+                    Head::NotYet if at_end && budget > 0 => {
+                        // Not on disk at the end: skip to the next page held, if any.
+                        let st = self.cpus.get_mut(&cpu).expect("behind");
+                        let resume = st.pending.keys().next().copied().unwrap_or(st.seen);
+                        let n = resume.saturating_sub(st.expected).max(1);
+                        st.lose(n);
+                        self.unrecoverable += n;
+                        progressed = true;
+                    }
+                    Head::NotYet => {
+                        let last = self.cpus[&cpu].last_ts;
+                        waiting = Some(waiting.map_or(last, |w: u64| w.min(last)));
+                    }
+                }
+            }
+            match best {
+                Some((ts, cpu)) if waiting.is_none_or(|w| ts <= w.saturating_add(SKEW_NS)) => {
+                    self.hand_on(cpu, ts, &mut budget, out);
+                }
+                _ if progressed => {}
+                _ => return,
+            }
+        }
+    }
+
+    /// Makes the next page of `cpu` (which is behind) available, from the pending pages or
+    /// the disk, skipping what is lost for good.
+    fn head(&mut self, cpu: u32, budget: &mut usize) -> Head {
+        let chunk_pages = self.chunk_pages;
+        let page_size = self.page_size;
+        let st = self.cpus.get_mut(&cpu).expect("present");
+        if st.seen - st.expected > MAX_BEHIND {
+            let resume = st
+                .pending
+                .keys()
+                .next()
+                .copied()
+                .unwrap_or(st.seen)
+                .max(st.seen - MAX_BEHIND / 2);
+            let n = resume - st.expected;
+            st.lose(n);
+            self.unrecoverable += n;
+            self.skipped += n;
+            return Head::Lost;
+        }
+        let seq = st.expected;
+        if let Some(p) = st.pending.get(&seq) {
+            return Head::Ready(page_ts(p));
+        }
+        if let Some((first, pages)) = &st.frame {
+            let n = (pages.len() / page_size) as u64;
+            if seq >= *first && seq < first + n {
+                let i = (seq - first) as usize * page_size;
+                return Head::Ready(page_ts(&pages[i..]));
+            }
+        }
+        if *budget == 0 {
+            return Head::NotYet;
+        }
+        match self.read_frame(cpu, seq) {
+            Disk::InFrame => self.head(cpu, budget),
+            Disk::NotYet => Head::NotYet,
+            Disk::Gone => {
+                // Resume at the next page still held: pending, or the next chunk.
+                let st = self.cpus.get_mut(&cpu).expect("present");
+                let next_chunk = (seq / chunk_pages + 1) * chunk_pages;
                 let resume = st
                     .pending
                     .keys()
                     .next()
                     .copied()
-                    .unwrap_or(st.seen)
-                    .max(st.seen - MAX_BEHIND / 2);
-                let n = resume - st.expected;
-                st.pending.retain(|&k, _| k >= resume);
-                st.lost += n;
-                st.expected = resume;
-                st.frame = None;
-                st.at = None;
+                    .map_or(next_chunk, |p| p.min(next_chunk))
+                    .min(st.seen)
+                    .max(seq + 1);
+                let n = resume - seq;
+                st.lose(n);
                 self.unrecoverable += n;
-                self.skipped += n;
-                continue;
-            }
-            let seq = st.expected;
-            if let Some(page) = st.pending.remove(&seq) {
-                st.expected += 1;
-                out(cpu, &page, st.lost);
-                continue;
-            }
-            if from_disk >= DISK_BATCH {
-                return;
-            }
-            match self.read_page(cpu, seq) {
-                Disk::Page(page) => {
-                    from_disk += 1;
-                    self.recovered += 1;
-                    let st = self.cpus.get_mut(&cpu).expect("present");
-                    st.expected += 1;
-                    out(cpu, &page, st.lost);
-                }
-                Disk::NotYet => return,
-                Disk::Gone => {
-                    // Resume at the next page still held: pending, or the next chunk.
-                    let chunk_pages = self.chunk_pages;
-                    let st = self.cpus.get_mut(&cpu).expect("present");
-                    let next_chunk = (seq / chunk_pages + 1) * chunk_pages;
-                    let resume = st
-                        .pending
-                        .keys()
-                        .next()
-                        .copied()
-                        .map_or(next_chunk, |p| p.min(next_chunk))
-                        .min(st.seen)
-                        .max(seq + 1);
-                    let n = resume - seq;
-                    st.lost += n;
-                    st.expected = resume;
-                    st.frame = None;
-                    st.at = None;
-                    self.unrecoverable += n;
-                }
+                Head::Lost
             }
         }
     }
 
-    /// Page `seq` of `cpu` from its chunk files.
-    fn read_page(&mut self, cpu: u32, seq: u64) -> Disk {
+    /// Hands on the next page of `cpu`, made available by [`CatchUp::head`].
+    /// A page from disk counts against `budget`.
+    fn hand_on(&mut self, cpu: u32, ts: u64, budget: &mut usize, out: &mut Sink<'_>) {
+        let page_size = self.page_size;
+        let st = self.cpus.get_mut(&cpu).expect("present");
+        let seq = st.expected;
+        st.expected += 1;
+        st.last_ts = ts;
+        if let Some(p) = st.pending.remove(&seq) {
+            out(cpu, &p, st.lost);
+        } else if let Some((first, pages)) = &st.frame {
+            let i = (seq - first) as usize * page_size;
+            self.recovered += 1;
+            *budget = budget.saturating_sub(1);
+            out(cpu, &pages[i..i + page_size], st.lost);
+        }
+        if !st.behind() {
+            st.pending.clear();
+            st.frame = None;
+        }
+    }
+
+    /// Reads the frame of `cpu`'s chunk files that holds page `seq` into its state.
+    fn read_frame(&mut self, cpu: u32, seq: u64) -> Disk {
         let page_size = self.page_size;
         let chunk_pages = self.chunk_pages;
         let dir = self.dir.clone();
@@ -237,8 +345,7 @@ impl CatchUp {
             if let Some((first, pages)) = &st.frame {
                 let n = (pages.len() / page_size) as u64;
                 if seq >= *first && seq < first + n {
-                    let i = (seq - first) as usize * page_size;
-                    return Disk::Page(pages[i..i + page_size].to_vec());
+                    return Disk::InFrame;
                 }
             }
             let chunk = (seq / chunk_pages) as u32;
@@ -312,35 +419,42 @@ mod tests {
     use std::io::Write;
 
     const PS: usize = 64;
+    /// Page `seq` of every CPU starts at this time × seq (ns).
+    const STEP: u64 = 10_000_000;
 
+    /// A page: header time, then its CPU and sequence number.
     fn page(cpu: u32, seq: u64) -> Vec<u8> {
         let mut p = vec![0u8; PS];
-        p[..4].copy_from_slice(&cpu.to_le_bytes());
-        p[4..12].copy_from_slice(&seq.to_le_bytes());
+        p[..8].copy_from_slice(&(seq * STEP).to_le_bytes());
+        p[8..12].copy_from_slice(&cpu.to_le_bytes());
+        p[12..20].copy_from_slice(&seq.to_le_bytes());
         p
     }
 
-    fn seq_of(p: &[u8]) -> u64 {
-        u64::from_le_bytes(p[4..12].try_into().unwrap())
+    fn cpu_seq(p: &[u8]) -> (u32, u64) {
+        (
+            u32::from_le_bytes(p[8..12].try_into().unwrap()),
+            u64::from_le_bytes(p[12..20].try_into().unwrap()),
+        )
     }
 
-    /// Appends pages `range` of cpu 0 as one zstd frame to chunk `c`.
-    fn append(dir: &Path, c: u32, range: std::ops::Range<u64>) {
-        std::fs::create_dir_all(argus_ingest::tracedir::cpu_dir(dir, 0)).unwrap();
-        let raw: Vec<u8> = range.flat_map(|s| page(0, s)).collect();
+    /// Appends pages `range` of `cpu` as one zstd frame to its chunk `c`.
+    fn append(dir: &Path, cpu: u32, c: u32, range: std::ops::Range<u64>) {
+        std::fs::create_dir_all(argus_ingest::tracedir::cpu_dir(dir, cpu)).unwrap();
+        let raw: Vec<u8> = range.flat_map(|s| page(cpu, s)).collect();
         let frame = zstd::bulk::compress(&raw, 1).unwrap();
         let mut f = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
-            .open(argus_ingest::tracedir::chunk_path(dir, 0, c))
+            .open(argus_ingest::tracedir::chunk_path(dir, cpu, c))
             .unwrap();
         f.write_all(&frame).unwrap();
     }
 
-    fn tapped(seq: u64) -> TappedPage {
+    fn tapped(cpu: u32, seq: u64) -> TappedPage {
         TappedPage {
-            cpu: 0,
-            data: page(0, seq),
+            cpu,
+            data: page(cpu, seq),
             dropped_before: 0,
             seq,
         }
@@ -351,21 +465,21 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let mut c = CatchUp::new(dir.path(), PS, 8);
         let mut got: Vec<(u64, u64)> = Vec::new();
-        let mut out = |_: u32, p: &[u8], lost: u64| got.push((seq_of(p), lost));
-        c.push(tapped(0), &mut out);
-        c.push(tapped(1), &mut out);
+        let mut out = |_: u32, p: &[u8], lost: u64| got.push((cpu_seq(p).1, lost));
+        c.push(tapped(0, 0), &mut out);
+        c.push(tapped(0, 1), &mut out);
         // 2..=9 dropped by the tap; 10 arrives before the writer wrote 2..
-        c.push(tapped(10), &mut out);
+        c.push(tapped(0, 10), &mut out);
         assert!(c.behind());
-        append(dir.path(), 0, 0..5);
+        append(dir.path(), 0, 0, 0..5);
         c.poll(&mut out);
-        append(dir.path(), 0, 5..8);
-        append(dir.path(), 1, 8..9);
+        append(dir.path(), 0, 0, 5..8);
+        append(dir.path(), 0, 1, 8..9);
         c.poll(&mut out);
         assert!(c.behind(), "page 9 is not written yet");
-        append(dir.path(), 1, 9..11);
+        append(dir.path(), 0, 1, 9..11);
         c.poll(&mut out);
-        c.push(tapped(11), &mut out);
+        c.push(tapped(0, 11), &mut out);
         assert!(!c.behind());
         let seqs: Vec<u64> = got.iter().map(|g| g.0).collect();
         assert_eq!(seqs, (0..=11).collect::<Vec<u64>>());
@@ -378,11 +492,12 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let mut c = CatchUp::new(dir.path(), PS, 1 << 20);
         let mut got: Vec<(u64, u64)> = Vec::new();
-        let mut out = |_: u32, p: &[u8], lost: u64| got.push((seq_of(p), lost));
-        c.push(tapped(0), &mut out);
+        let mut out = |_: u32, p: &[u8], lost: u64| got.push((cpu_seq(p).1, lost));
+        c.push(tapped(0, 0), &mut out);
         // Nothing on disk; the tap goes far ahead.
         let far = MAX_BEHIND + 10;
-        c.push(tapped(far), &mut out);
+        c.push(tapped(0, far), &mut out);
+        c.poll(&mut out);
         assert_eq!(
             got.last().unwrap().0,
             far,
@@ -397,14 +512,81 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let mut c = CatchUp::new(dir.path(), PS, 4);
         let mut got: Vec<(u64, u64)> = Vec::new();
-        let mut out = |_: u32, p: &[u8], lost: u64| got.push((seq_of(p), lost));
-        c.push(tapped(0), &mut out);
+        let mut out = |_: u32, p: &[u8], lost: u64| got.push((cpu_seq(p).1, lost));
+        c.push(tapped(0, 0), &mut out);
         // Chunk 0 (pages 0..4) deleted by the ring; chunk 1 holds 4..8.
-        append(dir.path(), 1, 4..8);
-        c.push(tapped(6), &mut out);
+        append(dir.path(), 0, 1, 4..8);
+        c.push(tapped(0, 6), &mut out);
+        c.poll(&mut out);
         let seqs: Vec<u64> = got.iter().map(|g| g.0).collect();
         assert_eq!(seqs, vec![0, 4, 5, 6]);
         assert_eq!(got.last().unwrap().1, 3, "pages 1..4 lost for good");
         assert_eq!(c.unrecoverable, 3);
+    }
+
+    /// CPU 1 is read back from disk while CPU 0 is tapped live: CPU 0 is held until CPU 1
+    /// reaches its time, so what the merge holds spans at most [`SKEW_NS`] plus a page.
+    #[test]
+    fn a_cpu_read_live_waits_for_one_read_back_from_disk() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut c = CatchUp::new(dir.path(), PS, 64);
+        let got: std::cell::RefCell<Vec<(u32, u64)>> = Default::default();
+        let mut out = |_: u32, p: &[u8], _: u64| got.borrow_mut().push(cpu_seq(p));
+        c.push(tapped(1, 0), &mut out);
+        // CPU 1's pages 1..=39 were dropped by the tap; page 40 arrived.
+        c.push(tapped(1, 40), &mut out);
+        // CPU 0 keeps arriving live: only what is within the skew of CPU 1 goes on.
+        for s in 0..41 {
+            c.push(tapped(0, s), &mut out);
+        }
+        let skew_pages = SKEW_NS / STEP;
+        assert!(
+            got.borrow()
+                .iter()
+                .all(|&(cpu, s)| cpu == 1 || s <= skew_pages),
+            "CPU 0 ran ahead of CPU 1: {got:?}"
+        );
+        // The writer has CPU 1's pages now: the merge takes both CPUs in time order.
+        append(dir.path(), 1, 0, 0..41);
+        c.poll(&mut out);
+        assert!(!c.behind());
+        let got = got.into_inner();
+        let n = |cpu| got.iter().filter(|g| g.0 == cpu).count();
+        assert_eq!((n(0), n(1)), (41, 41), "every page once");
+        let mut times: Vec<u64> = Vec::new();
+        let mut max_skew = 0;
+        for &(_, s) in &got {
+            let ts = s * STEP;
+            let newest = times.iter().copied().max().unwrap_or(0);
+            max_skew = max_skew.max(newest.saturating_sub(ts));
+            times.push(ts);
+        }
+        assert!(
+            max_skew <= SKEW_NS + STEP,
+            "a page came {max_skew} ns after a newer one"
+        );
+        for cpu in [0, 1] {
+            let seqs: Vec<u64> = got.iter().filter(|g| g.0 == cpu).map(|g| g.1).collect();
+            assert_eq!(seqs, (0..41).collect::<Vec<u64>>(), "cpu {cpu} in order");
+        }
+    }
+
+    /// At the end of the recording a page that never reached the disk is lost, and the
+    /// CPU resumes at the next page it holds.
+    #[test]
+    fn at_the_end_a_page_never_written_is_lost_and_the_rest_handed_on() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut c = CatchUp::new(dir.path(), PS, 8);
+        let mut got: Vec<(u64, u64)> = Vec::new();
+        let mut out = |_: u32, p: &[u8], lost: u64| got.push((cpu_seq(p).1, lost));
+        c.push(tapped(0, 0), &mut out);
+        append(dir.path(), 0, 0, 0..3);
+        c.push(tapped(0, 5), &mut out);
+        c.finish(&mut out);
+        assert!(!c.behind());
+        let seqs: Vec<u64> = got.iter().map(|g| g.0).collect();
+        assert_eq!(seqs, vec![0, 1, 2, 5]);
+        assert_eq!(got.last().unwrap().1, 2, "pages 3 and 4 lost");
+        assert_eq!(c.unrecoverable, 2);
     }
 }

@@ -24,7 +24,10 @@
 //! drained before each release, so with the default 500 ms lag a record is only late when the
 //! recorder itself fell behind. That case is recognised too: a CPU whose last tapped page was
 //! *full* had more to read, so the watermark stays at that CPU's last record until a partial
-//! page (the reader reached the end of the buffer) arrives, for at most 5 s. A **late record** (its `ts` is at or below a watermark
+//! page (the reader reached the end of the buffer) arrives, for at most 5 s unless the job
+//! itself is behind the recorder (pages wait in the tap, or are read back from the ring:
+//! [`crate::catchup`]; the watermark never passes the last page handed on of a CPU being
+//! read back). A **late record** (its `ts` is at or below a watermark
 //! already released) cannot enter the dataflow (epochs are closed); it is dropped, counted as
 //! lost (`late` in the status line, one row per CPU and snapshot period in `errors.parquet`)
 //! and stays in the raw ring, so `argus build DIR/trace` still sees it.
@@ -132,8 +135,9 @@ const SNAPSHOT_BACKLOG: usize = 16;
 const MAX_ERROR_ROWS: usize = 1000;
 /// Events per batch when replaying the previous run's ring.
 const REPLAY_BATCH: usize = 100_000;
-/// Tapped pages that may wait for decoding (4 KiB each: 256 MiB).
-const TAP_CAPACITY: usize = 65_536;
+/// Tapped pages that may wait for decoding (4 KiB each: 32 MiB); the recorder drops what
+/// does not fit, and the job reads it back from the ring (`catchup.rs`).
+const TAP_CAPACITY: usize = 8192;
 
 /// `argus start`.
 #[derive(Debug, clap::Args)]
@@ -179,11 +183,12 @@ pub struct StartArgs {
     /// it per 100 ms. 0: normal priority.
     #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u8).range(0..=99))]
     pub drain_priority: u8,
-    /// Nice value of the job's decoding, dataflow and snapshot threads: on a machine whose
+    /// Priority of the job's decoding, dataflow and snapshot threads: `idle` (`SCHED_IDLE`:
+    /// only CPU time no other thread wants) or a nice value (-20..19). On a machine whose
     /// CPUs the traced load needs, the live graph lags (counted, visible in the status line)
     /// rather than slowing the load; the recorder keeps its own priority and loses nothing.
-    #[arg(long, default_value_t = 10, allow_negative_numbers = true, value_parser = clap::value_parser!(i32).range(-20..=19))]
-    pub nice: i32,
+    #[arg(long, default_value = "idle", allow_negative_numbers = true, value_parser = parse_job_priority)]
+    pub nice: JobPriority,
     /// Stop after this many seconds (default: until SIGINT / SIGTERM).
     #[arg(long)]
     pub duration: Option<f64>,
@@ -193,6 +198,41 @@ pub struct StartArgs {
     /// Sleep this long before installing each snapshot (for crash tests).
     #[arg(long, hide = true, default_value_t = 0)]
     pub snapshot_delay_ms: u64,
+}
+
+/// How the job's own threads are scheduled (`--nice`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum JobPriority {
+    /// `SCHED_IDLE`. The default: under the saturating load of issue 14 (`cargo bench
+    /// --bench overhead`, `ARGUS_BENCH_SATURATE`) the load kept 0.41 of its untraced speed
+    /// against 0.33 at nice 10 and 0.39 at nice 19 (15 s runs, `argus record` alone: 0.48):
+    /// the ping-pong load is slowed by every wake-up it has to wait for, and only the idle
+    /// class is preempted at once.
+    Idle,
+    /// A nice value, -20..19.
+    Nice(i32),
+}
+
+impl std::fmt::Display for JobPriority {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            JobPriority::Idle => f.write_str("idle"),
+            JobPriority::Nice(n) => write!(f, "nice {n}"),
+        }
+    }
+}
+
+/// `idle` or a nice value in -20..19.
+fn parse_job_priority(s: &str) -> Result<JobPriority, String> {
+    if s.eq_ignore_ascii_case("idle") {
+        return Ok(JobPriority::Idle);
+    }
+    match s.parse::<i32>() {
+        Ok(n) if (-20..=19).contains(&n) => Ok(JobPriority::Nice(n)),
+        _ => Err(format!(
+            "`{s}` is neither `idle` nor a nice value from -20 to 19"
+        )),
+    }
 }
 
 /// What `argus start` does.
@@ -220,8 +260,8 @@ pub struct StartConfig {
     pub buffer_kb: u32,
     /// The readers' real-time priority while draining (0: normal).
     pub drain_priority: u8,
-    /// Nice value of the job's own threads (all but the recorder's).
-    pub nice: i32,
+    /// Scheduling of the job's own threads (all but the recorder's).
+    pub nice: JobPriority,
     /// Stop after.
     pub duration: Option<Duration>,
     /// Between status lines.
@@ -606,11 +646,16 @@ impl LiveMerge {
     /// of that CPU are on their way), for at most [`MAX_HOLD`]. A CPU whose last page was
     /// partial had been read to the end, and an idle CPU sends nothing: neither holds the
     /// watermark.
-    pub fn watermark(&self, clock: Nanos) -> Nanos {
+    ///
+    /// `job_behind`: the job itself has not caught up with the recorder (pages wait in the
+    /// tap, or are being read back from the ring): the CPU's next records are among them, so
+    /// the hold does not expire (a saturating load kept the job more than 5 s behind, and
+    /// the expired holds made two million records late).
+    pub fn watermark(&self, clock: Nanos, job_behind: bool) -> Nanos {
         self.cpus
             .values()
             .filter_map(|c| c.behind)
-            .filter(|(_, at)| at.elapsed() < MAX_HOLD)
+            .filter(|(_, at)| job_behind || at.elapsed() < MAX_HOLD)
             .map(|(ts, _)| ts)
             .fold(clock, Nanos::min)
     }
@@ -1788,13 +1833,16 @@ pub fn run(cfg: &StartConfig, quiet: bool) -> Result<u8> {
         })?;
     // From here on every thread this one starts (decoding, dataflow generations, snapshot
     // writers) inherits the job's nice value; the recorder's threads already run.
-    if cfg.nice != 0 {
-        if let Err(e) = argus_ingest::linux::set_thread_nice(cfg.nice) {
-            eprintln!(
-                "argus start: warning: cannot set the job's nice value {}: {e}",
-                cfg.nice
-            );
-        }
+    let set = match cfg.nice {
+        JobPriority::Idle => argus_ingest::linux::set_thread_sched_idle(),
+        JobPriority::Nice(0) => Ok(()),
+        JobPriority::Nice(n) => argus_ingest::linux::set_thread_nice(n),
+    };
+    if let Err(e) = set {
+        eprintln!(
+            "argus start: warning: cannot set the job's priority ({}): {e}",
+            cfg.nice
+        );
     }
     let live_start = Nanos(monotonic_ns());
     let marker = recording.marker_path().to_path_buf();
@@ -1938,27 +1986,18 @@ pub fn run(cfg: &StartConfig, quiet: bool) -> Result<u8> {
     while !closed {
         // Decode pages as they come until the tick, or until woken to check for a hang.
         let mut tick = false;
-        loop {
-            let now = Instant::now();
-            if now >= next_tick {
-                tick = true;
-                break;
-            }
+        // Sleep until the tick (or until woken to check for a hang), then decode what the
+        // tap holds in one go. Waiting on the tap instead woke the job for every page:
+        // ~10k context switches a second under the saturating load, each taking a CPU from
+        // the load (the job's CPU time is small; its wake-ups are not).
+        let now = Instant::now();
+        if now < next_tick {
             select! {
-                recv(tap_rx) -> p => match p {
-                    Ok(p) => catchup.push(p, &mut |cpu, page, lost| merge.push_page(cpu, page, lost)),
-                    Err(_) => {
-                        closed = true;
-                        tick = true;
-                        break;
-                    }
-                },
-                recv(woken) -> _ => break,
-                default(next_tick - now) => {
-                    tick = true;
-                    break;
-                }
+                recv(woken) -> _ => {}
+                default(next_tick - now) => tick = true,
             }
+        } else {
+            tick = true;
         }
         if tick {
             next_tick += TICK;
@@ -1966,9 +2005,22 @@ pub fn run(cfg: &StartConfig, quiet: bool) -> Result<u8> {
                 next_tick = Instant::now() + TICK;
             }
             // Whatever is already tapped goes in before the watermark moves, and what the
-            // tap dropped is read back from the ring.
-            for p in tap_rx.try_iter() {
-                catchup.push(p, &mut |cpu, page, lost| merge.push_page(cpu, page, lost));
+            // tap dropped is read back from the ring. Only what is there now: on a saturated
+            // machine the tap refills as fast as it is read, and draining it to empty held
+            // the tick (and every release) off for the whole load, queueing millions of
+            // decoded records.
+            let tapped_now = tap_rx.len();
+            for _ in 0..=tapped_now {
+                match tap_rx.try_recv() {
+                    Ok(p) => {
+                        catchup.push(p, &mut |cpu, page, lost| merge.push_page(cpu, page, lost))
+                    }
+                    Err(crossbeam_channel::TryRecvError::Empty) => break,
+                    Err(crossbeam_channel::TryRecvError::Disconnected) => {
+                        closed = true;
+                        break;
+                    }
+                }
             }
             if closed {
                 // The recorder has ended: every chunk is written.
@@ -1980,8 +2032,11 @@ pub fn run(cfg: &StartConfig, quiet: bool) -> Result<u8> {
             let watermark = if closed {
                 merge.max_queued().map_or(clock, |m| m.max(clock))
             } else {
+                // Not past a CPU still being read back from the ring either.
+                let frontier = catchup.frontier();
+                let held = frontier.map_or(clock, |f| clock.min(Nanos(f)));
                 merge
-                    .watermark(clock)
+                    .watermark(held, frontier.is_some() || !tap_rx.is_empty())
                     .max(merge.released().unwrap_or(Nanos(0)))
             };
             let mut events = Vec::new();
@@ -2523,7 +2578,7 @@ mod tests {
             },
             buffer_kb: 1024,
             drain_priority: 10,
-            nice: 0,
+            nice: JobPriority::Nice(0),
             duration: None,
             status_every: Duration::from_secs(5),
             snapshot_delay: Duration::ZERO,
@@ -2771,16 +2826,32 @@ mod tests {
     }
 
     #[test]
+    fn the_job_priority_is_idle_or_a_nice_value() {
+        assert_eq!(parse_job_priority("idle"), Ok(JobPriority::Idle));
+        assert_eq!(parse_job_priority("IDLE"), Ok(JobPriority::Idle));
+        assert_eq!(parse_job_priority("-5"), Ok(JobPriority::Nice(-5)));
+        assert_eq!(parse_job_priority("19"), Ok(JobPriority::Nice(19)));
+        for bad in ["20", "-21", "", "lazy", "1.5"] {
+            assert!(parse_job_priority(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
     fn a_cpu_whose_reader_is_behind_holds_the_watermark_for_a_while() {
         let mut m = merge_with(&[(0, &[10]), (1, &[20])]);
-        assert_eq!(m.watermark(Nanos(100)), Nanos(100), "nobody behind");
+        assert_eq!(m.watermark(Nanos(100), false), Nanos(100), "nobody behind");
         if let Some(c) = m.cpus.get_mut(&1) {
             c.behind = Some((Nanos(20), Instant::now()));
         }
-        assert_eq!(m.watermark(Nanos(100)), Nanos(20));
+        assert_eq!(m.watermark(Nanos(100), false), Nanos(20));
         if let Some(c) = m.cpus.get_mut(&1) {
             c.behind = Some((Nanos(20), Instant::now() - MAX_HOLD));
         }
-        assert_eq!(m.watermark(Nanos(100)), Nanos(100), "not for ever");
+        assert_eq!(m.watermark(Nanos(100), false), Nanos(100), "not for ever");
+        assert_eq!(
+            m.watermark(Nanos(100), true),
+            Nanos(20),
+            "for as long as the job itself is behind the recorder"
+        );
     }
 }

@@ -152,6 +152,21 @@ pub fn set_thread_nice(nice: i32) -> std::io::Result<()> {
     }
 }
 
+/// Puts the calling thread in the `SCHED_IDLE` class: it runs only on a CPU no other thread
+/// wants, and a waking thread of any other class preempts it at once (Linux: per thread;
+/// threads it starts inherit the class).
+pub fn set_thread_sched_idle() -> std::io::Result<()> {
+    let param = libc::sched_param { sched_priority: 0 };
+    // SAFETY: `param` is a valid sched_param for the duration of the call; pid 0 is the
+    // calling thread.
+    let rc = unsafe { libc::sched_setscheduler(0, libc::SCHED_IDLE, &param) };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
 /// CPU time of the calling thread.
 fn thread_cpu_time() -> Duration {
     let mut ts = libc::timespec {

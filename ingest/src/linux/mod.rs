@@ -86,7 +86,7 @@ mod sysinfo;
 mod tracefs;
 mod uprobe;
 
-pub use drainprio::{set_thread_nice, DrainPriority};
+pub use drainprio::{set_thread_nice, set_thread_sched_idle, DrainPriority};
 pub use error::RecordError;
 pub use fdtrack::scan_pages as file_scan_pages;
 pub use perf::{
