@@ -37,10 +37,12 @@
 //! load of `../shared/loads/saturate.c` (pipe ping-pong between two processes, a mutex and
 //! condition-variable hand-off between two threads, a thread in 200 µs sleeps: both CPUs
 //! busy with syscalls) for SECS seconds untraced, under `argus record`, under `argus start`
-//! and under `perf record -a` of the same tracepoints, interleaved for
-//! `ARGUS_BENCH_ROUNDS` rounds (default 1). Prints per mode: the load's round trips and their
-//! ratio to untraced (its speed), events recorded per second, events lost (and the share of
-//! all), and the tracer's CPU time (user + system, all its threads).
+//! and under `perf record -a` of the same tracepoints, and with those tracepoints enabled in a
+//! tracefs instance nobody reads ("kernel only": the kernel's cost of writing the events, the
+//! ceiling of any tracer's speed), interleaved for `ARGUS_BENCH_ROUNDS` rounds (default 1).
+//! Prints per mode: the load's round trips and their ratio to untraced (its speed), events
+//! recorded per second, events lost (and the share of all), and the tracer's CPU time (user +
+//! system, all its threads).
 //!
 //! **Idle**: the whole run holds PM QoS CPU latency 0 (polling idle) so that wake-up latency
 //! from a halted CPU, which a tracer's busy reader hides, does not decide the ping-pong
@@ -684,6 +686,7 @@ fn stacks_bench() {
 #[derive(Clone, Copy, PartialEq)]
 enum SatMode {
     None,
+    KernelOnly,
     Record,
     Start,
     Perf,
@@ -693,6 +696,7 @@ impl SatMode {
     fn name(self) -> &'static str {
         match self {
             SatMode::None => "untraced",
+            SatMode::KernelOnly => "kernel only",
             SatMode::Record => "argus record",
             SatMode::Start => "argus start",
             SatMode::Perf => "perf record",
@@ -739,6 +743,7 @@ fn saturation(secs: u64) {
         SatMode::Record,
         SatMode::Start,
         SatMode::Perf,
+        SatMode::KernelOnly,
     ];
     println!(
         "saturation: {secs} s of saturate.c per run, {rounds} round(s) interleaved, {} cpus",
@@ -791,9 +796,12 @@ fn saturation(secs: u64) {
     }
     let speed = |i: usize| med(i, &|r| r.round_trips) / base;
     println!(
-        "  speed vs perf: argus record {:.1}x, argus start {:.1}x",
+        "  speed vs perf: argus record {:.1}x, argus start {:.1}x; share of the kernel-only ceiling: argus record {:.0}%, argus start {:.0}%, perf {:.0}%",
         speed(1) / speed(3),
-        speed(2) / speed(3)
+        speed(2) / speed(3),
+        100.0 * speed(1) / speed(4),
+        100.0 * speed(2) / speed(4),
+        100.0 * speed(3) / speed(4)
     );
 }
 
@@ -805,8 +813,12 @@ fn saturate_under(mode: SatMode, dir: &Path, load: &Path, secs: u64, set: &[Stri
         _ => dir.join("trace"),
     };
     let perf_data = dir.join("perf.data");
+    let instance = match mode {
+        SatMode::KernelOnly => Some(KernelOnly::enable(set)),
+        _ => None,
+    };
     let child = match mode {
-        SatMode::None => None,
+        SatMode::None | SatMode::KernelOnly => None,
         SatMode::Record => Some(
             Command::new(ARGUS)
                 .args(["-q", "record", "-o"])
@@ -851,7 +863,7 @@ fn saturate_under(mode: SatMode, dir: &Path, load: &Path, secs: u64, set: &[Stri
             );
             std::thread::sleep(Duration::from_millis(300));
         }
-        SatMode::None => {}
+        SatMode::None | SatMode::KernelOnly => {}
     }
     let started = Instant::now();
     let out = Command::new(load)
@@ -866,8 +878,11 @@ fn saturate_under(mode: SatMode, dir: &Path, load: &Path, secs: u64, set: &[Stri
         .and_then(|n| n.parse().ok())
         .unwrap_or_else(|| panic!("no round-trip count from the load: {text}"));
     let Some(mut child) = child else {
+        let (events, lost) = instance.map_or((0, 0), KernelOnly::finish);
         return SatRun {
             round_trips,
+            events,
+            lost,
             secs: load_secs,
             ..SatRun::default()
         };
@@ -909,6 +924,62 @@ fn saturate_under(mode: SatMode, dir: &Path, load: &Path, secs: u64, set: &[Stri
         lost,
         secs,
         tracer_cpu,
+    }
+}
+
+/// A tracefs instance with the events of the set enabled and no reader: the kernel's cost of
+/// writing them (the ring overwrites itself; nothing is read, so nothing else costs).
+struct KernelOnly {
+    dir: PathBuf,
+}
+
+impl KernelOnly {
+    fn enable(set: &[String]) -> KernelOnly {
+        let dir = PathBuf::from(argus_ingest::linux::DEFAULT_TRACEFS)
+            .join("instances")
+            .join(format!("argus-bench-kernel-only-{}", std::process::id()));
+        std::fs::create_dir(&dir).expect("a tracefs instance");
+        let write = |rel: &str, value: &str| {
+            std::fs::write(dir.join(rel), value)
+                .unwrap_or_else(|e| panic!("writing {value} to {}: {e}", dir.join(rel).display()))
+        };
+        write(
+            "buffer_size_kb",
+            &argus_ingest::linux::DEFAULT_BUFFER_SIZE_KB.to_string(),
+        );
+        // ftrace/print has no enable file: it is on in every instance.
+        for e in set.iter().filter(|e| e.as_str() != "ftrace/print") {
+            write(&format!("events/{e}/enable"), "1");
+        }
+        write("tracing_on", "1");
+        KernelOnly { dir }
+    }
+
+    /// Events the kernel wrote (kept plus overwritten), and 0 lost (overwriting is the mode);
+    /// the instance goes when `self` is dropped.
+    fn finish(self) -> (u64, u64) {
+        let _ = std::fs::write(self.dir.join("tracing_on"), "0");
+        let mut events = 0u64;
+        for cpu in 0..cpus() {
+            let stats = std::fs::read_to_string(self.dir.join(format!("per_cpu/cpu{cpu}/stats")))
+                .unwrap_or_default();
+            for line in stats.lines() {
+                if let Some((k, v)) = line.split_once(':') {
+                    if k == "entries" || k == "overrun" {
+                        events += v.trim().parse::<u64>().unwrap_or(0);
+                    }
+                }
+            }
+        }
+        (events, 0)
+    }
+}
+
+impl Drop for KernelOnly {
+    /// Also on a panic: an instance left behind would keep tracing the machine.
+    fn drop(&mut self) {
+        let _ = std::fs::write(self.dir.join("tracing_on"), "0");
+        let _ = std::fs::remove_dir(&self.dir);
     }
 }
 
