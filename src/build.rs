@@ -59,7 +59,7 @@ impl BuildConfig {
         if args.workers == 0 {
             bail!("--workers must be at least 1");
         }
-        let (processes, hosts) = crate::start::cluster_hosts(args)?;
+        let (processes, hosts) = crate::cluster::cluster_hosts(args)?;
         let mut rules = RulesConfig {
             spin_threshold_ns: (args.threshold * 1e9) as u64,
             ..RulesConfig::default()

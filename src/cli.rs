@@ -125,7 +125,7 @@ pub struct BuildArgs {
     pub hosts: Option<PathBuf>,
     /// Only the last DURATION of each trace (e.g. 5m, 30s): the tail of a ring, also while
     /// the recorder is still writing it.
-    #[arg(long, value_parser = argus_ingest::replay::parse_duration)]
+    #[arg(long, value_parser = crate::duration::parse_duration)]
     pub last: Option<std::time::Duration>,
     /// A rules file (TOML): user segment boundaries and edges (condition variables, splits,
     /// worker pools, pipes, kernel threads). See `docs/rules.md`.

@@ -276,7 +276,9 @@ pub fn run(args: &ExportArgs) -> Result<u8> {
             eprintln!("argus: wrote {}", svg.display());
         }
     }
-    Ok(diagnosis.outcome().exit_code())
+    // Its job is the files: written, it succeeded, whether or not a hang was found (`argus
+    // debug` is the verb whose exit code says that).
+    Ok(0)
 }
 
 /// Renders `file.dot` to `file.svg` with Graphviz when `dot` is on the PATH.

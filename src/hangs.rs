@@ -426,8 +426,9 @@ while not os.path.exists({:?}):
             sleep(0.1);
             let setter = spawn(
                 Command::new("sh").arg("-c").arg(format!(
-                    "sleep {secs}; touch '{}'; echo 'argus:flag-set {}' > '{}'",
+                    "sleep {secs}; touch '{}'; echo '{} {}' > '{}'",
                     flag.display(),
+                    argus_schema::markers::FLAG_SET,
                     flag.display(),
                     marker.display()
                 )),

@@ -4,9 +4,10 @@
 
 mod build;
 mod bundle;
-mod catchup;
 mod cli;
+mod cluster;
 mod dispatchwork;
+mod duration;
 mod export;
 mod fdpass;
 mod follow;

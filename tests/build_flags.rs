@@ -87,14 +87,10 @@ fn a_bad_rules_file_names_file_and_line() {
 /// Other tools' recordings (tracefs text, trace-cmd report, systrace HTML) build directly.
 #[test]
 fn build_imports_other_tools_recordings() {
-    let dir = std::path::Path::new(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../shared/realtraces/ftrace-text"
-    ));
-    if !dir.exists() {
-        eprintln!("SKIP build_imports_other_tools_recordings: ../shared/realtraces not found");
+    let Some(rt) = argus_testkit::realtraces("build_imports_other_tools_recordings") else {
         return;
-    }
+    };
+    let dir = rt.join("ftrace-text");
     for (file, min_segments) in [
         ("catapult_android_systrace.html", 1000),
         ("lisa_trace_report_raw.txt", 500),

@@ -3,7 +3,7 @@
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-use std::sync::{Mutex, MutexGuard, OnceLock};
+use std::sync::OnceLock;
 
 /// The binary under test.
 pub fn argus() -> Command {
@@ -15,38 +15,7 @@ pub fn run(args: &[&str]) -> Output {
     argus().args(args).output().expect("the argus binary runs")
 }
 
-/// Why this machine cannot record, if it cannot.
-fn cannot_trace() -> Option<String> {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        return Some("not root".into());
-    }
-    if !Path::new("/sys/kernel/tracing/events/sched/sched_switch").exists() {
-        return Some("tracefs not mounted at /sys/kernel/tracing".into());
-    }
-    None
-}
-
-/// True when live tests can run. Otherwise prints a loud skip line, or panics when
-/// `ARGUS_REQUIRE_LIVE=1`.
-pub fn live_or_skip(test: &str) -> bool {
-    match cannot_trace() {
-        None => true,
-        Some(why) => {
-            if std::env::var("ARGUS_REQUIRE_LIVE").as_deref() == Ok("1") {
-                panic!("{test}: live test cannot run here ({why}) but ARGUS_REQUIRE_LIVE=1");
-            }
-            eprintln!("SKIP {test}: cannot trace on this machine ({why})");
-            false
-        }
-    }
-}
-
-/// Recordings are system-wide: one at a time keeps each workload's ground truth clean.
-pub fn recording_lock() -> MutexGuard<'static, ()> {
-    static LOCK: Mutex<()> = Mutex::new(());
-    LOCK.lock().unwrap_or_else(|p| p.into_inner())
-}
+pub use argus_testkit::{live_or_skip, recording_lock};
 
 /// A recorded workload: its trace, its snapshot, and what it printed about itself.
 pub struct Recorded {

@@ -7,16 +7,12 @@ use argus_ingest::import::{self, Imported};
 use argus_pipeline::dataflow::{collect_epochs, Batch, DataflowConfig};
 use argus_pipeline::reference;
 use argus_pipeline::rules::RulesConfig;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
+/// `../shared/realtraces`, or `None` after the SKIP line (a failure under
+/// `ARGUS_REQUIRE_REALTRACES=1`).
 fn realtraces() -> Option<PathBuf> {
-    let p = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/realtraces"));
-    if p.is_dir() {
-        Some(p.to_path_buf())
-    } else {
-        println!("SKIP: ../shared/realtraces not found");
-        None
-    }
+    argus_testkit::realtraces(&argus_testkit::current_test())
 }
 
 /// Expected counts per event kind (from MANIFEST.txt / FORMATS.md, and `grep -c` of the

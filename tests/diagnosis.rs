@@ -675,13 +675,12 @@ fn have_dot(test: &str) -> bool {
         .args(["-c", "command -v dot"])
         .output()
         .is_ok_and(|o| o.status.success());
-    if !found {
-        if std::env::var("ARGUS_REQUIRE_LIVE").as_deref() == Ok("1") {
-            panic!("{test}: graphviz `dot` is not installed (.ci/run installs it)");
-        }
-        eprintln!("SKIP {test}: graphviz `dot` is not installed; the DOT file was checked by structure only");
-    }
     found
+        || argus_testkit::skip(
+            test,
+            "graphviz `dot` is not installed (.ci/run installs it); the DOT file was checked by structure only",
+            argus_testkit::REQUIRE_LIVE,
+        )
 }
 
 /// Renders the exported DOT with `dot -Tsvg` and checks the picture: one node per segment of
@@ -759,8 +758,8 @@ fn export_and_check(snap: &Path, pid: i32) -> String {
     ]);
     assert_eq!(
         out.status.code(),
-        Some(1),
-        "{}",
+        Some(0),
+        "files written is success: {}",
         String::from_utf8_lossy(&out.stderr)
     );
     let v: Value = serde_json::from_slice(&std::fs::read(&json).expect("json")).expect("parses");

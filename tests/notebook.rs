@@ -14,18 +14,7 @@ fn root() -> PathBuf {
 }
 
 fn require_or_skip(test: &str, why: &str) -> bool {
-    if std::env::var("ARGUS_REQUIRE_LIVE").as_deref() == Ok("1") {
-        panic!("{test}: {why} but ARGUS_REQUIRE_LIVE=1");
-    }
-    eprintln!("SKIP {test}: {why}");
-    false
-}
-
-/// FNV-1a: a stable key for the requirements file.
-fn fnv(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
-        (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3)
-    })
+    argus_testkit::skip(test, why, argus_testkit::REQUIRE_LIVE)
 }
 
 /// The venv's python, creating the venv when the requirements changed. `Err`: why not.
@@ -35,7 +24,9 @@ fn venv_python() -> Result<PathBuf, String> {
     let target = std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| root().join("target"));
-    let dir = target.join("pyenv").join(format!("{:016x}", fnv(&text)));
+    let dir = target
+        .join("pyenv")
+        .join(format!("{:016x}", argus_schema::hash::fnv1a(&text)));
     let python = dir.join("bin/python");
     if dir.join(".complete").is_file() {
         return Ok(python);

@@ -555,10 +555,11 @@ fn row(name: &str) -> Option<&'static Row> {
         Outcome::Ran(r) => Some(r),
         Outcome::Failed(e) => panic!("{name}: {e}"),
         Outcome::Missing(p) => {
-            if std::env::var("ARGUS_REQUIRE_LIVE").as_deref() == Ok("1") {
-                panic!("{name}: needs {} but ARGUS_REQUIRE_LIVE=1", p.join(", "));
-            }
-            eprintln!("SKIP real_{name}: not installed: {}", p.join(", "));
+            argus_testkit::skip(
+                &format!("real_{name}"),
+                &format!("not installed: {} (.ci/run installs them)", p.join(", ")),
+                argus_testkit::REQUIRE_LIVE,
+            );
             None
         }
     }

@@ -18,6 +18,7 @@ mod exact_real;
 mod fds;
 mod graph_rules;
 mod hang_suite;
+mod identity;
 mod live;
 mod notebook;
 mod oracle_real;

@@ -362,9 +362,9 @@ fn marker_hangs(g: &Graph, tid: Tid, cfg: &HangConfig) -> Vec<Hang> {
     let mut out = Vec::new();
     let mut begin: Option<&Marker> = None;
     for m in g.app_events().markers.iter().filter(|m| names(m)) {
-        if m.text.starts_with("argus:hang-begin") {
+        if m.text.starts_with(argus_schema::markers::HANG_BEGIN) {
             begin = Some(m);
-        } else if m.text.starts_with("argus:hang-end") {
+        } else if m.text.starts_with(argus_schema::markers::HANG_END) {
             if let Some(b) = begin.take() {
                 out.extend(marked(g, tid, b.ts, m.ts, false, cfg));
             }

@@ -27,20 +27,7 @@ static LIVE: Mutex<()> = Mutex::new(());
 /// The lock for a live test, or `None` (after printing the SKIP line) when this machine
 /// cannot trace.
 fn live() -> Option<MutexGuard<'static, ()>> {
-    // SAFETY: geteuid has no preconditions.
-    let euid = unsafe { libc::geteuid() };
-    let why = if euid != 0 {
-        Some(format!("not root (euid {euid})"))
-    } else if !Path::new(TRACEFS).join("instances").is_dir() {
-        Some(format!("tracefs not mounted at {TRACEFS}"))
-    } else {
-        None
-    };
-    if let Some(why) = why {
-        if std::env::var("ARGUS_REQUIRE_LIVE").as_deref() == Ok("1") {
-            panic!("ARGUS_REQUIRE_LIVE=1 but cannot trace: {why}");
-        }
-        eprintln!("SKIP (cannot trace: {why})");
+    if !argus_testkit::live_or_skip(&argus_testkit::current_test()) {
         return None;
     }
     Some(LIVE.lock().unwrap_or_else(|e| e.into_inner()))

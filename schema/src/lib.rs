@@ -34,6 +34,8 @@
 #![warn(missing_docs)]
 
 pub mod arrow_schema;
+pub mod hash;
+pub mod markers;
 pub mod syscalls;
 
 use serde::{Deserialize, Serialize};

@@ -73,6 +73,7 @@ mod send_tests {
 
 mod collection;
 mod decode;
+pub mod digest;
 mod encode;
 mod error;
 pub mod export;

@@ -57,7 +57,7 @@ impl<'g> Walk<'g, '_> {
         let mut cur = start;
         for _ in 0..self.cfg.input_depth {
             if let Some(m) = g.app_events().markers.iter().rev().find(|m| {
-                m.text.starts_with("argus:input")
+                m.text.starts_with(argus_schema::markers::INPUT)
                     && m.ts <= cur.start_ns
                     && m.ts
                         >= cur

@@ -274,7 +274,10 @@ impl<'g> Walk<'g, '_> {
             .markers
             .iter()
             .filter(|m| {
-                m.text.starts_with("argus:flag-set") && m.tid != tid && m.ts >= h0 && m.ts <= late
+                m.text.starts_with(argus_schema::markers::FLAG_SET)
+                    && m.tid != tid
+                    && m.ts >= h0
+                    && m.ts <= late
             })
             .max_by_key(|m| m.ts)
         {

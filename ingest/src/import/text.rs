@@ -303,11 +303,7 @@ impl Mapper {
         if let Some(v) = hex(Some(s)).filter(|_| s.starts_with("0x")) {
             return Ok(v);
         }
-        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-        for b in s.bytes() {
-            h = (h ^ b as u64).wrapping_mul(0x0100_0000_01b3);
-        }
-        let addr = h | (1 << 63);
+        let addr = argus_schema::hash::fnv1a(s.as_bytes()) | (1 << 63);
         self.symbols.entry(addr).or_insert_with(|| s.to_string());
         Ok(addr)
     }

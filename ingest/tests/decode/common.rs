@@ -5,18 +5,10 @@ use argus_ingest::format::{FormatSet, HeaderPage};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-/// `../shared/realtraces`, or `None` (after printing the SKIP line) when absent.
+/// `../shared/realtraces`, or `None` after the SKIP line (a failure under
+/// `ARGUS_REQUIRE_REALTRACES=1`).
 pub fn realtraces() -> Option<PathBuf> {
-    let p = Path::new(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../shared/realtraces"
-    ));
-    if p.is_dir() {
-        Some(p.to_path_buf())
-    } else {
-        println!("SKIP: ../shared/realtraces not found");
-        None
-    }
+    argus_testkit::realtraces(&argus_testkit::current_test())
 }
 
 /// Untars `tarball` (gzip) into a fresh temporary directory with the `tar` command.
@@ -66,20 +58,7 @@ pub fn count_by_name(
 /// Whether this machine can record (root, tracefs instances). Otherwise prints a loud SKIP
 /// line, or panics when `ARGUS_REQUIRE_LIVE=1`.
 pub fn can_trace() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    let euid = unsafe { libc::geteuid() };
-    if euid == 0 && Path::new("/sys/kernel/tracing/instances").is_dir() {
-        return true;
-    }
-    if std::env::var("ARGUS_REQUIRE_LIVE").as_deref() == Ok("1") {
-        panic!("ARGUS_REQUIRE_LIVE=1 but this machine cannot trace");
-    }
-    eprintln!("SKIP (cannot trace: not root or no tracefs at /sys/kernel/tracing)");
-    false
+    argus_testkit::live_or_skip(&argus_testkit::current_test())
 }
 
-/// Recordings are system-wide: one at a time in this test binary.
-pub fn live_lock() -> std::sync::MutexGuard<'static, ()> {
-    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    LOCK.lock().unwrap_or_else(|p| p.into_inner())
-}
+pub use argus_testkit::recording_lock as live_lock;

@@ -3,18 +3,11 @@
 use argus_ingest::linux::{RecordConfig, Recorder};
 use argus_ingest::replay::TraceReader;
 use argus_schema::{EventKind, Pid};
-use std::path::Path;
 use std::time::Duration;
 
 #[test]
 fn live_recording_replays_cleanly() {
-    // SAFETY: geteuid has no preconditions.
-    let euid = unsafe { libc::geteuid() };
-    if euid != 0 || !Path::new("/sys/kernel/tracing/instances").is_dir() {
-        if std::env::var("ARGUS_REQUIRE_LIVE").as_deref() == Ok("1") {
-            panic!("ARGUS_REQUIRE_LIVE=1 but this machine cannot trace");
-        }
-        eprintln!("SKIP (cannot trace: not root or no tracefs at /sys/kernel/tracing)");
+    if !crate::common::can_trace() {
         return;
     }
     let _guard = crate::common::live_lock();

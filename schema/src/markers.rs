@@ -1,0 +1,87 @@
+//! The `argus:*` marker protocol, once: text an application (or the collector's uprobes)
+//! writes to the recording's `trace_marker`, which the trace carries as a marker event
+//! ([`crate::EventKind::Marker`]) and the stages act on.
+//!
+//! | marker | written by | meaning |
+//! |---|---|---|
+//! | `argus:dispatch-begin NAME` … `argus:dispatch-end NAME` | the application, or `argus record --dispatch` uprobes | one callback of a user-space dispatch loop: a callout segment of its own (pipeline rules) |
+//! | `argus:hang-begin [tid=N]` … `argus:hang-end [tid=N]` | the application | the hang to diagnose (diagnose) |
+//! | `argus:flag-set NAME` | the application | a data flag another thread polls was set (diagnose, RepeatedYield) |
+//! | `argus:input …` | the application | input that started a long run (diagnose, LongRunning) |
+//!
+//! ```
+//! use argus_schema::markers::{Marker, parse};
+//! assert_eq!(parse("argus:dispatch-begin on_job"), Some(Marker::DispatchBegin("on_job")));
+//! assert_eq!(parse("argus:hang-end tid=7"), Some(Marker::HangEnd("tid=7")));
+//! assert_eq!(parse("hello"), None);
+//! ```
+
+/// Starts a dispatch callout named by the rest of the text.
+pub const DISPATCH_BEGIN: &str = "argus:dispatch-begin";
+/// Ends the innermost dispatch callout of the same name.
+pub const DISPATCH_END: &str = "argus:dispatch-end";
+/// The application says its hang begins (optionally `tid=N`).
+pub const HANG_BEGIN: &str = "argus:hang-begin";
+/// The application says its hang ended (optionally `tid=N`).
+pub const HANG_END: &str = "argus:hang-end";
+/// A data flag was set (followed by its name).
+pub const FLAG_SET: &str = "argus:flag-set";
+/// Input arrived that starts work (free text after it).
+pub const INPUT: &str = "argus:input";
+
+/// A marker of the protocol, with the text after its keyword (trimmed).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Marker<'a> {
+    /// [`DISPATCH_BEGIN`] and the callout's name.
+    DispatchBegin(&'a str),
+    /// [`DISPATCH_END`] and the callout's name.
+    DispatchEnd(&'a str),
+    /// [`HANG_BEGIN`] and its arguments.
+    HangBegin(&'a str),
+    /// [`HANG_END`] and its arguments.
+    HangEnd(&'a str),
+    /// [`FLAG_SET`] and the flag's name.
+    FlagSet(&'a str),
+    /// [`INPUT`] and its text.
+    Input(&'a str),
+}
+
+/// The marker `text` is, or `None` for text outside the protocol. A keyword must end at
+/// the end of the text or at whitespace (`argus:inputs` is not [`INPUT`]).
+pub fn parse(text: &str) -> Option<Marker<'_>> {
+    let (word, rest) = match text.find(char::is_whitespace) {
+        Some(i) => (&text[..i], text[i..].trim()),
+        None => (text, ""),
+    };
+    Some(match word {
+        DISPATCH_BEGIN => Marker::DispatchBegin(rest),
+        DISPATCH_END => Marker::DispatchEnd(rest),
+        HANG_BEGIN => Marker::HangBegin(rest),
+        HANG_END => Marker::HangEnd(rest),
+        FLAG_SET => Marker::FlagSet(rest),
+        INPUT => Marker::Input(rest),
+        _ => return None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_keyword_and_its_argument() {
+        assert_eq!(
+            parse("argus:dispatch-end  a::b "),
+            Some(Marker::DispatchEnd("a::b"))
+        );
+        assert_eq!(parse("argus:hang-begin"), Some(Marker::HangBegin("")));
+        assert_eq!(
+            parse("argus:flag-set ready"),
+            Some(Marker::FlagSet("ready"))
+        );
+        assert_eq!(parse("argus:input\tGET /"), Some(Marker::Input("GET /")));
+        assert_eq!(parse("argus:inputs"), None);
+        assert_eq!(parse("argus:q"), None);
+        assert_eq!(parse(""), None);
+    }
+}

@@ -1,0 +1,203 @@
+//! `argus start`'s flags ([`StartArgs`]) and the configuration the job runs with
+//! ([`StartConfig`]), including how its own threads are scheduled ([`JobPriority`]).
+
+use anyhow::{bail, Result};
+use argus_pipeline::dataflow::DataflowConfig;
+use argus_pipeline::rules::RulesConfig;
+use std::path::PathBuf;
+use std::time::Duration;
+/// `argus start`.
+#[derive(Debug, clap::Args)]
+pub struct StartArgs {
+    /// The job directory: `trace/` (raw ring), `snapshots/<epoch>/`, `latest`.
+    #[arg(short, long)]
+    pub output: PathBuf,
+    /// Seconds between snapshots. A watched thread's new or grown hang takes one at once
+    /// (at most one extra per half period).
+    #[arg(long, default_value_t = 10.0)]
+    pub snapshot_every: f64,
+    /// History kept in the dataflow (`90s`, `10m`, `1h`; a bare number is seconds).
+    #[arg(long, default_value = "10m")]
+    pub retain: String,
+    /// Seconds the watermark stays behind the clock (how late a record may arrive).
+    #[arg(long, default_value_t = 0.5)]
+    pub lag: f64,
+    /// Snapshots kept on disk (the newest).
+    #[arg(long, default_value_t = 3)]
+    pub keep: usize,
+    /// Shell command run when a watched thread's hang appears or doubles, on the snapshot
+    /// taken at once for it (env: ARGUS_HANG_PID, ARGUS_HANG_TID, ARGUS_HANG_CLASS,
+    /// ARGUS_HANG_SNAPSHOT, …).
+    #[arg(long)]
+    pub on_hang: Option<String>,
+    /// Watch this process (repeatable); default: every user process's main thread.
+    #[arg(long)]
+    pub watch_pid: Vec<i32>,
+    /// Watch threads or processes with this name (repeatable).
+    #[arg(long)]
+    pub watch_comm: Vec<String>,
+    /// Dataflow worker threads.
+    #[arg(short, long, default_value_t = 1)]
+    pub workers: usize,
+    /// Spinning-vertex threshold in seconds.
+    #[arg(long, default_value_t = 2.0)]
+    pub threshold: f64,
+    /// Per-CPU ring-buffer size in KiB.
+    #[arg(long, default_value_t = 8192)]
+    pub buffer_kb: u32,
+    /// Real-time (`SCHED_FIFO`) priority of the trace readers while they drain, so a busy
+    /// machine does not overrun the kernel's buffer; each reader uses at most half a CPU at
+    /// it per 100 ms. 0: normal priority.
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u8).range(0..=99))]
+    pub drain_priority: u8,
+    /// Priority of the job's decoding, dataflow and snapshot threads: `idle` (`SCHED_IDLE`:
+    /// only CPU time no other thread wants) or a nice value (-20..19). On a machine whose
+    /// CPUs the traced load needs, the live graph lags (counted, visible in the status line)
+    /// rather than slowing the load; the recorder keeps its own priority and loses nothing.
+    #[arg(long, default_value = "idle", allow_negative_numbers = true, value_parser = parse_job_priority)]
+    pub nice: JobPriority,
+    /// Stop after this many seconds (default: until SIGINT / SIGTERM).
+    #[arg(long)]
+    pub duration: Option<f64>,
+    /// Seconds between status lines.
+    #[arg(long, default_value_t = 5.0)]
+    pub status_every: f64,
+    /// Sleep this long before installing each snapshot (for crash tests).
+    #[arg(long, hide = true, default_value_t = 0)]
+    pub snapshot_delay_ms: u64,
+}
+
+/// How the job's own threads are scheduled (`--nice`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum JobPriority {
+    /// `SCHED_IDLE`. The default: under the saturating load of issue 14 (`cargo bench
+    /// --bench overhead`, `ARGUS_BENCH_SATURATE`) the load kept 0.41 of its untraced speed
+    /// against 0.33 at nice 10 and 0.39 at nice 19 (15 s runs, `argus record` alone: 0.48):
+    /// the ping-pong load is slowed by every wake-up it has to wait for, and only the idle
+    /// class is preempted at once.
+    Idle,
+    /// A nice value, -20..19.
+    Nice(i32),
+}
+
+impl std::fmt::Display for JobPriority {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            JobPriority::Idle => f.write_str("idle"),
+            JobPriority::Nice(n) => write!(f, "nice {n}"),
+        }
+    }
+}
+
+/// `idle` or a nice value in -20..19.
+pub(crate) fn parse_job_priority(s: &str) -> Result<JobPriority, String> {
+    if s.eq_ignore_ascii_case("idle") {
+        return Ok(JobPriority::Idle);
+    }
+    match s.parse::<i32>() {
+        Ok(n) if (-20..=19).contains(&n) => Ok(JobPriority::Nice(n)),
+        _ => Err(format!(
+            "`{s}` is neither `idle` nor a nice value from -20 to 19"
+        )),
+    }
+}
+
+/// What `argus start` does.
+#[derive(Clone, Debug)]
+pub struct StartConfig {
+    /// The job directory.
+    pub dir: PathBuf,
+    /// Between snapshots.
+    pub snapshot_every: Duration,
+    /// History kept.
+    pub retain: Duration,
+    /// Watermark lag behind the clock.
+    pub lag: Duration,
+    /// Snapshots kept.
+    pub keep: usize,
+    /// The hang hook.
+    pub on_hang: Option<String>,
+    /// Watched processes.
+    pub watch_pids: Vec<i32>,
+    /// Watched names.
+    pub watch_comms: Vec<String>,
+    /// The dataflow.
+    pub dataflow: DataflowConfig,
+    /// Ring-buffer size per CPU.
+    pub buffer_kb: u32,
+    /// The readers' real-time priority while draining (0: normal).
+    pub drain_priority: u8,
+    /// Scheduling of the job's own threads (all but the recorder's).
+    pub nice: JobPriority,
+    /// Stop after.
+    pub duration: Option<Duration>,
+    /// Between status lines.
+    pub status_every: Duration,
+    /// Test hook: delay before installing a snapshot.
+    pub snapshot_delay: Duration,
+}
+
+pub(crate) fn positive_secs(name: &str, v: f64) -> Result<Duration> {
+    if !(v.is_finite() && v > 0.0) {
+        bail!("{name} must be a positive number of seconds, got {v}");
+    }
+    Ok(Duration::from_secs_f64(v))
+}
+
+impl StartConfig {
+    /// From the command line.
+    pub fn from_args(a: &StartArgs) -> Result<StartConfig> {
+        if a.workers == 0 {
+            bail!("--workers must be at least 1");
+        }
+        if a.keep == 0 {
+            bail!("--keep must be at least 1");
+        }
+        let lag = positive_secs("--lag", a.lag)?;
+        Ok(StartConfig {
+            dir: a.output.clone(),
+            snapshot_every: positive_secs("--snapshot-every", a.snapshot_every)?,
+            retain: crate::duration::parse_duration(&a.retain)
+                .map_err(|e| anyhow::anyhow!("--retain: {e}"))?,
+            lag,
+            keep: a.keep,
+            on_hang: a.on_hang.clone(),
+            watch_pids: a.watch_pid.clone(),
+            watch_comms: a.watch_comm.clone(),
+            dataflow: DataflowConfig {
+                rules: RulesConfig {
+                    spin_threshold_ns: positive_secs("--threshold", a.threshold)?.as_nanos() as u64,
+                    ..RulesConfig::default()
+                },
+                workers: a.workers,
+                ..DataflowConfig::default()
+            },
+            buffer_kb: a.buffer_kb,
+            drain_priority: a.drain_priority,
+            nice: a.nice,
+            duration: a
+                .duration
+                .map(|d| positive_secs("--duration", d))
+                .transpose()?,
+            status_every: positive_secs("--status-every", a.status_every)?,
+            snapshot_delay: Duration::from_millis(a.snapshot_delay_ms),
+        })
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+pub(crate) mod tests {
+    use super::*;
+
+    #[test]
+    fn the_job_priority_is_idle_or_a_nice_value() {
+        assert_eq!(parse_job_priority("idle"), Ok(JobPriority::Idle));
+        assert_eq!(parse_job_priority("IDLE"), Ok(JobPriority::Idle));
+        assert_eq!(parse_job_priority("-5"), Ok(JobPriority::Nice(-5)));
+        assert_eq!(parse_job_priority("19"), Ok(JobPriority::Nice(19)));
+        for bad in ["20", "-21", "", "lazy", "1.5"] {
+            assert!(parse_job_priority(bad).is_err(), "{bad:?}");
+        }
+    }
+}

@@ -1,0 +1,277 @@
+//! Dataflow generations: each runs the graph dataflow over the events released since it
+//! started, with a collector thread that keeps its consolidated graph and answers snapshot
+//! requests; the oldest publishes its spins (woken main loop) as soon as they change.
+//! Retention is by generation (module docs of [`super`]).
+
+use anyhow::{Context, Result};
+use argus_pipeline::dataflow::{self, Batch, DataflowConfig, Message, Update};
+use argus_schema::{CausalEdge, EndCause, Nanos, Spin, UpdateSink};
+use argus_sinks::CollectionSink;
+use crossbeam_channel::{select, Receiver, Sender};
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+/// Epochs a generation's input may hold before the job waits for the dataflow (1.6 s): an
+/// overloaded job slows its reading of the tap, whose pages then count as dropped.
+pub(crate) const INPUT_EPOCHS: usize = 8;
+use super::sync::lock;
+
+/// The consolidated graph of a generation at an epoch boundary.
+pub(crate) struct Captured {
+    pub(crate) segments: Vec<argus_schema::Segment>,
+    pub(crate) edges: Vec<CausalEdge>,
+    pub(crate) spins: Vec<Spin>,
+    pub(crate) local_epoch: u64,
+    pub(crate) watermark: Nanos,
+    pub(crate) check: std::result::Result<(), String>,
+}
+
+pub(crate) struct SnapRequest {
+    pub(crate) min_local_epoch: u64,
+    pub(crate) reply: Sender<Captured>,
+}
+
+pub(crate) struct Collector {
+    pub(crate) segments: CollectionSink<argus_schema::Segment>,
+    pub(crate) edges: CollectionSink<CausalEdge>,
+    pub(crate) spins: CollectionSink<Spin>,
+    pub(crate) done: Option<(u64, Nanos)>,
+    pub(crate) dirty: bool,
+    pub(crate) open: Arc<AtomicI64>,
+    /// Set when an epoch changed the spins; published at its end.
+    pub(crate) spins_changed: bool,
+    pub(crate) live: Arc<LiveSpins>,
+}
+
+impl Collector {
+    pub(crate) fn capture(&self) -> Captured {
+        let check = [
+            ("segments", self.segments.check()),
+            ("edges", self.edges.check()),
+            ("spins", self.spins.check()),
+        ]
+        .into_iter()
+        .find_map(|(n, r)| {
+            r.err()
+                .map(|e| format!("the dataflow's {n} are inconsistent: {e}"))
+        })
+        .map_or(Ok(()), Err);
+        let (local_epoch, watermark) = self.done.unwrap_or((0, Nanos(0)));
+        Captured {
+            segments: self.segments.contents(),
+            edges: self.edges.contents(),
+            spins: self.spins.contents(),
+            local_epoch,
+            watermark,
+            check,
+        }
+    }
+
+    pub(crate) fn serve(&self, pending: &mut Vec<SnapRequest>, closed: bool) {
+        if self.dirty && !closed {
+            return;
+        }
+        let at = self.done.map(|(e, _)| e);
+        pending.retain(|r| {
+            if closed || at.is_some_and(|e| e >= r.min_local_epoch) {
+                let _ = r.reply.send(self.capture());
+                false
+            } else {
+                true
+            }
+        });
+    }
+}
+
+pub(crate) fn collect_live(
+    out: Receiver<Message>,
+    requests: Receiver<SnapRequest>,
+    live: Arc<LiveSpins>,
+) {
+    let mut c = Collector {
+        segments: CollectionSink::new("segments"),
+        edges: CollectionSink::new("edges"),
+        spins: CollectionSink::new("spins"),
+        done: None,
+        dirty: false,
+        open: live.open.clone(),
+        spins_changed: false,
+        live,
+    };
+    let mut pending: Vec<SnapRequest> = Vec::new();
+    let mut requests = Some(requests);
+    let never = crossbeam_channel::never();
+    loop {
+        let req_rx = requests.as_ref().unwrap_or(&never);
+        select! {
+            recv(out) -> msg => match msg {
+                Ok(Message::Updates { epoch, updates }) => {
+                    c.dirty = true;
+                    let mut segs = Vec::new();
+                    let mut edges = Vec::new();
+                    let mut spins = Vec::new();
+                    for (u, d) in updates {
+                        match u {
+                            Update::Segment(s) => {
+                                if s.end == EndCause::Open {
+                                    c.open.fetch_add(d, Ordering::Relaxed);
+                                }
+                                segs.push((s, d))
+                            }
+                            Update::Edge(e) => edges.push((e, d)),
+                            Update::Spin(s) => {
+                                c.spins_changed = true;
+                                spins.push((s, d))
+                            }
+                            // Other outputs (counters) are not part of the graph.
+                            #[allow(unreachable_patterns)]
+                            _ => {}
+                        }
+                    }
+                    c.segments.apply(epoch, &mut segs.into_iter());
+                    c.edges.apply(epoch, &mut edges.into_iter());
+                    c.spins.apply(epoch, &mut spins.into_iter());
+                }
+                Ok(Message::EpochDone { epoch, watermark, .. }) => {
+                    c.dirty = false;
+                    c.done = Some((epoch.0, watermark));
+                    if std::mem::take(&mut c.spins_changed) {
+                        c.live.publish(c.spins.contents());
+                    }
+                    c.serve(&mut pending, false);
+                }
+                Err(_) => {
+                    c.serve(&mut pending, true);
+                    // Requests still arriving get the final state.
+                    if let Some(rx) = requests.take() {
+                        for r in rx.iter() {
+                            let _ = r.reply.send(c.capture());
+                        }
+                    }
+                    return;
+                }
+            },
+            recv(req_rx) -> r => match r {
+                Ok(r) => {
+                    pending.push(r);
+                    c.serve(&mut pending, false);
+                }
+                Err(_) => requests = None,
+            },
+        }
+    }
+}
+
+/// A generation's spins as of its last completed epoch, shared with the main loop so a new
+/// hang can trigger a snapshot at once (see `EarlySnapshots`).
+pub(crate) struct LiveSpins {
+    pub(crate) spins: std::sync::Mutex<Vec<Spin>>,
+    /// Open segments (for the status line).
+    pub(crate) open: Arc<AtomicI64>,
+    /// Woken (`try_send`) whenever the spins change.
+    pub(crate) notify: Sender<()>,
+}
+
+impl LiveSpins {
+    pub(crate) fn publish(&self, spins: Vec<Spin>) {
+        *lock(&self.spins) = spins;
+        let _ = self.notify.try_send(());
+    }
+
+    pub(crate) fn get(&self) -> Vec<Spin> {
+        lock(&self.spins).clone()
+    }
+}
+
+/// One dataflow and its collector, fed from `first_epoch` (global) on.
+pub(crate) struct Generation {
+    pub(crate) id: u64,
+    pub(crate) first_epoch: u64,
+    pub(crate) start_ns: Nanos,
+    pub(crate) input: Sender<Batch>,
+    /// The input's other end, to discard what a dropped generation has not read yet.
+    pub(crate) queued: Receiver<Batch>,
+    pub(crate) requests: Sender<SnapRequest>,
+    pub(crate) live: Arc<LiveSpins>,
+    pub(crate) flow: JoinHandle<std::result::Result<(), argus_pipeline::dataflow::PipelineError>>,
+    pub(crate) collector: JoinHandle<()>,
+}
+
+impl Generation {
+    pub(crate) fn start(
+        id: u64,
+        cfg: &DataflowConfig,
+        first_epoch: u64,
+        start_ns: Nanos,
+        notify: Sender<()>,
+    ) -> Result<Self> {
+        let (input, batch_rx) = crossbeam_channel::bounded::<Batch>(INPUT_EPOCHS);
+        let (out_tx, out_rx) = crossbeam_channel::unbounded::<Message>();
+        let (requests, req_rx) = crossbeam_channel::unbounded::<SnapRequest>();
+        let dcfg = cfg.clone();
+        let queued = batch_rx.clone();
+        let flow = std::thread::Builder::new()
+            .name(format!("argus-flow-g{id}"))
+            .spawn(move || dataflow::run(&dcfg, batch_rx, out_tx))?;
+        let live = Arc::new(LiveSpins {
+            spins: std::sync::Mutex::new(Vec::new()),
+            open: Arc::new(AtomicI64::new(0)),
+            notify,
+        });
+        let live2 = live.clone();
+        let collector = std::thread::Builder::new()
+            .name(format!("argus-collect-g{id}"))
+            .spawn(move || collect_live(out_rx, req_rx, live2))?;
+        Ok(Generation {
+            id,
+            first_epoch,
+            start_ns,
+            input,
+            queued,
+            requests,
+            live,
+            flow,
+            collector,
+        })
+    }
+
+    /// Closes the input and waits for the dataflow (in the background when `background`).
+    /// With `discard`, the batches it has not started are thrown away (nobody asks it for
+    /// its graph any more), so it ends and frees its memory sooner under load.
+    pub(crate) fn stop(self, background: bool, discard: bool) -> Result<()> {
+        let Generation {
+            input,
+            queued,
+            requests,
+            flow,
+            collector,
+            id,
+            ..
+        } = self;
+        drop(input);
+        drop(requests);
+        if discard {
+            for _ in queued.try_iter() {}
+        }
+        drop(queued);
+        let join = move || -> Result<()> {
+            let r = flow
+                .join()
+                .map_err(|_| anyhow::anyhow!("dataflow generation {id} panicked"))?;
+            let _ = collector.join();
+            r.with_context(|| format!("dataflow generation {id}"))
+        };
+        if background {
+            std::thread::Builder::new()
+                .name(format!("argus-drop-g{id}"))
+                .spawn(move || {
+                    if let Err(e) = join() {
+                        tracing::warn!("{e:#}");
+                    }
+                })?;
+            Ok(())
+        } else {
+            join()
+        }
+    }
+}

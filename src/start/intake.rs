@@ -1,0 +1,68 @@
+//! The job's intake, once per tick: the pages the tap holds now, what the catch-up reads back
+//! from the ring, then the records released behind the watermark (never past a CPU still
+//! being read back), as one batch of events.
+
+use super::catchup::CatchUp;
+use super::merge::LiveMerge;
+use argus_ingest::linux::TappedPage;
+use argus_schema::{Event, Nanos};
+use crossbeam_channel::{Receiver, TryRecvError};
+use std::time::Duration;
+
+/// Tap, catch-up and merge, and whether the recorder has ended.
+pub(crate) struct Intake {
+    pub(crate) tap: Receiver<TappedPage>,
+    pub(crate) catchup: CatchUp,
+    pub(crate) merge: LiveMerge,
+    /// The recorder has ended (the tap is closed and empty): the last tick released all.
+    pub(crate) closed: bool,
+}
+
+impl Intake {
+    /// One tick: decodes what the tap holds now and what the catch-up reads back, and
+    /// returns the watermark `now − lag` (held back as [`LiveMerge::watermark`] and
+    /// [`CatchUp::frontier`] say; everything once the recorder has ended) with the events
+    /// released up to it.
+    pub(crate) fn tick(&mut self, now_ns: u64, lag: Duration) -> (Nanos, Vec<Event>) {
+        let Intake {
+            tap,
+            catchup,
+            merge,
+            closed,
+        } = self;
+        let mut sink = |cpu: u32, page: &[u8], lost: u64| merge.push_page(cpu, page, lost);
+        // Only what is there now: on a saturated machine the tap refills as fast as it is
+        // read, and draining it to empty held the tick (and every release) off for the
+        // whole load, queueing millions of decoded records.
+        for _ in 0..=tap.len() {
+            match tap.try_recv() {
+                Ok(p) => catchup.push(p, &mut sink),
+                Err(TryRecvError::Empty) => break,
+                Err(TryRecvError::Disconnected) => {
+                    *closed = true;
+                    break;
+                }
+            }
+        }
+        if *closed {
+            // The recorder has ended: every chunk is written.
+            catchup.finish(&mut sink);
+        } else {
+            catchup.poll(&mut sink);
+        }
+        let clock = Nanos(now_ns.saturating_sub(lag.as_nanos() as u64));
+        let watermark = if *closed {
+            merge.max_queued().map_or(clock, |m| m.max(clock))
+        } else {
+            // Not past a CPU still being read back from the ring either.
+            let frontier = catchup.frontier();
+            let held = frontier.map_or(clock, |f| clock.min(Nanos(f)));
+            merge
+                .watermark(held, frontier.is_some() || !tap.is_empty())
+                .max(merge.released().unwrap_or(Nanos(0)))
+        };
+        let mut events = Vec::new();
+        merge.release(watermark, &mut events);
+        (watermark, events)
+    }
+}

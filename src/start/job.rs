@@ -1,0 +1,222 @@
+//! The running job ([`Job`]): its dataflow generations, the batches sent to them, their
+//! rotation by `--retain`; and the start of a run: the previous run's ring moved aside and
+//! replayed, the live trace's formats and processes.
+
+use anyhow::{Context, Result};
+use argus_ingest::format::{FormatSet, HeaderPage};
+use argus_ingest::replay::TraceReader;
+use argus_ingest::tracedir::ProcEntry;
+use argus_pipeline::dataflow::Batch;
+use argus_schema::{Event, Nanos};
+use crossbeam_channel::{Receiver, Sender};
+use std::collections::VecDeque;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
+/// Events per batch when replaying the previous run's ring.
+pub(crate) const REPLAY_BATCH: usize = 100_000;
+use super::config::*;
+use super::generations::*;
+use super::merge::*;
+
+/// Moves an earlier run's ring aside; returns it when it holds a trace.
+pub(crate) fn take_previous_trace(dir: &Path) -> Result<Option<PathBuf>> {
+    let trace = dir.join("trace");
+    let non_empty = std::fs::read_dir(&trace)
+        .map(|mut rd| rd.next().is_some())
+        .unwrap_or(false);
+    if !non_empty {
+        return Ok(None);
+    }
+    let prev = dir.join("trace.prev");
+    if prev.exists() {
+        std::fs::remove_dir_all(&prev).with_context(|| format!("removing {}", prev.display()))?;
+    }
+    std::fs::rename(&trace, &prev)
+        .with_context(|| format!("moving {} to {}", trace.display(), prev.display()))?;
+    Ok(prev.join("meta.json").is_file().then_some(prev))
+}
+
+/// The state of the running job.
+pub(crate) struct Job<'a> {
+    pub(crate) cfg: &'a StartConfig,
+    pub(crate) gens: Vec<Generation>,
+    pub(crate) next_gen: u64,
+    /// Batches sent so far: the next batch is this global epoch.
+    pub(crate) epoch: u64,
+    /// Each generation's next local epoch is `epoch - first_epoch`.
+    pub(crate) watermark: Nanos,
+    /// Given to every generation's collector: woken when its spins change.
+    pub(crate) notify: Sender<()>,
+}
+
+impl Job<'_> {
+    pub(crate) fn send(&mut self, events: Vec<Event>, watermark: Nanos) -> Result<()> {
+        self.watermark = self.watermark.max(watermark);
+        let n = self.gens.len();
+        let mut events = Some(events);
+        for (i, g) in self.gens.iter().enumerate() {
+            let evs = if i + 1 == n {
+                events.take().unwrap_or_default()
+            } else {
+                events.clone().unwrap_or_default()
+            };
+            g.input
+                .send(Batch {
+                    events: evs,
+                    watermark: self.watermark,
+                })
+                .map_err(|_| anyhow::anyhow!("dataflow generation {} stopped", g.id))?;
+        }
+        self.epoch += 1;
+        Ok(())
+    }
+
+    /// Starts and drops generations so the oldest covers between `retain` and 2×`retain`.
+    /// `idle`: no snapshot is being taken (so a dropped generation's unread input can go).
+    pub(crate) fn rotate(&mut self, idle: bool) -> Result<()> {
+        let retain = self.cfg.retain.as_nanos() as u64;
+        let age = |g: &Generation, w: Nanos| g.start_ns.until(w);
+        if self
+            .gens
+            .last()
+            .is_some_and(|g| age(g, self.watermark) >= retain)
+        {
+            let g = Generation::start(
+                self.next_gen,
+                &self.cfg.dataflow,
+                self.epoch,
+                self.watermark,
+                self.notify.clone(),
+            )?;
+            tracing::info!(generation = g.id, "new dataflow generation");
+            self.next_gen += 1;
+            self.gens.push(g);
+        }
+        while self.gens.len() > 1 && age(&self.gens[1], self.watermark) >= retain {
+            let old = self.gens.remove(0);
+            tracing::info!(
+                generation = old.id,
+                "dropping the oldest dataflow generation"
+            );
+            old.stop(true, idle)?;
+        }
+        Ok(())
+    }
+
+    /// Asks the oldest generation for its state once it has done the last epoch sent.
+    pub(crate) fn request(&self) -> Result<Receiver<Captured>> {
+        let g = self.gens.first().context("invariant: a generation runs")?;
+        let (tx, rx) = crossbeam_channel::bounded(1);
+        g.requests
+            .send(SnapRequest {
+                min_local_epoch: (self.epoch - g.first_epoch).saturating_sub(1),
+                reply: tx,
+            })
+            .map_err(|_| anyhow::anyhow!("dataflow generation {} stopped", g.id))?;
+        Ok(rx)
+    }
+
+    pub(crate) fn open_segments(&self) -> i64 {
+        self.gens
+            .first()
+            .map_or(0, |g| g.live.open.load(Ordering::Relaxed))
+    }
+}
+
+/// What replaying an earlier run's ring fed the job.
+pub(crate) struct Replayed {
+    /// Events fed.
+    pub(crate) events: u64,
+    /// The time of the first and of the last.
+    pub(crate) first: Option<Nanos>,
+    pub(crate) last: Option<Nanos>,
+    /// Its lost-events gaps (already in the rules' gaps).
+    pub(crate) gaps: Vec<LostRange>,
+}
+
+/// Replays the last `retain` of an earlier run's ring into the job, its lost-events gaps
+/// into the rules' gaps first.
+pub(crate) fn replay_previous(job: &mut Job<'_>, prev: &Path) -> Result<Replayed> {
+    let reader = TraceReader::open(prev).with_context(|| format!("opening {}", prev.display()))?;
+    let mut gaps = Vec::new();
+    for (&cpu, ranges) in &reader.meta_ext().lost_ranges {
+        for g in ranges {
+            job.cfg
+                .dataflow
+                .rules
+                .gaps
+                .add(Nanos(g.from_ns), Nanos(g.to_ns));
+            gaps.push((cpu, g.from_ns, g.to_ns, g.events));
+        }
+    }
+    let mut events = reader.events();
+    let mut batch = Vec::with_capacity(REPLAY_BATCH);
+    // Two passes would re-decode; keep the tail window instead (bounded by `retain`): events
+    // come in time order, so what falls out of the window leaves at the front.
+    let mut all: VecDeque<Event> = VecDeque::new();
+    let retain = job.cfg.retain.as_nanos() as u64;
+    let mut errors = 0u64;
+    for r in &mut events {
+        match r {
+            Ok(ev) => {
+                let cut = ev.ts.0.saturating_sub(retain);
+                while all.front().is_some_and(|e| e.ts.0 < cut) {
+                    all.pop_front();
+                }
+                all.push_back(ev);
+            }
+            Err(e) => {
+                errors += 1;
+                if errors == 1 {
+                    tracing::warn!("{}: {e}; continuing", prev.display());
+                }
+            }
+        }
+    }
+    let n = all.len() as u64;
+    let first = all.front().map(|e| e.ts);
+    let last = all.back().map(|e| e.ts);
+    for (i, mut ev) in all.into_iter().enumerate() {
+        ev.seq = i as u64;
+        batch.push(ev);
+        if batch.len() >= REPLAY_BATCH {
+            let w = batch.last().map_or(Nanos(0), |e: &Event| e.ts);
+            job.send(std::mem::take(&mut batch), w)?;
+        }
+    }
+    if !batch.is_empty() {
+        let w = batch.last().map_or(Nanos(0), |e: &Event| e.ts);
+        job.send(batch, w)?;
+    }
+    let _ = events.finish();
+    Ok(Replayed {
+        events: n,
+        first,
+        last,
+        gaps,
+    })
+}
+
+/// The live trace directory's formats and `/proc` table (what `TraceReader::open` reads,
+/// without its warning about a trace still being recorded).
+pub(crate) fn live_formats(dir: &Path) -> Result<(FormatSet, Vec<ProcEntry>)> {
+    let fdir = argus_ingest::tracedir::formats_dir(dir);
+    let hp = fdir.join("header_page");
+    let text = std::fs::read_to_string(&hp).with_context(|| format!("reading {}", hp.display()))?;
+    let header_page =
+        HeaderPage::parse(&text).with_context(|| format!("parsing {}", hp.display()))?;
+    let events = fdir.join("events");
+    let mut formats =
+        FormatSet::load_dir(&events).with_context(|| format!("reading {}", events.display()))?;
+    formats.header_page = header_page;
+    let proc_path = argus_ingest::tracedir::proc_path(dir);
+    let procs = match std::fs::read(&proc_path) {
+        Ok(bytes) => serde_json::from_slice(&bytes)
+            .with_context(|| format!("parsing {}", proc_path.display()))?,
+        Err(e) => {
+            tracing::warn!("{}: {e}; threads start unnamed", proc_path.display());
+            Vec::new()
+        }
+    };
+    Ok((formats, procs))
+}

@@ -1,0 +1,436 @@
+//! Snapshots of the live graph: directory names, `latest`, leftovers of a killed job, the
+//! snapshot thread that writes and installs them (and runs the hooks), the requests the main
+//! loop makes, and the early snapshots taken at once for a new or grown hang.
+
+use super::generations::*;
+use super::job::*;
+use super::merge::*;
+use super::sync::lock;
+use super::watch::*;
+use anyhow::{bail, Context, Result};
+use argus_pipeline::gaps::GapSet;
+use argus_schema::{ErrorRecord, Event, Nanos, SegmentId, Spin, ThreadInfo};
+use argus_sinks::{SnapshotInfo, SnapshotWriter};
+use crossbeam_channel::{Receiver, Sender};
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+/// The name of the snapshot of global epoch `e`.
+pub fn snapshot_name(e: u64) -> String {
+    format!("{e:010}")
+}
+
+/// Points `DIR/latest` at `snapshots/<name>` atomically (symlink + rename).
+pub fn set_latest(dir: &Path, name: &str) -> Result<()> {
+    let tmp = dir.join(".latest.tmp");
+    let _ = std::fs::remove_file(&tmp);
+    std::os::unix::fs::symlink(Path::new("snapshots").join(name), &tmp)
+        .with_context(|| format!("creating {}", tmp.display()))?;
+    let latest = dir.join("latest");
+    std::fs::rename(&tmp, &latest).with_context(|| format!("replacing {}", latest.display()))?;
+    std::fs::File::open(dir)
+        .and_then(|d| d.sync_all())
+        .with_context(|| format!("syncing {}", dir.display()))?;
+    Ok(())
+}
+
+/// Complete snapshots under `DIR/snapshots`, oldest first.
+pub fn list_snapshots(dir: &Path) -> Vec<(u64, PathBuf)> {
+    let mut v: Vec<(u64, PathBuf)> = std::fs::read_dir(dir.join("snapshots"))
+        .map(|rd| {
+            rd.flatten()
+                .filter_map(|e| {
+                    let name = e.file_name().to_str()?.to_string();
+                    let epoch: u64 = name.parse().ok()?;
+                    let p = e.path();
+                    p.join(argus_sinks::MANIFEST_FILE)
+                        .is_file()
+                        .then_some((epoch, p))
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    v.sort();
+    v
+}
+
+/// Removes what a killed job left: hidden temporary and staged snapshot directories and
+/// `.latest.tmp`.
+pub(crate) fn clean_leftovers(dir: &Path) {
+    let _ = std::fs::remove_file(dir.join(".latest.tmp"));
+    if let Ok(rd) = std::fs::read_dir(dir.join("snapshots")) {
+        for e in rd.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if name.starts_with('.')
+                && (name.contains(".tmp-") || name.contains(".old-") || name.contains("staged-"))
+            {
+                tracing::info!("removing {} left by an earlier run", e.path().display());
+                let _ = std::fs::remove_dir_all(e.path());
+            }
+        }
+    }
+}
+
+/// What the main loop asks of the snapshot thread.
+pub(crate) enum SnapCmd {
+    Events(Vec<Event>),
+    Finish(Box<SnapJob>),
+}
+
+pub(crate) struct SnapJob {
+    /// The global epoch: the snapshot's name.
+    pub(crate) epoch: u64,
+    /// Taken at once for a hang (else on the periodic cycle).
+    pub(crate) early: bool,
+    /// Another snapshot follows (not the last one).
+    pub(crate) more: bool,
+    pub(crate) reply: Receiver<Captured>,
+    pub(crate) threads: Vec<ThreadInfo>,
+    pub(crate) errors: Vec<ErrorRecord>,
+    /// Lost-events gaps in the window: the segments they touched get error rows.
+    pub(crate) gaps: Vec<LostRange>,
+    pub(crate) info: SnapshotInfo,
+    pub(crate) quiet: bool,
+}
+
+pub(crate) struct SnapshotThread {
+    pub(crate) dir: PathBuf,
+    pub(crate) writer: Option<SnapshotWriter>,
+    /// Staging directories opened so far (their names).
+    pub(crate) staged: u64,
+    pub(crate) keep: usize,
+    pub(crate) hook: Option<String>,
+    pub(crate) watch: Watch,
+    /// Shared with the main loop, which asks it whether a hang is due.
+    pub(crate) tracker: Arc<std::sync::Mutex<HangTracker>>,
+    pub(crate) delay: Duration,
+    pub(crate) written: u64,
+    /// Snapshots installed so far, for the main loop.
+    pub(crate) installed: Arc<std::sync::atomic::AtomicU64>,
+    /// Wakes the main loop once a snapshot is installed (a hang may be due now).
+    pub(crate) notify: Sender<()>,
+    /// The live graph's lost-events gaps (shared with the rules): spins across them are not
+    /// reported.
+    pub(crate) gaps: GapSet,
+}
+
+impl SnapshotThread {
+    /// Opens the next snapshot's writer. Its name (the epoch) is only known when it is
+    /// finished (a hang may take it early), so it is written under a hidden staging name
+    /// and renamed to `snapshots/<epoch>` once complete.
+    pub(crate) fn open(&mut self) -> Result<()> {
+        let target = self.dir.join("snapshots").join(format!(
+            ".staged-{}-{}",
+            std::process::id(),
+            self.staged
+        ));
+        self.staged += 1;
+        self.writer = Some(
+            SnapshotWriter::new(&target)
+                .with_context(|| format!("creating snapshot {}", target.display()))?,
+        );
+        Ok(())
+    }
+
+    pub(crate) fn run(mut self, rx: Receiver<SnapCmd>) -> Result<u64> {
+        for cmd in rx {
+            match cmd {
+                SnapCmd::Events(evs) => {
+                    if let Some(w) = self.writer.as_mut() {
+                        w.write_events(&evs).context("writing events.parquet")?;
+                    }
+                }
+                SnapCmd::Finish(job) => self.finish(*job)?,
+            }
+        }
+        Ok(self.written)
+    }
+
+    pub(crate) fn finish(&mut self, mut job: SnapJob) -> Result<()> {
+        let mut writer = match self.writer.take() {
+            Some(w) => w,
+            None => {
+                self.open()?;
+                self.writer
+                    .take()
+                    .context("invariant: writer just opened")?
+            }
+        };
+        let staged = writer.target().to_path_buf();
+        let name = snapshot_name(job.epoch);
+        let target = self.dir.join("snapshots").join(&name);
+        let cap = job
+            .reply
+            .recv()
+            .context("the dataflow collector stopped before the snapshot")?;
+        if let Err(e) = &cap.check {
+            bail!("{e}");
+        }
+        writer.write_segments(&cap.segments)?;
+        writer.write_edges(&cap.edges)?;
+        writer.write_spins(&cap.spins)?;
+        writer.write_threads(&job.threads)?;
+        let mut errors = job.errors;
+        job.info.lost_ranges = job
+            .gaps
+            .iter()
+            .map(|&(_, from, to, _)| (Nanos(from), Nanos(to)))
+            .collect();
+        if !job.gaps.is_empty() {
+            // As `argus build` does: which threads' segments a gap touched.
+            errors.extend(crate::gaps::touched(&cap.segments, &job.gaps));
+        }
+        writer.write_errors(&errors)?;
+        if !self.delay.is_zero() {
+            std::thread::sleep(self.delay);
+        }
+        let mut info = job.info;
+        info.watermark_ns = cap.watermark.max(info.watermark_ns);
+        info.trace_end_ns = Some(info.watermark_ns);
+        let manifest = writer
+            .finish(info)
+            .with_context(|| format!("writing snapshot {}", target.display()))?;
+        std::fs::rename(&staged, &target)
+            .with_context(|| format!("renaming {} to {}", staged.display(), target.display()))?;
+        set_latest(&self.dir, &name)?;
+        self.written += 1;
+        self.installed.fetch_add(1, Ordering::Release);
+        tracing::info!(
+            snapshot = %target.display(),
+            local_epoch = cap.local_epoch,
+            early = job.early,
+            segments = manifest.counts.segments,
+            edges = manifest.counts.edges,
+            spins = manifest.counts.spins,
+            "snapshot written"
+        );
+        let by_tid: HashMap<i32, &ThreadInfo> = job.threads.iter().map(|t| (t.tid.0, t)).collect();
+        let own = own_threads();
+        let watch = &self.watch;
+        let gaps = &self.gaps;
+        let mut in_gaps = 0u64;
+        let notices = lock(&self.tracker).update(&cap.spins, cap.watermark, |s| {
+            if is_own(s.tid.0, &by_tid, &own) || !watch.watches(s, &by_tid) {
+                return false;
+            }
+            if spans_gap(s, cap.watermark, gaps) {
+                in_gaps += 1;
+                return false;
+            }
+            true
+        });
+        if in_gaps > 0 && !job.quiet {
+            eprintln!(
+                "argus start: {in_gaps} candidate hang(s) not reported: they span lost-events gaps of the live graph (pages the job could not decode in time; the ring in {} has them)",
+                self.dir.join("trace").display()
+            );
+        }
+        for n in &notices {
+            let who = argus_schema::describe_thread(&job.threads, n.spin.tid);
+            if !job.quiet {
+                eprintln!(
+                    "argus start: {} hang: {who}: {} {:.3} s{} (snapshot {}{})",
+                    if n.new { "new" } else { "growing" },
+                    n.spin.class.name(),
+                    n.duration_ns as f64 / 1e9,
+                    if n.spin.open { ", still going" } else { "" },
+                    target.display(),
+                    if job.early { ", taken at once" } else { "" },
+                );
+            }
+            if let Some(cmd) = &self.hook {
+                run_hook(cmd, n, &target);
+            }
+        }
+        // Keep the newest `keep` (the one just written is among them).
+        let all = list_snapshots(&self.dir);
+        if all.len() > self.keep {
+            for (_, p) in &all[..all.len() - self.keep] {
+                let _ = std::fs::remove_dir_all(p);
+            }
+        }
+        if job.more {
+            self.open()?;
+        }
+        let _ = self.notify.try_send(());
+        Ok(())
+    }
+}
+
+/// What every snapshot request carries besides the graph.
+pub(crate) struct SnapContext {
+    pub(crate) sources: Vec<PathBuf>,
+    pub(crate) live_start: Nanos,
+    pub(crate) threshold_ns: u64,
+    pub(crate) workers: u32,
+    pub(crate) quiet: bool,
+}
+
+impl SnapContext {
+    /// Asks the oldest generation for its graph and the snapshot thread to write snapshot
+    /// `epoch` with it.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn request(
+        &self,
+        job: &Job<'_>,
+        merge: &LiveMerge,
+        errors: Vec<ErrorRecord>,
+        epoch: u64,
+        early: bool,
+        more: bool,
+        tx: &Sender<SnapCmd>,
+    ) -> Result<()> {
+        let reply = job.request()?;
+        let oldest = job.gens.first().map_or(self.live_start, |g| g.start_ns);
+        let cmd = SnapJob {
+            epoch,
+            early,
+            more,
+            reply,
+            threads: merge.threads(),
+            errors,
+            gaps: merge.gaps_since(oldest),
+            info: SnapshotInfo {
+                sources: self.sources.clone(),
+                trace_start_ns: Some(oldest),
+                trace_end_ns: Some(job.watermark),
+                epoch: argus_schema::Epoch(epoch),
+                watermark_ns: job.watermark,
+                lost_events: merge.stats.lost.clone(),
+                unknown_events: 0,
+                threshold_ns: self.threshold_ns,
+                workers: self.workers,
+                ..SnapshotInfo::default()
+            },
+            quiet: self.quiet,
+        };
+        tx.send(SnapCmd::Finish(Box::new(cmd)))
+            .map_err(|_| anyhow::anyhow!("the snapshot thread stopped"))
+    }
+}
+
+/// When a hang earns a snapshot out of the periodic cycle: a watched thread's spin that
+/// the hook has not been told of (new, or doubled since), in the oldest generation (the one
+/// snapshots come from), while no snapshot is being written, at most one per half period.
+pub(crate) struct EarlySnapshots {
+    pub(crate) watch: Watch,
+    pub(crate) tracker: Arc<std::sync::Mutex<HangTracker>>,
+    pub(crate) installed: Arc<std::sync::atomic::AtomicU64>,
+    /// Snapshots requested so far.
+    pub(crate) requested: u64,
+    /// The epoch of the last snapshot requested (names must grow).
+    pub(crate) last_epoch: Option<u64>,
+    /// When the last early one was requested.
+    pub(crate) last_at: Option<Instant>,
+    pub(crate) min_gap: Duration,
+    /// Spins found not watched (so the thread table is not consulted for them again).
+    pub(crate) unwatched: std::collections::HashSet<SegmentId>,
+}
+
+impl EarlySnapshots {
+    pub(crate) fn taken(&mut self, epoch: u64, early: bool) {
+        self.requested += 1;
+        self.last_epoch = Some(epoch);
+        if early {
+            self.last_at = Some(Instant::now());
+        }
+    }
+
+    /// Whether a snapshot requested is not installed yet.
+    pub(crate) fn writing(&self) -> bool {
+        self.installed.load(Ordering::Acquire) < self.requested
+    }
+
+    pub(crate) fn due(&mut self, job: &Job<'_>, merge: &LiveMerge) -> bool {
+        if self.writing()
+            || self.last_epoch.is_some_and(|e| job.epoch <= e)
+            || self.last_at.is_some_and(|t| t.elapsed() < self.min_gap)
+        {
+            return false;
+        }
+        let Some(g) = job.gens.first() else {
+            return false;
+        };
+        let spins = g.live.get();
+        let present: std::collections::HashSet<SegmentId> =
+            spins.iter().map(|s| s.segment).collect();
+        self.unwatched.retain(|seg| present.contains(seg));
+        let tracker = lock(&self.tracker);
+        let candidates: Vec<&Spin> = spins
+            .iter()
+            .filter(|s| {
+                !self.unwatched.contains(&s.segment) && tracker.notice(s, job.watermark).is_some()
+            })
+            .collect();
+        drop(tracker);
+        if candidates.is_empty() {
+            return false;
+        }
+        let threads = merge.threads();
+        let by_tid: HashMap<i32, &ThreadInfo> = threads.iter().map(|t| (t.tid.0, t)).collect();
+        let own = own_threads();
+        let gaps = &job.cfg.dataflow.rules.gaps;
+        let mut due = false;
+        for s in candidates {
+            if !is_own(s.tid.0, &by_tid, &own)
+                && self.watch.watches(s, &by_tid)
+                && !spans_gap(s, job.watermark, gaps)
+            {
+                due = true;
+            } else {
+                self.unwatched.insert(s.segment);
+            }
+        }
+        due
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+pub(crate) mod tests {
+    use super::*;
+
+    use super::super::watch::tests::spin;
+
+    #[test]
+    fn a_hang_is_due_for_an_early_snapshot_until_the_snapshot_reports_it() {
+        let mut t = HangTracker::default();
+        let s = spin(1, 10, 10, 0, 2_500);
+        assert!(t.notice(&s, Nanos(2_500)).is_some(), "new: due");
+        assert!(
+            t.notice(&s, Nanos(2_500)).is_some(),
+            "asking does not report it"
+        );
+        t.update(std::slice::from_ref(&s), Nanos(2_500), |_| true);
+        assert!(
+            t.notice(&s, Nanos(4_000)).is_none(),
+            "reported, not doubled"
+        );
+        let n = t.notice(&s, Nanos(5_000)).unwrap();
+        assert_eq!((n.new, n.duration_ns), (false, 5_000), "an open spin grows");
+    }
+
+    #[test]
+    fn leftovers_of_a_killed_job_are_removed_and_snapshots_kept() {
+        let tmp = tempfile::tempdir().unwrap();
+        let snaps = tmp.path().join("snapshots");
+        for name in [
+            ".staged-7-3",
+            "..staged-7-4.tmp-7-9",
+            ".0000000010.old-7-1",
+            "0000000005",
+        ] {
+            std::fs::create_dir_all(snaps.join(name)).unwrap();
+        }
+        std::fs::write(snaps.join("0000000005").join("manifest.json"), "{}").unwrap();
+        clean_leftovers(tmp.path());
+        let left: Vec<String> = std::fs::read_dir(&snaps)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(left, vec!["0000000005".to_string()]);
+        assert_eq!(list_snapshots(tmp.path()).len(), 1);
+    }
+}

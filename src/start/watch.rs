@@ -1,0 +1,331 @@
+//! Which hangs are reported: the watched threads ([`Watch`]), the tracker that reports a spin
+//! when new or doubled ([`HangTracker`]), the job's own threads (never reported), spins
+//! across lost-events gaps (not reported), and the `--on-hang` hook.
+
+use super::sync::lock;
+use argus_pipeline::gaps::GapSet;
+use argus_schema::{Nanos, SegmentId, Spin, ThreadInfo};
+use std::collections::HashMap;
+use std::path::Path;
+
+/// Which spins run the hook.
+#[derive(Clone, Debug, Default)]
+pub struct Watch {
+    /// Processes named by the user.
+    pub pids: Vec<i32>,
+    /// Names given by the user.
+    pub comms: Vec<String>,
+    /// Spins starting before this (an earlier run, across the unrecorded gap) never fire.
+    pub since: Nanos,
+}
+
+/// The event-loop waits that mean "idle", not "hung", for the default watch.
+pub(crate) fn is_event_loop_wait(nr: i32) -> bool {
+    let name = argus_schema::syscalls::name(nr);
+    matches!(
+        name.as_str(),
+        "poll" | "ppoll" | "select" | "pselect6" | "epoll_wait" | "epoll_pwait" | "epoll_pwait2"
+    )
+}
+
+impl Watch {
+    /// Whether `spin` is of a watched thread.
+    pub fn watches(&self, spin: &Spin, threads: &HashMap<i32, &ThreadInfo>) -> bool {
+        if spin.start_ns < self.since || !spin.tid.is_task() {
+            return false;
+        }
+        let info = threads.get(&spin.tid.0);
+        if self.pids.is_empty() && self.comms.is_empty() {
+            return spin.tid.0 == spin.pid.0
+                && spin.tid.0 > 0
+                && !info.is_some_and(|t| t.kernel)
+                && !is_event_loop_wait(spin.wait_syscall);
+        }
+        self.pids.contains(&spin.pid.0)
+            || info.is_some_and(|t| {
+                self.comms
+                    .iter()
+                    .any(|c| *c == t.comm || (*c == t.process && spin.tid.0 == spin.pid.0))
+            })
+    }
+}
+
+/// What a hook is told.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HangNotice {
+    /// The spin.
+    pub spin: Spin,
+    /// First report (else it grew).
+    pub new: bool,
+    /// Its duration as of the snapshot.
+    pub duration_ns: u64,
+}
+
+/// Decides which spins to report: new ones, and known ones whose duration doubled since last
+/// reported.
+#[derive(Debug, Default)]
+pub struct HangTracker {
+    pub(crate) reported: HashMap<SegmentId, u64>,
+}
+
+impl HangTracker {
+    /// What `s` would report now (an open spin lasts until `watermark`): `None` when it was
+    /// reported and has not doubled since. The main loop asks this (without updating) to
+    /// take a snapshot at once for a hang; the snapshot's [`HangTracker::update`] reports it.
+    pub(crate) fn notice(&self, s: &Spin, watermark: Nanos) -> Option<HangNotice> {
+        let d = if s.open {
+            s.start_ns.until(watermark.max(s.end_ns))
+        } else {
+            s.duration_ns()
+        };
+        let new = match self.reported.get(&s.segment) {
+            None => true,
+            Some(&prev) if d >= prev.saturating_mul(2) => false,
+            Some(_) => return None,
+        };
+        Some(HangNotice {
+            spin: s.clone(),
+            new,
+            duration_ns: d,
+        })
+    }
+
+    /// The notices for one snapshot's spins; an open spin lasts until `watermark`.
+    pub fn update(
+        &mut self,
+        spins: &[Spin],
+        watermark: Nanos,
+        mut watched: impl FnMut(&Spin) -> bool,
+    ) -> Vec<HangNotice> {
+        let mut out = Vec::new();
+        for s in spins.iter().filter(|s| watched(s)) {
+            if let Some(n) = self.notice(s, watermark) {
+                self.reported.insert(s.segment, n.duration_ns);
+                out.push(n);
+            }
+        }
+        // Forget spins that left the window.
+        let live: std::collections::HashSet<SegmentId> = spins.iter().map(|s| s.segment).collect();
+        self.reported.retain(|k, _| live.contains(k));
+        out
+    }
+}
+
+/// This job's own threads, every one seen so far: they appear in the records of the tasks
+/// they switch with, and the recorder cannot always tell their process (a thread created
+/// while the job runs may look like a process of its own), so the hang filter recognises
+/// them here. The set only grows: snapshot writers and dataflow workers of earlier
+/// generations have exited by the time a later snapshot names their spins.
+pub(crate) fn own_threads() -> std::collections::HashSet<i32> {
+    static SEEN: std::sync::Mutex<Option<std::collections::HashSet<i32>>> =
+        std::sync::Mutex::new(None);
+    let mut seen = lock(&SEEN);
+    let set = seen.get_or_insert_with(Default::default);
+    if let Ok(rd) = std::fs::read_dir("/proc/self/task") {
+        set.extend(
+            rd.flatten()
+                .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok()),
+        );
+    }
+    set.clone()
+}
+
+/// Whether `tid` is one of this job's threads: seen in `/proc/self/task` ([`own_threads`]),
+/// of this process, or created by one of them (a thread that exited between two looks, or
+/// a hook's shell), following creators up to 8 steps.
+pub(crate) fn is_own(
+    tid: i32,
+    threads: &HashMap<i32, &ThreadInfo>,
+    own: &std::collections::HashSet<i32>,
+) -> bool {
+    let me = std::process::id() as i32;
+    let mut t = tid;
+    for _ in 0..8 {
+        if own.contains(&t) {
+            return true;
+        }
+        let Some(info) = threads.get(&t) else {
+            return false;
+        };
+        if info.pid.0 == me || untraced_own_name(info) {
+            return true;
+        }
+        match info.parent {
+            Some(p) if p.0 > 0 && p.0 != t => t = p.0,
+            _ => return false,
+        }
+    }
+    false
+}
+
+/// A thread whose creation the trace does not show (no creator, no process of its own
+/// known: it was created by a thread the recorder excludes) named as the job names its
+/// threads: one of ours that lived too briefly for [`own_threads`] to see it. With its own
+/// events excluded, its last switch looks like a run or a wait that never ends.
+pub(crate) fn untraced_own_name(info: &ThreadInfo) -> bool {
+    info.parent.is_none()
+        && info.pid.0 == info.tid.0
+        && (info.comm.starts_with("argus-") || info.comm.starts_with("timely:"))
+}
+
+/// Whether `s` (an open spin lasts until `watermark`) overlaps a lost-events gap of the
+/// live graph: a thread whose switch-out or wake-up fell in the gap looks running or
+/// blocked for as long as the gap hides it, so such a spin is no evidence of a hang.
+pub(crate) fn spans_gap(s: &Spin, watermark: Nanos, gaps: &GapSet) -> bool {
+    let end = if s.open {
+        watermark.max(s.end_ns)
+    } else {
+        s.end_ns
+    };
+    gaps.crosses(s.start_ns, end)
+}
+
+pub(crate) fn run_hook(cmd: &str, n: &HangNotice, snapshot: &Path) {
+    let s = &n.spin;
+    let child = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(cmd)
+        .env("ARGUS_HANG_PID", s.pid.0.to_string())
+        .env("ARGUS_HANG_TID", s.tid.0.to_string())
+        .env("ARGUS_HANG_CLASS", s.class.name())
+        .env("ARGUS_HANG_SNAPSHOT", snapshot)
+        .env("ARGUS_HANG_SEGMENT", s.segment.0.to_string())
+        .env("ARGUS_HANG_DURATION_NS", n.duration_ns.to_string())
+        .env("ARGUS_HANG_NEW", if n.new { "1" } else { "0" })
+        .stdin(std::process::Stdio::null())
+        .spawn();
+    match child {
+        Ok(mut child) => {
+            // Reap it without waiting here.
+            let _ = std::thread::Builder::new()
+                .name("argus-hook".into())
+                .spawn(move || child.wait());
+        }
+        Err(e) => eprintln!("argus start: cannot run --on-hang command: {e}"),
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+pub(crate) mod tests {
+    use super::*;
+    use argus_schema::{Pid, SpinClass, Tid};
+
+    pub(crate) fn spin(seg: u64, tid: i32, pid: i32, start: u64, end: u64) -> Spin {
+        Spin {
+            segment: SegmentId(seg),
+            last: SegmentId(seg),
+            tid: Tid(tid),
+            pid: Pid(pid),
+            class: SpinClass::LongWait,
+            start_ns: Nanos(start),
+            end_ns: Nanos(end),
+            open: true,
+            on_cpu_ns: 0,
+            wait_ns: end - start,
+            segments: 1,
+            wait_syscall: 202,
+            timeouts: 0,
+        }
+    }
+
+    #[test]
+    fn the_jobs_own_threads_are_known_after_they_exit_and_through_their_creators() {
+        // A thread of this process that has exited by the next look is still known.
+        let gone = std::thread::spawn(|| {
+            let _ = own_threads();
+            // SAFETY: gettid has no preconditions.
+            unsafe { libc::gettid() }
+        })
+        .join()
+        .unwrap();
+        let own = own_threads();
+        assert!(own.contains(&gone));
+        let info = |tid: i32, pid: i32, parent: Option<i32>| ThreadInfo {
+            tid: Tid(tid),
+            pid: argus_schema::Pid(pid),
+            comm: "x".into(),
+            process: "x".into(),
+            parent: parent.map(Tid),
+            start_ns: None,
+            exit_ns: None,
+            kernel: false,
+        };
+        // 9_000_001: created by one of ours, never seen in /proc, recorded as its own
+        // process; 9_000_002: a child of that; 9_000_003: a stranger.
+        let me = std::process::id() as i32;
+        let rows = [
+            info(9_000_001, 9_000_001, Some(gone)),
+            info(9_000_002, 9_000_002, Some(9_000_001)),
+            info(9_000_003, 9_000_003, Some(1)),
+            info(9_000_004, me, None),
+        ];
+        let by_tid: HashMap<i32, &ThreadInfo> = rows.iter().map(|t| (t.tid.0, t)).collect();
+        assert!(is_own(9_000_001, &by_tid, &own));
+        assert!(is_own(9_000_002, &by_tid, &own));
+        assert!(!is_own(9_000_003, &by_tid, &own));
+        assert!(is_own(9_000_004, &by_tid, &own));
+        assert!(!is_own(9_000_005, &by_tid, &own));
+        // One of ours too brief to be seen in /proc: untraced creation, our naming.
+        let brief = ThreadInfo {
+            comm: "argus-write-eve".into(),
+            ..info(9_000_006, 9_000_006, None)
+        };
+        let named = ThreadInfo {
+            comm: "argus-write-eve".into(),
+            ..info(9_000_007, 9_000_007, Some(1))
+        };
+        let by_tid: HashMap<i32, &ThreadInfo> = [(9_000_006, &brief), (9_000_007, &named)]
+            .into_iter()
+            .collect();
+        assert!(is_own(9_000_006, &by_tid, &own));
+        assert!(
+            !is_own(9_000_007, &by_tid, &own),
+            "created by a traced stranger"
+        );
+    }
+
+    #[test]
+    fn hangs_are_reported_when_new_and_when_doubled() {
+        let mut t = HangTracker::default();
+        let all = |_: &Spin| true;
+        let w = Nanos(0);
+        let n = t.update(&[spin(1, 10, 10, 0, 2_500)], w, all);
+        assert_eq!(n.len(), 1);
+        assert!(n[0].new);
+        assert!(t.update(&[spin(1, 10, 10, 0, 4_000)], w, all).is_empty());
+        let n = t.update(&[spin(1, 10, 10, 0, 5_000)], w, all);
+        assert_eq!((n.len(), n[0].new, n[0].duration_ns), (1, false, 5_000));
+        // An open spin lasts until the watermark, whatever its last record.
+        let n = t.update(&[spin(1, 10, 10, 0, 5_000)], Nanos(10_000), all);
+        assert_eq!(n[0].duration_ns, 10_000);
+        // Gone from the window: forgotten, so it would be new again.
+        assert!(t.update(&[], w, all).is_empty());
+        assert!(t.update(&[spin(1, 10, 10, 0, 5_000)], w, all)[0].new);
+    }
+
+    #[test]
+    fn the_default_watch_is_main_threads_not_idle_in_their_event_loop() {
+        let w = Watch::default();
+        let threads = HashMap::new();
+        assert!(w.watches(&spin(1, 10, 10, 0, 1), &threads));
+        assert!(!w.watches(&spin(1, 11, 10, 0, 1), &threads), "not main");
+        let mut s = spin(1, 10, 10, 0, 1);
+        s.wait_syscall = argus_schema::syscalls::number("epoll_wait").unwrap();
+        assert!(!w.watches(&s, &threads), "idle in epoll");
+        let w = Watch {
+            since: Nanos(5),
+            ..Watch::default()
+        };
+        assert!(
+            !w.watches(&spin(1, 10, 10, 0, 9), &threads),
+            "before the run"
+        );
+        let w = Watch {
+            pids: vec![20],
+            ..Watch::default()
+        };
+        assert!(w.watches(&spin(1, 21, 20, 0, 1), &threads));
+        assert!(!w.watches(&spin(1, 10, 10, 0, 1), &threads));
+    }
+}
