@@ -88,7 +88,8 @@ pub struct ChannelSpan {
 }
 
 /// The descriptor tables of the traced processes over time, as channels
-/// ([`RulesConfig::channels`](super::RulesConfig::channels)); filled by the caller from the trace's fd identity records.
+/// ([`RulesConfig::channels`](super::RulesConfig::channels)); filled by the caller from the
+/// trace's fd identity records.
 /// A process without spans of its own for a descriptor falls back to its parent's table as
 /// it was when the process was forked (descriptors are inherited).
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]

@@ -38,7 +38,8 @@ pub struct RulesConfig {
     pub gaps: GapSet,
     /// What each file descriptor referred to (fd identity recorded by the collector):
     /// pipes and connected sockets become channels, and a read that finds data already
-    /// there depends on the last write into the channel ([`EdgeKind::Message`](argus_schema::EdgeKind::Message)).
+    /// there depends on the last write into the channel
+    /// ([`EdgeKind::Message`](argus_schema::EdgeKind::Message)).
     pub channels: ChannelMap,
 }
 

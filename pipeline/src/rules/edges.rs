@@ -83,3 +83,118 @@ pub fn join_edges(src: &Src, dst: &Dst, cfg: &RulesConfig, mut f: impl FnMut(Cau
         });
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::testing::nr;
+    use super::super::PoolRule;
+    use super::*;
+    use argus_schema::{Nanos, Tid};
+
+    fn src(tid: i32, syscall: i32) -> Src {
+        Src {
+            seq: 1,
+            seg: SegmentId::new(Tid(tid), 3),
+            ts: Nanos(10),
+            syscall,
+            interrupt: false,
+            exiting: false,
+            condvar: false,
+        }
+    }
+
+    fn dst(tid: i32, kind: EdgeKind, wait: i32) -> Dst {
+        Dst {
+            seq: 1,
+            seg: SegmentId::new(Tid(tid), 5),
+            kind,
+            wait,
+            paired: false,
+            waited: true,
+        }
+    }
+
+    #[test]
+    fn wake_up_strength_follows_the_wakers_intent() {
+        let mut cfg = RulesConfig::default();
+        let (read, write, futex, exit, wait4, flock) = (
+            nr("read"),
+            nr("write"),
+            nr("futex"),
+            nr("exit_group"),
+            nr("wait4"),
+            nr("flock"),
+        );
+        let edge = |s: &Src, d: &Dst, cfg: &RulesConfig| {
+            let e = wake_edge(s, d, cfg);
+            (e.kind, e.strength)
+        };
+        let woke = |wait| dst(20, EdgeKind::Wakeup, wait);
+        let strong = Strength::Strong;
+        assert_eq!(
+            edge(&src(10, write), &woke(read), &cfg),
+            (EdgeKind::Message, strong)
+        );
+        assert_eq!(
+            edge(&src(10, exit), &woke(wait4), &cfg),
+            (EdgeKind::Exit, strong)
+        );
+        assert_eq!(
+            edge(&src(10, -1), &woke(flock), &cfg),
+            (EdgeKind::LockFile, strong)
+        );
+        assert_eq!(
+            edge(&src(10, futex), &woke(futex), &cfg),
+            (EdgeKind::Wakeup, Strength::Weak)
+        );
+        let condvar = Src {
+            condvar: true,
+            ..src(10, futex)
+        };
+        assert_eq!(edge(&condvar, &woke(futex), &cfg), (EdgeKind::Rule, strong));
+        cfg.user.pools.push(PoolRule {
+            tids: [Tid(10), Tid(20)].into(),
+        });
+        let pool = edge(&src(10, futex), &woke(futex), &cfg);
+        assert_eq!(pool, (EdgeKind::Wakeup, Strength::Boosted));
+        // Paired effects are strong, lock-file pairs (told by time order) boosted.
+        let paired = Dst {
+            paired: true,
+            ..dst(20, EdgeKind::Timer, -1)
+        };
+        assert_eq!(edge(&src(10, -1), &paired, &cfg), (EdgeKind::Timer, strong));
+        let lock = Dst {
+            kind: EdgeKind::LockFile,
+            ..paired
+        };
+        assert_eq!(
+            edge(&src(10, -1), &lock, &cfg),
+            (EdgeKind::LockFile, Strength::Boosted)
+        );
+    }
+
+    #[test]
+    fn a_wake_up_that_ended_a_wait_adds_the_weak_wait_wake_pair() {
+        let cfg = RulesConfig::default();
+        let mut edges = Vec::new();
+        join_edges(&src(10, -1), &dst(20, EdgeKind::Wakeup, -1), &cfg, |e| {
+            edges.push(e)
+        });
+        assert_eq!(edges.len(), 2);
+        assert_eq!(
+            (edges[1].src, edges[1].dst, edges[1].kind, edges[1].strength),
+            (
+                SegmentId::new(Tid(20), 4),
+                SegmentId::new(Tid(10), 3),
+                EdgeKind::WaitWake,
+                Strength::Weak
+            )
+        );
+        // Not when the waker is the waiter itself.
+        edges.clear();
+        join_edges(&src(20, -1), &dst(20, EdgeKind::Wakeup, -1), &cfg, |e| {
+            edges.push(e)
+        });
+        assert_eq!(edges.len(), 1);
+    }
+}

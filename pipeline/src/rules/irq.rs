@@ -1,4 +1,10 @@
-//! The interrupt cut-out (ComputeGraph 1.a).
+//! The interrupt cut-out (ComputeGraph line 1.a, "Interrupt or Timeshare_maintenance:
+//! remove following event sequence before return"): hard interrupts, softirqs and timer
+//! callbacks (hrtimer and wheel timers) are segments of the per-CPU pseudo-thread
+//! [`Tid::irq`], never of the task they interrupted ([`IrqState`]). What they wake, arm or
+//! queue is attributed to them (strong: delegated work), and to the timer's armer through
+//! the timer edge (line 2.e, the [`Dst`] of an expiry). A device softirq run on return from
+//! a hard interrupt gets a *boosted* queue edge from it: it is the interrupt's bottom half.
 
 use super::config::RulesConfig;
 use super::output::{Counter, Dst, Output, Src};
@@ -199,5 +205,79 @@ impl IrqState {
         for f in &self.stack {
             out.push(Output::Segment(f.seg.clone()));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::testing::{outputs, Trace};
+    use super::super::Key;
+    use super::*;
+    use argus_schema::Context;
+
+    #[test]
+    fn a_device_softirq_right_after_a_hard_interrupt_is_its_bottom_half() {
+        let mut t = Trace::default();
+        t.push(1, 0, Context::HardIrq, EventKind::IrqEntry { irq: 30 });
+        let exit = t.push(1, 0, Context::HardIrq, EventKind::IrqExit { irq: 30 });
+        t.push(1, 0, Context::SoftIrq, EventKind::SoftirqEntry { vec: 3 });
+        let wake = t.push(
+            1,
+            0,
+            Context::SoftIrq,
+            EventKind::Waking { target: Tid(10) },
+        );
+        t.push(1, 0, Context::SoftIrq, EventKind::SoftirqExit { vec: 3 });
+        let out = outputs(&t.evs, Key::Irq(Cpu(1)), &RulesConfig::default());
+        let irq = Tid::irq(Cpu(1));
+        let (hard, soft) = (SegmentId::new(irq, 0), SegmentId::new(irq, 1));
+        assert!(out.contains(&Output::Edge(CausalEdge {
+            src: hard,
+            dst: soft,
+            kind: EdgeKind::Queue,
+            strength: Strength::Boosted,
+            ts: t.evs[exit as usize].ts,
+            src_syscall: -1,
+        })));
+        // The softirq's wake-up acts from the softirq's segment, as interrupt context.
+        assert!(out.iter().any(|o| matches!(o, Output::Src(s)
+            if s.seq == wake && s.seg == soft && s.interrupt)));
+        let kinds: Vec<_> = out
+            .iter()
+            .filter_map(|o| match o {
+                Output::Segment(s) => Some(s.kind),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            kinds,
+            [
+                SegmentKind::HardIrq { irq: 30 },
+                SegmentKind::SoftIrq { vec: 3 }
+            ]
+        );
+    }
+
+    #[test]
+    fn a_timer_expiry_is_the_paired_target_of_its_arming() {
+        let mut t = Trace::default();
+        let fire = t.push(
+            0,
+            0,
+            Context::HardIrq,
+            EventKind::HrtimerExpire {
+                timer: 0x5,
+                function: 0x9,
+            },
+        );
+        let out = outputs(&t.evs, Key::Irq(Cpu(0)), &RulesConfig::default());
+        assert!(out.iter().any(|o| matches!(o, Output::Dst(d)
+            if d.seq == fire && d.kind == EdgeKind::Timer && d.paired)));
+        // A maintenance callback's expiry is culled instead.
+        let mut cfg = RulesConfig::default();
+        cfg.cull_functions.insert(0x9);
+        let out = outputs(&t.evs, Key::Irq(Cpu(0)), &cfg);
+        assert!(out.contains(&Output::Count(Counter::Culled)));
+        assert!(!out.iter().any(|o| matches!(o, Output::Dst(_))));
     }
 }

@@ -185,10 +185,32 @@
 //! Both the dataflow and the batch reference drive these same machines; what the reference
 //! checks is everything around them: partitioning by key, epoch closing, the retraction of
 //! mutable records, the spin deadlines and the joins.
+//!
+//! # Layout
+//!
+//! One file per rule (or family of rules), each with its doc and its tests; the shared
+//! vocabulary in leaf files that the rules import. This file only declares, re-exports and
+//! dispatches to the key machines ([`KeyState`]).
+//!
+//! ```text
+//! key.rs       Key, Role, lock_key             output.rs    Src, Dst, Pair, Output, Counters
+//! config.rs    RulesConfig, UserRules, …       channels.rs  ChannelEnd, ChannelMap (fd identity)
+//! sysno.rs     the syscall classes tested      route.rs     route(): an event → (key, role)…
+//! edges.rs     wake_edge, join_edges: the kind and strength of a joined edge (2.a–2.f)
+//! thread.rs    ThreadState: life cycle, blocking wait (1.b), wake-up and fork targets,
+//!              made of the parts of the rules it calls:
+//!   order.rs     thread order (retries, stacks)   callouts.rs  work items, dispatches (1.c, 2.c)
+//!   peers.rs     message peer set (1.d)           user.rs      user boundaries (1.e)
+//!   signals.rs   signal boundary and edge         data.rs      channel and flag reads (2.b, 2.f)
+//!   lock.rs      lock file (and LockState)        spins.rs     spinning vertices
+//! irq.rs       IrqState: interrupt cut-out (1.a), bottom halves, timer expiries (2.e)
+//! object.rs    ObjectState: an object's action paired with its effects (timers, work, …)
+//! ```
 
 mod callouts;
 mod channels;
 mod config;
+mod data;
 mod edges;
 mod irq;
 mod key;
@@ -198,9 +220,13 @@ mod order;
 mod output;
 mod peers;
 mod route;
+mod signals;
 mod spins;
 mod sysno;
+#[cfg(test)]
+mod testing;
 mod thread;
+mod user;
 
 pub use callouts::{dispatch_id, DISPATCH_BEGIN, DISPATCH_END};
 pub use channels::{ChannelEnd, ChannelMap, ChannelSpan};
@@ -243,17 +269,13 @@ impl KeyState {
         match key {
             Key::Thread(tid) => KeyState::Thread(Box::new(ThreadState::new(tid))),
             Key::Irq(cpu) => KeyState::Irq(IrqState::new(cpu)),
-            Key::ProcSignal(..) => KeyState::Object(ObjectState::default()),
-            Key::Timer(_) | Key::WheelTimer(_) | Key::Work(_) => KeyState::Object(ObjectState {
-                arms_done: true,
-                ..ObjectState::default()
-            }),
-            Key::Pipe(_) | Key::Channel(_) | Key::Flag(..) => KeyState::Object(ObjectState {
-                last_arm: None,
-                sticky: true,
-                fired_by: Vec::new(),
-                arms_done: true,
-            }),
+            Key::ProcSignal(..) => KeyState::Object(ObjectState::signal()),
+            Key::Timer(_) | Key::WheelTimer(_) | Key::Work(_) => {
+                KeyState::Object(ObjectState::once())
+            }
+            Key::Pipe(_) | Key::Channel(_) | Key::Flag(..) => {
+                KeyState::Object(ObjectState::sticky())
+            }
             Key::Lock(_) => KeyState::Lock(LockState::default()),
         }
     }

@@ -130,3 +130,44 @@ pub fn route(ev: &Event, cfg: &RulesConfig, mut f: impl FnMut(Key, Role)) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::testing::Trace;
+    use super::*;
+    use argus_schema::Cpu;
+
+    fn keys(ev: &Event, cfg: &RulesConfig) -> Vec<(Key, Role)> {
+        let mut v = Vec::new();
+        route(ev, cfg, |k, r| v.push((k, r)));
+        v
+    }
+
+    #[test]
+    fn a_wake_up_goes_to_its_actor_and_its_target() {
+        let cfg = RulesConfig::default();
+        let mut t = Trace::default();
+        t.wake(10, 20);
+        t.push(
+            3,
+            0,
+            Context::HardIrq,
+            EventKind::Waking { target: Tid(20) },
+        );
+        assert_eq!(
+            keys(&t.evs[0], &cfg),
+            [
+                (Key::Thread(Tid(10)), Role::Actor),
+                (Key::Thread(Tid(20)), Role::Target)
+            ]
+        );
+        // In interrupt context the actor is the CPU's interrupt pseudo-thread.
+        assert_eq!(
+            keys(&t.evs[1], &cfg),
+            [
+                (Key::Irq(Cpu(3)), Role::Actor),
+                (Key::Thread(Tid(20)), Role::Target)
+            ]
+        );
+    }
+}
