@@ -6,7 +6,7 @@
 //!                         │ (≤4096) + the epoch's watermark; ≥1 part per worker and epoch
 //!                         │ exchange by the part's worker (the key hash picked it)
 //!                         ▼
-//!            "pipeline::keyed": per-key state machines (rules.rs), per epoch in order:
+//!            "pipeline::keyed": per-key state machines (rules/), per epoch in order:
 //!              final records (+1), mutable records diffed against what was emitted,
 //!              open-segment spin deadlines crossed by the epoch's watermark;
 //!              four outputs, so no record is copied to consumers that drop it

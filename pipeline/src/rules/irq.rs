@@ -1,0 +1,283 @@
+//! The interrupt cut-out (ComputeGraph line 1.a, "Interrupt or Timeshare_maintenance:
+//! remove following event sequence before return"): hard interrupts, softirqs and timer
+//! callbacks (hrtimer and wheel timers) are segments of the per-CPU pseudo-thread
+//! [`Tid::irq`], never of the task they interrupted ([`IrqState`]). What they wake, arm or
+//! queue is attributed to them (strong: delegated work), and to the timer's armer through
+//! the timer edge (line 2.e, the [`Dst`] of an expiry). A device softirq run on return from
+//! a hard interrupt gets a *boosted* queue edge from it: it is the interrupt's bottom half.
+
+use super::config::RulesConfig;
+use super::output::{Counter, Dst, Output, Src};
+use argus_schema::{
+    CausalEdge, Cpu, EdgeKind, EndCause, Event, EventKind, Nanos, Pid, Segment, SegmentId,
+    SegmentKind, StartCause, Strength, Tid,
+};
+use serde::{Deserialize, Serialize};
+
+/// One open interrupt-context handler.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+struct Frame {
+    seg: Segment,
+    /// A maintenance callback: what it does is culled.
+    culled: bool,
+}
+
+/// Softirq vectors that are a device's bottom half (NET_TX, NET_RX, BLOCK, IRQ_POLL,
+/// TASKLET).
+fn is_device_softirq(vec: u32) -> bool {
+    matches!(vec, 2..=6)
+}
+
+/// How soon after a hard interrupt returns its bottom half must start to be attributed to
+/// it.
+const BOTTOM_HALF_NS: u64 = 1_000_000;
+
+/// Interrupt context of one CPU: a stack of open handlers.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct IrqState {
+    cpu: Cpu,
+    next_ord: u32,
+    stack: Vec<Frame>,
+    /// The last hard interrupt, when it was the last interrupt record on this CPU.
+    last_hard: Option<(SegmentId, Nanos)>,
+}
+
+impl IrqState {
+    pub(super) fn new(cpu: Cpu) -> IrqState {
+        IrqState {
+            cpu,
+            next_ord: 0,
+            stack: Vec::new(),
+            last_hard: None,
+        }
+    }
+
+    fn new_segment(&mut self, ts: Nanos, kind: SegmentKind) -> Segment {
+        let tid = Tid::irq(self.cpu);
+        let id = SegmentId::new(tid, self.next_ord);
+        self.next_ord += 1;
+        Segment {
+            events: 1,
+            ..Segment::starting(id, Pid(tid.0), kind, ts, StartCause::Interrupt)
+        }
+    }
+
+    fn push(&mut self, ts: Nanos, kind: SegmentKind, culled: bool) -> SegmentId {
+        let seg = self.new_segment(ts, kind);
+        let id = seg.id;
+        self.stack.push(Frame { seg, culled });
+        id
+    }
+
+    fn pop_matching(&mut self, ts: Nanos, out: &mut Vec<Output>, m: impl Fn(&SegmentKind) -> bool) {
+        if let Some(pos) = self.stack.iter().rposition(|s| m(&s.seg.kind)) {
+            // Handlers nested inside the one ending lost their exit record: close them too.
+            while self.stack.len() > pos {
+                if let Some(Frame { mut seg, .. }) = self.stack.pop() {
+                    seg.end_ns = ts;
+                    seg.on_cpu_ns = seg.start_ns.until(ts);
+                    seg.end = EndCause::HandlerDone;
+                    if self.stack.is_empty() && matches!(seg.kind, SegmentKind::HardIrq { .. }) {
+                        self.last_hard = Some((seg.id, ts));
+                    }
+                    out.push(Output::Segment(seg));
+                }
+            }
+        }
+    }
+
+    fn timer_fires(
+        &mut self,
+        ev: &Event,
+        timer: u64,
+        function: u64,
+        cfg: &RulesConfig,
+        out: &mut Vec<Output>,
+    ) {
+        let culled = cfg.cull_functions.contains(&function);
+        let id = self.push(ev.ts, SegmentKind::Timer { timer, function }, culled);
+        out.push(if culled {
+            Output::Count(Counter::Culled)
+        } else {
+            Output::Dst(Dst {
+                seq: ev.seq,
+                seg: id,
+                kind: EdgeKind::Timer,
+                wait: -1,
+                paired: true,
+                waited: false,
+            })
+        });
+    }
+
+    pub(super) fn on_event(&mut self, ev: &Event, cfg: &RulesConfig, out: &mut Vec<Output>) {
+        let ts = ev.ts;
+        let last_hard = self.last_hard.take();
+        match ev.kind {
+            EventKind::IrqEntry { irq } => {
+                self.push(ts, SegmentKind::HardIrq { irq }, false);
+            }
+            EventKind::SoftirqEntry { vec } => {
+                let id = self.push(ts, SegmentKind::SoftIrq { vec }, false);
+                if let Some((hard, at)) = last_hard {
+                    if self.stack.len() == 1
+                        && is_device_softirq(vec)
+                        && at.until(ts) <= BOTTOM_HALF_NS
+                    {
+                        out.push(Output::Edge(CausalEdge {
+                            src: hard,
+                            dst: id,
+                            kind: EdgeKind::Queue,
+                            strength: Strength::Boosted,
+                            ts: at,
+                            src_syscall: -1,
+                        }));
+                    }
+                }
+            }
+            EventKind::HrtimerExpire { timer, function }
+            | EventKind::TimerExpire { timer, function } => {
+                self.timer_fires(ev, timer, function, cfg, out);
+            }
+            EventKind::IrqExit { irq } => self.pop_matching(
+                ts,
+                out,
+                |k| matches!(k, SegmentKind::HardIrq { irq: i } if *i == irq),
+            ),
+            EventKind::SoftirqExit { vec } => self.pop_matching(
+                ts,
+                out,
+                |k| matches!(k, SegmentKind::SoftIrq { vec: v } if *v == vec),
+            ),
+            EventKind::HrtimerExpireExit { timer } | EventKind::TimerExpireExit { timer } => self
+                .pop_matching(
+                    ts,
+                    out,
+                    |k| matches!(k, SegmentKind::Timer { timer: t, .. } if *t == timer),
+                ),
+            EventKind::Waking { .. }
+            | EventKind::WakeupNew { .. }
+            | EventKind::Fork { .. }
+            | EventKind::HrtimerStart { .. }
+            | EventKind::TimerStart { .. }
+            | EventKind::WorkQueue { .. }
+            | EventKind::SignalGenerate { .. } => {
+                let (seg, culled) = match self.stack.last_mut() {
+                    Some(top) => {
+                        top.seg.end_ns = top.seg.end_ns.max(ts);
+                        top.seg.events += 1;
+                        (top.seg.id, top.culled)
+                    }
+                    None => {
+                        // Interrupt work with no enclosing handler record (IPI, local timer
+                        // vector): a point segment of its own.
+                        let mut s = self.new_segment(ts, SegmentKind::Interrupt);
+                        s.end = EndCause::HandlerDone;
+                        let id = s.id;
+                        out.push(Output::Segment(s));
+                        (id, false)
+                    }
+                };
+                if culled {
+                    out.push(Output::Count(Counter::Culled));
+                } else {
+                    out.push(Output::Src(Src {
+                        seq: ev.seq,
+                        seg,
+                        ts,
+                        syscall: -1,
+                        interrupt: true,
+                        exiting: false,
+                        condvar: false,
+                    }));
+                }
+            }
+            _ => {
+                // Other records in interrupt context (stacks, …) keep the bottom-half link.
+                if self.stack.is_empty() {
+                    self.last_hard = last_hard;
+                }
+            }
+        }
+    }
+
+    pub(super) fn mutable(&self, out: &mut Vec<Output>) {
+        for f in &self.stack {
+            out.push(Output::Segment(f.seg.clone()));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::testing::{outputs, Trace};
+    use super::super::Key;
+    use super::*;
+    use argus_schema::Context;
+
+    #[test]
+    fn a_device_softirq_right_after_a_hard_interrupt_is_its_bottom_half() {
+        let mut t = Trace::default();
+        t.push(1, 0, Context::HardIrq, EventKind::IrqEntry { irq: 30 });
+        let exit = t.push(1, 0, Context::HardIrq, EventKind::IrqExit { irq: 30 });
+        t.push(1, 0, Context::SoftIrq, EventKind::SoftirqEntry { vec: 3 });
+        let wake = t.push(
+            1,
+            0,
+            Context::SoftIrq,
+            EventKind::Waking { target: Tid(10) },
+        );
+        t.push(1, 0, Context::SoftIrq, EventKind::SoftirqExit { vec: 3 });
+        let out = outputs(&t.evs, Key::Irq(Cpu(1)), &RulesConfig::default());
+        let irq = Tid::irq(Cpu(1));
+        let (hard, soft) = (SegmentId::new(irq, 0), SegmentId::new(irq, 1));
+        assert!(out.contains(&Output::Edge(CausalEdge {
+            src: hard,
+            dst: soft,
+            kind: EdgeKind::Queue,
+            strength: Strength::Boosted,
+            ts: t.evs[exit as usize].ts,
+            src_syscall: -1,
+        })));
+        // The softirq's wake-up acts from the softirq's segment, as interrupt context.
+        assert!(out.iter().any(|o| matches!(o, Output::Src(s)
+            if s.seq == wake && s.seg == soft && s.interrupt)));
+        let kinds: Vec<_> = out
+            .iter()
+            .filter_map(|o| match o {
+                Output::Segment(s) => Some(s.kind),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            kinds,
+            [
+                SegmentKind::HardIrq { irq: 30 },
+                SegmentKind::SoftIrq { vec: 3 }
+            ]
+        );
+    }
+
+    #[test]
+    fn a_timer_expiry_is_the_paired_target_of_its_arming() {
+        let mut t = Trace::default();
+        let fire = t.push(
+            0,
+            0,
+            Context::HardIrq,
+            EventKind::HrtimerExpire {
+                timer: 0x5,
+                function: 0x9,
+            },
+        );
+        let out = outputs(&t.evs, Key::Irq(Cpu(0)), &RulesConfig::default());
+        assert!(out.iter().any(|o| matches!(o, Output::Dst(d)
+            if d.seq == fire && d.kind == EdgeKind::Timer && d.paired)));
+        // A maintenance callback's expiry is culled instead.
+        let mut cfg = RulesConfig::default();
+        cfg.cull_functions.insert(0x9);
+        let out = outputs(&t.evs, Key::Irq(Cpu(0)), &cfg);
+        assert!(out.contains(&Output::Count(Counter::Culled)));
+        assert!(!out.iter().any(|o| matches!(o, Output::Dst(_))));
+    }
+}
