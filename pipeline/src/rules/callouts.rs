@@ -16,20 +16,17 @@ use super::output::{Counter, Dst, Output};
 use argus_schema::{CausalEdge, EdgeKind, Event, Nanos, Segment, SegmentId, SegmentKind, Strength};
 use serde::{Deserialize, Serialize};
 
-/// Marker text that starts a user-space dispatch callout in the writing thread
-/// (`argus:dispatch-begin NAME`; written by applications to `trace_marker`, or made by the
-/// collector from a uprobe on the dispatch function, `argus record --dispatch`).
-pub const DISPATCH_BEGIN: &str = "argus:dispatch-begin";
-/// Marker text that ends the innermost dispatch callout of the same `NAME`.
-pub const DISPATCH_END: &str = "argus:dispatch-end";
+/// The dispatch markers (`argus:dispatch-begin NAME` … `argus:dispatch-end NAME`, written by
+/// applications to `trace_marker` or made by the collector from uprobes on the dispatch
+/// function, `argus record --dispatch`), defined with the rest of the `argus:*` protocol in
+/// [`argus_schema::markers`].
+pub use argus_schema::markers::{DISPATCH_BEGIN, DISPATCH_END};
 
 /// The `function` id of a dispatch callout's [`SegmentKind::WorkItem`] (its `work` is 0):
 /// the callout's name (trimmed) hashed with FNV-1a, so callouts of different functions
 /// differ and a begin matches its end.
 pub fn dispatch_id(name: &str) -> u64 {
-    name.trim().bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
-        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
-    })
+    argus_schema::hash::fnv1a(name.trim().as_bytes())
 }
 
 /// A dispatch marker: the begin or the end of a dispatch of the function with this id.
