@@ -207,7 +207,7 @@ pub struct DemoArgs {
 /// `argus workload`.
 #[derive(Debug, Args)]
 pub struct WorkloadArgs {
-    /// Which workload (chain, cpu, yield; the hang suites' hangs: src/hangs.rs, src/realhangs.rs).
+    /// Which workload (chain, cpu, yield, …: every one is listed in `workloads/`, argus-workloads).
     pub name: String,
     /// How long the hang lasts, in seconds.
     #[arg(long, default_value_t = 3.0)]

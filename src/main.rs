@@ -6,20 +6,13 @@ mod build;
 mod bundle;
 mod cli;
 mod cluster;
-mod dispatchwork;
 mod duration;
 mod export;
-mod fdpass;
 mod follow;
 mod gaps;
-mod hangs;
-mod patterns;
 mod progress;
-mod realhangs;
 mod stacks;
-mod stackwork;
 mod start;
-mod workload;
 
 use anyhow::{bail, Context, Result};
 use clap::Parser;
@@ -140,16 +133,7 @@ fn run(cli: Cli) -> Result<u8> {
             Ok(0)
         }
         Command::Workload(args) => {
-            if hangs::is_hang(&args.name) {
-                hangs::run(&args.name, args.secs)?;
-            } else if realhangs::is_hang(&args.name) {
-                realhangs::run(&args.name, args.secs)?;
-            } else {
-                match stackwork::run(&args.name, args.secs) {
-                    Some(r) => r?,
-                    None => workload::run(&args.name, args.secs)?,
-                }
-            }
+            argus_workloads::run(&args.name, args.secs)?;
             Ok(0)
         }
     }

@@ -1,4 +1,4 @@
-//! File identity, live: `argus record -- argus workload fd-pass` (see `src/fdpass.rs`), then
+//! File identity, live: `argus record -- argus workload fd-pass` (see `workloads/src/fdpass.rs`), then
 //! `TraceReader::files()` must say what each descriptor of the workload referred to, checked
 //! against the inodes the workload read with `fstat`.
 

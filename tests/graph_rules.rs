@@ -1,5 +1,5 @@
 //! The graph rules on live recordings, one per Argus pattern, with ground truth by
-//! construction (the workloads of `src/patterns.rs` print the threads, descriptors and
+//! construction (the workloads of `workloads/src/patterns.rs` print the threads, descriptors and
 //! addresses involved). Each trace is recorded with `--events full` (work items, wheel
 //! timers, signals), the graph is built with the batch reference and checked against what
 //! the workload did; the dataflow (2 workers, several epochs) must equal it. The call-stack

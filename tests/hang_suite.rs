@@ -1,5 +1,5 @@
 //! The hang suite: hangs in real programs (`flock`, `sleep`, `sh`, `cat`, `mkfifo`,
-//! `python3`; see `src/hangs.rs`), each recorded live with its ground truth by construction,
+//! `python3`; see `workloads/src/suite.rs`), each recorded live with its ground truth by construction,
 //! diagnosed with `--auto` and by an "ideal user" who answers every question with the true
 //! cause. Prints a summary like the paper's Table 2 (also written to
 //! `$CARGO_TARGET_TMPDIR/hang_suite.txt`): found, root cause hit, questions asked

@@ -1,5 +1,5 @@
 //! The real suite: hangs in software the project did not write (MariaDB, lighttpd + curl,
-//! Redis, Go, Ruby, sqlite3, apt-get, perl; see `src/realhangs.rs`), each recorded live with its
+//! Redis, Go, Ruby, sqlite3, apt-get, perl; see `workloads/src/real.rs`), each recorded live with its
 //! ground truth known by construction, diagnosed with `--auto` and by an "ideal user" who
 //! answers every question with the true chain.
 //!
