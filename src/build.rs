@@ -481,7 +481,7 @@ pub fn build(cfg: &BuildConfig) -> Result<BuildSummary> {
         }
         trace_end = trace_end.max(Nanos(meta.end_ns));
         let mut events = reader.events();
-        let mut stacks = crate::stacks::StackCollector::for_trace(&dir);
+        let mut stacks = crate::build_stacks::StackCollector::for_trace(&dir);
         let base = seq_base;
         let mut last_seq = None;
         let mut last_ts = Nanos(0);

@@ -3,6 +3,7 @@
 //! diagnosed, 2 error.
 
 mod build;
+mod build_stacks;
 mod bundle;
 mod cli;
 mod cluster;
@@ -11,7 +12,6 @@ mod export;
 mod follow;
 mod gaps;
 mod progress;
-mod stacks;
 mod start;
 
 use anyhow::{bail, Context, Result};

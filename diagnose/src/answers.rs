@@ -11,7 +11,7 @@
 //! A rule's pick names the choice by thread name, edge kind and strength, so it applies to a
 //! new trace where the ids differ. A rule whose pick is not among the choices is ignored.
 
-use crate::oracle::{Oracle, Reply};
+use crate::answerer::{Oracle, Reply};
 use crate::report::Question;
 use crate::Error;
 use serde::{Deserialize, Serialize};

@@ -93,24 +93,24 @@
 //! ```
 #![warn(missing_docs)]
 
+mod answerer;
 mod answers;
 pub mod beam;
 mod findings;
 mod graph;
 pub mod hangs;
 mod logical;
-mod oracle;
 mod picture;
 mod report;
 pub mod stacks;
 mod walk;
 
+pub use answerer::{AutoOracle, Oracle, Reply, ScriptedOracle, TerminalOracle};
 pub use answers::{RuleOracle, SavedAnswers, SavedPick, SavedRule};
 pub use beam::{BeamConfig, Penalties};
 pub use findings::{By, During, Finding, FlagEvidence, LogicalWait, RunStart, Step, WakerState};
 pub use graph::{AppEvents, FlagHit, Graph, GraphInput, Marker};
 pub use hangs::{find_hangs, Hang, HangConfig, HangSource, LoopWait};
-pub use oracle::{AutoOracle, Oracle, Reply, ScriptedOracle, TerminalOracle};
 pub use picture::Highlight;
 pub use report::{
     secs, Answer, BaselineInfo, Candidate, CauseClass, Choice, FurtherCulprit, HangInfo, PathEdge,

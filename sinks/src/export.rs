@@ -18,8 +18,8 @@
 //! wants. Interrupt pseudo-threads (negative tids) are exported in a process of their own,
 //! pid 0 "kernel interrupts", with tid `0x4000_0000 + cpu`.
 
-use crate::decode::{decode_events, At};
 use crate::error::SinkError;
+use crate::from_arrow::{decode_events, At};
 use crate::manifest::Manifest;
 use crate::table::Table;
 use argus_schema::{CausalEdge, EdgeKind, Event, Nanos, Pid, Segment, SegmentId, ThreadInfo, Tid};

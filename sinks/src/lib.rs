@@ -72,16 +72,16 @@ mod send_tests {
 }
 
 mod collection;
-mod decode;
 pub mod digest;
-mod encode;
 mod error;
 pub mod export;
+mod from_arrow;
 mod manifest;
 mod pack;
 mod reader;
-mod stacks;
+mod stacks_table;
 mod table;
+mod to_arrow;
 mod writer;
 
 pub use collection::{CollectionSink, Sorted};
@@ -89,7 +89,7 @@ pub use error::SinkError;
 pub use manifest::{Manifest, SnapshotInfo, TableCounts, MANIFEST_FILE};
 pub use pack::{EdgePrev, Pack, SegmentPrev};
 pub use reader::{read_events, read_snapshot, read_snapshot_tables, EventReader, Snapshot};
-pub use stacks::{read_stacks, stacks_schema, EventStack, StackFrame, STACKS_FILE};
+pub use stacks_table::{read_stacks, stacks_schema, EventStack, StackFrame, STACKS_FILE};
 pub use table::{
     parse_context, parse_edge_kind, parse_end_cause, parse_event_kind, parse_segment_kind,
     parse_spin_class, parse_start_cause, parse_strength, EventKindTag, SegmentKindTag, Table,

@@ -1,9 +1,9 @@
 //! The snapshot reader: manifest and schema checks, then Parquet → schema structs.
 
-use crate::decode::{
+use crate::error::SinkError;
+use crate::from_arrow::{
     decode_edges, decode_errors, decode_events, decode_segments, decode_spins, decode_threads, At,
 };
-use crate::error::SinkError;
 use crate::manifest::Manifest;
 use crate::table::Table;
 use argus_schema::{CausalEdge, ErrorRecord, Event, Segment, Spin, ThreadInfo};

@@ -1,13 +1,13 @@
 //! The snapshot writer: six Parquet files and a manifest, written into a hidden temporary
 //! directory next to the target and renamed into place.
 
-use crate::encode::{
-    EdgeEncoder, Encoder, ErrorEncoder, EventEncoder, SegmentEncoder, SpinEncoder, ThreadEncoder,
-};
 use crate::error::SinkError;
 use crate::manifest::{Manifest, SnapshotInfo, TableCounts, MANIFEST_FILE};
-use crate::stacks::{EventStack, StacksWriter};
+use crate::stacks_table::{EventStack, StacksWriter};
 use crate::table::Table;
+use crate::to_arrow::{
+    EdgeEncoder, Encoder, ErrorEncoder, EventEncoder, SegmentEncoder, SpinEncoder, ThreadEncoder,
+};
 use argus_schema::{
     CausalEdge, ErrorRecord, Event, Nanos, Segment, Spin, ThreadInfo, SCHEMA_VERSION,
 };

@@ -21,7 +21,7 @@
 //!   `read` for each reply: one piece of work split by its waits. Recorded with `--stacks`,
 //!   the thread-order edge between the callbacks is pruned and the one across the
 //!   handler's wait boosted. The loop calls every function through a frame-pointer frame
-//!   ([`framed`]) so the kernel's frame-pointer walk sees the call sites.
+//!   (`framed`) so the kernel's frame-pointer walk sees the call sites.
 
 use anyhow::{bail, Context, Result};
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -5,8 +5,8 @@
 use super::phrases::{sc, src_syscall};
 use super::specific;
 use super::Walk;
+use crate::answerer::Reply;
 use crate::beam;
-use crate::oracle::Reply;
 use crate::report::{Answer, Choice, Question};
 use argus_schema::{CausalEdge, EdgeKind, Segment, Strength};
 

@@ -36,11 +36,11 @@
 //! The walk records what it decided as data ([`Finding`] for a root cause, [`Step`] for a
 //! path item); every string of the report comes from `phrases`.
 
+use crate::answerer::Oracle;
 use crate::beam::BeamConfig;
 use crate::findings::{By, Finding, Step};
 use crate::graph::Graph;
 use crate::hangs::{Hang, HangConfig};
-use crate::oracle::Oracle;
 use crate::report::{
     BaselineInfo, Candidate, CauseClass, FurtherCulprit, HangInfo, PathEdge, PathEdgeKind,
     PathItem, Question, Report, Role, RootCause,

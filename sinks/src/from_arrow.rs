@@ -631,7 +631,7 @@ mod tests {
     fn state_letters_round_trip_through_latin1() {
         for b in 0..=255u8 {
             let mut buf = [0; 4];
-            let s = crate::encode::state_letter(b, &mut buf);
+            let s = crate::to_arrow::state_letter(b, &mut buf);
             assert_eq!(parse_state(s), Some(b));
         }
         assert_eq!(parse_state("RS"), None);
