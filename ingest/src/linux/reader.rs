@@ -118,8 +118,8 @@ pub(crate) struct Reader {
     pub(crate) header_page: HeaderPage,
     pub(crate) tap: Option<Sender<TappedPage>>,
     pub(crate) tap_dropped: Arc<AtomicU64>,
-    /// Picks the records the fd tracker needs out of each page (`fdtrack.rs`).
-    pub(crate) fd_scan: Option<super::fdtrack::PageScan>,
+    /// Picks the records the fd tracker needs out of each page (`fds/`).
+    pub(crate) fd_scan: Option<super::fds::PageScan>,
     /// Real-time priority while draining (`drainprio.rs`).
     pub(crate) priority: super::drainprio::DrainPriority,
 }
