@@ -75,6 +75,7 @@
 //! `event_filter_pid_sched_switch_probe_pre`), so a recorder thread can appear as
 //! `common_pid` of those records only.
 
+mod chunks;
 mod drainprio;
 mod error;
 mod fds;

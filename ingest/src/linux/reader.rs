@@ -43,6 +43,7 @@
 //! kernel writes nothing after `tracing_on` = 0, that pass empties the buffer, including the
 //! last partial page.
 
+use super::chunks::ZSTD_LEVEL;
 use super::drainprio::{set_thread_nice, Governor, WRITER_NICE};
 use super::error::RecordError;
 use super::ring::Shared;
@@ -59,13 +60,6 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-/// zstd level for chunks. Level 1 because the reader runs on the machine being traced and
-/// must keep up with the kernel on every CPU. Measured on this project's recordings (6.18,
-/// default events): a syscall-heavy chunk compresses 38.7x at level 1 and 38.0x at level 3,
-/// an idle-system chunk 7.38x vs 7.37x, and level 1 is 5-40% faster. Higher levels buy
-/// nothing on these repetitive pages (ids, comm strings, zeroed page tails).
-pub(crate) const CHUNK_ZSTD_LEVEL: i32 = 1;
 
 /// Pages per zstd frame at most (1 MiB of 4 KiB pages): large enough to compress well, small
 /// enough that a busy CPU's data reaches the disk many times a second.
@@ -481,12 +475,11 @@ impl ChunkWriter {
         out_dir: PathBuf,
         syncer: Sender<SyncJob>,
     ) -> Result<ChunkWriter, RecordError> {
-        let compressor = zstd::bulk::Compressor::new(CHUNK_ZSTD_LEVEL).map_err(|source| {
-            RecordError::Compress {
+        let compressor =
+            zstd::bulk::Compressor::new(ZSTD_LEVEL).map_err(|source| RecordError::Compress {
                 path: out_dir.clone(),
                 source,
-            }
-        })?;
+            })?;
         Ok(ChunkWriter {
             cpu,
             out_dir,
@@ -655,7 +648,7 @@ fn sync(open: &mut OpenChunk) -> Result<(), RecordError> {
 #[cfg(test)]
 pub(crate) fn write_chunk(path: &std::path::Path, pages: &[u8]) -> Result<u64, RecordError> {
     let compressed =
-        zstd::bulk::compress(pages, CHUNK_ZSTD_LEVEL).map_err(|source| RecordError::Compress {
+        zstd::bulk::compress(pages, ZSTD_LEVEL).map_err(|source| RecordError::Compress {
             path: path.to_path_buf(),
             source,
         })?;

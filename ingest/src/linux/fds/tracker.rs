@@ -98,7 +98,7 @@ impl FdTracker {
         };
         let files_dir = tracedir::files_dir(&dir);
         sysinfo::create_dir_private(&files_dir)?;
-        let mut state = State::new(recorder_pid, FilesWriter::new(&dir, budget));
+        let mut state = State::new(recorder_pid, FilesWriter::new(&dir, budget)?);
         state.start(start_ns)?;
         let mut last_flush = Instant::now();
         let mut batch = Vec::new();
@@ -150,7 +150,7 @@ impl FdTracker {
         }
         sysinfo::sync_dir(&files_dir)?;
         state.stats.lost = reported_lost;
-        state.stats.files = state.writer.files_written;
+        state.stats.files = state.writer.files_written();
         tracing::info!(
             records = state.stats.records,
             unknown = state.stats.unknown,
@@ -223,7 +223,7 @@ impl State {
             self.procs.insert(pid, Process::default());
             self.rescan(pid, pid, ts, "start");
         }
-        self.writer.begin(0, ts, &[])?;
+        self.writer.begin(ts, &[])?;
         self.peers.drop_preload();
         Ok(())
     }
@@ -561,8 +561,7 @@ impl State {
     fn flush(&mut self, sync: bool) -> Result<(), RecordError> {
         if self.writer.wants_new_file() {
             let snapshot = self.snapshot_lines();
-            let seq = self.writer.files_written;
-            self.writer.begin(seq, self.last_ts, &snapshot)?;
+            self.writer.begin(self.last_ts, &snapshot)?;
         }
         self.writer.write_frame()?;
         if sync {
@@ -625,7 +624,7 @@ mod tests {
         let dir = tmp.path();
         sysinfo::create_dir_private(&tracedir::files_dir(dir)).unwrap();
         let budget = 64 << 10;
-        let mut st = State::new(0, FilesWriter::new(dir, Some(budget)));
+        let mut st = State::new(0, FilesWriter::new(dir, Some(budget)).unwrap());
         st.procs.insert(1, Process::default());
         let early = FileId {
             kind: FileKind::Pipe,
@@ -634,7 +633,7 @@ mod tests {
             target: "pipe:[42]".into(),
         };
         st.set(1, 3, 100, Some(early), "start");
-        st.writer.begin(0, 100, &[]).unwrap();
+        st.writer.begin(100, &[]).unwrap();
         let mut x = 0x9E37_79B9_7F4A_7C15u64;
         for i in 0..20_000u64 {
             x ^= x << 13;
@@ -659,7 +658,11 @@ mod tests {
             .collect();
         let total: u64 = files.iter().sum();
         assert!(total <= budget, "{total} bytes in {} files", files.len());
-        assert!(st.writer.files_written > 3, "{}", st.writer.files_written);
+        assert!(
+            st.writer.files_written() > 3,
+            "{}",
+            st.writer.files_written()
+        );
         assert!(!tracedir::files_path(dir, 0).exists(), "the oldest is gone");
         // The table is whole: the first record survives in the snapshots.
         let t = crate::files::FileTable::read(dir, false).unwrap();
@@ -689,7 +692,7 @@ mod tests {
         assert_eq!(unsafe { libc::pipe2(p.as_mut_ptr(), libc::O_CLOEXEC) }, 0);
         let me = std::process::id() as i32;
         let tmp = tempfile::tempdir().unwrap();
-        let mut st = State::new(0, FilesWriter::new(tmp.path(), None));
+        let mut st = State::new(0, FilesWriter::new(tmp.path(), None).unwrap());
         st.procs.insert(me, Process::default());
         st.rescan(me, me, 5, "scan");
         let got = |fd: i32| {
@@ -738,10 +741,10 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let dir = tmp.path();
         sysinfo::create_dir_private(&tracedir::files_dir(dir)).unwrap();
-        let mut st = State::new(0, FilesWriter::new(dir, None));
+        let mut st = State::new(0, FilesWriter::new(dir, None).unwrap());
         st.procs.insert(me, Process::default());
         st.tgid.insert(me, me);
-        st.writer.begin(0, 1, &[]).unwrap();
+        st.writer.begin(1, &[]).unwrap();
         st.handle(&mut vec![Msg::Fd {
             tid: me,
             fd: pr,

@@ -1,14 +1,12 @@
 //! The `files/` writer ([`FilesWriter`]): the tracker's lines, buffered and appended to
-//! `files/NNNNNN.jsonl.zst` as zstd frames, in files of a quarter of the `files/` share of
-//! the ring at most; the oldest files are deleted when the share is full.
+//! `files/NNNNNN.jsonl.zst` as zstd frames ([`ChunkWriter`]), in files of a quarter of the
+//! `files/` share of the ring at most, each starting with the whole table restated; the
+//! oldest files are deleted when the share is full.
 
+use crate::linux::chunks::{ChunkOptions, ChunkWriter};
 use crate::linux::error::RecordError;
-use crate::linux::sysinfo;
 use crate::tracedir::{self, FileLine};
-use std::collections::VecDeque;
-use std::fs::File;
-use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// The share of a `--ring-size` cap set aside for `files/`: 1/16, between 256 KiB and
 /// 64 MiB.
@@ -21,39 +19,36 @@ const UNCAPPED_FILE_BYTES: u64 = 16 << 20;
 
 /// Writes `files/NNNNNN.jsonl.zst`: lines buffered, appended as zstd frames.
 pub(super) struct FilesWriter {
-    dir: PathBuf,
-    /// Bytes `files/` may use (`None`: no cap).
-    budget: Option<u64>,
+    chunks: ChunkWriter,
     file_cap: u64,
-    current: Option<Current>,
-    /// Completed files, oldest first, with their sizes.
-    done: VecDeque<(PathBuf, u64)>,
-    done_bytes: u64,
-    buf: Vec<u8>,
-    pub(super) files_written: u32,
-}
-
-struct Current {
-    file: File,
-    path: PathBuf,
-    bytes: u64,
-    /// Bytes of the snapshot frame the file started with.
+    /// Bytes of the snapshot frame the file in progress started with.
     snapshot_bytes: u64,
-    unsynced: bool,
+    buf: Vec<u8>,
 }
 
 impl FilesWriter {
-    pub(super) fn new(dir: &Path, budget: Option<u64>) -> FilesWriter {
-        FilesWriter {
-            dir: dir.to_path_buf(),
+    /// A writer into trace directory `dir` (`files/` must exist); `budget`: bytes `files/`
+    /// may use (`None`: no cap).
+    pub(super) fn new(dir: &Path, budget: Option<u64>) -> Result<FilesWriter, RecordError> {
+        let trace_dir = dir.to_path_buf();
+        let options = ChunkOptions {
             budget,
+            also_counted: None,
+            // Files are cut by `begin`, with the table restated.
+            cut_at: None,
+            sync_dir_on_create: true,
+        };
+        Ok(FilesWriter {
+            chunks: ChunkWriter::new(move |seq| tracedir::files_path(&trace_dir, seq), options)?,
             file_cap: budget.map_or(UNCAPPED_FILE_BYTES, |b| (b / 4).max(16 << 10)),
-            current: None,
-            done: VecDeque::new(),
-            done_bytes: 0,
+            snapshot_bytes: 0,
             buf: Vec::new(),
-            files_written: 0,
-        }
+        })
+    }
+
+    /// Files created so far.
+    pub(super) fn files_written(&self) -> u32 {
+        self.chunks.chunks()
     }
 
     pub(super) fn line(&mut self, line: &FileLine) {
@@ -71,36 +66,17 @@ impl FilesWriter {
     /// large table does not start a new file at every flush).
     pub(super) fn wants_new_file(&self) -> bool {
         !self.buf.is_empty()
-            && self.current.as_ref().is_some_and(|c| {
-                c.bytes >= self.file_cap && c.bytes - c.snapshot_bytes >= self.file_cap / 2
+            && self.chunks.current_bytes().is_some_and(|bytes| {
+                bytes >= self.file_cap && bytes - self.snapshot_bytes >= self.file_cap / 2
             })
     }
 
-    /// Completes the current file and starts file `seq` with a snapshot line and `lines`
+    /// Completes the current file and starts the next one with a snapshot line and `lines`
     /// (written before anything buffered). The first file's snapshot is the buffered start
     /// scan itself.
-    pub(super) fn begin(
-        &mut self,
-        seq: u32,
-        ts: u64,
-        lines: &[FileLine],
-    ) -> Result<(), RecordError> {
-        if let Some(mut cur) = self.current.take() {
-            sync(&mut cur)?;
-            self.done_bytes += cur.bytes;
-            self.done.push_back((cur.path, cur.bytes));
-        }
-        let path = tracedir::files_path(&self.dir, seq);
-        let file = sysinfo::create_private(&path)?;
-        sysinfo::sync_dir(&tracedir::files_dir(&self.dir))?;
-        self.files_written = seq + 1;
-        self.current = Some(Current {
-            file,
-            path,
-            bytes: 0,
-            snapshot_bytes: 0,
-            unsynced: false,
-        });
+    pub(super) fn begin(&mut self, ts: u64, lines: &[FileLine]) -> Result<(), RecordError> {
+        let seq = self.chunks.start_chunk()?;
+        self.snapshot_bytes = 0;
         let pending = std::mem::take(&mut self.buf);
         self.line(&FileLine::Snapshot { seq, ts });
         for l in lines {
@@ -115,75 +91,27 @@ impl FilesWriter {
                 self.write_frame()?;
                 self.buf = pending;
             }
-            if let Some(cur) = self.current.as_mut() {
-                cur.snapshot_bytes = cur.bytes;
-            }
+            self.snapshot_bytes = self.chunks.current_bytes().unwrap_or(0);
         } else {
             self.buf.extend_from_slice(&pending);
         }
-        self.enforce();
+        self.chunks.enforce();
         Ok(())
     }
 
+    /// Appends the buffered lines to the current file as one zstd frame (nothing before the
+    /// first file is begun).
     pub(super) fn write_frame(&mut self) -> Result<(), RecordError> {
-        if self.buf.is_empty() {
+        if self.buf.is_empty() || self.chunks.current_bytes().is_none() {
             return Ok(());
         }
-        let Some(cur) = self.current.as_mut() else {
-            return Ok(());
-        };
-        let frame = zstd::bulk::compress(&self.buf, crate::linux::reader::CHUNK_ZSTD_LEVEL)
-            .map_err(|source| RecordError::Compress {
-                path: cur.path.clone(),
-                source,
-            })?;
-        cur.file
-            .write_all(&frame)
-            .map_err(|source| RecordError::io("writing", &cur.path, source))?;
-        cur.bytes += frame.len() as u64;
-        cur.unsynced = true;
+        self.chunks.write_frame(&self.buf, false)?;
         self.buf.clear();
-        self.enforce();
         Ok(())
     }
 
+    /// `fdatasync`s the current file.
     pub(super) fn sync(&mut self) -> Result<(), RecordError> {
-        match self.current.as_mut() {
-            Some(cur) => sync(cur),
-            None => Ok(()),
-        }
+        self.chunks.sync()
     }
-
-    /// Deletes the oldest completed files while `files/` is over its share of the ring.
-    fn enforce(&mut self) {
-        let Some(budget) = self.budget else {
-            return;
-        };
-        let current = self.current.as_ref().map_or(0, |c| c.bytes);
-        while self.done_bytes + current > budget {
-            let Some((path, bytes)) = self.done.pop_front() else {
-                return;
-            };
-            self.done_bytes -= bytes;
-            match std::fs::remove_file(&path) {
-                Ok(()) => {
-                    tracing::debug!(path = %path.display(), "ring: deleted the oldest files record")
-                }
-                Err(err) if err.kind() == std::io::ErrorKind::NotFound => {}
-                Err(err) => {
-                    tracing::warn!(path = %path.display(), error = %err, "cannot delete an old files record")
-                }
-            }
-        }
-    }
-}
-
-fn sync(cur: &mut Current) -> Result<(), RecordError> {
-    if cur.unsynced {
-        cur.file
-            .sync_data()
-            .map_err(|source| RecordError::io("syncing", &cur.path, source))?;
-        cur.unsynced = false;
-    }
-    Ok(())
 }

@@ -6,16 +6,14 @@
 use super::maps::{MapsKeeper, MapsRequest};
 use super::options::PerfSummary;
 use super::syscalls::{ioctl, sys, Ring, PERF_EVENT_IOC_DISABLE};
+use crate::linux::chunks::{ChunkOptions, ChunkWriter};
 use crate::linux::error::RecordError;
 use crate::linux::sysinfo;
 use crate::perffile::{
     self, StreamInfo, StreamKind, StreamsFile, PERF_FORMAT_VERSION, RECORD_SAMPLE, SAMPLE_RAW,
     SAMPLE_REGS_USER, SAMPLE_STACK_USER,
 };
-use std::fs::{self, File, OpenOptions};
-use std::io::Write;
 use std::os::fd::{AsRawFd, OwnedFd};
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -24,8 +22,6 @@ use std::time::{Duration, Instant};
 
 /// How long the collector sleeps in poll at most.
 const POLL_MS: i32 = 20;
-/// zstd level of perf chunks.
-const ZSTD_LEVEL: i32 = 1;
 /// Buffered record bytes that force a frame before the flush interval.
 const FRAME_BYTES: usize = 4 << 20;
 /// Frames queued for the writer thread at most (then the collector waits: the kernel
@@ -66,16 +62,19 @@ impl Collector {
     ) -> Result<Collector, RecordError> {
         let maps_bytes = Arc::new(AtomicU64::new(0));
         let (frames_tx, frames_rx) = crossbeam_channel::bounded(FRAMES_QUEUED);
-        let writer = Writer {
-            dir: dir.to_path_buf(),
-            chunk: None,
-            chunk_seq: 0,
-            completed: Vec::new(),
-            budget,
-            chunk_limit: budget.map_or(64 << 20, |b| (b / 8).max(64 << 10)),
-            maps_bytes: maps_bytes.clone(),
-            dropped_chunks: 0,
-        };
+        let trace_dir = dir.to_path_buf();
+        let chunks = ChunkWriter::new(
+            move |seq| perffile::chunk_path(&trace_dir, seq),
+            ChunkOptions {
+                budget,
+                // The maps copies count against the budget but are kept.
+                also_counted: Some(maps_bytes.clone()),
+                // Chunks of at most 1/8 of the budget.
+                cut_at: Some(budget.map_or(64 << 20, |b| (b / 8).max(64 << 10))),
+                sync_dir_on_create: false,
+            },
+        )?;
+        let writer = Writer { chunks };
         let (spare_tx, spare_rx) = crossbeam_channel::bounded(FRAMES_QUEUED);
         let writer = std::thread::Builder::new()
             .name("argus-rec-perfw".into())
@@ -309,25 +308,11 @@ impl Collector {
     }
 }
 
-/// A perf chunk being written.
-struct OpenChunk {
-    path: PathBuf,
-    file: File,
-    bytes: u64,
-    unsynced: bool,
-}
-
-/// The writing thread: compresses each frame the [`Collector`] hands over, appends it to
-/// the current chunk, syncs, cuts chunks and deletes the oldest past the budget.
+/// The writing thread: compresses each frame the [`Collector`] hands over into a zstd frame
+/// appended to the current `perf/NNNNNN.perf.zst` chunk ([`ChunkWriter`]: syncs, cuts
+/// chunks, deletes the oldest past the budget).
 struct Writer {
-    dir: PathBuf,
-    chunk: Option<OpenChunk>,
-    chunk_seq: u32,
-    completed: Vec<(PathBuf, u64)>,
-    budget: Option<u64>,
-    chunk_limit: u64,
-    maps_bytes: Arc<AtomicU64>,
-    dropped_chunks: u64,
+    chunks: ChunkWriter,
 }
 
 impl Writer {
@@ -338,97 +323,11 @@ impl Writer {
         spare: &crossbeam_channel::Sender<Vec<u8>>,
     ) -> Result<u64, RecordError> {
         while let Ok((mut buf, sync)) = frames.recv() {
-            self.write_frame(&buf, sync)?;
+            self.chunks.write_frame(&buf, sync)?;
             buf.clear();
             let _ = spare.send(buf);
         }
-        if let Some(c) = self.chunk.take() {
-            self.complete(c)?;
-        }
-        Ok(self.dropped_chunks)
-    }
-
-    /// Compresses `buf` into one zstd frame appended to the current chunk.
-    fn write_frame(&mut self, buf: &[u8], sync: bool) -> Result<(), RecordError> {
-        if !buf.is_empty() {
-            if self.chunk.is_none() {
-                let path = perffile::chunk_path(&self.dir, self.chunk_seq);
-                self.chunk_seq += 1;
-                let file = OpenOptions::new()
-                    .create_new(true)
-                    .append(true)
-                    .mode(sysinfo::FILE_MODE)
-                    .open(&path)
-                    .map_err(|source| RecordError::io("creating", &path, source))?;
-                self.chunk = Some(OpenChunk {
-                    path,
-                    file,
-                    bytes: 0,
-                    unsynced: false,
-                });
-            }
-            let frame =
-                zstd::bulk::compress(buf, ZSTD_LEVEL).map_err(|source| RecordError::Compress {
-                    path: self
-                        .chunk
-                        .as_ref()
-                        .map(|c| c.path.clone())
-                        .unwrap_or_default(),
-                    source,
-                })?;
-            if let Some(c) = self.chunk.as_mut() {
-                c.file
-                    .write_all(&frame)
-                    .map_err(|source| RecordError::io("writing", &c.path, source))?;
-                c.bytes += frame.len() as u64;
-                c.unsynced = true;
-            }
-        }
-        if let Some(c) = self.chunk.as_mut() {
-            if sync && c.unsynced {
-                c.file
-                    .sync_data()
-                    .map_err(|source| RecordError::io("syncing", &c.path, source))?;
-                c.unsynced = false;
-            }
-        }
-        if self
-            .chunk
-            .as_ref()
-            .is_some_and(|c| c.bytes >= self.chunk_limit)
-        {
-            if let Some(c) = self.chunk.take() {
-                self.complete(c)?;
-            }
-        }
-        self.enforce();
-        Ok(())
-    }
-
-    fn complete(&mut self, c: OpenChunk) -> Result<(), RecordError> {
-        if c.unsynced {
-            c.file
-                .sync_data()
-                .map_err(|source| RecordError::io("syncing", &c.path, source))?;
-        }
-        self.completed.push((c.path, c.bytes));
-        Ok(())
-    }
-
-    /// Deletes the oldest completed chunks while `perf/` exceeds its budget.
-    fn enforce(&mut self) {
-        let Some(budget) = self.budget else { return };
-        let current = self.chunk.as_ref().map_or(0, |c| c.bytes);
-        let mut total: u64 = self.completed.iter().map(|c| c.1).sum::<u64>()
-            + current
-            + self.maps_bytes.load(Ordering::Relaxed);
-        while total > budget && !self.completed.is_empty() {
-            let (path, bytes) = self.completed.remove(0);
-            if let Err(e) = fs::remove_file(&path) {
-                tracing::warn!(path = %path.display(), error = %e, "cannot delete a perf chunk");
-            }
-            total -= bytes;
-            self.dropped_chunks += 1;
-        }
+        self.chunks.complete()?;
+        Ok(self.chunks.dropped())
     }
 }
