@@ -1,8 +1,9 @@
 //! The recorder's chunk files: numbered files in one directory, each a sequence of
 //! independent zstd frames appended with one `write(2)` each, `fdatasync`ed at the points
 //! the caller asks for, and kept under a byte budget by deleting the oldest completed files.
-//! [`ChunkWriter`] writes the perf chunks (`perf/NNNNNN.perf.zst`) and the file-identity
-//! records (`files/NNNNNN.jsonl.zst`).
+//! [`ChunkWriter`] writes the tracefs chunks (`cpuN/NNNNNN.chunk.zst`, `reader.rs`), the
+//! perf chunks (`perf/NNNNNN.perf.zst`, `perf/collector.rs`) and the file-identity records
+//! (`files/NNNNNN.jsonl.zst`, `fds/writer.rs`).
 //!
 //! ```text
 //!  write_frame(raw, sync) ─► zstd frame (level ZSTD_LEVEL) ─► appended to the chunk in
@@ -20,11 +21,21 @@
 //! by the reader of that directory. Against power loss the data is safe up to the last
 //! `fdatasync` the caller asked for (and a completed chunk's is always synced).
 //!
-//! **What stays outside.** The tracefs readers (`reader.rs`) write their chunks with
-//! the same file operations but not through this writer: they sync on a separate thread,
-//! cut chunks by page count (`argus start`'s catch-up reads them back by page index) and
-//! share one ring across CPUs with `meta.json` bookkeeping (`ring.rs`). They use
-//! [`ZSTD_LEVEL`].
+//! **Where the users differ** (options and hand-over methods, not copies of the writer):
+//!
+//! ```text
+//!                      tracefs cpuN/          perf/                  files/
+//!  cut                 by the drain, at a     cut_at: 1/8 of the     start_chunk, with the
+//!                      page count (catch-up   budget                 table restated
+//!                      reads pages by index)
+//!  fdatasync           on the CPU's syncer    in write_frame         sync() at the flush
+//!                      thread: sync_handle,   (every flush           interval
+//!                      take                   interval)
+//!  dir fsync on create yes                    no                     yes
+//!  ring                ring.rs: one budget    budget + also_counted  budget
+//!                      for all CPUs, oldest   (maps copies)
+//!                      data first, meta.json
+//! ```
 
 use super::error::RecordError;
 use super::sysinfo;
@@ -197,6 +208,22 @@ impl ChunkWriter {
         cur.bytes += self.out.len() as u64;
         cur.unsynced = true;
         Ok(())
+    }
+
+    /// A second handle to the chunk in progress when it holds data not yet synced, for an
+    /// `fdatasync` on another thread (the tracefs readers' syncer); the chunk counts as
+    /// synced from then on.
+    pub(crate) fn sync_handle(&mut self) -> Option<(File, PathBuf)> {
+        let cur = self.current.as_mut().filter(|c| c.unsynced)?;
+        let file = cur.file.try_clone().ok()?;
+        cur.unsynced = false;
+        Some((file, cur.path.clone()))
+    }
+
+    /// Hands the chunk in progress over unsynced, with its size: the caller syncs it (on
+    /// another thread) and keeps it in its own ring (the tracefs readers: `ring.rs`).
+    pub(crate) fn take(&mut self) -> Option<(File, PathBuf, u64)> {
+        self.current.take().map(|c| (c.file, c.path, c.bytes))
     }
 
     /// `fdatasync`s the chunk in progress if anything was written to it since the last one.
