@@ -1,6 +1,6 @@
 //! File identity: what each file descriptor of each process referred to, over time.
 //!
-//! The live recorder (`linux::fdtrack`) writes `files/NNNNNN.jsonl.zst` into the trace
+//! The live recorder (`linux::fds`) writes `files/NNNNNN.jsonl.zst` into the trace
 //! directory (`docs/trace-dir.md`, "File identity"): the descriptors of every process at
 //! recording start, then one line per descriptor created while recording, each stamped with
 //! the creating syscall's time, plus process creations (`fork` lines). [`FileTable`] reads

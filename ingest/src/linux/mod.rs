@@ -75,9 +75,10 @@
 //! `event_filter_pid_sched_switch_probe_pre`), so a recorder thread can appear as
 //! `common_pid` of those records only.
 
+mod chunks;
 mod drainprio;
 mod error;
-mod fdtrack;
+mod fds;
 mod perf;
 mod reader;
 mod ring;
@@ -88,7 +89,7 @@ mod uprobe;
 
 pub use drainprio::{set_thread_nice, set_thread_sched_idle, DrainPriority};
 pub use error::RecordError;
-pub use fdtrack::scan_pages as file_scan_pages;
+pub use fds::scan_pages as file_scan_pages;
 pub use perf::{
     default_stack_syscalls, parse_stacks, PerfConfig, PerfSummary, StackSet, WatchProcess,
     WatchSpec, WatchTarget, DEFAULT_STACK_BYTES, PERF_SHARE_DIVISOR,
@@ -705,8 +706,8 @@ pub struct Recording {
     instance: Option<Instance>,
     /// The perf collector (`--stacks`, `--watch`).
     perf: Option<perf::PerfRecorder>,
-    /// The fd-tracker thread (`fdtrack.rs`), when [`RecordConfig::track_files`].
-    fd_tracker: Option<JoinHandle<Result<fdtrack::FdStats, RecordError>>>,
+    /// The fd-tracker thread (`fds/`), when [`RecordConfig::track_files`].
+    fd_tracker: Option<JoinHandle<Result<fds::FdStats, RecordError>>>,
     /// Tells the fd tracker the start time once tracing is on.
     fd_start: Option<crossbeam_channel::Sender<u64>>,
     /// The `--dispatch` uprobes; removed after the instance.
@@ -845,7 +846,7 @@ impl Recording {
         })?;
         self.chunk_pages = self.config.chunk_pages;
         let files_budget = match self.config.ring_size {
-            Some(size) if self.config.track_files => Some(fdtrack::files_reserve(size)),
+            Some(size) if self.config.track_files => Some(fds::files_reserve(size)),
             _ => None,
         };
         if let Some(size) = self.config.ring_size {
@@ -976,7 +977,7 @@ impl Recording {
     fn spawn_fd_tracker(
         &mut self,
         budget: Option<u64>,
-    ) -> Result<Option<fdtrack::PageScan>, RecordError> {
+    ) -> Result<Option<fds::PageScan>, RecordError> {
         if !self.config.track_files {
             return Ok(None);
         }
@@ -987,7 +988,7 @@ impl Recording {
                 reason: e.to_string(),
             })?;
         let (start_tx, start_rx) = crossbeam_channel::bounded(1);
-        let tracker = fdtrack::FdTracker::new(
+        let tracker = fds::FdTracker::new(
             &self.config.output_dir,
             &formats,
             start_rx,
@@ -1011,7 +1012,7 @@ impl Recording {
         &mut self,
         pipes: Vec<(u32, File, PathBuf)>,
         header_page: HeaderPage,
-        fd_scan: Option<fdtrack::PageScan>,
+        fd_scan: Option<fds::PageScan>,
     ) -> Result<(), RecordError> {
         let (tid_tx, tid_rx) = crossbeam_channel::unbounded();
         for (cpu, pipe, pipe_path) in pipes {

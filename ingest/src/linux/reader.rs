@@ -43,29 +43,22 @@
 //! kernel writes nothing after `tracing_on` = 0, that pass empties the buffer, including the
 //! last partial page.
 
+use super::chunks::{ChunkOptions, ChunkWriter};
 use super::drainprio::{set_thread_nice, Governor, WRITER_NICE};
 use super::error::RecordError;
 use super::ring::Shared;
-use super::sysinfo;
 use super::TappedPage;
 use crate::decode::{parse_page, Missed};
 use crate::format::HeaderPage;
 use crate::tracedir::{self, LostRange};
 use crossbeam_channel::{Receiver, Sender, TrySendError};
 use std::fs::File;
-use std::io::{ErrorKind, Read, Write};
+use std::io::{ErrorKind, Read};
 use std::os::fd::{AsRawFd, RawFd};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-/// zstd level for chunks. Level 1 because the reader runs on the machine being traced and
-/// must keep up with the kernel on every CPU. Measured on this project's recordings (6.18,
-/// default events): a syscall-heavy chunk compresses 38.7x at level 1 and 38.0x at level 3,
-/// an idle-system chunk 7.38x vs 7.37x, and level 1 is 5-40% faster. Higher levels buy
-/// nothing on these repetitive pages (ids, comm strings, zeroed page tails).
-pub(crate) const CHUNK_ZSTD_LEVEL: i32 = 1;
 
 /// Pages per zstd frame at most (1 MiB of 4 KiB pages): large enough to compress well, small
 /// enough that a busy CPU's data reaches the disk many times a second.
@@ -118,24 +111,30 @@ pub(crate) struct Reader {
     pub(crate) header_page: HeaderPage,
     pub(crate) tap: Option<Sender<TappedPage>>,
     pub(crate) tap_dropped: Arc<AtomicU64>,
-    /// Picks the records the fd tracker needs out of each page (`fdtrack.rs`).
-    pub(crate) fd_scan: Option<super::fdtrack::PageScan>,
+    /// Picks the records the fd tracker needs out of each page (`fds/`).
+    pub(crate) fd_scan: Option<super::fds::PageScan>,
     /// Real-time priority while draining (`drainprio.rs`).
     pub(crate) priority: super::drainprio::DrainPriority,
 }
 
-/// The chunk file being appended to.
+/// What the ring needs to know of the chunk being appended to (the file itself is the
+/// [`ChunkWriter`]'s).
 struct OpenChunk {
-    file: File,
-    path: PathBuf,
     seq: u32,
     /// Pages in the chunk so far (written frames).
     pages: usize,
+    first_ts: u64,
+    last_ts: u64,
+}
+
+/// A completed chunk on its way to the syncer.
+struct Completed {
+    file: File,
+    path: PathBuf,
+    seq: u32,
     bytes: u64,
     first_ts: u64,
     last_ts: u64,
-    /// Bytes written since the last fdatasync.
-    unsynced: bool,
 }
 
 /// One batch for the chunk writer: a frame of pages and what to do after appending it.
@@ -194,7 +193,7 @@ impl Reader {
         let (full_tx, full_rx) = crossbeam_channel::unbounded::<Batch>();
         let (free_tx, free_rx) = crossbeam_channel::unbounded::<FrameBuffer>();
         let (sync_tx, sync_rx) = crossbeam_channel::unbounded::<SyncJob>();
-        let writer = ChunkWriter::new(self.cpu, self.out_dir.clone(), sync_tx)?;
+        let writer = CpuWriter::new(self.cpu, self.out_dir.clone(), sync_tx)?;
         let (cpu, shared) = (self.cpu, self.shared.clone());
         let syncer = std::thread::Builder::new()
             .name(format!("argus-rec-s{}", self.cpu))
@@ -458,41 +457,33 @@ enum SyncJob {
     /// `fdatasync` the chunk in progress (the flush interval): a second handle to it.
     Flush { file: File, path: PathBuf },
     /// Sync and close a completed chunk; it joins the ring.
-    Complete(OpenChunk),
+    Complete(Completed),
 }
 
-/// Compresses frames into zstd frames appended to this CPU's chunk files. Syncing and the
+/// Compresses frames into zstd frames appended to this CPU's chunk files ([`ChunkWriter`]
+/// with no budget of its own: chunks are cut by page count, by the drain). Syncing and the
 /// ring's bookkeeping (whose `meta.json` rewrite syncs too) go to the CPU's syncer thread,
 /// so neither the drain nor the writer waits for the disk: under the saturating load with
 /// `argus start` writing snapshots beside it, one `fdatasync` took up to a second.
-struct ChunkWriter {
-    cpu: u32,
-    out_dir: PathBuf,
+struct CpuWriter {
+    chunks: ChunkWriter,
     chunk: Option<OpenChunk>,
-    compressor: zstd::bulk::Compressor<'static>,
-    out: Vec<u8>,
     stats: WriterStats,
     syncer: Sender<SyncJob>,
 }
 
-impl ChunkWriter {
-    fn new(
-        cpu: u32,
-        out_dir: PathBuf,
-        syncer: Sender<SyncJob>,
-    ) -> Result<ChunkWriter, RecordError> {
-        let compressor = zstd::bulk::Compressor::new(CHUNK_ZSTD_LEVEL).map_err(|source| {
-            RecordError::Compress {
-                path: out_dir.clone(),
-                source,
-            }
-        })?;
-        Ok(ChunkWriter {
-            cpu,
-            out_dir,
+impl CpuWriter {
+    fn new(cpu: u32, out_dir: PathBuf, syncer: Sender<SyncJob>) -> Result<CpuWriter, RecordError> {
+        let options = ChunkOptions {
+            budget: None,
+            also_counted: None,
+            cut_at: None,
+            // The new name must survive a power loss as well as the data.
+            sync_dir_on_create: true,
+        };
+        Ok(CpuWriter {
+            chunks: ChunkWriter::new(move |seq| tracedir::chunk_path(&out_dir, cpu, seq), options)?,
             chunk: None,
-            compressor,
-            out: Vec::new(),
             stats: WriterStats::default(),
             syncer,
         })
@@ -521,23 +512,14 @@ impl ChunkWriter {
             let _ = free.send(batch.frame);
         }
         self.complete();
+        self.stats.chunks = self.chunks.chunks();
         Ok(self.stats)
     }
 
     /// Asks the syncer to `fdatasync` the chunk in progress, if anything was written since.
     fn flush(&mut self) {
-        let Some(open) = self.chunk.as_mut() else {
-            return;
-        };
-        if !open.unsynced {
-            return;
-        }
-        if let Ok(file) = open.file.try_clone() {
-            let _ = self.syncer.send(SyncJob::Flush {
-                file,
-                path: open.path.clone(),
-            });
-            open.unsynced = false;
+        if let Some((file, path)) = self.chunks.sync_handle() {
+            let _ = self.syncer.send(SyncJob::Flush { file, path });
         }
     }
 
@@ -548,46 +530,26 @@ impl ChunkWriter {
             return Ok(());
         }
         if self.chunk.is_none() {
-            let seq = self.stats.chunks;
-            let path = tracedir::chunk_path(&self.out_dir, self.cpu, seq);
-            let file = sysinfo::create_private(&path)?;
-            // The new name must survive a power loss as well as the data.
-            sysinfo::sync_dir(&tracedir::cpu_dir(&self.out_dir, self.cpu))?;
-            self.stats.chunks += 1;
+            let seq = self.chunks.start_chunk()?;
             self.chunk = Some(OpenChunk {
-                file,
-                path,
                 seq,
                 pages: 0,
-                bytes: 0,
                 first_ts: frame.first_ts,
                 last_ts: frame.first_ts,
-                unsynced: false,
             });
         }
+        let before = self.chunks.current_bytes().unwrap_or(0);
+        self.chunks.write_frame(frame.bytes(), false)?;
+        let bytes = self.chunks.current_bytes().unwrap_or(0);
         let Some(open) = self.chunk.as_mut() else {
             return Ok(());
         };
-        self.out.clear();
-        self.out
-            .reserve(zstd::zstd_safe::compress_bound(frame.bytes().len()));
-        self.compressor
-            .compress_to_buffer(frame.bytes(), &mut self.out)
-            .map_err(|source| RecordError::Compress {
-                path: open.path.clone(),
-                source,
-            })?;
-        open.file
-            .write_all(&self.out)
-            .map_err(|source| RecordError::io("writing", &open.path, source))?;
         open.pages += frame.pages();
-        open.bytes += self.out.len() as u64;
         open.last_ts = frame.last_ts;
-        open.unsynced = true;
-        self.stats.compressed_bytes += self.out.len() as u64;
+        self.stats.compressed_bytes += bytes - before;
         let _ = self.syncer.send(SyncJob::Progress {
             seq: open.seq,
-            bytes: open.bytes,
+            bytes,
             first_ts: open.first_ts,
         });
         Ok(())
@@ -595,11 +557,19 @@ impl ChunkWriter {
 
     /// Hands the chunk in progress to the syncer, which syncs it and adds it to the ring.
     fn complete(&mut self) {
-        if let Some(mut open) = self.chunk.take() {
-            // Synced whatever a flush already did: the last frames may follow it.
-            open.unsynced = true;
-            let _ = self.syncer.send(SyncJob::Complete(open));
-        }
+        let (Some(open), Some((file, path, bytes))) = (self.chunk.take(), self.chunks.take())
+        else {
+            return;
+        };
+        // Synced whatever a flush already did: the last frames may follow it.
+        let _ = self.syncer.send(SyncJob::Complete(Completed {
+            file,
+            path,
+            seq: open.seq,
+            bytes,
+            first_ts: open.first_ts,
+            last_ts: open.last_ts,
+        }));
     }
 }
 
@@ -623,16 +593,20 @@ fn run_syncer(cpu: u32, shared: Arc<Shared>, jobs: Receiver<SyncJob>) -> Result<
             SyncJob::Flush { file, path } => file
                 .sync_data()
                 .map_err(|source| RecordError::io("syncing", &path, source)),
-            SyncJob::Complete(mut open) => sync(&mut open).and_then(|()| {
-                shared.completed(
-                    cpu,
-                    open.seq,
-                    open.bytes,
-                    open.first_ts,
-                    open.last_ts,
-                    open.path,
-                )
-            }),
+            SyncJob::Complete(done) => done
+                .file
+                .sync_data()
+                .map_err(|source| RecordError::io("syncing", &done.path, source))
+                .and_then(|()| {
+                    shared.completed(
+                        cpu,
+                        done.seq,
+                        done.bytes,
+                        done.first_ts,
+                        done.last_ts,
+                        done.path,
+                    )
+                }),
         };
         if let Err(e) = r {
             first_err.get_or_insert(e);
@@ -641,21 +615,14 @@ fn run_syncer(cpu: u32, shared: Arc<Shared>, jobs: Receiver<SyncJob>) -> Result<
     first_err.map_or(Ok(()), Err)
 }
 
-fn sync(open: &mut OpenChunk) -> Result<(), RecordError> {
-    if open.unsynced {
-        open.file
-            .sync_data()
-            .map_err(|source| RecordError::io("syncing", &open.path, source))?;
-        open.unsynced = false;
-    }
-    Ok(())
-}
-
 /// Writes one chunk as a single frame (tests and tools). Returns the compressed size.
 #[cfg(test)]
 pub(crate) fn write_chunk(path: &std::path::Path, pages: &[u8]) -> Result<u64, RecordError> {
+    use super::chunks::ZSTD_LEVEL;
+    use super::sysinfo;
+    use std::io::Write;
     let compressed =
-        zstd::bulk::compress(pages, CHUNK_ZSTD_LEVEL).map_err(|source| RecordError::Compress {
+        zstd::bulk::compress(pages, ZSTD_LEVEL).map_err(|source| RecordError::Compress {
             path: path.to_path_buf(),
             source,
         })?;
