@@ -163,14 +163,8 @@ fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
 }
 
 fn cannot_run() -> Option<String> {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        return Some(
-            "not root (recording needs root: run `sudo cargo bench --bench overhead`)".into(),
-        );
-    }
-    if !Path::new("/sys/kernel/tracing/instances").exists() {
-        return Some("tracefs is not mounted (mount -t tracefs nodev /sys/kernel/tracing)".into());
+    if let Some(why) = argus_ingest::linux::cannot_trace() {
+        return Some(why);
     }
     for tool in ["gcc", "perf", "dd"] {
         let found = Command::new(tool)

@@ -229,9 +229,8 @@ fn latest(job: &Path) -> Option<PathBuf> {
 }
 
 fn main() {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 || !Path::new("/sys/kernel/tracing/events").exists() {
-        eprintln!("SKIP soak: needs root and tracefs");
+    if let Some(why) = argus_ingest::linux::cannot_trace() {
+        eprintln!("SKIP soak: {why}");
         return;
     }
     let secs = env_f64("ARGUS_SOAK_SECS", 600.0);

@@ -80,9 +80,7 @@ fn workload() -> Vec<String> {
 }
 
 fn can_trace() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    let root = unsafe { libc::geteuid() } == 0;
-    root && Path::new("/sys/kernel/tracing/events").exists()
+    argus_ingest::linux::cannot_trace().is_none()
 }
 
 /// The cached recording (recorded on first use), and the perf recording of the same window.

@@ -274,18 +274,6 @@ fn debug(args: &DebugArgs) -> Result<u8> {
     Ok(diagnosis.outcome().exit_code())
 }
 
-/// Why live recording is not possible here, if it is not.
-fn cannot_trace() -> Option<String> {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        return Some("not running as root".into());
-    }
-    if !Path::new("/sys/kernel/tracing/events").exists() {
-        return Some("tracefs is not mounted (mount -t tracefs nodev /sys/kernel/tracing)".into());
-    }
-    None
-}
-
 fn demo(args: &DemoArgs, quiet: bool) -> Result<u8> {
     let tmp;
     let dir: PathBuf = match &args.keep {
@@ -304,7 +292,7 @@ fn demo(args: &DemoArgs, quiet: bool) -> Result<u8> {
     let live = if args.bundled {
         None
     } else {
-        match cannot_trace() {
+        match argus_ingest::linux::cannot_trace() {
             Some(why) => {
                 eprintln!("argus demo: cannot record live ({why}); using the bundled recording");
                 None

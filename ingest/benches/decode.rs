@@ -33,12 +33,10 @@ fn trace() -> Option<(PathBuf, Option<tempfile::TempDir>)> {
             return Some((dir.clone(), None));
         }
     }
-    // SAFETY: geteuid has no preconditions.
-    let root = unsafe { libc::geteuid() } == 0;
-    if !root || !Path::new("/sys/kernel/tracing/instances").is_dir() {
+    if let Some(why) = argus_ingest::linux::cannot_trace() {
         eprintln!(
-            "SKIP decode bench: cannot record here (needs root and tracefs at \
-             /sys/kernel/tracing); set ARGUS_BENCH_TRACE to an existing trace directory"
+            "SKIP decode bench: cannot record here ({why}); set ARGUS_BENCH_TRACE to an \
+             existing trace directory"
         );
         return None;
     }

@@ -11,7 +11,7 @@ use argus_ingest::decode::parse_page;
 use argus_ingest::linux::{file_scan_pages, RecordConfig, Recorder};
 use argus_ingest::replay::TraceReader;
 use std::io::Read;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 /// Runs of each measurement; the fastest is reported.
@@ -27,12 +27,10 @@ fn trace() -> Option<(PathBuf, Option<tempfile::TempDir>)> {
             return Some((dir.clone(), None));
         }
     }
-    // SAFETY: geteuid has no preconditions.
-    let root = unsafe { libc::geteuid() } == 0;
-    if !root || !Path::new("/sys/kernel/tracing/instances").is_dir() {
+    if let Some(why) = argus_ingest::linux::cannot_trace() {
         eprintln!(
-            "SKIP fdscan bench: cannot record here (needs root and tracefs); set \
-             ARGUS_BENCH_TRACE to an existing trace directory"
+            "SKIP fdscan bench: cannot record here ({why}); set ARGUS_BENCH_TRACE to an \
+             existing trace directory"
         );
         return None;
     }

@@ -139,16 +139,7 @@ const SNAPSHOT_BACKLOG: usize = 16;
 /// does not fit, and the job reads it back from the ring (`catchup.rs`).
 const TAP_CAPACITY: usize = 8192;
 
-/// `CLOCK_MONOTONIC` now: the trace clock.
-pub fn monotonic_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes one timespec we own.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
+pub use argus_ingest::linux::monotonic_ns;
 
 /// A tapped page: the CPU and the page bytes.
 type Tapped = argus_ingest::linux::TappedPage;

@@ -35,17 +35,10 @@ pub fn skip(test: &str, why: &str, switch: &str) -> bool {
     false
 }
 
-/// Why this machine cannot record the kernel (not root, no tracefs instances), or `None`.
+/// Why this machine cannot record the kernel (not root, no tracefs), or `None`: the
+/// product's own check ([`argus_ingest::linux::cannot_trace`]).
 pub fn cannot_trace() -> Option<String> {
-    // SAFETY: geteuid has no preconditions.
-    let euid = unsafe { libc::geteuid() };
-    if euid != 0 {
-        return Some(format!("cannot trace: not root (euid {euid})"));
-    }
-    if !Path::new(TRACEFS).join("instances").is_dir() {
-        return Some(format!("cannot trace: tracefs not mounted at {TRACEFS}"));
-    }
-    None
+    argus_ingest::linux::cannot_trace().map(|why| format!("cannot trace: {why}"))
 }
 
 /// True when a live test can run here; otherwise skips or fails (see [`skip`]).

@@ -94,6 +94,7 @@ pub use perf::{
     default_stack_syscalls, parse_stacks, PerfConfig, PerfSummary, StackSet, WatchProcess,
     WatchSpec, WatchTarget, DEFAULT_STACK_BYTES, PERF_SHARE_DIVISOR,
 };
+pub use sysinfo::{cannot_trace, monotonic_ns};
 pub use uprobe::{symbol_file_offset, DispatchError, DispatchSpec, OffsetError};
 
 use crate::format::HeaderPage;

@@ -72,8 +72,28 @@ const PF_KTHREAD: u64 = 0x0020_0000;
 /// distribution kernel, 60 ms at level 6), so a slower level that saves ~20% is worth it.
 const KALLSYMS_ZSTD_LEVEL: i32 = 6;
 
-/// `CLOCK_MONOTONIC` now, in nanoseconds (the clock of `trace_clock=mono`).
-pub(crate) fn monotonic_ns() -> u64 {
+/// Why this process cannot record the kernel here (not root, tracefs not mounted), or `None`:
+/// the one check behind `argus demo`'s fallback, the tests' skips and the benches'.
+pub fn cannot_trace() -> Option<String> {
+    // SAFETY: geteuid has no preconditions.
+    let euid = unsafe { libc::geteuid() };
+    if euid != 0 {
+        return Some(format!("not running as root (euid {euid})"));
+    }
+    if !std::path::Path::new(super::DEFAULT_TRACEFS)
+        .join("instances")
+        .is_dir()
+    {
+        return Some(format!(
+            "tracefs is not mounted (mount -t tracefs nodev {})",
+            super::DEFAULT_TRACEFS
+        ));
+    }
+    None
+}
+
+/// `CLOCK_MONOTONIC` now, in nanoseconds (the clock of `trace_clock=mono`, the trace clock).
+pub fn monotonic_ns() -> u64 {
     let mut ts = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,
