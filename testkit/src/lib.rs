@@ -101,14 +101,11 @@ mod tests {
     }
 
     #[test]
-    fn the_shared_directory_is_beside_the_repository() {
-        let s = shared();
-        assert!(s.ends_with("shared"));
-        assert_eq!(
-            s.parent()
-                .and_then(|p| p.parent())
-                .map(|p| p.join("testkit")),
-            Some(Path::new(env!("CARGO_MANIFEST_DIR")).to_path_buf())
-        );
+    fn realtraces_are_found_beside_the_repository() {
+        // Under ARGUS_REQUIRE_REALTRACES=1 (CI) a missing ../shared fails here.
+        if let Some(rt) = realtraces("realtraces_are_found_beside_the_repository") {
+            assert!(rt.join("MANIFEST.txt").is_file());
+            assert!(rt.join("ftrace-text").is_dir(), "{}", rt.display());
+        }
     }
 }
