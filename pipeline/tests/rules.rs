@@ -11,7 +11,7 @@ use argus_pipeline::rules::{
 use argus_pipeline::Graph;
 use argus_schema::{
     CausalEdge, Context, Cpu, EdgeKind, EndCause, Event, EventKind, Nanos, Pid, SegmentId,
-    SegmentKind, SpinClass, Strength, TaskState, Tid,
+    SegmentKind, SpinClass, Strength, Tid,
 };
 
 const READ: i32 = 0;
@@ -22,91 +22,8 @@ const WAIT4: i32 = 61;
 const EXIT_GROUP: i32 = 231;
 const KILL: i32 = 62;
 
-#[derive(Default)]
-struct S {
-    evs: Vec<Event>,
-    ts: u64,
-}
-
-impl S {
-    fn push(&mut self, cpu: u32, tid: i32, ctx: Context, kind: EventKind) -> u64 {
-        self.ts += 1000;
-        let seq = self.evs.len() as u64;
-        self.evs.push(Event {
-            ts: Nanos(self.ts),
-            seq,
-            cpu: Cpu(cpu),
-            pid: Pid(if tid >= 100 { tid / 10 * 10 } else { tid }),
-            tid: Tid(tid),
-            ctx,
-            kind,
-        });
-        seq
-    }
-    fn task(&mut self, tid: i32, kind: EventKind) -> u64 {
-        self.push(0, tid, Context::Task, kind)
-    }
-    fn irq(&mut self, cpu: u32, ctx: Context, kind: EventKind) -> u64 {
-        self.push(cpu, 0, ctx, kind)
-    }
-    fn enter(&mut self, tid: i32, nr: i32, arg0: u64) {
-        self.task(
-            tid,
-            EventKind::SysEnter {
-                nr,
-                args: [arg0, 0, 0, 0, 0, 0],
-            },
-        );
-    }
-    fn exit(&mut self, tid: i32, nr: i32, ret: i64) {
-        self.task(tid, EventKind::SysExit { nr, ret });
-    }
-    fn run(&mut self, tid: i32) {
-        self.task(
-            0,
-            EventKind::Switch {
-                prev: Tid(0),
-                prev_state: TaskState::RUNNABLE,
-                next: Tid(tid),
-            },
-        );
-    }
-    fn block(&mut self, tid: i32) {
-        self.task(
-            tid,
-            EventKind::Switch {
-                prev: Tid(tid),
-                prev_state: TaskState::SLEEPING,
-                next: Tid(0),
-            },
-        );
-    }
-    fn wake(&mut self, waker: i32, target: i32) -> u64 {
-        self.task(
-            waker,
-            EventKind::Waking {
-                target: Tid(target),
-            },
-        )
-    }
-    /// The stack events `argus record --stacks` places right after the thread's last event
-    /// (a kernel stack, then the user stack `ips`), at the same time.
-    fn stack(&mut self, tid: i32, ips: &[u64]) {
-        let (ts, cpu) = self.evs.last().map_or((0, 0), |e| (e.ts.0, e.cpu.0));
-        for (kernel, ips) in [(true, vec![0xffff_ffff_8100_0000]), (false, ips.to_vec())] {
-            let seq = self.evs.len() as u64;
-            self.evs.push(Event {
-                ts: Nanos(ts),
-                seq,
-                cpu: Cpu(cpu),
-                pid: Pid(if tid >= 100 { tid / 10 * 10 } else { tid }),
-                tid: Tid(tid),
-                ctx: Context::Task,
-                kind: EventKind::Stack { kernel, ips },
-            });
-        }
-    }
-}
+/// The rules' hand-made streams (`argus_pipeline::rules::testing`).
+use argus_pipeline::rules::testing::Trace as S;
 
 /// The reference graph; asserts the dataflow equals it at every epoch.
 fn graph(evs: &[Event], rules: &RulesConfig) -> Graph {
@@ -1507,7 +1424,14 @@ const FLOCK: i32 = 73;
 const F_WRLCK: u8 = 1;
 const F_UNLCK: u8 = 2;
 
-impl S {
+/// File-lock records on top of the shared stream builder.
+trait Locks {
+    fn lock(&mut self, tid: i32, ino: u64, flock: bool, lock_type: u8, ret: i32);
+    fn try_lock_sleep(&mut self, tid: i32);
+    fn try_lock(&mut self, tid: i32, ret: i32);
+}
+
+impl Locks for S {
     /// The kernel's record of a lock operation of `tid` on inode `ino` of device 8:1
     /// (`filelock:posix_lock_inode`, or `flock_lock_inode` when `flock`).
     fn lock(&mut self, tid: i32, ino: u64, flock: bool, lock_type: u8, ret: i32) {

@@ -223,8 +223,8 @@ mod route;
 mod signals;
 mod spins;
 mod sysno;
-#[cfg(test)]
-mod testing;
+#[doc(hidden)]
+pub mod testing;
 mod thread;
 mod user;
 

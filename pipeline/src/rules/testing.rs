@@ -1,11 +1,12 @@
-//! Hand-made event streams for the rules' unit tests, and a driver that feeds them to one
-//! key's machine.
+//! Hand-made event streams for the rules' tests (the unit tests of each rule file and
+//! `pipeline/tests/rules.rs`), and a driver that feeds them to one key's machine. Not part of
+//! the crate's interface (hidden from its docs).
 
 use super::{route, Key, KeyState, Output, RulesConfig};
 use argus_schema::{syscalls, Context, Cpu, Event, EventKind, Nanos, Pid, TaskState, Tid};
 
 /// The number of syscall `name` on this machine.
-pub(super) fn nr(name: &str) -> i32 {
+pub fn nr(name: &str) -> i32 {
     syscalls::number(name).expect("a known syscall")
 }
 
@@ -13,13 +14,14 @@ pub(super) fn nr(name: &str) -> i32 {
 /// to process `tid / 10 * 10` (threads 100 and 101 are one process), a smaller one is its
 /// own process.
 #[derive(Default)]
-pub(super) struct Trace {
-    pub(super) evs: Vec<Event>,
-    ts: u64,
+pub struct Trace {
+    pub evs: Vec<Event>,
+    /// The time of the last event (ns); the next is 1 µs later.
+    pub ts: u64,
 }
 
 impl Trace {
-    pub(super) fn push(&mut self, cpu: u32, tid: i32, ctx: Context, kind: EventKind) -> u64 {
+    pub fn push(&mut self, cpu: u32, tid: i32, ctx: Context, kind: EventKind) -> u64 {
         self.ts += 1000;
         let seq = self.evs.len() as u64;
         self.evs.push(Event {
@@ -35,11 +37,11 @@ impl Trace {
     }
 
     /// A record of task `tid`, in task context.
-    pub(super) fn task(&mut self, tid: i32, kind: EventKind) -> u64 {
+    pub fn task(&mut self, tid: i32, kind: EventKind) -> u64 {
         self.push(0, tid, Context::Task, kind)
     }
 
-    pub(super) fn enter(&mut self, tid: i32, nr: i32, arg0: u64) -> u64 {
+    pub fn enter(&mut self, tid: i32, nr: i32, arg0: u64) -> u64 {
         self.task(
             tid,
             EventKind::SysEnter {
@@ -49,12 +51,12 @@ impl Trace {
         )
     }
 
-    pub(super) fn exit(&mut self, tid: i32, nr: i32, ret: i64) -> u64 {
+    pub fn exit(&mut self, tid: i32, nr: i32, ret: i64) -> u64 {
         self.task(tid, EventKind::SysExit { nr, ret })
     }
 
     /// `tid` takes the CPU.
-    pub(super) fn run(&mut self, tid: i32) -> u64 {
+    pub fn run(&mut self, tid: i32) -> u64 {
         self.task(
             0,
             EventKind::Switch {
@@ -66,7 +68,7 @@ impl Trace {
     }
 
     /// `tid` blocks.
-    pub(super) fn block(&mut self, tid: i32) -> u64 {
+    pub fn block(&mut self, tid: i32) -> u64 {
         self.task(
             tid,
             EventKind::Switch {
@@ -77,7 +79,7 @@ impl Trace {
         )
     }
 
-    pub(super) fn wake(&mut self, waker: i32, target: i32) -> u64 {
+    pub fn wake(&mut self, waker: i32, target: i32) -> u64 {
         self.task(
             waker,
             EventKind::Waking {
@@ -85,11 +87,34 @@ impl Trace {
             },
         )
     }
+
+    /// A record of the interrupt pseudo-thread of `cpu`, in context `ctx`.
+    pub fn irq(&mut self, cpu: u32, ctx: Context, kind: EventKind) -> u64 {
+        self.push(cpu, 0, ctx, kind)
+    }
+
+    /// The stack events `argus record --stacks` places right after the thread's last event
+    /// (a kernel stack, then the user stack `ips`), at the same time.
+    pub fn stack(&mut self, tid: i32, ips: &[u64]) {
+        let (ts, cpu) = self.evs.last().map_or((0, 0), |e| (e.ts.0, e.cpu.0));
+        for (kernel, ips) in [(true, vec![0xffff_ffff_8100_0000]), (false, ips.to_vec())] {
+            let seq = self.evs.len() as u64;
+            self.evs.push(Event {
+                ts: Nanos(ts),
+                seq,
+                cpu: Cpu(cpu),
+                pid: Pid(if tid >= 100 { tid / 10 * 10 } else { tid }),
+                tid: Tid(tid),
+                ctx: Context::Task,
+                kind: EventKind::Stack { kernel, ips },
+            });
+        }
+    }
 }
 
 /// What the machine of `key` outputs for `evs` (the events routed to it), then its mutable
 /// records at the last event's time.
-pub(super) fn outputs(evs: &[Event], key: Key, cfg: &RulesConfig) -> Vec<Output> {
+pub fn outputs(evs: &[Event], key: Key, cfg: &RulesConfig) -> Vec<Output> {
     let mut state = KeyState::new(key);
     let mut out = Vec::new();
     for ev in evs {
@@ -105,7 +130,7 @@ pub(super) fn outputs(evs: &[Event], key: Key, cfg: &RulesConfig) -> Vec<Output>
 }
 
 /// The segments among `out`, in output order.
-pub(super) fn segments(out: &[Output]) -> Vec<argus_schema::Segment> {
+pub fn segments(out: &[Output]) -> Vec<argus_schema::Segment> {
     out.iter()
         .filter_map(|o| match o {
             Output::Segment(s) => Some(s.clone()),
