@@ -1,0 +1,120 @@
+//! `argus demo`: records the bundled hang live (or, where the machine cannot trace, uses the
+//! recording shipped in the binary, `demo/README.md`), builds it and explains it.
+
+use crate::build;
+use crate::cli::{DemoArgs, RecordArgs};
+use anyhow::{bail, Context, Result};
+use std::io::Write;
+use std::path::PathBuf;
+
+/// The bundled fallback recording of `argus workload chain` (see `demo/README.md`).
+const DEMO_BUNDLE: &[u8] = include_bytes!("../demo/chain.bundle.zst");
+
+pub(crate) fn run(args: &DemoArgs, quiet: bool) -> Result<u8> {
+    let tmp;
+    let dir: PathBuf = match &args.keep {
+        Some(d) => {
+            std::fs::create_dir_all(d).with_context(|| format!("creating {}", d.display()))?;
+            d.clone()
+        }
+        None => {
+            tmp = tempfile::tempdir().context("creating a temporary directory")?;
+            tmp.path().to_path_buf()
+        }
+    };
+    let trace = dir.join("trace");
+    let snapshot = dir.join("snapshot");
+    let exe = std::env::current_exe().context("locating the argus binary")?;
+    let live = if args.bundled {
+        None
+    } else {
+        match argus_ingest::linux::cannot_trace() {
+            Some(why) => {
+                eprintln!("argus demo: cannot record live ({why}); using the bundled recording");
+                None
+            }
+            None => Some(()),
+        }
+    };
+    let pid = match live {
+        Some(()) => {
+            eprintln!(
+                "argus demo: recording `argus workload chain`: the main thread waits on a worker thread,\n\
+                 which reads a pipe from a shell that runs `sleep 3` (about 4 s)..."
+            );
+            let rec = RecordArgs {
+                output: trace.clone(),
+                duration: None,
+                buffer_kb: 8192,
+                drain_priority: 10,
+                events: "default".into(),
+                ring_size: argus_ingest::linux::DEFAULT_RING_SIZE,
+                flush_interval: 1.0,
+                stacks: None,
+                watch: Vec::new(),
+                dispatch: Vec::new(),
+                command: vec![
+                    exe.to_string_lossy().into_owned(),
+                    "workload".into(),
+                    "chain".into(),
+                ],
+            };
+            let summary = crate::record::record(&rec, false)?;
+            if !quiet {
+                eprintln!("{summary}");
+            }
+            summary
+                .command_pid
+                .context("the recorder did not report the workload's pid")?
+        }
+        None => {
+            std::fs::create_dir_all(&trace)?;
+            crate::bundle::unpack(DEMO_BUNDLE, &trace)
+                .context("unpacking the bundled recording")?;
+            let meta = argus_ingest::replay::TraceReader::open(&trace)?
+                .meta()
+                .clone();
+            meta.command_pid
+                .context("the bundled recording names no command pid")?
+        }
+    };
+    let cfg = build::BuildConfig {
+        traces: vec![trace.clone()],
+        output: snapshot.clone(),
+        ..build::BuildConfig::default()
+    };
+    let summary = build::build(&cfg)?;
+    if !quiet {
+        eprintln!("{summary}");
+    }
+    let graph = crate::debug::load_graph(&snapshot)?;
+    let target = argus_diagnose::Target {
+        pid: argus_schema::Pid(pid),
+        tid: None,
+    };
+    let mut oracle = argus_diagnose::AutoOracle;
+    let diagnosis = argus_diagnose::diagnose(
+        &graph,
+        Some(target),
+        &mut oracle,
+        &argus_diagnose::DiagnoseConfig::default(),
+    )?;
+    let mut out = std::io::stdout().lock();
+    write!(out, "{}", diagnosis.to_text())?;
+    if let Some(keep) = &args.keep {
+        writeln!(
+            out,
+            "\nTrace: {}\nSnapshot: {}\nTry: argus debug {} --pid {pid}",
+            trace.display(),
+            snapshot.display(),
+            keep.join("snapshot").display()
+        )?;
+    }
+    out.flush()?;
+    match diagnosis.outcome() {
+        argus_diagnose::Outcome::HangDiagnosed => Ok(0),
+        argus_diagnose::Outcome::NoHang => {
+            bail!("the demo hang was not found in the recording (pid {pid})")
+        }
+    }
+}
