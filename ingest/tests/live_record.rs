@@ -17,12 +17,10 @@ use argus_ingest::tracedir::{self, ProcEntry, TraceMeta};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::MutexGuard;
 use std::time::{Duration, Instant};
 
-const TRACEFS: &str = "/sys/kernel/tracing";
-
-static LIVE: Mutex<()> = Mutex::new(());
+use argus_ingest::linux::DEFAULT_TRACEFS as TRACEFS;
 
 /// The lock for a live test, or `None` (after printing the SKIP line) when this machine
 /// cannot trace.
@@ -30,7 +28,7 @@ fn live() -> Option<MutexGuard<'static, ()>> {
     if !argus_testkit::live_or_skip(&argus_testkit::current_test()) {
         return None;
     }
-    Some(LIVE.lock().unwrap_or_else(|e| e.into_inner()))
+    Some(argus_testkit::recording_lock())
 }
 
 fn config(dir: &Path) -> RecordConfig {

@@ -209,21 +209,20 @@ impl CatchUp {
     /// `at_end`: the recording has ended, so a page not on disk never will be (lost).
     fn merge(&mut self, out: &mut Sink<'_>, at_end: bool) {
         let mut budget = DISK_BATCH;
+        // No CPU appears during a merge: list them once, not for every page handed on.
+        let cpus: Vec<u32> = self.cpus.keys().copied().collect();
         loop {
-            let behind: Vec<u32> = self
-                .cpus
-                .iter()
-                .filter(|(_, s)| s.behind())
-                .map(|(&c, _)| c)
-                .collect();
-            if behind.is_empty() {
+            if !self.cpus.values().any(CpuState::behind) {
                 return;
             }
             let mut best: Option<(u64, u32)> = None;
             // The oldest a page of a CPU that must wait could be.
             let mut waiting: Option<u64> = None;
             let mut progressed = false;
-            for cpu in behind {
+            for &cpu in &cpus {
+                if !self.cpus[&cpu].behind() {
+                    continue;
+                }
                 match self.head(cpu, &mut budget) {
                     Head::Ready(ts) => {
                         if best.is_none_or(|(b, _)| ts < b) {

@@ -17,8 +17,6 @@ use std::sync::{Mutex, MutexGuard};
 pub const REQUIRE_LIVE: &str = "ARGUS_REQUIRE_LIVE";
 /// The switch for tests that read `../shared/realtraces`.
 pub const REQUIRE_REALTRACES: &str = "ARGUS_REQUIRE_REALTRACES";
-/// Where tracefs is mounted.
-pub const TRACEFS: &str = "/sys/kernel/tracing";
 
 /// Whether `switch` is set to `1`.
 pub fn required(switch: &str) -> bool {
