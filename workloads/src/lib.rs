@@ -15,9 +15,10 @@
 //! | [`real`] | the real-software suite (MariaDB, Redis, lighttpd, Go, Ruby, …) | tests/real_suite.rs |
 //! | [`stackflag`] | stacks and watched flags | tests/stacks.rs, tests/diagnosis.rs |
 //!
-//! Adding a workload: write it in the module of its family, add its name and one-line
-//! description to that module's table (what [`names`] lists and the unknown-name error
-//! prints), and make it print its JSON truth line.
+//! Adding a workload: write its function in the module of its family and add one row to
+//! that module's table ([`Workload::plain`], [`Workload::rounds`], [`Workload::suite`] or
+//! [`Workload::real`]: the family's setup around the function); the row is the only place
+//! its name is written. Make it print its JSON truth line.
 
 pub mod basic;
 pub mod dispatchwork;
@@ -27,30 +28,143 @@ pub mod real;
 pub mod stackflag;
 pub mod suite;
 
-use anyhow::Result;
+use anyhow::{bail, Result};
+use std::path::Path;
+
+/// How a workload runs: its function, with its family's setup around it.
+#[derive(Clone, Copy)]
+pub enum Runner {
+    /// Runs for about `secs` seconds and prints its truth line.
+    Plain(fn(f64) -> Result<()>),
+    /// A causal pattern run for a number of rounds (about 100 ms each).
+    Rounds(fn(usize) -> Result<()>),
+    /// A hang-suite program, given its name, length and a scratch directory.
+    Suite(fn(&suite::Hang<'_>) -> Result<()>),
+    /// Real software run in a scratch directory; returns its truth (the name is added).
+    Real(fn(&Path, f64) -> Result<serde_json::Value>),
+}
+
+/// One workload: a row of its family's table.
+#[derive(Clone, Copy)]
+pub struct Workload {
+    /// The name `argus workload NAME` takes.
+    pub name: &'static str,
+    /// One line on what happens.
+    pub about: &'static str,
+    /// Whether [`names`] lists it (the test fixtures are run by name only).
+    pub listed: bool,
+    /// How it runs.
+    pub runner: Runner,
+}
+
+impl Workload {
+    /// A listed workload that runs for `secs` seconds.
+    pub const fn plain(name: &'static str, about: &'static str, f: fn(f64) -> Result<()>) -> Self {
+        Workload {
+            name,
+            about,
+            listed: true,
+            runner: Runner::Plain(f),
+        }
+    }
+
+    /// A test fixture: run by name, not listed.
+    pub const fn hidden(name: &'static str, about: &'static str, f: fn(f64) -> Result<()>) -> Self {
+        Workload {
+            name,
+            about,
+            listed: false,
+            runner: Runner::Plain(f),
+        }
+    }
+
+    /// A causal pattern of [`patterns`].
+    pub const fn rounds(
+        name: &'static str,
+        about: &'static str,
+        f: fn(usize) -> Result<()>,
+    ) -> Self {
+        Workload {
+            name,
+            about,
+            listed: true,
+            runner: Runner::Rounds(f),
+        }
+    }
+
+    /// A hang of the [`suite`].
+    pub const fn suite(
+        name: &'static str,
+        about: &'static str,
+        f: fn(&suite::Hang<'_>) -> Result<()>,
+    ) -> Self {
+        Workload {
+            name,
+            about,
+            listed: true,
+            runner: Runner::Suite(f),
+        }
+    }
+
+    /// A hang of [`real`] software.
+    pub const fn real(
+        name: &'static str,
+        about: &'static str,
+        f: fn(&Path, f64) -> Result<serde_json::Value>,
+    ) -> Self {
+        Workload {
+            name,
+            about,
+            listed: true,
+            runner: Runner::Real(f),
+        }
+    }
+}
+
+/// Every family's table.
+pub const FAMILIES: &[&[Workload]] = &[
+    basic::WORKLOADS,
+    patterns::PATTERNS,
+    suite::HANGS,
+    real::HANGS,
+    stackflag::WORKLOADS,
+];
+
+/// The workload called `name`.
+pub fn find(name: &str) -> Option<&'static Workload> {
+    FAMILIES
+        .iter()
+        .flat_map(|f| f.iter())
+        .find(|w| w.name == name)
+}
 
 /// Runs the workload `name` for about `secs` seconds of hang.
 pub fn run(name: &str, secs: f64) -> Result<()> {
-    if suite::is_hang(name) {
-        suite::run(name, secs)
-    } else if real::is_hang(name) {
-        real::run(name, secs)
-    } else {
-        match stackflag::run(name, secs) {
-            Some(r) => r,
-            None => basic::run(name, secs),
-        }
+    let Some(w) = find(name) else {
+        bail!(
+            "unknown workload {name:?}; known: {}",
+            names()
+                .iter()
+                .map(|(n, _)| *n)
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    };
+    match w.runner {
+        Runner::Plain(f) => f(secs),
+        Runner::Rounds(f) => f(patterns::rounds(secs)),
+        Runner::Suite(f) => suite::run(w.name, secs, f),
+        Runner::Real(f) => real::run(w.name, secs, f),
     }
 }
 
 /// Every listed workload, `(name, what it does)`, family by family.
 pub fn names() -> Vec<(&'static str, &'static str)> {
-    basic::WORKLOADS
+    FAMILIES
         .iter()
-        .chain(patterns::PATTERNS)
-        .chain(suite::HANGS)
-        .chain(real::HANGS)
-        .copied()
+        .flat_map(|f| f.iter())
+        .filter(|w| w.listed)
+        .map(|w| (w.name, w.about))
         .collect()
 }
 
@@ -60,12 +174,17 @@ mod tests {
 
     #[test]
     fn every_name_is_listed_once() {
-        let all = names();
         let mut seen = std::collections::BTreeSet::new();
-        for (n, what) in &all {
-            assert!(seen.insert(*n), "{n} listed twice");
-            assert!(!what.is_empty(), "{n} has no description");
+        for w in FAMILIES.iter().flat_map(|f| f.iter()) {
+            assert!(seen.insert(w.name), "{} has two rows", w.name);
+            assert!(!w.about.is_empty(), "{} has no description", w.name);
         }
+        for n in ["fd-pass", "dispatch", "stacks", "flag", "flag-watch"] {
+            assert!(find(n).is_some(), "{n} runs by name");
+        }
+        assert!(names()
+            .iter()
+            .all(|(n, _)| find(n).is_some_and(|w| w.listed)));
         for n in ["chain", "cpu", "yield", "stack-loop"] {
             assert!(seen.contains(n), "{n}");
         }

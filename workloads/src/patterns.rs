@@ -23,6 +23,7 @@
 //!   handler's wait boosted. The loop calls every function through a frame-pointer frame
 //!   (`framed`) so the kernel's frame-pointer walk sees the call sites.
 
+use crate::Workload;
 use anyhow::{bail, Context, Result};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -30,34 +31,41 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 /// The pattern workloads, with one line on what each does.
-pub const PATTERNS: &[(&str, &str)] = &[
-    (
+pub const PATTERNS: &[Workload] = &[
+    Workload::rounds(
         "batch-server",
         "one thread serves 3 clients through epoll, several per run (peer-set split)",
+        batch_server,
     ),
-    (
+    Workload::rounds(
         "convoy",
         "4 threads contend on a pthread mutex (weak hand-offs)",
+        convoy,
     ),
-    (
+    Workload::rounds(
         "reply",
         "a receiver hands requests to a worker over a condvar; the worker replies",
+        reply,
     ),
-    (
+    Workload::rounds(
         "timer",
         "an armer sets a timerfd a sleeper reads, while a busy thread spins",
+        timer,
     ),
-    (
+    Workload::rounds(
         "kwork",
         "pty writes reach the reader through a kernel work item",
+        kwork,
     ),
-    (
+    Workload::rounds(
         "pipe-dep",
         "a reader finds a writer's data in a pipe without blocking",
+        pipe_dep,
     ),
-    (
+    Workload::rounds(
         "stack-loop",
         "an event loop's unrelated callbacks and a handler blocking mid-request (--stacks)",
+        stack_loop,
     ),
 ];
 
@@ -123,19 +131,9 @@ fn join<T>(h: thread::JoinHandle<Result<T>>, who: &str) -> Result<T> {
         .with_context(|| who.to_string())
 }
 
-/// Runs pattern workload `name` if it is one (`None` otherwise).
-pub fn run(name: &str, secs: f64) -> Option<Result<()>> {
-    let rounds = ((secs.max(0.2) * 10.0) as usize).clamp(4, 60);
-    Some(match name {
-        "batch-server" => batch_server(rounds),
-        "convoy" => convoy(rounds),
-        "reply" => reply(rounds),
-        "timer" => timer(rounds),
-        "kwork" => kwork(rounds),
-        "pipe-dep" => pipe_dep(rounds),
-        "stack-loop" => stack_loop(rounds),
-        _ => return None,
-    })
+/// The rounds a pattern runs for a hang of about `secs` seconds (each round about 100 ms).
+pub(crate) fn rounds(secs: f64) -> usize {
+    ((secs.max(0.2) * 10.0) as usize).clamp(4, 60)
 }
 
 fn batch_server(rounds: usize) -> Result<()> {

@@ -47,6 +47,7 @@
 //! a running server (the test suite starts one before recording), the MariaDB hangs use it;
 //! otherwise they start their own.
 
+use crate::Workload;
 use anyhow::{bail, Context, Result};
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader, Read, Write};
@@ -56,80 +57,70 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 /// The real-software hangs: name, one line on what happens.
-pub const HANGS: &[(&str, &str)] = &[
-    (
+pub const HANGS: &[Workload] = &[
+    Workload::real(
         "mariadb-rowlock",
         "a MariaDB UPDATE waits for a row lock held by a transaction whose COMMIT comes after sleep",
+        mariadb_rowlock,
     ),
-    (
+    Workload::real(
         "mariadb-slowquery",
         "a MariaDB client waits for a SELECT BENCHMARK(...) its connection thread computes",
+        mariadb_slowquery,
     ),
-    (
+    Workload::real(
         "lighttpd-cgi",
         "curl waits for lighttpd, which waits for a sh CGI that sleeps, then fsyncs a file",
+        lighttpd_cgi,
     ),
-    (
+    Workload::real(
         "redis-blpop",
         "redis-cli BLPOP waits until another redis-cli pushes, after sleep",
+        redis_blpop,
     ),
-    (
+    Workload::real(
         "redis-poll",
         "a python3 client selects with 0.25 s timeouts while redis-server runs DEBUG SLEEP",
+        redis_poll,
     ),
-    (
+    Workload::real(
         "go-mutex",
         "a Go main thread waits on a sync.Mutex a goroutine on another thread holds while computing",
+        go_mutex,
     ),
-    (
+    Workload::real(
         "ruby-cv",
         "a Ruby main thread waits on a ConditionVariable with timeouts; rb-worker sleeps, then signals",
+        ruby_cv,
     ),
-    (
+    Workload::real(
         "sqlite-busy",
         "sqlite3 retries a locked database between sleeps (.timeout) while another sqlite3 holds it",
+        sqlite_busy,
     ),
-    (
+    Workload::real(
         "apt-lock",
         "apt-get retries the dpkg frontend lock with 1 s sleeps while perl holds it running sleep",
+        apt_lock,
     ),
-    (
+    Workload::real(
         "perl-setlkw",
         "perl blocks in fcntl(F_SETLKW) on a file a python3 holder locked before computing",
+        perl_setlkw,
     ),
 ];
-
-/// Whether `name` is one of these hangs.
-pub fn is_hang(name: &str) -> bool {
-    HANGS.iter().any(|(n, _)| *n == name)
-}
 
 /// The environment variable naming a running MariaDB server's socket.
 pub const MARIADB_SOCKET_ENV: &str = "ARGUS_REAL_MARIADB_SOCKET";
 
-/// Runs hang `name`; the hang lasts about `secs` seconds.
-pub fn run(name: &str, secs: f64) -> Result<()> {
+/// Runs `f`, real hang `name`, for about `secs` seconds in a scratch directory, and prints
+/// the truth it returns (with the workload's name).
+pub(crate) fn run(name: &str, secs: f64, f: fn(&Path, f64) -> Result<Value>) -> Result<()> {
     let dir = tempfile::Builder::new()
         .prefix("argus-real-")
         .tempdir()
         .context("creating a scratch directory")?;
-    let truth = match name {
-        "mariadb-rowlock" => mariadb_rowlock(dir.path(), secs)?,
-        "mariadb-slowquery" => mariadb_slowquery(dir.path(), secs)?,
-        "lighttpd-cgi" => lighttpd_cgi(dir.path(), secs)?,
-        "redis-blpop" => redis_blpop(dir.path(), secs)?,
-        "redis-poll" => redis_poll(dir.path(), secs)?,
-        "go-mutex" => go_mutex(dir.path(), secs)?,
-        "ruby-cv" => ruby_cv(secs)?,
-        "sqlite-busy" => sqlite_busy(dir.path(), secs)?,
-        "apt-lock" => apt_lock(dir.path(), secs)?,
-        "perl-setlkw" => perl_setlkw(dir.path(), secs)?,
-        other => bail!(
-            "unknown real hang {other:?}; known: {}",
-            HANGS.iter().map(|(n, _)| *n).collect::<Vec<_>>().join(", ")
-        ),
-    };
-    let mut truth = truth;
+    let mut truth = f(dir.path(), secs)?;
     truth["workload"] = json!(name);
     println!("{truth}");
     Ok(())
@@ -767,7 +758,7 @@ fn go_mutex(dir: &Path, secs: f64) -> Result<Value> {
 // ---------------------------------------------------------------------------------------
 // Ruby
 
-fn ruby_cv(secs: f64) -> Result<Value> {
+fn ruby_cv(_dir: &Path, secs: f64) -> Result<Value> {
     let p = spawn(
         Command::new("ruby")
             .arg("-e")

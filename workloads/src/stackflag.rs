@@ -11,6 +11,7 @@
 //!
 //! Each prints one JSON line with the thread ids.
 
+use crate::Workload;
 use anyhow::{bail, Context, Result};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::thread;
@@ -52,14 +53,19 @@ pub extern "C" fn argus_stack_waking_write(fd: i32) -> isize {
     std::hint::black_box(n)
 }
 
-/// Runs workload `name` if it is `stacks` or `flag`.
-pub fn run(name: &str, secs: f64) -> Option<Result<()>> {
-    match name {
-        "stacks" => Some(stacks(secs)),
-        "flag" => Some(flag(secs)),
-        _ => None,
-    }
-}
+/// The stack and watched-flag fixtures (not listed: tests run them by name).
+pub const WORKLOADS: &[Workload] = &[
+    Workload::hidden(
+        "stacks",
+        "argus-stackrd blocks in argus_stack_blocking_read until the main thread calls argus_stack_waking_write (tests/stacks.rs)",
+        stacks,
+    ),
+    Workload::hidden(
+        "flag",
+        "polls ARGUS_WATCH_FLAG with 1 ms sleeps until argus-setter, computing, sets it (tests/diagnosis.rs)",
+        flag,
+    ),
+];
 
 fn stacks(secs: f64) -> Result<()> {
     let mut fds = [0i32; 2];

@@ -21,6 +21,7 @@
 //! | fifo-open | a FIFO whose writer stopped; the trace ends mid-hang | LongWait (open) | `sleep` the writer's shell waits for |
 //! | flag-watch | polling the static [`ARGUS_HANG_FLAG`] (for `argus record --watch`) while a decoy thread burns CPU | RepeatedYield | `argus-flagger`, which sleeps, then sets it |
 
+use crate::Workload;
 use anyhow::{bail, Context, Result};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -30,51 +31,66 @@ use std::thread;
 use std::time::Duration;
 
 /// The real-program hangs: name, one line on what happens.
-pub const HANGS: &[(&str, &str)] = &[
-    (
+pub const HANGS: &[Workload] = &[
+    Workload::suite(
         "flock-sleep",
         "flock waits for a lock another flock holds while running sleep",
+        flock_sleep,
     ),
-    (
+    Workload::suite(
         "flock-convoy",
         "three flock waiters queue behind a holder running a CPU-bound python3",
+        flock_convoy,
     ),
-    ("pipe-sleep", "cat reads a pipe that sh writes after sleep"),
-    (
+    Workload::suite(
+        "pipe-sleep",
+        "cat reads a pipe that sh writes after sleep",
+        pipe_sleep,
+    ),
+    Workload::suite(
         "py-timer",
         "python3 main thread waits on an event a threading.Timer sets",
+        py_timer,
     ),
-    (
+    Workload::suite(
         "py-reply",
         "python3 main thread waits for a reply from a server thread that computes",
+        py_reply,
     ),
-    (
+    Workload::suite(
         "py-batch",
         "python3 main thread's request waits in a selectors loop busy with another client",
+        py_batch,
     ),
-    (
+    Workload::suite(
         "py-yield",
         "python3 main thread polls a flag with short sleeps; a worker computes, then sets it",
+        py_yield,
     ),
-    (
+    Workload::suite(
         "lockf-retry",
         "python3 retries fcntl.lockf(LOCK_NB) every 20 ms; another python3 holds the lock while it runs sleep",
+        lockf_retry,
     ),
-    (
+    Workload::suite(
         "py-flagfile",
         "python3 polls for a file that a shell creates after sleep (argus:flag-set marker)",
+        py_flagfile,
     ),
-    (
+    Workload::suite(
         "py-longrun",
         "python3 computes after reading a line sh writes to its stdin",
+        py_longrun,
     ),
-    (
+    Workload::suite(
         "fifo-open",
         "python3 reads a FIFO whose writer shell is stuck in sleep; the trace ends first",
+        fifo_open,
     ),
-    (
+    Workload::plain(
         "flag-watch",
         "the main thread polls ARGUS_HANG_FLAG with 1 ms sleeps; argus-flagger sleeps, then sets it, while argus-decoy burns CPU",
+        flag_watch,
     ),
 ];
 
@@ -132,11 +148,6 @@ fn flag_watch(secs: f64) -> Result<()> {
         &["argus-flagger"],
     );
     Ok(())
-}
-
-/// Whether `name` is one of these hangs.
-pub fn is_hang(name: &str) -> bool {
-    HANGS.iter().any(|(n, _)| *n == name)
 }
 
 /// Names the calling Python thread (comm) through prctl(PR_SET_NAME).
@@ -201,105 +212,130 @@ fn sleep(s: f64) {
     thread::sleep(Duration::from_secs_f64(s));
 }
 
-/// Runs hang `name` for about `secs` seconds.
-pub fn run(name: &str, secs: f64) -> Result<()> {
+/// A hang of the suite about to run: its name (for the truth line), its length and its
+/// scratch directory (removed afterwards).
+#[derive(Clone, Copy)]
+pub struct Hang<'a> {
+    /// The workload's name.
+    pub name: &'static str,
+    /// How long the hang lasts, in seconds.
+    pub secs: f64,
+    /// A scratch directory of its own.
+    pub dir: &'a Path,
+}
+
+/// Runs `f`, hang `name`, for about `secs` seconds in a scratch directory.
+pub(crate) fn run(name: &'static str, secs: f64, f: fn(&Hang<'_>) -> Result<()>) -> Result<()> {
     let dir = scratch()?;
-    let r = run_in(name, secs, &dir);
+    let r = f(&Hang {
+        name,
+        secs,
+        dir: &dir,
+    });
     let _ = std::fs::remove_dir_all(&dir);
     r
 }
 
-fn run_in(name: &str, secs: f64, dir: &Path) -> Result<()> {
-    if name == "flag-watch" {
-        return flag_watch(secs);
+fn flock_sleep(h: &Hang<'_>) -> Result<()> {
+    let Hang { name, .. } = *h;
+    let s = format!("{}", h.secs);
+    let lock = h.dir.join("lock");
+    let holder = spawn(
+        Command::new("flock").arg(&lock).args(["sleep", &s]),
+        "flock holder",
+    )?;
+    sleep(0.2);
+    let waiter = spawn(Command::new("flock").arg(&lock).arg("true"), "flock waiter")?;
+    let pid = waiter.id();
+    wait(holder, "flock holder")?;
+    wait(waiter, "flock waiter")?;
+    truth(name, pid, "LongWait", "sleep", &["flock", "sleep"]);
+    Ok(())
+}
+
+fn flock_convoy(h: &Hang<'_>) -> Result<()> {
+    let Hang { name, secs, .. } = *h;
+    let lock = h.dir.join("lock");
+    let holder = spawn(
+        Command::new("flock")
+            .arg(&lock)
+            .arg("python3")
+            .arg("-c")
+            .arg(format!(
+                "import time\nt=time.time()+{secs}\nwhile time.time()<t: pass"
+            )),
+        "flock holder",
+    )?;
+    sleep(0.2);
+    let mut waiters = Vec::new();
+    for _ in 0..3 {
+        waiters.push(spawn(
+            Command::new("flock").arg(&lock).args(["sleep", "0.02"]),
+            "flock waiter",
+        )?);
+        sleep(0.05);
     }
-    let s = format!("{secs}");
-    let lock = dir.join("lock");
-    match name {
-        "flock-sleep" => {
-            let holder = spawn(
-                Command::new("flock").arg(&lock).args(["sleep", &s]),
-                "flock holder",
-            )?;
-            sleep(0.2);
-            let waiter = spawn(Command::new("flock").arg(&lock).arg("true"), "flock waiter")?;
-            let pid = waiter.id();
-            wait(holder, "flock holder")?;
-            wait(waiter, "flock waiter")?;
-            truth(name, pid, "LongWait", "sleep", &["flock", "sleep"]);
-        }
-        "flock-convoy" => {
-            let holder = spawn(
-                Command::new("flock")
-                    .arg(&lock)
-                    .arg("python3")
-                    .arg("-c")
-                    .arg(format!(
-                        "import time\nt=time.time()+{secs}\nwhile time.time()<t: pass"
-                    )),
-                "flock holder",
-            )?;
-            sleep(0.2);
-            let mut waiters = Vec::new();
-            for _ in 0..3 {
-                waiters.push(spawn(
-                    Command::new("flock").arg(&lock).args(["sleep", "0.02"]),
-                    "flock waiter",
-                )?);
-                sleep(0.05);
-            }
-            let pid = waiters.last().map_or(0, |w| w.id());
-            wait(holder, "flock holder")?;
-            for w in waiters {
-                wait(w, "flock waiter")?;
-            }
-            truth(name, pid, "LongWait", "python3", &["flock", "python3"]);
-        }
-        "pipe-sleep" => {
-            let mut sh = spawn(
-                Command::new("sh")
-                    .arg("-c")
-                    .arg(format!("sleep {secs}; echo done"))
-                    .stdout(Stdio::piped()),
-                "sh",
-            )?;
-            let out = sh.stdout.take().context("sh stdout")?;
-            let cat = spawn(
-                Command::new("cat")
-                    .stdin(Stdio::from(out))
-                    .stdout(Stdio::null()),
-                "cat",
-            )?;
-            let pid = cat.id();
-            wait(sh, "sh")?;
-            wait(cat, "cat")?;
-            truth(name, pid, "LongWait", "sleep", &["sh", "sleep"]);
-        }
-        "py-timer" => {
-            let p = spawn(
-                &mut python(&format!(
-                    r#"import threading
+    let pid = waiters.last().map_or(0, |w| w.id());
+    wait(holder, "flock holder")?;
+    for w in waiters {
+        wait(w, "flock waiter")?;
+    }
+    truth(name, pid, "LongWait", "python3", &["flock", "python3"]);
+    Ok(())
+}
+
+fn pipe_sleep(h: &Hang<'_>) -> Result<()> {
+    let Hang { name, secs, .. } = *h;
+    let mut sh = spawn(
+        Command::new("sh")
+            .arg("-c")
+            .arg(format!("sleep {secs}; echo done"))
+            .stdout(Stdio::piped()),
+        "sh",
+    )?;
+    let out = sh.stdout.take().context("sh stdout")?;
+    let cat = spawn(
+        Command::new("cat")
+            .stdin(Stdio::from(out))
+            .stdout(Stdio::null()),
+        "cat",
+    )?;
+    let pid = cat.id();
+    wait(sh, "sh")?;
+    wait(cat, "cat")?;
+    truth(name, pid, "LongWait", "sleep", &["sh", "sleep"]);
+    Ok(())
+}
+
+fn py_timer(h: &Hang<'_>) -> Result<()> {
+    let Hang { name, secs, .. } = *h;
+    let p = spawn(
+        &mut python(&format!(
+            r#"import threading
 ev = threading.Event()
 def fire():
     ev.set()
 class T(threading.Timer):
     def run(self):
-        name('py-timer')
-        threading.Timer.run(self)
+name('py-timer')
+threading.Timer.run(self)
 T({secs}, fire).start()
 ev.wait()
 "#
-                )),
-                "python3",
-            )?;
-            let pid = p.id();
-            wait(p, "python3")?;
-            truth(name, pid, "LongWait", "py-timer", &["py-timer"]);
-        }
-        "py-reply" => {
-            let p = spawn(
-                &mut python(&format!(
-                    r#"import socket, threading
+        )),
+        "python3",
+    )?;
+    let pid = p.id();
+    wait(p, "python3")?;
+    truth(name, pid, "LongWait", "py-timer", &["py-timer"]);
+    Ok(())
+}
+
+fn py_reply(h: &Hang<'_>) -> Result<()> {
+    let Hang { name, secs, .. } = *h;
+    let p = spawn(
+        &mut python(&format!(
+            r#"import socket, threading
 a, b = socket.socketpair()
 def server():
     name('py-server')
@@ -312,17 +348,20 @@ time.sleep(0.1)
 a.send(b'request')
 a.recv(16)
 "#
-                )),
-                "python3",
-            )?;
-            let pid = p.id();
-            wait(p, "python3")?;
-            truth(name, pid, "LongWait", "py-server", &["py-server"]);
-        }
-        "py-batch" => {
-            let p = spawn(
-                &mut python(&format!(
-                    r#"import socket, threading, selectors, time
+        )),
+        "python3",
+    )?;
+    let pid = p.id();
+    wait(p, "python3")?;
+    truth(name, pid, "LongWait", "py-server", &["py-server"]);
+    Ok(())
+}
+
+fn py_batch(h: &Hang<'_>) -> Result<()> {
+    let Hang { name, secs, .. } = *h;
+    let p = spawn(
+        &mut python(&format!(
+            r#"import socket, threading, selectors, time
 c1, s1 = socket.socketpair()
 c2, s2 = socket.socketpair()
 def loop():
@@ -332,12 +371,12 @@ def loop():
     sel.register(s2, selectors.EVENT_READ)
     served = 0
     while served < 2:
-        for key, _ in sel.select():
-            req = key.fileobj.recv(16)
-            if req == b'slow':
-                burn({secs})
-            key.fileobj.send(b'ok')
-            served += 1
+for key, _ in sel.select():
+    req = key.fileobj.recv(16)
+    if req == b'slow':
+        burn({secs})
+    key.fileobj.send(b'ok')
+    served += 1
 def client_a():
     name('client-a')
     c1.send(b'slow')
@@ -349,17 +388,20 @@ time.sleep(0.1)
 c2.send(b'fast')
 c2.recv(16)
 "#
-                )),
-                "python3",
-            )?;
-            let pid = p.id();
-            wait(p, "python3")?;
-            truth(name, pid, "LongWait", "py-loop", &["py-loop"]);
-        }
-        "py-yield" => {
-            let p = spawn(
-                &mut python(&format!(
-                    r#"import threading, time
+        )),
+        "python3",
+    )?;
+    let pid = p.id();
+    wait(p, "python3")?;
+    truth(name, pid, "LongWait", "py-loop", &["py-loop"]);
+    Ok(())
+}
+
+fn py_yield(h: &Hang<'_>) -> Result<()> {
+    let Hang { name, secs, .. } = *h;
+    let p = spawn(
+        &mut python(&format!(
+            r#"import threading, time
 done = False
 def setter():
     global done
@@ -370,157 +412,169 @@ threading.Thread(target=setter).start()
 while not done:
     time.sleep(0.002)
 "#
-                )),
-                "python3",
-            )?;
-            let pid = p.id();
-            wait(p, "python3")?;
-            truth(name, pid, "RepeatedYield", "py-setter", &["py-setter"]);
-        }
-        "lockf-retry" => {
-            let path = lock.display().to_string();
-            let holder = spawn(
-                &mut python(&format!(
-                    r#"import fcntl, subprocess
+        )),
+        "python3",
+    )?;
+    let pid = p.id();
+    wait(p, "python3")?;
+    truth(name, pid, "RepeatedYield", "py-setter", &["py-setter"]);
+    Ok(())
+}
+
+fn lockf_retry(h: &Hang<'_>) -> Result<()> {
+    let Hang { name, .. } = *h;
+    let s = format!("{}", h.secs);
+    let lock = h.dir.join("lock");
+    let path = lock.display().to_string();
+    let holder = spawn(
+        &mut python(&format!(
+            r#"import fcntl, subprocess
 f = open({path:?}, 'a')
 fcntl.lockf(f, fcntl.LOCK_EX)
 subprocess.run(['sleep', '{s}'])
 "#
-                )),
-                "python3 holder",
-            )?;
-            sleep(0.2);
-            let waiter = spawn(
-                &mut python(&format!(
-                    r#"import fcntl, time
+        )),
+        "python3 holder",
+    )?;
+    sleep(0.2);
+    let waiter = spawn(
+        &mut python(&format!(
+            r#"import fcntl, time
 f = open({path:?}, 'a')
 while True:
     try:
-        fcntl.lockf(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        break
+fcntl.lockf(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+break
     except OSError:
-        time.sleep(0.02)
+time.sleep(0.02)
 "#
-                )),
-                "python3 waiter",
-            )?;
-            let pid = waiter.id();
-            wait(holder, "python3 holder")?;
-            wait(waiter, "python3 waiter")?;
-            truth(name, pid, "RepeatedYield", "sleep", &["python3", "sleep"]);
-        }
-        "py-flagfile" => {
-            let flag = dir.join("flag");
-            let marker = marker_path();
-            let poller = spawn(
-                &mut python(&format!(
-                    r#"import os, time
+        )),
+        "python3 waiter",
+    )?;
+    let pid = waiter.id();
+    wait(holder, "python3 holder")?;
+    wait(waiter, "python3 waiter")?;
+    truth(name, pid, "RepeatedYield", "sleep", &["python3", "sleep"]);
+    Ok(())
+}
+
+fn py_flagfile(h: &Hang<'_>) -> Result<()> {
+    let Hang {
+        name, secs, dir, ..
+    } = *h;
+    let flag = dir.join("flag");
+    let marker = marker_path();
+    let poller = spawn(
+        &mut python(&format!(
+            r#"import os, time
 while not os.path.exists({:?}):
     time.sleep(0.005)
 "#,
-                    flag.display().to_string()
-                )),
-                "python3",
-            )?;
-            let pid = poller.id();
-            sleep(0.1);
-            let setter = spawn(
-                Command::new("sh").arg("-c").arg(format!(
-                    "sleep {secs}; touch '{}'; echo '{} {}' > '{}'",
-                    flag.display(),
-                    argus_schema::markers::FLAG_SET,
-                    flag.display(),
-                    marker.display()
-                )),
-                "sh",
-            )?;
-            wait(setter, "sh")?;
-            wait(poller, "python3")?;
-            truth(name, pid, "RepeatedYield", "sleep", &["sh", "sleep"]);
-        }
-        "py-longrun" => {
-            let mut sh = spawn(
-                Command::new("sh")
-                    .arg("-c")
-                    .arg("sleep 0.5; echo go")
-                    .stdout(Stdio::piped()),
-                "sh",
-            )?;
-            let out = sh.stdout.take().context("sh stdout")?;
-            let p = spawn(
-                python(&format!(
-                    r#"import sys
+            flag.display().to_string()
+        )),
+        "python3",
+    )?;
+    let pid = poller.id();
+    sleep(0.1);
+    let setter = spawn(
+        Command::new("sh").arg("-c").arg(format!(
+            "sleep {secs}; touch '{}'; echo '{} {}' > '{}'",
+            flag.display(),
+            argus_schema::markers::FLAG_SET,
+            flag.display(),
+            marker.display()
+        )),
+        "sh",
+    )?;
+    wait(setter, "sh")?;
+    wait(poller, "python3")?;
+    truth(name, pid, "RepeatedYield", "sleep", &["sh", "sleep"]);
+    Ok(())
+}
+
+fn py_longrun(h: &Hang<'_>) -> Result<()> {
+    let Hang { name, secs, .. } = *h;
+    let mut sh = spawn(
+        Command::new("sh")
+            .arg("-c")
+            .arg("sleep 0.5; echo go")
+            .stdout(Stdio::piped()),
+        "sh",
+    )?;
+    let out = sh.stdout.take().context("sh stdout")?;
+    let p = spawn(
+        python(&format!(
+            r#"import sys
 sys.stdin.readline()
 burn({secs})
 "#
-                ))
-                .stdin(Stdio::from(out)),
-                "python3",
-            )?;
-            let pid = p.id();
-            wait(sh, "sh")?;
-            wait(p, "python3")?;
-            truth(name, pid, "LongRunning", "python3", &["python3", "sh"]);
-        }
-        "fifo-open" => {
-            let fifo = dir.join("fifo");
-            let st = Command::new("mkfifo")
-                .arg(&fifo)
-                .status()
-                .context("running mkfifo")?;
-            if !st.success() {
-                bail!("mkfifo failed: {st}");
-            }
-            let linger = secs + 6.0;
-            let reader = spawn(
-                &mut python(&format!(
-                    r#"import signal
+        ))
+        .stdin(Stdio::from(out)),
+        "python3",
+    )?;
+    let pid = p.id();
+    wait(sh, "sh")?;
+    wait(p, "python3")?;
+    truth(name, pid, "LongRunning", "python3", &["python3", "sh"]);
+    Ok(())
+}
+
+fn fifo_open(h: &Hang<'_>) -> Result<()> {
+    let Hang {
+        name, secs, dir, ..
+    } = *h;
+    let fifo = dir.join("fifo");
+    let st = Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .context("running mkfifo")?;
+    if !st.success() {
+        bail!("mkfifo failed: {st}");
+    }
+    let linger = secs + 6.0;
+    let reader = spawn(
+        &mut python(&format!(
+            r#"import signal
 signal.alarm({})
 f = open({:?})
 while f.readline():
     pass
 "#,
-                    linger.ceil() as u64 + 2,
-                    fifo.display().to_string()
-                )),
-                "python3",
-            )?;
-            let out = std::fs::OpenOptions::new()
-                .write(true)
-                .open(&fifo)
-                .with_context(|| format!("opening {}", fifo.display()))?;
-            let writer = spawn(
-                Command::new("sh")
-                    .arg("-c")
-                    .arg(format!(
-                        "i=0; while [ $i -lt 12 ]; do echo tick; sleep 0.04; i=$((i+1)); done; sleep {linger}"
-                    ))
-                    .stdout(Stdio::from(out)),
-                "sh",
-            )?;
-            let (rpid, wpid) = (reader.id(), writer.id());
-            // The ticks take about 0.6 s; the reader then waits for good. Stop recording
-            // while it still waits, and clean up a moment later (after the trace ended).
-            sleep(0.6 + secs);
-            Command::new("sh")
-                .arg("-c")
-                .arg(format!(
-                    "sleep 1; pkill -KILL -P {wpid}; kill -KILL {wpid} {rpid} 2>/dev/null"
-                ))
-                .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .context("starting the cleanup shell")?;
-            truth(name, rpid, "LongWait", "sleep", &["sh", "sleep"]);
-            // Leave the children running (dropping a Child neither waits nor kills): the
-            // trace must end mid-hang; the cleanup shell ends them a second later.
-            drop((reader, writer));
-        }
-        other => bail!(
-            "unknown hang {other:?}; known: {}",
-            HANGS.iter().map(|(n, _)| *n).collect::<Vec<_>>().join(", ")
-        ),
-    }
+            linger.ceil() as u64 + 2,
+            fifo.display().to_string()
+        )),
+        "python3",
+    )?;
+    let out = std::fs::OpenOptions::new()
+        .write(true)
+        .open(&fifo)
+        .with_context(|| format!("opening {}", fifo.display()))?;
+    let writer = spawn(
+        Command::new("sh")
+            .arg("-c")
+            .arg(format!(
+                "i=0; while [ $i -lt 12 ]; do echo tick; sleep 0.04; i=$((i+1)); done; sleep {linger}"
+            ))
+            .stdout(Stdio::from(out)),
+        "sh",
+    )?;
+    let (rpid, wpid) = (reader.id(), writer.id());
+    // The ticks take about 0.6 s; the reader then waits for good. Stop recording
+    // while it still waits, and clean up a moment later (after the trace ended).
+    sleep(0.6 + secs);
+    Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "sleep 1; pkill -KILL -P {wpid}; kill -KILL {wpid} {rpid} 2>/dev/null"
+        ))
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .context("starting the cleanup shell")?;
+    truth(name, rpid, "LongWait", "sleep", &["sh", "sleep"]);
+    // Leave the children running (dropping a Child neither waits nor kills): the
+    // trace must end mid-hang; the cleanup shell ends them a second later.
+    drop((reader, writer));
     Ok(())
 }
