@@ -3,10 +3,14 @@
 //! being read back), as one batch of events.
 
 use super::catchup::CatchUp;
+use super::job::{live_formats, Replayed};
 use super::merge::LiveMerge;
+use anyhow::{Context, Result};
 use argus_ingest::linux::TappedPage;
+use argus_pipeline::gaps::GapSet;
 use argus_schema::{Event, Nanos};
 use crossbeam_channel::{Receiver, TryRecvError};
+use std::path::Path;
 use std::time::Duration;
 
 /// Tap, catch-up and merge, and whether the recorder has ended.
@@ -19,6 +23,45 @@ pub(crate) struct Intake {
 }
 
 impl Intake {
+    /// The intake of a job recording into `trace_dir` since `live_start`, its pages coming
+    /// through `tap`: a merge decoding with the trace's formats, numbering after the
+    /// `replayed` events of an earlier run (whose gaps it names in snapshots), adding the gaps
+    /// it finds to `gaps` (the rules'), and a catch-up over the ring.
+    pub(crate) fn open(
+        trace_dir: &Path,
+        tap: Receiver<TappedPage>,
+        replayed: Option<&Replayed>,
+        gaps: &GapSet,
+        live_start: Nanos,
+    ) -> Result<Intake> {
+        let (formats, procs) = live_formats(trace_dir)?;
+        let catchup = open_catchup(trace_dir)?;
+        let mut merge = LiveMerge::new(&formats, &procs, replayed.map_or(0, |r| r.events))?;
+        merge.track_gaps(gaps.clone(), live_start);
+        if let Some(r) = replayed {
+            // The previous run's gaps are in the rules already; these name them in snapshots.
+            for &(cpu, from, to, events) in &r.gaps {
+                merge.add_gap(
+                    cpu,
+                    Nanos(from),
+                    Nanos(to),
+                    events,
+                    "the previous run's kernel lost events",
+                );
+            }
+            // Nothing was recorded between the runs: no edge across that stretch either.
+            if let Some(last) = r.last {
+                gaps.add(last, live_start);
+            }
+        }
+        Ok(Intake {
+            tap,
+            catchup,
+            merge,
+            closed: false,
+        })
+    }
+
     /// One tick: decodes what the tap holds now and what the catch-up reads back, and
     /// returns the watermark `now − lag` (held back as [`LiveMerge::watermark`] and
     /// [`CatchUp::frontier`] say; everything once the recorder has ended) with the events
@@ -65,4 +108,18 @@ impl Intake {
         merge.release(watermark, &mut events);
         (watermark, events)
     }
+}
+
+/// The catch-up over the ring being recorded in `trace_dir` (its page size and chunk size
+/// from `meta.json`).
+fn open_catchup(trace_dir: &Path) -> Result<CatchUp> {
+    let meta: serde_json::Value = std::fs::read(trace_dir.join("meta.json"))
+        .ok()
+        .and_then(|b| serde_json::from_slice(&b).ok())
+        .with_context(|| format!("reading {}", trace_dir.join("meta.json").display()))?;
+    let page_size = meta["page_size"].as_u64().unwrap_or(4096) as usize;
+    let chunk_pages = meta["ring"]["chunk_pages"]
+        .as_u64()
+        .unwrap_or(u64::from(argus_ingest::linux::DEFAULT_CHUNK_PAGES));
+    Ok(CatchUp::new(trace_dir, page_size, chunk_pages))
 }

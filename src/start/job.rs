@@ -49,7 +49,51 @@ pub(crate) struct Job<'a> {
     pub(crate) notify: Sender<()>,
 }
 
-impl Job<'_> {
+impl<'a> Job<'a> {
+    /// The job's first generation from `first_epoch`, with the last `--retain` of `prev` (an
+    /// earlier run's ring) replayed into it; the generation's window starts at the first
+    /// replayed event, else at `live_start`.
+    pub(crate) fn open(
+        cfg: &'a StartConfig,
+        first_epoch: u64,
+        prev: Option<&Path>,
+        live_start: Nanos,
+        notify: Sender<()>,
+        quiet: bool,
+    ) -> Result<(Job<'a>, Option<Replayed>)> {
+        let first = Generation::start(0, &cfg.dataflow, first_epoch, Nanos(0), notify.clone())?;
+        let mut job = Job {
+            cfg,
+            gens: vec![first],
+            next_gen: 1,
+            epoch: first_epoch,
+            watermark: Nanos(0),
+            notify,
+        };
+        let replayed = match prev {
+            Some(p) => {
+                let r = replay_previous(&mut job, p)?;
+                if !quiet {
+                    eprintln!(
+                        "argus start: resumed {} events of the last {:.0} s from {}",
+                        r.events,
+                        cfg.retain.as_secs_f64(),
+                        p.display()
+                    );
+                }
+                Some(r)
+            }
+            None => None,
+        };
+        if let Some(g) = job.gens.first_mut() {
+            g.start_ns = replayed
+                .as_ref()
+                .and_then(|r| r.first)
+                .unwrap_or(live_start);
+        }
+        Ok((job, replayed))
+    }
+
     pub(crate) fn send(&mut self, events: Vec<Event>, watermark: Nanos) -> Result<()> {
         self.watermark = self.watermark.max(watermark);
         let n = self.gens.len();

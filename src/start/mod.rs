@@ -102,6 +102,7 @@
 
 mod catchup;
 mod config;
+mod cycle;
 mod generations;
 mod intake;
 mod job;
@@ -111,30 +112,22 @@ mod sync;
 mod watch;
 
 pub use config::{JobPriority, StartArgs, StartConfig};
-pub use merge::LiveMerge;
-pub use snapshots::{list_snapshots, snapshot_name};
-pub use watch::{HangTracker, Watch};
+pub use snapshots::list_snapshots;
 
-use self::generations::*;
-use self::job::*;
-use self::merge::*;
-use self::snapshots::*;
-use self::watch::*;
-use crate::progress::RateLimit;
+use self::cycle::{Cycle, Snapshots};
+use self::intake::Intake;
+use self::job::{take_previous_trace, Job};
+use self::snapshots::clean_leftovers;
+use self::watch::own_threads;
 use anyhow::{Context, Result};
 use argus_pipeline::gaps::GapSet;
-use argus_schema::{ErrorRecord, Nanos};
-use catchup::CatchUp;
-use crossbeam_channel::{select, Receiver};
-use intake::Intake;
+use argus_schema::Nanos;
+use crossbeam_channel::Receiver;
 use std::path::Path;
-use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// How often the main loop releases events into the dataflow (one epoch per tick).
 const TICK: Duration = Duration::from_millis(200);
-/// Ticks of events the snapshot thread may have to write before the job waits for it.
-const SNAPSHOT_BACKLOG: usize = 16;
 /// Tapped pages that may wait for decoding (4 KiB each: 32 MiB); the recorder drops what
 /// does not fit, and the job reads it back from the ring (`catchup.rs`).
 const TAP_CAPACITY: usize = 8192;
@@ -155,10 +148,9 @@ pub fn run(cfg: &StartConfig, quiet: bool) -> Result<u8> {
     clean_leftovers(&cfg.dir);
     let prev = take_previous_trace(&cfg.dir)?;
     let first_epoch = list_snapshots(&cfg.dir).last().map_or(0, |(e, _)| e + 1);
-    let ticks_per_snapshot = (cfg.snapshot_every.as_nanos() / TICK.as_nanos()).max(1) as u64;
 
     let trace_dir = cfg.dir.join("trace");
-    let (recording, tap_rx) = start_recording(cfg, &trace_dir)?;
+    let (recording, tap) = start_recording(cfg, &trace_dir)?;
     sample_own_threads()?;
     // From here on every thread this one starts (decoding, dataflow generations, snapshot
     // writers) inherits the job's priority; the recorder's threads already run.
@@ -178,234 +170,31 @@ pub fn run(cfg: &StartConfig, quiet: bool) -> Result<u8> {
             marker.display()
         );
     }
-    let (formats, procs) = live_formats(&trace_dir)?;
-    let catchup = open_catchup(&trace_dir)?;
 
     // Collectors (spins changed) and the snapshot thread (a snapshot installed) wake the
     // main loop to check for a hang that should be snapshotted at once.
     let (notify, woken) = crossbeam_channel::bounded::<()>(1);
-    let mut job = Job {
+    let (mut job, replayed) = Job::open(
         cfg,
-        gens: Vec::new(),
-        next_gen: 1,
-        epoch: first_epoch,
-        watermark: Nanos(0),
-        notify: notify.clone(),
-    };
-    job.gens.push(Generation::start(
-        0,
-        &cfg.dataflow,
         first_epoch,
-        Nanos(0),
-        notify.clone(),
-    )?);
-    let replayed = match &prev {
-        Some(p) => {
-            let r = replay_previous(&mut job, p)?;
-            if !quiet {
-                eprintln!(
-                    "argus start: resumed {} events of the last {:.0} s from {}",
-                    r.events,
-                    cfg.retain.as_secs_f64(),
-                    p.display()
-                );
-            }
-            Some(r)
-        }
-        None => None,
-    };
-    if let Some(g) = job.gens.first_mut() {
-        g.start_ns = replayed
-            .as_ref()
-            .and_then(|r| r.first)
-            .unwrap_or(live_start);
-    }
-    let mut merge = LiveMerge::new(&formats, &procs, replayed.as_ref().map_or(0, |r| r.events))?;
-    merge.track_gaps(cfg.dataflow.rules.gaps.clone(), live_start);
-    if let Some(r) = &replayed {
-        // The previous run's gaps are in the rules already; these name them in snapshots.
-        for &(cpu, from, to, events) in &r.gaps {
-            merge.add_gap(
-                cpu,
-                Nanos(from),
-                Nanos(to),
-                events,
-                "the previous run's kernel lost events",
-            );
-        }
-        // Nothing was recorded between the runs: no edge across that stretch either.
-        if let Some(last) = r.last {
-            cfg.dataflow.rules.gaps.add(last, live_start);
-        }
-    }
-
-    let mut intake = Intake {
-        tap: tap_rx,
-        catchup,
-        merge,
-        closed: false,
-    };
-
-    let (snap_tx, snap_rx) = crossbeam_channel::bounded::<SnapCmd>(SNAPSHOT_BACKLOG);
-    let mut next_snapshot = job.epoch + ticks_per_snapshot;
-    let watch = Watch {
-        pids: cfg.watch_pids.clone(),
-        comms: cfg.watch_comms.clone(),
-        since: live_start,
-    };
-    let tracker = Arc::new(std::sync::Mutex::new(HangTracker::default()));
-    let installed = Arc::new(std::sync::atomic::AtomicU64::new(0));
-    let mut snap_thread = SnapshotThread {
-        dir: cfg.dir.clone(),
-        writer: None,
-        staged: 0,
-        keep: cfg.keep,
-        hook: cfg.on_hang.clone(),
-        watch: watch.clone(),
-        tracker: tracker.clone(),
-        delay: cfg.snapshot_delay,
-        written: 0,
-        installed: installed.clone(),
-        notify: notify.clone(),
-        gaps: cfg.dataflow.rules.gaps.clone(),
-    };
-    drop(notify);
-    snap_thread.open()?;
-    let snapshots = std::thread::Builder::new()
-        .name("argus-snapshot".into())
-        .spawn(move || snap_thread.run(snap_rx))?;
-    let mut early = EarlySnapshots {
-        watch,
-        tracker,
-        installed,
-        requested: 0,
-        last_epoch: None,
-        last_at: None,
-        min_gap: cfg.snapshot_every / 2,
-        unwatched: std::collections::HashSet::new(),
-    };
-    let snap = SnapContext {
-        sources: vec![trace_dir.clone()],
+        prev.as_deref(),
         live_start,
-        threshold_ns: cfg.dataflow.rules.spin_threshold_ns,
-        workers: cfg.dataflow.workers as u32,
+        notify.clone(),
         quiet,
-    };
+    )?;
+    let gaps = &cfg.dataflow.rules.gaps;
+    let mut intake = Intake::open(&trace_dir, tap, replayed.as_ref(), gaps, live_start)?;
+    let (mut snaps, snapshots) = Snapshots::start(cfg, &trace_dir, live_start, notify, quiet)?;
+    let mut cycle = Cycle::new(job.epoch, cfg.snapshot_every, cfg.status_every, quiet);
+    let mut result = cycle.run(&mut job, &mut intake, &mut snaps, &woken);
 
-    let mut status = RateLimit::new(cfg.status_every);
-    let mut status_events = 0u64;
-    let mut next_tick = Instant::now() + TICK;
-    let mut errors: Vec<ErrorRecord> = Vec::new();
-    let mut skipped = 0u64;
-    let mut result: Result<()> = Ok(());
-    while !intake.closed {
-        // Decode pages as they come until the tick, or until woken to check for a hang.
-        let mut tick = false;
-        // Sleep until the tick (or until woken to check for a hang), then decode what the
-        // tap holds in one go. Waiting on the tap instead woke the job for every page:
-        // ~10k context switches a second under the saturating load, each taking a CPU from
-        // the load (the job's CPU time is small; its wake-ups are not).
-        let now = Instant::now();
-        if now < next_tick {
-            select! {
-                recv(woken) -> _ => {}
-                default(next_tick - now) => tick = true,
-            }
-        } else {
-            tick = true;
-        }
-        if tick {
-            next_tick += TICK;
-            if Instant::now() > next_tick {
-                next_tick = Instant::now() + TICK;
-            }
-            // Whatever is already tapped goes in before the watermark moves, and what the
-            // tap dropped is read back from the ring.
-            let (watermark, events) = intake.tick(monotonic_ns(), cfg.lag);
-            status_events += events.len() as u64;
-            errors.extend(intake.merge.take_errors());
-            errors.truncate(MAX_ERROR_ROWS);
-            if !events.is_empty() && snap_tx.send(SnapCmd::Events(events.clone())).is_err() {
-                result = Err(anyhow::anyhow!("the snapshot thread stopped"));
-                break;
-            }
-            if let Err(e) = job.send(events, watermark) {
-                result = Err(e);
-                break;
-            }
-            if intake.closed {
-                // Pad to the planned epoch so the last snapshot keeps its name.
-                while job.epoch < next_snapshot {
-                    if let Err(e) = job.send(Vec::new(), watermark) {
-                        result = Err(e);
-                        break;
-                    }
-                }
-            }
-            if job.epoch >= next_snapshot && !intake.closed && early.writing() {
-                // The previous snapshot is still being written: skip this one rather than
-                // queue a copy of the graph behind it (the next one holds both periods'
-                // events).
-                next_snapshot += ticks_per_snapshot;
-                skipped += 1;
-            }
-            if job.epoch >= next_snapshot {
-                let epoch = next_snapshot;
-                next_snapshot += ticks_per_snapshot;
-                let errs = std::mem::take(&mut errors);
-                let r = snap.request(
-                    &job,
-                    &intake.merge,
-                    errs,
-                    epoch,
-                    false,
-                    !intake.closed,
-                    &snap_tx,
-                );
-                if let Err(e) = r {
-                    result = Err(e);
-                    break;
-                }
-                early.taken(epoch, false);
-            }
-        }
-        // A watched hang that is new, or grew, since the last snapshot: snapshot it now
-        // rather than at the next period.
-        if !intake.closed && job.epoch < next_snapshot && early.due(&job, &intake.merge) {
-            let epoch = job.epoch;
-            let errs = std::mem::take(&mut errors);
-            if let Err(e) = snap.request(&job, &intake.merge, errs, epoch, true, true, &snap_tx) {
-                result = Err(e);
-                break;
-            }
-            early.taken(epoch, true);
-            if !quiet {
-                eprintln!(
-                    "argus start: a watched thread's hang appeared or grew: snapshot {} taken at once",
-                    snapshot_name(epoch)
-                );
-            }
-        }
-        if !tick {
-            continue;
-        }
-        if let Err(e) = job.rotate(!early.writing()) {
-            result = Err(e);
-            break;
-        }
-        if let Some(elapsed) = status.ready(Instant::now()) {
-            if !quiet && !elapsed.is_zero() {
-                print_status(elapsed, status_events, &job, &intake, skipped);
-            }
-            status_events = 0;
-        }
-    }
-    drop(snap_tx);
+    // The recorder has ended (or the loop failed): the last snapshot is requested; close
+    // the snapshot queue, let the generations finish and the writer install it.
+    drop(snaps);
     let rec_summary = recorder
         .join()
         .map_err(|_| anyhow::anyhow!("the recorder thread panicked"))?;
-    let gens = std::mem::take(&mut job.gens);
-    for g in gens {
+    for g in std::mem::take(&mut job.gens) {
         if let Err(e) = g.stop(false, false) {
             result = result.and(Err(e));
         }
@@ -473,46 +262,6 @@ fn set_job_priority(priority: JobPriority) {
     }
 }
 
-/// The catch-up over the ring being recorded in `trace_dir` (its page size and chunk size
-/// from `meta.json`).
-fn open_catchup(trace_dir: &Path) -> Result<CatchUp> {
-    let meta: serde_json::Value = std::fs::read(trace_dir.join("meta.json"))
-        .ok()
-        .and_then(|b| serde_json::from_slice(&b).ok())
-        .with_context(|| format!("reading {}", trace_dir.join("meta.json").display()))?;
-    let page_size = meta["page_size"].as_u64().unwrap_or(4096) as usize;
-    let chunk_pages = meta["ring"]["chunk_pages"]
-        .as_u64()
-        .unwrap_or(u64::from(argus_ingest::linux::DEFAULT_CHUNK_PAGES));
-    Ok(CatchUp::new(trace_dir, page_size, chunk_pages))
-}
-
-/// The periodic status line: events per second since the last one, lag, losses, what waits.
-fn print_status(elapsed: Duration, events: u64, job: &Job<'_>, intake: &Intake, skipped: u64) {
-    let merge = &intake.merge;
-    let lag = monotonic_ns().saturating_sub(merge.released().map_or(0, |w| w.0));
-    let s = &merge.stats;
-    eprintln!(
-        "argus start: {:.0} events/s, lag {:.2} s, {} open segments, lost {} (kernel {}, late {}, malformed {}), {} lost-events gaps, {} pages + {} records waiting, {} generation(s){}",
-        events as f64 / elapsed.as_secs_f64(),
-        lag as f64 / 1e9,
-        job.open_segments(),
-        s.lost_total(),
-        s.lost.values().sum::<u64>(),
-        s.late,
-        s.bad,
-        s.gaps,
-        intake.tap.len(),
-        merge.queued(),
-        job.gens.len(),
-        if skipped > 0 {
-            format!(", {skipped} snapshots skipped (the previous one was still being written)")
-        } else {
-            String::new()
-        },
-    );
-}
-
 /// The last lines: pages read back from the ring, events, snapshots and losses of the run.
 fn print_summary(
     rec: &argus_ingest::linux::RecordSummary,
@@ -550,11 +299,13 @@ fn print_summary(
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 pub(crate) mod tests {
+    use super::generations::Generation;
+    use super::merge::{LiveMerge, LiveStats};
     use super::*;
     use argus_ingest::format::FormatSet;
     use argus_pipeline::dataflow::DataflowConfig;
     use argus_pipeline::rules::RulesConfig;
-    use argus_schema::{CausalEdge, Event, Tid};
+    use argus_schema::{CausalEdge, ErrorRecord, Event, Tid};
 
     /// This kernel's layouts of the events the timer test needs (`print fmt` left out):
     /// (system, name, id, the fields after the common header).

@@ -1,0 +1,270 @@
+//! The job's main loop, one turn per tick (200 ms) or per wake-up: the intake's batch into
+//! the dataflow generations and the snapshot thread, the periodic snapshot (or its skip
+//! while the previous one is still being written), an early snapshot when a watched hang
+//! appears or grows, the rotation of generations by `--retain`, and the status line.
+
+use super::intake::Intake;
+use super::job::Job;
+use super::merge::MAX_ERROR_ROWS;
+use super::snapshots::{snapshot_name, EarlySnapshots, SnapCmd, SnapContext, SnapshotThread};
+use super::watch::{HangTracker, Watch};
+use super::{monotonic_ns, StartConfig, TICK};
+use crate::progress::RateLimit;
+use anyhow::Result;
+use argus_schema::{ErrorRecord, Nanos};
+use crossbeam_channel::{select, Receiver, Sender};
+use std::path::Path;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// Ticks of events the snapshot thread may have to write before the job waits for it.
+const SNAPSHOT_BACKLOG: usize = 16;
+
+/// Where the snapshots go: the snapshot thread's queue, what every request carries, and the
+/// early-snapshot rule.
+pub(crate) struct Snapshots {
+    pub(crate) tx: Sender<SnapCmd>,
+    pub(crate) ctx: SnapContext,
+    pub(crate) early: EarlySnapshots,
+}
+
+impl Snapshots {
+    /// Starts the snapshot thread (its first staging directory opened) for a job recording
+    /// into `trace_dir` since `live_start`; it wakes the main loop through `notify` once a
+    /// snapshot is installed.
+    pub(crate) fn start(
+        cfg: &StartConfig,
+        trace_dir: &Path,
+        live_start: Nanos,
+        notify: Sender<()>,
+        quiet: bool,
+    ) -> Result<(Snapshots, JoinHandle<Result<u64>>)> {
+        let (tx, rx) = crossbeam_channel::bounded::<SnapCmd>(SNAPSHOT_BACKLOG);
+        let watch = Watch {
+            pids: cfg.watch_pids.clone(),
+            comms: cfg.watch_comms.clone(),
+            since: live_start,
+        };
+        let tracker = Arc::new(std::sync::Mutex::new(HangTracker::default()));
+        let installed = Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let mut thread = SnapshotThread {
+            dir: cfg.dir.clone(),
+            writer: None,
+            staged: 0,
+            keep: cfg.keep,
+            hook: cfg.on_hang.clone(),
+            watch: watch.clone(),
+            tracker: tracker.clone(),
+            delay: cfg.snapshot_delay,
+            written: 0,
+            installed: installed.clone(),
+            notify,
+            gaps: cfg.dataflow.rules.gaps.clone(),
+        };
+        thread.open()?;
+        let handle = std::thread::Builder::new()
+            .name("argus-snapshot".into())
+            .spawn(move || thread.run(rx))?;
+        let early = EarlySnapshots {
+            watch,
+            tracker,
+            installed,
+            requested: 0,
+            last_epoch: None,
+            last_at: None,
+            min_gap: cfg.snapshot_every / 2,
+            unwatched: std::collections::HashSet::new(),
+        };
+        let ctx = SnapContext {
+            sources: vec![trace_dir.to_path_buf()],
+            live_start,
+            threshold_ns: cfg.dataflow.rules.spin_threshold_ns,
+            workers: cfg.dataflow.workers as u32,
+            quiet,
+        };
+        Ok((Snapshots { tx, ctx, early }, handle))
+    }
+}
+
+/// The main loop's clocks and counters.
+pub(crate) struct Cycle {
+    ticks_per_snapshot: u64,
+    /// The epoch the next periodic snapshot is named by.
+    next_snapshot: u64,
+    next_tick: Instant,
+    status: RateLimit,
+    status_events: u64,
+    /// Error rows of the period, for the next snapshot.
+    errors: Vec<ErrorRecord>,
+    /// Periodic snapshots skipped because the previous one was still being written.
+    skipped: u64,
+    quiet: bool,
+}
+
+impl Cycle {
+    /// A cycle snapshotting every `snapshot_every` from epoch `first_epoch` on.
+    pub(crate) fn new(
+        first_epoch: u64,
+        snapshot_every: Duration,
+        status_every: Duration,
+        quiet: bool,
+    ) -> Cycle {
+        let ticks_per_snapshot = (snapshot_every.as_nanos() / TICK.as_nanos()).max(1) as u64;
+        Cycle {
+            ticks_per_snapshot,
+            next_snapshot: first_epoch + ticks_per_snapshot,
+            next_tick: Instant::now() + TICK,
+            status: RateLimit::new(status_every),
+            status_events: 0,
+            errors: Vec::new(),
+            skipped: 0,
+            quiet,
+        }
+    }
+
+    /// Turns until the recorder has ended and the last snapshot is requested; `woken` wakes
+    /// it between ticks to check for a hang worth an early snapshot.
+    pub(crate) fn run(
+        &mut self,
+        job: &mut Job<'_>,
+        intake: &mut Intake,
+        snaps: &mut Snapshots,
+        woken: &Receiver<()>,
+    ) -> Result<()> {
+        while !intake.closed {
+            // Sleep until the tick (or until woken to check for a hang), then decode what
+            // the tap holds in one go. Waiting on the tap instead woke the job for every
+            // page: ~10k context switches a second under the saturating load, each taking
+            // a CPU from the load (the job's CPU time is small; its wake-ups are not).
+            let now = Instant::now();
+            let tick = if now < self.next_tick {
+                select! {
+                    recv(woken) -> _ => false,
+                    default(self.next_tick - now) => true,
+                }
+            } else {
+                true
+            };
+            if tick {
+                self.tick(job, intake, snaps)?;
+            }
+            self.early(job, intake, snaps)?;
+            if tick {
+                job.rotate(!snaps.early.writing())?;
+                self.status_line(job, intake);
+            }
+        }
+        Ok(())
+    }
+
+    /// One tick: the batch into the job, and the periodic snapshot when it is due.
+    fn tick(
+        &mut self,
+        job: &mut Job<'_>,
+        intake: &mut Intake,
+        snaps: &mut Snapshots,
+    ) -> Result<()> {
+        self.next_tick += TICK;
+        if Instant::now() > self.next_tick {
+            self.next_tick = Instant::now() + TICK;
+        }
+        // Whatever is already tapped goes in before the watermark moves, and what the tap
+        // dropped is read back from the ring.
+        let (watermark, events) = intake.tick(monotonic_ns(), job.cfg.lag);
+        self.status_events += events.len() as u64;
+        self.errors.extend(intake.merge.take_errors());
+        self.errors.truncate(MAX_ERROR_ROWS);
+        if !events.is_empty() && snaps.tx.send(SnapCmd::Events(events.clone())).is_err() {
+            anyhow::bail!("the snapshot thread stopped");
+        }
+        job.send(events, watermark)?;
+        if intake.closed {
+            // Pad to the planned epoch so the last snapshot keeps its name.
+            while job.epoch < self.next_snapshot {
+                job.send(Vec::new(), watermark)?;
+            }
+        }
+        if job.epoch >= self.next_snapshot && !intake.closed && snaps.early.writing() {
+            // The previous snapshot is still being written: skip this one rather than queue
+            // a copy of the graph behind it (the next one holds both periods' events).
+            self.next_snapshot += self.ticks_per_snapshot;
+            self.skipped += 1;
+        }
+        if job.epoch >= self.next_snapshot {
+            let epoch = self.next_snapshot;
+            self.next_snapshot += self.ticks_per_snapshot;
+            let errors = std::mem::take(&mut self.errors);
+            snaps.ctx.request(
+                job,
+                &intake.merge,
+                errors,
+                epoch,
+                false,
+                !intake.closed,
+                &snaps.tx,
+            )?;
+            snaps.early.taken(epoch, false);
+        }
+        Ok(())
+    }
+
+    /// A watched hang that is new, or grew, since the last snapshot: snapshot it now rather
+    /// than at the next period.
+    fn early(&mut self, job: &Job<'_>, intake: &Intake, snaps: &mut Snapshots) -> Result<()> {
+        if intake.closed || job.epoch >= self.next_snapshot || !snaps.early.due(job, &intake.merge)
+        {
+            return Ok(());
+        }
+        let epoch = job.epoch;
+        let errors = std::mem::take(&mut self.errors);
+        snaps
+            .ctx
+            .request(job, &intake.merge, errors, epoch, true, true, &snaps.tx)?;
+        snaps.early.taken(epoch, true);
+        if !self.quiet {
+            eprintln!(
+                "argus start: a watched thread's hang appeared or grew: snapshot {} taken at once",
+                snapshot_name(epoch)
+            );
+        }
+        Ok(())
+    }
+
+    /// The periodic status line: events per second since the last one, lag, losses, what
+    /// waits.
+    fn status_line(&mut self, job: &Job<'_>, intake: &Intake) {
+        let Some(elapsed) = self.status.ready(Instant::now()) else {
+            return;
+        };
+        let events = std::mem::take(&mut self.status_events);
+        if self.quiet || elapsed.is_zero() {
+            return;
+        }
+        let merge = &intake.merge;
+        let lag = monotonic_ns().saturating_sub(merge.released().map_or(0, |w| w.0));
+        let s = &merge.stats;
+        eprintln!(
+            "argus start: {:.0} events/s, lag {:.2} s, {} open segments, lost {} (kernel {}, late {}, malformed {}), {} lost-events gaps, {} pages + {} records waiting, {} generation(s){}",
+            events as f64 / elapsed.as_secs_f64(),
+            lag as f64 / 1e9,
+            job.open_segments(),
+            s.lost_total(),
+            s.lost.values().sum::<u64>(),
+            s.late,
+            s.bad,
+            s.gaps,
+            intake.tap.len(),
+            merge.queued(),
+            job.gens.len(),
+            if self.skipped > 0 {
+                format!(
+                    ", {} snapshots skipped (the previous one was still being written)",
+                    self.skipped
+                )
+            } else {
+                String::new()
+            },
+        );
+    }
+}
