@@ -27,7 +27,8 @@ use argus_schema::{CausalEdge, EdgeKind, Nanos, Segment, SegmentId, Strength};
 /// Penalties per edge kind and strength, and the relevance reward.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Penalties {
-    /// Cost of each edge kind, indexed like [`EdgeKind::ALL`].
+    /// Cost of each edge kind, indexed by [`EdgeKind::code`]; the default is each kind's
+    /// [`beam_cost`](argus_schema::EdgeKindInfo::beam_cost) in the edge-kind table.
     pub kind: [f64; EdgeKind::ALL.len()],
     /// Factor per strength, indexed like [`Strength::ALL`] (weak, boosted, strong).
     pub strength: [f64; 3],
@@ -37,25 +38,8 @@ pub struct Penalties {
 
 impl Default for Penalties {
     fn default() -> Penalties {
-        let mut kind = [1.0; EdgeKind::ALL.len()];
-        for (i, k) in EdgeKind::ALL.iter().enumerate() {
-            kind[i] = match k {
-                EdgeKind::Wakeup => 1.0,
-                EdgeKind::Fork => 1.2,
-                EdgeKind::Timer => 0.6,
-                EdgeKind::ThreadOrder => 2.0,
-                EdgeKind::Message => 0.5,
-                EdgeKind::Queue => 0.6,
-                EdgeKind::Signal => 0.8,
-                EdgeKind::Exit => 0.6,
-                EdgeKind::Flag => 0.4,
-                EdgeKind::Rule => 0.5,
-                EdgeKind::WaitWake => 3.0,
-                EdgeKind::LockFile => 0.5,
-            };
-        }
         Penalties {
-            kind,
+            kind: EdgeKind::ALL.map(|k| k.info().beam_cost),
             strength: [3.0, 1.5, 1.0],
             relevance: 2.5,
         }
@@ -65,12 +49,11 @@ impl Default for Penalties {
 impl Penalties {
     /// The penalty of taking edge `e`.
     pub fn edge(&self, e: &CausalEdge) -> f64 {
-        let k = EdgeKind::ALL.iter().position(|k| *k == e.kind).unwrap_or(0);
         let s = Strength::ALL
             .iter()
             .position(|s| *s == e.strength)
             .unwrap_or(0);
-        self.kind[k] * self.strength[s]
+        self.kind[usize::from(e.kind.code())] * self.strength[s]
     }
 }
 

@@ -262,11 +262,10 @@ impl Graph {
         let mut kept = Vec::with_capacity(edges.len());
         let mut dropped = 0u64;
         for e in edges {
-            // The weak wait↔wake pairs lead from a waker to whoever was waiting for it;
-            // every wake-up has one, so in the walk's graph they would compete with the
-            // real causes at every step. They stay in the snapshot (stats, Perfetto,
-            // notebooks) but not in the walk's graph.
-            if e.kind == argus_schema::EdgeKind::WaitWake {
+            // Kinds the edge-kind table keeps out of the walk's graph (the weak wait↔wake
+            // pairs: every wake-up has one, so they would compete with the real causes at
+            // every step). They stay in the snapshot (stats, Perfetto, notebooks).
+            if !e.kind.info().walked {
                 continue;
             }
             match (g.node_of(e.src), g.node_of(e.dst)) {

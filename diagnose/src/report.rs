@@ -8,7 +8,7 @@
 
 use crate::findings::{During, Finding, Step};
 use crate::stacks::{stack_line, Frame};
-use argus_schema::{Nanos, Pid, SegmentId, SpinClass, Strength, Tid};
+use argus_schema::{EdgeKind, Nanos, Pid, SegmentId, SpinClass, Strength, Tid};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 /// Everything a diagnosis found.
@@ -241,76 +241,64 @@ pub enum Role {
     Input,
 }
 
-/// The kind of step taken to reach a path item.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
+/// The kind of step taken to reach a path item: an edge of the graph, or the baseline
+/// comparison, which is not one. In JSON it is a lowercase name: the edge kind's
+/// ([`EdgeKind::name`]: `wakeup`, `lock_file`, …) or `baseline`.
+///
+/// A data-flag setter guessed outside the graph (no watchpoint edge) is reached by
+/// `Edge(EdgeKind::Flag)` too, with a weak strength.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum PathEdgeKind {
-    /// A wake-up edge.
-    Wakeup,
-    /// A fork edge.
-    Fork,
-    /// A timer edge (armer → expiry).
-    Timer,
-    /// The previous segment of the same thread.
-    ThreadOrder,
+    /// An edge of the graph, of this kind.
+    Edge(EdgeKind),
     /// Not an edge of the graph: the thread that ended the same wait in a baseline run.
     Baseline,
-    /// A data-flag edge (watchpoint write → read), or, outside the graph, a guessed
-    /// data-flag setter.
-    Flag,
-    /// A message (pipe, socket) edge.
-    Message,
-    /// Queued work.
-    Queue,
-    /// A signal.
-    Signal,
-    /// A child's exit ending its parent's wait.
-    Exit,
-    /// A user rule's edge.
-    Rule,
-    /// The weak wait↔wake pair: the waker's work may have been for the waiter.
-    WaitWake,
-    /// A file lock: its holder's lock, or the release a lock attempt waited for.
-    LockFile,
 }
 
 impl PathEdgeKind {
-    /// Stable lowercase name.
+    /// Stable lowercase name: the edge kind's, or `baseline`.
     pub fn name(self) -> &'static str {
         match self {
-            PathEdgeKind::Wakeup => "wakeup",
-            PathEdgeKind::Fork => "fork",
-            PathEdgeKind::Timer => "timer",
-            PathEdgeKind::ThreadOrder => "thread_order",
+            PathEdgeKind::Edge(k) => k.name(),
             PathEdgeKind::Baseline => "baseline",
-            PathEdgeKind::Flag => "flag",
-            PathEdgeKind::Message => "message",
-            PathEdgeKind::Queue => "queue",
-            PathEdgeKind::Signal => "signal",
-            PathEdgeKind::Exit => "exit",
-            PathEdgeKind::Rule => "rule",
-            PathEdgeKind::WaitWake => "wait_wake",
-            PathEdgeKind::LockFile => "lock_file",
+        }
+    }
+
+    /// The kind named `name` ([`PathEdgeKind::name`]), if any.
+    pub fn from_name(name: &str) -> Option<PathEdgeKind> {
+        if name == PathEdgeKind::Baseline.name() {
+            Some(PathEdgeKind::Baseline)
+        } else {
+            EdgeKind::from_name(name).map(PathEdgeKind::Edge)
+        }
+    }
+
+    /// The graph edge's kind (`None` for the baseline).
+    pub fn edge(self) -> Option<EdgeKind> {
+        match self {
+            PathEdgeKind::Edge(k) => Some(k),
+            PathEdgeKind::Baseline => None,
         }
     }
 }
 
-impl From<argus_schema::EdgeKind> for PathEdgeKind {
-    fn from(k: argus_schema::EdgeKind) -> PathEdgeKind {
-        match k {
-            argus_schema::EdgeKind::Wakeup => PathEdgeKind::Wakeup,
-            argus_schema::EdgeKind::Fork => PathEdgeKind::Fork,
-            argus_schema::EdgeKind::Timer => PathEdgeKind::Timer,
-            argus_schema::EdgeKind::ThreadOrder => PathEdgeKind::ThreadOrder,
-            argus_schema::EdgeKind::Message => PathEdgeKind::Message,
-            argus_schema::EdgeKind::Queue => PathEdgeKind::Queue,
-            argus_schema::EdgeKind::Signal => PathEdgeKind::Signal,
-            argus_schema::EdgeKind::Exit => PathEdgeKind::Exit,
-            argus_schema::EdgeKind::Flag => PathEdgeKind::Flag,
-            argus_schema::EdgeKind::Rule => PathEdgeKind::Rule,
-            argus_schema::EdgeKind::WaitWake => PathEdgeKind::WaitWake,
-            argus_schema::EdgeKind::LockFile => PathEdgeKind::LockFile,
-        }
+impl From<EdgeKind> for PathEdgeKind {
+    fn from(k: EdgeKind) -> PathEdgeKind {
+        PathEdgeKind::Edge(k)
+    }
+}
+
+impl Serialize for PathEdgeKind {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.name())
+    }
+}
+
+impl<'de> Deserialize<'de> for PathEdgeKind {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<PathEdgeKind, D::Error> {
+        let name = String::deserialize(d)?;
+        PathEdgeKind::from_name(&name)
+            .ok_or_else(|| serde::de::Error::custom(format!("unknown path edge kind `{name}`")))
     }
 }
 
@@ -767,6 +755,25 @@ pub(crate) mod lower_strength {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn path_edge_kinds_are_named_like_the_edge_kinds_and_round_trip() {
+        let mut all: Vec<PathEdgeKind> = EdgeKind::ALL.map(PathEdgeKind::Edge).to_vec();
+        all.push(PathEdgeKind::Baseline);
+        let mut names = std::collections::HashSet::new();
+        for k in all {
+            assert!(names.insert(k.name()), "{} twice", k.name());
+            if let Some(e) = k.edge() {
+                assert_eq!(k.name(), e.name());
+            }
+            assert_eq!(PathEdgeKind::from_name(k.name()), Some(k));
+            let j = serde_json::to_string(&k).expect("serialize");
+            assert_eq!(j, format!("\"{}\"", k.name()));
+            let back: PathEdgeKind = serde_json::from_str(&j).expect("deserialize");
+            assert_eq!(back, k);
+        }
+        assert!(serde_json::from_str::<PathEdgeKind>("\"Wakeup\"").is_err());
+    }
 
     #[test]
     fn seconds_have_millisecond_precision() {

@@ -7,8 +7,8 @@
 //!   (peer set, callouts, signals, user rules: each cuts what one vertex would have
 //!   connected), pruned thread-order edges, culled maintenance connections. The portion is
 //!   over the edges plus these.
-//! - **added by heuristics** ("portion of connections added by heuristics"): boosted edges,
-//!   user-rule edges and data-flag edges. The portion is over the edges.
+//! - **added by heuristics** ("portion of connections added by heuristics"): boosted edges
+//!   and edges of the kinds the edge-kind table marks `heuristic` (user rules, data flags). The portion is over the edges.
 //!
 //! ```
 //! use argus_pipeline::{stats::GraphStats, Graph};
@@ -19,7 +19,7 @@
 
 use crate::rules::Counter;
 use crate::Graph;
-use argus_schema::{EdgeKind, Strength};
+use argus_schema::{Strength, EDGE_KINDS};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::fmt;
@@ -27,7 +27,7 @@ use std::fmt;
 /// Counts of one edge kind by strength.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct EdgeRow {
-    /// Edge kind ([`EdgeKind::name`]).
+    /// Edge kind ([`argus_schema::EdgeKind::name`]).
     pub kind: String,
     /// Weak edges.
     pub weak: u64,
@@ -76,24 +76,23 @@ impl GraphStats {
                 .entry(seg.kind.name().to_string())
                 .or_insert(0) += 1;
         }
-        let mut rows: Vec<EdgeRow> = EdgeKind::ALL
+        // One row per kind, indexed by its code (the rows of `EDGE_KINDS` are in code order).
+        let mut rows: Vec<EdgeRow> = EDGE_KINDS
             .iter()
             .map(|k| EdgeRow {
-                kind: k.name().to_string(),
+                kind: k.name.to_string(),
                 ..EdgeRow::default()
             })
             .collect();
         for e in &g.edges {
-            let i = EdgeKind::ALL.iter().position(|k| *k == e.kind).unwrap_or(0);
-            if let Some(row) = rows.get_mut(i) {
+            if let Some(row) = rows.get_mut(usize::from(e.kind.code())) {
                 match e.strength {
                     Strength::Weak => row.weak += 1,
                     Strength::Boosted => row.boosted += 1,
                     Strength::Strong => row.strong += 1,
                 }
             }
-            if e.strength == Strength::Boosted || matches!(e.kind, EdgeKind::Rule | EdgeKind::Flag)
-            {
+            if e.strength == Strength::Boosted || e.kind.info().heuristic {
                 s.added_by_heuristics += 1;
             }
         }
@@ -152,7 +151,9 @@ impl fmt::Display for GraphStats {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use argus_schema::{CausalEdge, Nanos, Pid, Segment, SegmentId, SegmentKind, StartCause, Tid};
+    use argus_schema::{
+        CausalEdge, EdgeKind, Nanos, Pid, Segment, SegmentId, SegmentKind, StartCause, Tid,
+    };
 
     #[test]
     fn counts_kinds_strengths_and_rules() {

@@ -16,7 +16,9 @@
 //!   splits it. Interrupt handling gets segments of its own on a per-CPU pseudo-thread
 //!   ([`Tid::irq`]), never charged to the interrupted task.
 //! - **causal edge** ([`CausalEdge`]): `src` segment caused `dst` segment, with an
-//!   [`EdgeKind`] and a [`Strength`]: strong (surely causal) or weak (maybe causal).
+//!   [`EdgeKind`] and a [`Strength`]: strong (surely causal) or weak (maybe causal). Each
+//!   kind's facts (name, code, how the diagnosis weighs it) are one row of [`EDGE_KINDS`]
+//!   ([`edge_kinds`]).
 //! - **spinning vertex** ([`Spin`]): a segment (or a run of yield segments) of a thread that
 //!   lasted longer than the threshold, classified [`SpinClass`].
 //! - **hang**: a spinning vertex in a watched thread, the start of a diagnosis.
@@ -34,9 +36,12 @@
 #![warn(missing_docs)]
 
 pub mod arrow_schema;
+pub mod edge_kinds;
 pub mod hash;
 pub mod markers;
 pub mod syscalls;
+
+pub use edge_kinds::{EdgeKind, EdgeKindInfo, EDGE_KINDS};
 
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -699,80 +704,6 @@ impl Segment {
     /// somebody else, judged from the syscall and its result.
     pub fn wait_timed_out(&self) -> bool {
         syscalls::is_timeout(self.wait_syscall, self.wait_ret)
-    }
-}
-
-/// What relationship a causal edge stands for.
-#[derive(
-    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
-)]
-pub enum EdgeKind {
-    /// A wake-up (`sched_waking`) that ended the destination's wait.
-    #[default]
-    Wakeup,
-    /// Creation of a task (fork/clone → child's first segment).
-    Fork,
-    /// A timer armed in `src` fired in `dst` (an interrupt segment).
-    Timer,
-    /// The previous segment of the same thread (weak).
-    ThreadOrder,
-    /// Data sent by `src` (pipe, socket, eventfd) received by `dst`.
-    Message,
-    /// Work queued by `src` run as `dst`.
-    Queue,
-    /// A signal sent by `src` delivered in `dst`.
-    Signal,
-    /// A child's exit (`src`) ending its parent's `wait4` (`dst`).
-    Exit,
-    /// A write to a watched data flag in `src` read in `dst`.
-    Flag,
-    /// An edge added by a user rule (`argus build --rules`).
-    Rule,
-    /// The weak pair of a wake-up (ComputeGraph line 2.a, `AddWeakEdge(wait, wake_up)`):
-    /// from the segment that ended in the wait to the waker's segment — the waker may have
-    /// been doing what the waiter asked for. Always weak.
-    WaitWake,
-    /// A file lock (`flock`, `fcntl` record locks) on an inode: from the holder's lock
-    /// operation (or the unlock, close or exit that released it) to the other process's
-    /// attempt that failed or blocked on it, or that succeeded after failing.
-    LockFile,
-}
-
-impl EdgeKind {
-    /// Every kind, in declaration order.
-    pub const ALL: [EdgeKind; 12] = [
-        EdgeKind::Wakeup,
-        EdgeKind::Fork,
-        EdgeKind::Timer,
-        EdgeKind::ThreadOrder,
-        EdgeKind::Message,
-        EdgeKind::Queue,
-        EdgeKind::Signal,
-        EdgeKind::Exit,
-        EdgeKind::Flag,
-        EdgeKind::Rule,
-        EdgeKind::WaitWake,
-        EdgeKind::LockFile,
-    ];
-}
-
-impl EdgeKind {
-    /// Stable lowercase name.
-    pub fn name(&self) -> &'static str {
-        match self {
-            EdgeKind::Wakeup => "wakeup",
-            EdgeKind::Fork => "fork",
-            EdgeKind::Timer => "timer",
-            EdgeKind::ThreadOrder => "thread_order",
-            EdgeKind::Message => "message",
-            EdgeKind::Queue => "queue",
-            EdgeKind::Signal => "signal",
-            EdgeKind::Exit => "exit",
-            EdgeKind::Flag => "flag",
-            EdgeKind::Rule => "rule",
-            EdgeKind::WaitWake => "wait_wake",
-            EdgeKind::LockFile => "lock_file",
-        }
     }
 }
 

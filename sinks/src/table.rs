@@ -93,9 +93,9 @@ pub fn parse_end_cause(name: &str) -> Option<EndCause> {
     .find(|c| c.name() == name)
 }
 
-/// Parses an [`EdgeKind::name`] back.
+/// Parses an [`EdgeKind::name`] back ([`EdgeKind::from_name`]).
 pub fn parse_edge_kind(name: &str) -> Option<EdgeKind> {
-    EdgeKind::ALL.into_iter().find(|c| c.name() == name)
+    EdgeKind::from_name(name)
 }
 
 /// Parses a [`Strength::name`] back.

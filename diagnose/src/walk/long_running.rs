@@ -89,10 +89,8 @@ impl<'g> Walk<'g, '_> {
             if !self.visited.insert(s.id) {
                 return;
             }
-            let input = matches!(
-                e.kind,
-                EdgeKind::Message | EdgeKind::Fork | EdgeKind::Queue | EdgeKind::Signal
-            ) || (e.src_syscall >= 0 && syscalls::is_send(e.src_syscall));
+            let input = e.kind.info().starts_input
+                || (e.src_syscall >= 0 && syscalls::is_send(e.src_syscall));
             let how = match e.kind {
                 EdgeKind::Fork => RunStart::Created,
                 EdgeKind::Message => RunStart::ReceivedData,

@@ -402,7 +402,7 @@ impl<'g> Walk<'g, '_> {
                 let idx2 = self.push(
                     d.next,
                     Some(PathEdge {
-                        kind: PathEdgeKind::ThreadOrder,
+                        kind: PathEdgeKind::Edge(EdgeKind::ThreadOrder),
                         strength: Strength::Weak,
                         ts: d.next.start_ns,
                     }),
@@ -574,7 +574,7 @@ impl<'g> Walk<'g, '_> {
                 self.push(
                     p,
                     Some(PathEdge {
-                        kind: PathEdgeKind::ThreadOrder,
+                        kind: PathEdgeKind::Edge(EdgeKind::ThreadOrder),
                         strength: Strength::Weak,
                         ts: p.start_ns,
                     }),
@@ -793,7 +793,7 @@ impl<'g> Walk<'g, '_> {
         self.push(
             p,
             Some(PathEdge {
-                kind: PathEdgeKind::ThreadOrder,
+                kind: PathEdgeKind::Edge(EdgeKind::ThreadOrder),
                 strength: Strength::Weak,
                 ts: p.wait_start_ns.unwrap_or(p.start_ns),
             }),

@@ -42,8 +42,8 @@ use crate::findings::{By, Finding, Step};
 use crate::graph::Graph;
 use crate::hangs::{Hang, HangConfig};
 use crate::report::{
-    BaselineInfo, Candidate, CauseClass, FurtherCulprit, HangInfo, PathEdge, PathEdgeKind,
-    PathItem, Question, Report, Role, RootCause,
+    BaselineInfo, Candidate, CauseClass, FurtherCulprit, HangInfo, PathEdge, PathItem, Question,
+    Report, Role, RootCause,
 };
 use crate::Error;
 use argus_schema::syscalls;
@@ -136,22 +136,16 @@ pub(super) fn at_least(part: u64, whole: u64, f: f64) -> bool {
     whole > 0 && part as f64 >= whole as f64 * f
 }
 
-/// Kinds of edge that end a wait: everything but creation, timer arming and thread order.
+/// Kinds of edge that end a wait ([`ends_wait`](argus_schema::EdgeKindInfo::ends_wait)):
+/// everything but creation, timer arming, thread order and the wait↔wake pair.
 pub(super) fn wakes(k: EdgeKind) -> bool {
-    !matches!(
-        k,
-        EdgeKind::ThreadOrder | EdgeKind::Fork | EdgeKind::Timer | EdgeKind::WaitWake
-    )
+    k.info().ends_wait
 }
 
-/// How much an edge kind says beyond "a wake-up happened".
+/// How much an edge kind says beyond "a wake-up happened"
+/// ([`specificity`](argus_schema::EdgeKindInfo::specificity)).
 pub(super) fn specific(k: EdgeKind) -> u8 {
-    match k {
-        EdgeKind::ThreadOrder => 0,
-        EdgeKind::Wakeup => 1,
-        EdgeKind::Rule => 2,
-        _ => 3,
-    }
+    k.info().specificity
 }
 
 pub(super) fn path_edge(e: &CausalEdge) -> PathEdge {
@@ -291,12 +285,7 @@ impl<'g> Walk<'g, '_> {
         edge: Option<PathEdge>,
     ) -> Vec<crate::stacks::Frame> {
         let sent = edge
-            .filter(|e| {
-                !matches!(
-                    e.kind,
-                    PathEdgeKind::Baseline | PathEdgeKind::ThreadOrder | PathEdgeKind::Flag
-                )
-            })
+            .filter(|e| e.kind.edge().is_some_and(|k| k.info().sending_stack))
             .map(|e| self.g.sending_stack(s, e.ts))
             .unwrap_or_default();
         if sent.is_empty() {

@@ -37,20 +37,25 @@ fn softirq_name(vec: u32) -> &'static str {
     }
 }
 
+/// How the source of a step acted on it (`"woken by"`): the one piece of per-kind prose.
+/// The match on [`EdgeKind`] has no wildcard, so a new kind does not compile without its
+/// phrase (its other facts are its row of [`argus_schema::EDGE_KINDS`]).
 fn via(kind: PathEdgeKind) -> &'static str {
     match kind {
-        PathEdgeKind::Wakeup => "woken by",
-        PathEdgeKind::Fork => "created by",
-        PathEdgeKind::Timer => "timer armed by",
-        PathEdgeKind::ThreadOrder => "after",
-        PathEdgeKind::Message => "sent data by",
-        PathEdgeKind::Queue => "work queued by",
-        PathEdgeKind::Signal => "signalled by",
-        PathEdgeKind::Exit => "released by the exit of",
-        PathEdgeKind::Flag => "flag set by",
-        PathEdgeKind::Rule => "linked by a rule to",
-        PathEdgeKind::WaitWake => "possibly working for",
-        PathEdgeKind::LockFile => "lock released by",
+        PathEdgeKind::Edge(edge) => match edge {
+            EdgeKind::Wakeup => "woken by",
+            EdgeKind::Fork => "created by",
+            EdgeKind::Timer => "timer armed by",
+            EdgeKind::ThreadOrder => "after",
+            EdgeKind::Message => "sent data by",
+            EdgeKind::Queue => "work queued by",
+            EdgeKind::Signal => "signalled by",
+            EdgeKind::Exit => "released by the exit of",
+            EdgeKind::Flag => "flag set by",
+            EdgeKind::Rule => "linked by a rule to",
+            EdgeKind::WaitWake => "possibly working for",
+            EdgeKind::LockFile => "lock released by",
+        },
         PathEdgeKind::Baseline => "compared with",
     }
 }
@@ -1285,4 +1290,27 @@ fn still_running_note(still: bool) -> &'static str {
 pub(crate) fn unrecorded(on_cpu_ns: u64, run_ns: u64, lost_ns: u64) -> bool {
     let off = run_ns.saturating_sub(on_cpu_ns);
     lost_ns > 0 && lost_ns.saturating_mul(2) >= off
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashSet;
+
+    /// Every edge kind of the table, and the baseline, has its own phrase (a new kind
+    /// without one does not compile; this checks it is not empty or a copy).
+    #[test]
+    fn every_kind_has_its_own_phrase() {
+        let mut seen = HashSet::new();
+        let kinds = EdgeKind::ALL
+            .map(PathEdgeKind::Edge)
+            .into_iter()
+            .chain([PathEdgeKind::Baseline]);
+        for k in kinds {
+            let phrase = via(k);
+            assert!(!phrase.trim().is_empty(), "{}: no phrase", k.name());
+            assert!(seen.insert(phrase), "{}: phrase {phrase:?} twice", k.name());
+        }
+        assert_eq!(seen.len(), argus_schema::EDGE_KINDS.len() + 1);
+    }
 }

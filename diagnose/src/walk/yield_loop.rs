@@ -17,7 +17,7 @@ impl<'g> Walk<'g, '_> {
         self.push(
             b,
             Some(PathEdge {
-                kind: PathEdgeKind::ThreadOrder,
+                kind: PathEdgeKind::Edge(EdgeKind::ThreadOrder),
                 strength: Strength::Weak,
                 ts: b.start_ns,
             }),
@@ -119,7 +119,7 @@ impl<'g> Walk<'g, '_> {
                 pid: seg.pid,
                 tid: *tid,
                 comm: g.comm(*tid),
-                kind: PathEdgeKind::Flag.name().to_string(),
+                kind: EdgeKind::Flag.name().to_string(),
                 strength: Strength::Weak,
                 ts: seg.start_ns,
                 description: self.words().choice_setter(*tid, &self.during(act, h0, h1)),
@@ -156,7 +156,7 @@ impl<'g> Walk<'g, '_> {
         self.push(
             seg,
             Some(PathEdge {
-                kind: PathEdgeKind::Flag,
+                kind: PathEdgeKind::Edge(EdgeKind::Flag),
                 strength: Strength::Weak,
                 ts: seg.start_ns,
             }),
@@ -409,7 +409,7 @@ impl<'g> Walk<'g, '_> {
         self.push(
             ws,
             Some(PathEdge {
-                kind: PathEdgeKind::Flag,
+                kind: PathEdgeKind::Edge(EdgeKind::Flag),
                 strength: Strength::Strong,
                 ts: at,
             }),

@@ -7,7 +7,7 @@ use argus_diagnose::{
     diagnose, AutoOracle, By, DiagnoseConfig, During, Finding, FlagEvidence, Graph, LogicalWait,
     PathEdgeKind, Phrases, Report, RunStart, Step, Target, WakerState,
 };
-use argus_schema::{Nanos, Pid, Segment, SegmentKind, Strength, Tid};
+use argus_schema::{EdgeKind, Nanos, Pid, Segment, SegmentKind, Strength, Tid};
 
 /// A main thread (`app`), its worker, and a device interrupt; `app` waits until the worker,
 /// busy through the wait, wakes it.
@@ -255,7 +255,7 @@ fn finding_variant(f: &Finding) -> usize {
 
 fn step_samples() -> Vec<Step> {
     let edge = || By::Edge {
-        edge: PathEdgeKind::Wakeup,
+        edge: PathEdgeKind::Edge(EdgeKind::Wakeup),
         syscall: Some("futex".into()),
     };
     let mut v = vec![

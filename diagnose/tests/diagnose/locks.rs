@@ -106,7 +106,10 @@ fn a_lock_retry_loop_names_the_holder_and_what_the_holder_waited_for() {
     assert_eq!(r.hang.class, SpinClass::RepeatedYield);
     let setter = r.path.iter().find(|p| p.role == Role::Setter).unwrap();
     assert_eq!(setter.segment, holder);
-    assert_eq!(setter.edge.unwrap().kind, PathEdgeKind::LockFile);
+    assert_eq!(
+        setter.edge.unwrap().kind,
+        PathEdgeKind::Edge(EdgeKind::LockFile)
+    );
     let root = r.root_causes.last().unwrap();
     assert_eq!(
         (root.segment, root.class),

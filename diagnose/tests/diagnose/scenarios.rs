@@ -99,17 +99,17 @@ fn a_chain_of_waits_ends_at_the_thread_that_slept_on_its_own_timer() {
     assert_eq!(
         kinds,
         vec![
-            PathEdgeKind::Wakeup,
-            PathEdgeKind::Wakeup,
-            PathEdgeKind::Wakeup,
-            PathEdgeKind::Timer
+            PathEdgeKind::Edge(EdgeKind::Wakeup),
+            PathEdgeKind::Edge(EdgeKind::Wakeup),
+            PathEdgeKind::Edge(EdgeKind::Wakeup),
+            PathEdgeKind::Edge(EdgeKind::Timer)
         ]
     );
     assert_eq!(
         r.path[1].step,
         Step::Waker {
             by: By::Edge {
-                edge: PathEdgeKind::Wakeup,
+                edge: PathEdgeKind::Edge(EdgeKind::Wakeup),
                 syscall: Some("futex".into()),
             },
             then: WakerState::HadWaited {
@@ -320,7 +320,10 @@ fn a_yield_loop_names_the_busy_thread_of_the_process_as_the_flag_setter() {
     assert!(q.defaulted);
     let setter = r.path.iter().find(|p| p.role == Role::Setter).unwrap();
     assert_eq!(setter.segment, busy);
-    assert_eq!(setter.edge.unwrap().kind, PathEdgeKind::Flag);
+    assert_eq!(
+        setter.edge.unwrap().kind,
+        PathEdgeKind::Edge(EdgeKind::Flag)
+    );
     let rc = &r.root_causes[0];
     assert_eq!((rc.segment, rc.class), (busy, CauseClass::LongRunning));
     assert!(
