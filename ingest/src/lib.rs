@@ -6,15 +6,16 @@
 //! vocabulary, the same way for a live recording and for a replay:
 //!
 //! ```text
-//!  formats/ ──► format::FormatSet ──► decode::Converter (field offsets looked up once per id)
-//!  page bytes ─► decode::parse_page ─► RawRecord ─► Converter ─► Decoded (per CPU)
+//!  formats/ ──► format::FormatSet ──► convert::Converter (field offsets looked up once per id)
+//!  page bytes ─► page::parse_page ─► RawRecord ─► Converter ─► Decoded (per CPU)
 //!  per-CPU Decoded ─► merge::Merge (k-way by (ts, cpu), ThreadTable: pid, comm) ─► Event
 //!  Event stream ─► merge::Batches (epochs of at most N events, watermark = last ts)
 //! ```
 //!
 //! Modules:
 //! - [`format`](mod@format): parsers for `header_page`, `header_event` and `events/SYS/EVENT/format`.
-//! - [`decode`]: the sans-IO page decoder and record → event converter.
+//! - [`page`]: the sans-IO ring-buffer page parser (page header, records, lost-events flags).
+//! - [`convert`]: the record → event converter ([`convert::Converter`]).
 //! - [`kallsyms`]: kernel symbol lookup, to name timer callbacks.
 //! - [`import`]: readers for others' recordings (tracefs text, `trace-cmd report`, systrace
 //!   HTML, format files + raw per-CPU pages) into the same events and thread table.
@@ -61,7 +62,7 @@
 //! Decoding one page by hand:
 //!
 //! ```
-//! use argus_ingest::decode::parse_page;
+//! use argus_ingest::page::parse_page;
 //! use argus_ingest::format::HeaderPage;
 //!
 //! let mut page = vec![0u8; 4096];
@@ -78,13 +79,14 @@
 //! ```
 #![warn(missing_docs)]
 
-pub mod decode;
+pub mod convert;
 pub mod error;
 pub mod files;
 pub mod format;
 pub mod import;
 pub mod kallsyms;
 pub mod merge;
+pub mod page;
 pub mod perffile;
 pub mod replay;
 pub mod symbolize;

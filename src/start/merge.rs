@@ -4,9 +4,10 @@
 //! found on the way go to the rules' [`GapSet`] before any record after them.
 
 use anyhow::{Context, Result};
-use argus_ingest::decode::{parse_page, Converter, Decoded, Missed};
+use argus_ingest::convert::{Converter, Decoded};
 use argus_ingest::format::{FormatSet, HeaderPage};
 use argus_ingest::merge::ThreadTable;
+use argus_ingest::page::{parse_page, Missed};
 use argus_ingest::tracedir::ProcEntry;
 use argus_pipeline::gaps::GapSet;
 use argus_schema::{ErrorRecord, Event, Nanos, ThreadInfo};
