@@ -10,6 +10,7 @@
 //!  page bytes ─► page::parse_page ─► RawRecord ─► Converter ─► Decoded (per CPU)
 //!  per-CPU Decoded ─► merge::Merge (k-way by (ts, cpu), ThreadTable: pid, comm) ─► Event
 //!  Event stream ─► merge::Batches (epochs of at most N events, watermark = last ts)
+//!  live pages ─► live::LiveMerge (per-CPU queues released behind a watermark; `argus start`)
 //! ```
 //!
 //! Modules:
@@ -24,6 +25,8 @@
 //!   into the replayed events.
 //! - [`symbolize`]: `/proc/PID/maps` + ELF symbols + DWARF unwinding of recorded stacks.
 //! - [`merge`]: per-CPU merge, thread table, epoch batching.
+//! - [`live`]: the live merge of `argus start`: pages as they are read, released behind a
+//!   watermark, lost-events gaps handed to the caller before any record after them.
 //! - [`tracedir`]: trace directory file names and JSON documents.
 //! - [`files`]: file identity (what each file descriptor referred to), [`files::FileTable`].
 //! - [`linux`]: the live collector (writes trace directories).
@@ -85,6 +88,7 @@ pub mod files;
 pub mod format;
 pub mod import;
 pub mod kallsyms;
+pub mod live;
 pub mod merge;
 pub mod page;
 pub mod perffile;
