@@ -990,8 +990,8 @@ fn count_records(trace: &Path) -> (u64, u64, f64) {
             zstd::decode_all(std::fs::File::open(trace.join(&chunk.file)).expect("chunk opens"))
                 .expect("chunk decodes");
         for page in bytes.chunks(page_size) {
-            let recs = argus_ingest::decode::parse_page(&layout, page).expect("page parses");
-            if let argus_ingest::decode::Missed::Count(n) = recs.header().missed {
+            let recs = argus_ingest::page::parse_page(&layout, page).expect("page parses");
+            if let argus_ingest::page::Missed::Count(n) = recs.header().missed {
                 page_lost += n;
             }
             records += recs.filter(Result::is_ok).count() as u64;

@@ -15,8 +15,9 @@
 //!
 //! Throughput is in records (`parse`) or events (`convert`, `replay`) per second.
 
-use argus_ingest::decode::{decode_page, parse_page, Converter, Decoded};
+use argus_ingest::convert::{decode_page, Converter, Decoded};
 use argus_ingest::linux::{RecordConfig, Recorder};
+use argus_ingest::page::parse_page;
 use argus_ingest::replay::TraceReader;
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use std::io::Read;

@@ -7,8 +7,8 @@
 //! events; needs root and tracefs) unless `ARGUS_BENCH_TRACE=DIR` names a trace directory
 //! (recorded there when absent, the same trace the `decode` bench uses).
 
-use argus_ingest::decode::parse_page;
 use argus_ingest::linux::{file_scan_pages, RecordConfig, Recorder};
+use argus_ingest::page::parse_page;
 use argus_ingest::replay::TraceReader;
 use std::io::Read;
 use std::path::PathBuf;

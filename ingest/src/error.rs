@@ -1,7 +1,7 @@
 //! The crate's error type.
 
-use crate::decode::PageErrorKind;
 use crate::format::FormatError;
+use crate::page::PageErrorKind;
 use argus_schema::{Cpu, ErrorRecord, Nanos};
 use std::path::PathBuf;
 

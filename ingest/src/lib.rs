@@ -6,15 +6,17 @@
 //! vocabulary, the same way for a live recording and for a replay:
 //!
 //! ```text
-//!  formats/ ──► format::FormatSet ──► decode::Converter (field offsets looked up once per id)
-//!  page bytes ─► decode::parse_page ─► RawRecord ─► Converter ─► Decoded (per CPU)
+//!  formats/ ──► format::FormatSet ──► convert::Converter (field offsets looked up once per id)
+//!  page bytes ─► page::parse_page ─► RawRecord ─► Converter ─► Decoded (per CPU)
 //!  per-CPU Decoded ─► merge::Merge (k-way by (ts, cpu), ThreadTable: pid, comm) ─► Event
 //!  Event stream ─► merge::Batches (epochs of at most N events, watermark = last ts)
+//!  live pages ─► live::LiveMerge (per-CPU queues released behind a watermark; `argus start`)
 //! ```
 //!
 //! Modules:
 //! - [`format`](mod@format): parsers for `header_page`, `header_event` and `events/SYS/EVENT/format`.
-//! - [`decode`]: the sans-IO page decoder and record → event converter.
+//! - [`page`]: the sans-IO ring-buffer page parser (page header, records, lost-events flags).
+//! - [`convert`]: the record → event converter ([`convert::Converter`]).
 //! - [`kallsyms`]: kernel symbol lookup, to name timer callbacks.
 //! - [`import`]: readers for others' recordings (tracefs text, `trace-cmd report`, systrace
 //!   HTML, format files + raw per-CPU pages) into the same events and thread table.
@@ -23,6 +25,8 @@
 //!   into the replayed events.
 //! - [`symbolize`]: `/proc/PID/maps` + ELF symbols + DWARF unwinding of recorded stacks.
 //! - [`merge`]: per-CPU merge, thread table, epoch batching.
+//! - [`live`]: the live merge of `argus start`: pages as they are read, released behind a
+//!   watermark, lost-events gaps handed to the caller before any record after them.
 //! - [`tracedir`]: trace directory file names and JSON documents.
 //! - [`files`]: file identity (what each file descriptor referred to), [`files::FileTable`].
 //! - [`linux`]: the live collector (writes trace directories).
@@ -61,7 +65,7 @@
 //! Decoding one page by hand:
 //!
 //! ```
-//! use argus_ingest::decode::parse_page;
+//! use argus_ingest::page::parse_page;
 //! use argus_ingest::format::HeaderPage;
 //!
 //! let mut page = vec![0u8; 4096];
@@ -78,13 +82,15 @@
 //! ```
 #![warn(missing_docs)]
 
-pub mod decode;
+pub mod convert;
 pub mod error;
 pub mod files;
 pub mod format;
 pub mod import;
 pub mod kallsyms;
+pub mod live;
 pub mod merge;
+pub mod page;
 pub mod perffile;
 pub mod replay;
 pub mod symbolize;

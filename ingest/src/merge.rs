@@ -17,7 +17,7 @@
 //! records carry (switch `prev_comm`/`next_comm`, fork/newtask child comm, exec file name,
 //! `task_rename`), and exits. A tid never seen before is its own process (`pid == tid`).
 
-use crate::decode::{Comm, Decoded, ForkSource};
+use crate::convert::{Comm, Decoded, ForkSource};
 use crate::error::IngestError;
 use crate::tracedir::ProcEntry;
 use argus_schema::{Event, EventKind, Nanos, Pid, ThreadInfo, Tid};

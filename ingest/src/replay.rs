@@ -26,11 +26,12 @@
 //! handoff without the other's. [`TraceReader::open_window`] (`argus build --last`) reads
 //! only the tail of the trace, skipping whole chunks older than the window.
 
-use crate::decode::{parse_page, Converter, Decoded, Missed, Skipped};
+use crate::convert::{Converter, Decoded, Skipped};
 use crate::error::IngestError;
 use crate::format::{FormatSet, HeaderPage, LoadError};
 use crate::kallsyms::Kallsyms;
 use crate::merge::{Merge, Source, ThreadTable};
+use crate::page::{parse_page, Missed};
 use crate::tracedir::{self, MetaExt, ProcEntry, TraceMeta};
 use argus_schema::{Cpu, Event, Nanos, ThreadInfo};
 use std::collections::BTreeMap;

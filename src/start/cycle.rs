@@ -5,12 +5,12 @@
 
 use super::intake::Intake;
 use super::job::Job;
-use super::merge::MAX_ERROR_ROWS;
 use super::snapshots::{snapshot_name, EarlySnapshots, SnapCmd, SnapContext, SnapshotThread};
 use super::watch::{HangTracker, Watch};
 use super::{monotonic_ns, StartConfig, TICK};
 use crate::progress::RateLimit;
 use anyhow::Result;
+use argus_ingest::live::MAX_ERROR_ROWS;
 use argus_schema::{ErrorRecord, Nanos};
 use crossbeam_channel::{select, Receiver, Sender};
 use std::path::Path;

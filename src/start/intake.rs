@@ -1,17 +1,38 @@
 //! The job's intake, once per tick: the pages the tap holds now, what the catch-up reads back
 //! from the ring, then the records released behind the watermark (never past a CPU still
-//! being read back), as one batch of events.
+//! being read back), as one batch of events. The merge is ingest's [`LiveMerge`]; what the
+//! job adds is where its lost-events gaps go ([`live_merge`]).
 
 use super::catchup::CatchUp;
 use super::job::{live_formats, Replayed};
-use super::merge::LiveMerge;
 use anyhow::{Context, Result};
+use argus_ingest::format::FormatSet;
 use argus_ingest::linux::TappedPage;
+use argus_ingest::live::LiveMerge;
+use argus_ingest::tracedir::ProcEntry;
 use argus_pipeline::gaps::GapSet;
 use argus_schema::{Event, Nanos};
 use crossbeam_channel::{Receiver, TryRecvError};
 use std::path::Path;
 use std::time::Duration;
+
+/// The job's live merge: decoding with `formats`, threads seeded from `procs`, numbering
+/// from `seq`, records starting at `origin`. Every lost-events gap it finds goes into `gaps`
+/// (the rules' set, shared by every dataflow generation) before any record after the gap is
+/// released ([`LiveMerge::push_page`]), so every generation processes those records with
+/// the gap known.
+pub(crate) fn live_merge(
+    formats: &FormatSet,
+    procs: &[ProcEntry],
+    seq: u64,
+    gaps: &GapSet,
+    origin: Nanos,
+) -> Result<LiveMerge> {
+    let mut merge = LiveMerge::new(formats, procs, seq).context("building the record converter")?;
+    let gaps = gaps.clone();
+    merge.track_gaps(move |from, to| gaps.add(from, to), origin);
+    Ok(merge)
+}
 
 /// Tap, catch-up and merge, and whether the recorder has ended.
 pub(crate) struct Intake {
@@ -36,8 +57,13 @@ impl Intake {
     ) -> Result<Intake> {
         let (formats, procs) = live_formats(trace_dir)?;
         let catchup = open_catchup(trace_dir)?;
-        let mut merge = LiveMerge::new(&formats, &procs, replayed.map_or(0, |r| r.events))?;
-        merge.track_gaps(gaps.clone(), live_start);
+        let mut merge = live_merge(
+            &formats,
+            &procs,
+            replayed.map_or(0, |r| r.events),
+            gaps,
+            live_start,
+        )?;
         if let Some(r) = replayed {
             // The previous run's gaps are in the rules already; these name them in snapshots.
             for &(cpu, from, to, events) in &r.gaps {

@@ -4,6 +4,7 @@
 
 use anyhow::{Context, Result};
 use argus_ingest::format::{FormatSet, HeaderPage};
+use argus_ingest::live::LostRange;
 use argus_ingest::replay::TraceReader;
 use argus_ingest::tracedir::ProcEntry;
 use argus_pipeline::dataflow::Batch;
@@ -16,7 +17,6 @@ use std::sync::atomic::Ordering;
 pub(crate) const REPLAY_BATCH: usize = 100_000;
 use super::config::*;
 use super::generations::*;
-use super::merge::*;
 
 /// Moves an earlier run's ring aside; returns it when it holds a trace.
 pub(crate) fn take_previous_trace(dir: &Path) -> Result<Option<PathBuf>> {

@@ -35,13 +35,14 @@
 //! **Lost-events gaps.** A page flagged with missed events (the kernel overwrote records the
 //! reader had not read), or one after pages the tap dropped, is a gap on its CPU: from that
 //! CPU's last record before it (or the job's start) to the page's first record.
-//! [`LiveMerge::push_page`] adds it to the rules' [`GapSet`] (shared by every generation and
-//! worker, kept for later generations) before it queues any record of the page, so every
-//! event released afterwards is processed with the gap known and no timer/queue pair or
-//! thread-order edge is made across it, as in `argus build`. Events of other CPUs inside the
-//! gap released *before* the page came (only when the watermark passed the CPU's last record:
-//! its hold expired, or its last page was partial) were processed without it; an edge made
-//! then stays (`docs/start.md`, "Lost events").
+//! [`LiveMerge::push_page`](argus_ingest::live::LiveMerge::push_page) hands it to the job's
+//! gap sink ([`intake::live_merge`]), which adds it to the rules' [`GapSet`] (shared by every
+//! generation and worker, kept for later generations), before it queues any record of the
+//! page, so every event released afterwards is processed with the gap known and no
+//! timer/queue pair or thread-order edge is made across it, as in `argus build`. Events of
+//! other CPUs inside the gap released *before* the page came (only when the watermark passed
+//! the CPU's last record: its hold expired, or its last page was partial) were processed
+//! without it; an edge made then stays (`docs/start.md`, "Lost events").
 //!
 //! **Retention.** The dataflow only accepts insertions of events, so old events cannot be
 //! retracted from it. Instead the job runs *generations*: a new dataflow starts whenever the
@@ -106,7 +107,6 @@ mod cycle;
 mod generations;
 mod intake;
 mod job;
-mod merge;
 mod snapshots;
 mod sync;
 mod watch;
@@ -300,9 +300,10 @@ fn print_summary(
 #[allow(clippy::unwrap_used)]
 pub(crate) mod tests {
     use super::generations::Generation;
-    use super::merge::{LiveMerge, LiveStats};
+    use super::intake::live_merge;
     use super::*;
     use argus_ingest::format::FormatSet;
+    use argus_ingest::live::{LiveMerge, LiveStats};
     use argus_pipeline::dataflow::DataflowConfig;
     use argus_pipeline::rules::RulesConfig;
     use argus_schema::{CausalEdge, ErrorRecord, Event, Tid};
@@ -536,8 +537,7 @@ pub(crate) mod tests {
             watermark: Nanos(0),
             notify,
         };
-        let mut merge = LiveMerge::new(&set, &[], 0).unwrap();
-        merge.track_gaps(cfg.dataflow.rules.gaps.clone(), Nanos(BASE));
+        let mut merge = live_merge(&set, &[], 0, &cfg.dataflow.rules.gaps, Nanos(BASE)).unwrap();
         let mut all = Vec::new();
         let mut tick = |job: &mut Job<'_>, merge: &mut LiveMerge, w: u64| {
             let mut out = Vec::new();
@@ -634,33 +634,43 @@ pub(crate) mod tests {
     #[test]
     fn pages_the_tap_dropped_are_a_gap_too() {
         let set = formats();
-        let mut m = LiveMerge::new(&set, &[], 0).unwrap();
         let gaps = GapSet::new();
-        m.track_gaps(gaps.clone(), Nanos(BASE));
+        let mut m = live_merge(&set, &[], 0, &gaps, Nanos(BASE)).unwrap();
+        // As the catch-up hands a tapped page on (`intake.rs`).
+        let push = |m: &mut LiveMerge, p: Tapped| m.push_page(p.cpu, &p.data, p.dropped_before);
         let rec = |pid: i32| record(&set, "sched_waking", pid, 0, &[("pid", 1)]);
-        m.push_tapped(&Tapped {
-            cpu: 1,
-            data: raw_page(BASE + 10, None, &[(BASE + 10, rec(7))]),
-            dropped_before: 0,
-            seq: 0,
-        });
+        push(
+            &mut m,
+            Tapped {
+                cpu: 1,
+                data: raw_page(BASE + 10, None, &[(BASE + 10, rec(7))]),
+                dropped_before: 0,
+                seq: 0,
+            },
+        );
         assert!(gaps.is_empty());
         // Two pages of cpu1 were dropped by the tap before this one.
-        m.push_tapped(&Tapped {
-            cpu: 1,
-            data: raw_page(BASE + 900, None, &[(BASE + 950, rec(7))]),
-            dropped_before: 2,
-            seq: 3,
-        });
+        push(
+            &mut m,
+            Tapped {
+                cpu: 1,
+                data: raw_page(BASE + 900, None, &[(BASE + 950, rec(7))]),
+                dropped_before: 2,
+                seq: 3,
+            },
+        );
         assert_eq!(gaps.to_vec(), vec![(Nanos(BASE + 10), Nanos(BASE + 950))]);
         assert_eq!((m.stats.tap_dropped, m.stats.gaps), (2, 1));
         // A CPU whose first page already follows lost events lost them after the origin.
-        m.push_tapped(&Tapped {
-            cpu: 2,
-            data: raw_page(BASE + 2_000, Some(4), &[(BASE + 2_001, rec(8))]),
-            dropped_before: 0,
-            seq: 0,
-        });
+        push(
+            &mut m,
+            Tapped {
+                cpu: 2,
+                data: raw_page(BASE + 2_000, Some(4), &[(BASE + 2_001, rec(8))]),
+                dropped_before: 0,
+                seq: 0,
+            },
+        );
         assert_eq!(
             gaps.to_vec(),
             vec![(Nanos(BASE), Nanos(BASE + 2_001))],

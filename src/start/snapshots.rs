@@ -4,10 +4,10 @@
 
 use super::generations::*;
 use super::job::*;
-use super::merge::*;
 use super::sync::lock;
 use super::watch::*;
 use anyhow::{bail, Context, Result};
+use argus_ingest::live::{LiveMerge, LostRange};
 use argus_pipeline::gaps::GapSet;
 use argus_schema::{ErrorRecord, Event, Nanos, SegmentId, Spin, ThreadInfo};
 use argus_sinks::{SnapshotInfo, SnapshotWriter};

@@ -10,10 +10,11 @@
 //! The page size is the end of `header_page`'s `data` field (4096 when absent).
 
 use super::{ImportFormat, ImportSummary, Imported};
-use crate::decode::{parse_page, Converter, Decoded, Missed};
+use crate::convert::{Converter, Decoded};
 use crate::error::IngestError;
 use crate::format::{FormatSet, HeaderPage, LoadError};
 use crate::merge::{Merge, ThreadTable};
+use crate::page::{parse_page, Missed};
 use argus_schema::{Cpu, Nanos};
 use std::path::{Path, PathBuf};
 
@@ -132,7 +133,7 @@ pub(super) fn open(dir: &Path) -> Result<Imported, IngestError> {
     };
     let mut errors = Vec::new();
     let mut streams = Vec::new();
-    let mut skipped = crate::decode::Skipped::default();
+    let mut skipped = crate::convert::Skipped::default();
     for (cpu, path) in &files {
         let file = rel(dir, path);
         let data = std::fs::read(path).map_err(|source| IngestError::Io {

@@ -6,7 +6,7 @@
 //! right side is an optional flags token then a timestamp (`FORMATS.md` §1).
 
 use super::{ImportFormat, ImportSummary, Imported};
-use crate::decode::{Comm, Decoded, ForkSource};
+use crate::convert::{Comm, Decoded, ForkSource};
 use crate::error::IngestError;
 use crate::format::FormatError;
 use crate::kallsyms::Kallsyms;

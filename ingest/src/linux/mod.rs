@@ -231,7 +231,7 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
 }
 
 /// One ring-buffer page as read from `trace_pipe_raw`, handed to [`RecordConfig::tap`].
-/// Decode it with [`crate::decode::parse_page`] and the formats in the trace directory.
+/// Decode it with [`crate::page::parse_page`] and the formats in the trace directory.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TappedPage {
     /// The CPU whose buffer it came from.

@@ -1,7 +1,7 @@
 //! Shared helpers.
 
-use argus_ingest::decode::{parse_page, RawRecord};
 use argus_ingest::format::{FormatSet, HeaderPage};
+use argus_ingest::page::{parse_page, RawRecord};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 

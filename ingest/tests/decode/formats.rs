@@ -1,7 +1,7 @@
 //! The format-file parser over real corpora: this machine's tracefs and a Pixel 6 (5.10).
 
 use crate::common::*;
-use argus_ingest::decode::Converter;
+use argus_ingest::convert::Converter;
 use argus_ingest::format::{EventFormat, FieldKind, FormatSet, HeaderPage, StateTable};
 use std::path::Path;
 

@@ -2,8 +2,9 @@
 //! from records built on this machine's own format files: offsets come from the files, the
 //! test writes the values at those offsets and checks what comes out.
 
-use argus_ingest::decode::{Converter, Decoded, RawRecord};
+use argus_ingest::convert::{Converter, Decoded};
 use argus_ingest::format::{EventFormat, FormatSet};
+use argus_ingest::page::RawRecord;
 use argus_schema::{Context, Cpu, EventKind, Tid};
 use std::path::Path;
 

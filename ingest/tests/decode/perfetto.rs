@@ -3,8 +3,9 @@
 //! against the `.expected.txt` text rendering that accompanies them upstream.
 
 use crate::common::*;
-use argus_ingest::decode::{parse_page, Converter, Decoded, Missed, PageErrorKind, RawRecord};
+use argus_ingest::convert::{Converter, Decoded};
 use argus_ingest::format::{FormatSet, HeaderPage};
+use argus_ingest::page::{parse_page, Missed, PageErrorKind, RawRecord};
 use argus_schema::{Cpu, EventKind, Tid};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -258,7 +259,7 @@ fn full_sched_switch_page_gives_59_switches() {
         let data = std::fs::read(pages_dir(&rt).join(name)).unwrap();
         let mut conv = Converter::new(&sets.synthetic).unwrap();
         let mut out = Vec::new();
-        argus_ingest::decode::decode_page(
+        argus_ingest::convert::decode_page(
             &sets.synthetic.header_page,
             &mut conv,
             Cpu(0),
@@ -286,7 +287,7 @@ fn print_pages_edge_cases() {
         let data = std::fs::read(pages_dir(&rt).join(name)).unwrap();
         let mut conv = Converter::new(&sets.synthetic).unwrap();
         let mut out = Vec::new();
-        argus_ingest::decode::decode_page(
+        argus_ingest::convert::decode_page(
             &sets.synthetic.header_page,
             &mut conv,
             Cpu(0),
@@ -379,7 +380,7 @@ fn decoder_throughput() {
     let start = std::time::Instant::now();
     for _ in 0..rounds {
         out.clear();
-        argus_ingest::decode::decode_page(
+        argus_ingest::convert::decode_page(
             &hp,
             &mut conv,
             Cpu(0),

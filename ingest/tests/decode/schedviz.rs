@@ -4,7 +4,7 @@
 //! `sched_wakeup` is mapped to `EventKind::Waking` (these captures have no `sched_waking`).
 
 use crate::common::*;
-use argus_ingest::decode::{Converter, Decoded};
+use argus_ingest::convert::{Converter, Decoded};
 use argus_ingest::format::{EventFormat, FormatSet, HeaderPage};
 use argus_schema::{Cpu, EventKind};
 use std::collections::BTreeMap;

@@ -4,8 +4,8 @@
 //! ever blocking (a full channel counts the message as dropped). It runs on the readers' hot
 //! path: one table lookup per record, two or three fields read from the few it keeps.
 
-use crate::decode::parse_page;
 use crate::format::{FieldFormat, FormatSet, HeaderPage};
+use crate::page::parse_page;
 use crossbeam_channel::{Receiver, Sender, TrySendError};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;

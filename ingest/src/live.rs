@@ -1,20 +1,54 @@
-//! The live merge: per-CPU pages tapped from the recorder (or read back from the ring,
-//! [`super::catchup`]) decoded, queued per CPU and released in `(ts, cpu)` order behind the
-//! watermark (the rule and its late records: the module docs of [`super`]); lost-events gaps
-//! found on the way go to the rules' [`GapSet`] before any record after them.
+//! The live merge: per-CPU ring-buffer pages as a live recording reads them in, one
+//! time-ordered event stream out, released behind a watermark. It sits beside the merge of a
+//! finished trace ([`crate::merge::Merge`]) and shares its [`ThreadTable`] and the one
+//! [`Converter`]; that merge pulls the next record of every CPU, a live one cannot know
+//! whether a CPU has more to come, so this one releases by time. Sans-IO: the caller (`argus
+//! start`) brings the pages (tapped from the recorder, or read back from the ring on disk)
+//! and picks the watermark.
+//!
+//! ```text
+//!  push_page(cpu, page) ─► parse_page ─► Converter (per CPU) ─► cpu's queue ──────┐
+//!        └─ lost events before the page (kernel flag, or pages the tap dropped):   │
+//!           gap (cpu's last record before, first after) ─► gap sink, at once       │
+//!  watermark(clock) ─ held back by a CPU whose reader is behind ─► release(w) ─────┘
+//!        records ts ≤ w, k-way by (ts, cpu) ─► ThreadTable (pid, comm) ─► Event, seq = n, n+1, …
+//! ```
+//!
+//! **Watermark.** [`LiveMerge::release`] hands out every queued record with `ts ≤ w`, merged
+//! by `(ts, cpu)`, numbered on from the `seq` given to [`LiveMerge::new`]; the watermark only
+//! moves forward. A record that arrives at or below a watermark already released is **late**:
+//! dropped, counted ([`LiveStats::late`]) and reported in an error row. The caller chooses
+//! the watermark; [`LiveMerge::watermark`] holds its clock back to the last record of a CPU
+//! whose last page was full (its reader had more to read), for at most [`MAX_HOLD`] unless the
+//! caller itself is behind the recorder.
+//!
+//! **Lost-events gaps.** A page flagged with lost events (or one after pages the tap dropped)
+//! is a gap on its CPU: from that CPU's last record before it (or the origin given to
+//! [`LiveMerge::track_gaps`]) to the page's first record. [`LiveMerge::push_page`] hands it to
+//! the gap sink before it queues any record of the page, and only [`LiveMerge::release`]
+//! releases records. So a gap reaches the sink before any record after it is released: a
+//! caller whose sink feeds what its rules consult (`argus start` adds to the rules' `GapSet`,
+//! shared by every dataflow generation) processes every record after the gap with the gap
+//! known. The test `a_gap_reaches_the_sink_before_any_record_after_it_is_released` holds it
+//! to that.
+//!
+//! **Errors** are never fatal: a malformed page or record, a record that goes back in time on
+//! its CPU, a late record or a gap is counted in [`LiveStats`] and becomes an
+//! [`ErrorRecord`] (source `live/cpuN`, at most [`MAX_ERROR_ROWS`] between two
+//! [`LiveMerge::take_errors`]).
 
-use anyhow::{Context, Result};
-use argus_ingest::decode::{parse_page, Converter, Decoded, Missed};
-use argus_ingest::format::{FormatSet, HeaderPage};
-use argus_ingest::merge::ThreadTable;
-use argus_ingest::tracedir::ProcEntry;
-use argus_pipeline::gaps::GapSet;
+use crate::convert::{Converter, ConverterError, Decoded};
+use crate::format::{FormatSet, HeaderPage};
+use crate::merge::ThreadTable;
+use crate::page::{parse_page, Missed};
+use crate::tracedir::ProcEntry;
 use argus_schema::{ErrorRecord, Event, Nanos, ThreadInfo};
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap, VecDeque};
 use std::time::{Duration, Instant};
-/// Error rows kept per snapshot period (the rest are counted).
-pub(crate) const MAX_ERROR_ROWS: usize = 1000;
+
+/// Error rows held between two [`LiveMerge::take_errors`] (later ones are only counted).
+pub const MAX_ERROR_ROWS: usize = 1000;
 
 /// What the live merge saw.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -46,54 +80,65 @@ impl LiveStats {
     }
 }
 
-pub(crate) struct CpuLive {
-    pub(crate) conv: Converter,
-    pub(crate) queue: VecDeque<Decoded>,
-    pub(crate) last: Option<Nanos>,
+/// One CPU's stream.
+struct CpuLive {
+    conv: Converter,
+    queue: VecDeque<Decoded>,
+    last: Option<Nanos>,
     /// The tap's drop count of this CPU as of its last page
-    /// ([`argus_ingest::linux::TappedPage::dropped_before`]).
-    pub(crate) dropped: u64,
+    /// ([`crate::linux::TappedPage::dropped_before`]).
+    dropped: u64,
     /// Set when the last page tapped was full: the reader had more to read, so records
     /// after `last` may still come (the time is when that page arrived).
-    pub(crate) behind: Option<(Nanos, Instant)>,
+    behind: Option<(Nanos, Instant)>,
 }
 
 /// A page whose records fill it to within this many bytes counts as full.
-pub(crate) const FULL_PAGE_SLACK: usize = 512;
+pub const FULL_PAGE_SLACK: usize = 512;
 /// How long a CPU whose reader is behind may hold the watermark back.
-pub(crate) const MAX_HOLD: Duration = Duration::from_secs(5);
-/// Gaps remembered for the snapshots' `errors.parquet` rows (the newest).
-pub(crate) const MAX_GAP_ROWS: usize = 64;
+pub const MAX_HOLD: Duration = Duration::from_secs(5);
+/// Gaps remembered for [`LiveMerge::gaps_since`] (the newest).
+pub const MAX_GAP_ROWS: usize = 64;
 
-/// A lost-events gap: `(cpu, from ns, to ns, events lost if counted)`, as
-/// [`crate::gaps::touched`] takes them.
+/// A lost-events gap: `(cpu, from ns, to ns, events lost if counted)`, as `argus start`'s
+/// snapshots take them to name the segments a gap touched.
 pub type LostRange = (u32, u64, u64, Option<u64>);
+
+/// Where the live merge puts the lost-events gaps it finds: called with `(from, to)`, `from ≤
+/// to`, before any record after the gap is queued (see the module docs).
+pub type GapSink = Box<dyn FnMut(Nanos, Nanos) + Send>;
 
 /// Per-CPU pages in, one time-ordered event stream out, released behind a watermark (see the
 /// module docs for the rule and what happens to late records).
 pub struct LiveMerge {
-    pub(crate) layout: HeaderPage,
-    pub(crate) template: Converter,
-    pub(crate) cpus: BTreeMap<u32, CpuLive>,
-    pub(crate) table: ThreadTable,
-    pub(crate) next_seq: u64,
-    pub(crate) released: Option<Nanos>,
+    layout: HeaderPage,
+    template: Converter,
+    cpus: BTreeMap<u32, CpuLive>,
+    table: ThreadTable,
+    next_seq: u64,
+    released: Option<Nanos>,
     /// Counters.
     pub stats: LiveStats,
-    pub(crate) errors: Vec<ErrorRecord>,
-    /// Where lost-events gaps go: shared with the rules of every dataflow generation.
-    pub(crate) gaps: GapSet,
+    errors: Vec<ErrorRecord>,
+    /// Where lost-events gaps go (`argus start`: into the rules of every dataflow
+    /// generation); nowhere until [`LiveMerge::track_gaps`].
+    gaps: GapSink,
     /// Where this run's records begin: a CPU whose first page already follows lost events
     /// lost them after this.
-    pub(crate) origin: Nanos,
-    /// The newest gaps, for the snapshots' rows.
-    pub(crate) ranges: VecDeque<LostRange>,
+    origin: Nanos,
+    /// The newest gaps, for [`LiveMerge::gaps_since`].
+    ranges: VecDeque<LostRange>,
 }
 
 impl LiveMerge {
     /// A merge decoding with `formats`, threads seeded from `procs`, numbering from `seq`.
-    pub fn new(formats: &FormatSet, procs: &[ProcEntry], seq: u64) -> Result<LiveMerge> {
-        let template = Converter::new(formats).context("building the record converter")?;
+    /// Fails when an event Argus maps lacks a field the converter needs.
+    pub fn new(
+        formats: &FormatSet,
+        procs: &[ProcEntry],
+        seq: u64,
+    ) -> Result<LiveMerge, ConverterError> {
+        let template = Converter::new(formats)?;
         Ok(LiveMerge {
             layout: formats.header_page,
             template,
@@ -103,26 +148,27 @@ impl LiveMerge {
             released: None,
             stats: LiveStats::default(),
             errors: Vec::new(),
-            gaps: GapSet::new(),
+            gaps: Box::new(|_, _| {}),
             origin: Nanos(0),
             ranges: VecDeque::new(),
         })
     }
 
-    /// Adds the gaps this merge finds to `gaps` (the job passes its rules' set, shared by
-    /// every generation), and takes `origin` as the start of the records: a CPU's first page
-    /// that already follows lost events lost them between `origin` and its first record.
-    pub fn track_gaps(&mut self, gaps: GapSet, origin: Nanos) {
-        self.gaps = gaps;
+    /// Hands the gaps this merge finds to `sink` (`argus start` adds them to its rules'
+    /// gaps, shared by every generation), and takes `origin` as the start of the records: a
+    /// CPU's first page that already follows lost events lost them between `origin` and its
+    /// first record.
+    pub fn track_gaps(&mut self, sink: impl FnMut(Nanos, Nanos) + Send + 'static, origin: Nanos) {
+        self.gaps = Box::new(sink);
         self.origin = origin;
     }
 
-    /// Records a lost-events gap on `cpu` from `from` to `to`: into the rules' gaps at once
-    /// (so no record after it reaches a dataflow before the gap does), an error row, and
-    /// the list the snapshots name touched segments from. `why` says what was lost.
+    /// Records a lost-events gap on `cpu` from `from` to `to`: into the gap sink at once (so
+    /// no record after it is released before the sink has it), an error row, and the list
+    /// [`LiveMerge::gaps_since`] returns. `why` says what was lost.
     pub fn add_gap(&mut self, cpu: u32, from: Nanos, to: Nanos, events: Option<u64>, why: &str) {
         let (from, to) = (from.min(to), from.max(to));
-        self.gaps.add(from, to);
+        (self.gaps)(from, to);
         self.stats.gaps += 1;
         if self.ranges.len() >= MAX_GAP_ROWS {
             self.ranges.pop_front();
@@ -147,13 +193,7 @@ impl LiveMerge {
             .collect()
     }
 
-    /// Decodes one tapped page, noting the pages the tap dropped before it as a gap.
-    #[cfg(test)]
-    pub fn push_tapped(&mut self, p: &argus_ingest::linux::TappedPage) {
-        self.push_page(p.cpu, &p.data, p.dropped_before);
-    }
-
-    pub(crate) fn error(&mut self, cpu: u32, ts: Option<Nanos>, message: String) {
+    fn error(&mut self, cpu: u32, ts: Option<Nanos>, message: String) {
         if self.errors.len() < MAX_ERROR_ROWS {
             self.errors.push(ErrorRecord {
                 source: format!("live/cpu{cpu}"),
@@ -165,12 +205,14 @@ impl LiveMerge {
     }
 
     /// Decodes one page read from `cpu`'s ring buffer, the tap having dropped `dropped`
-    /// pages of that CPU so far ([`argus_ingest::linux::TappedPage::dropped_before`]).
+    /// pages of that CPU so far ([`crate::linux::TappedPage::dropped_before`]).
     ///
     /// A page flagged with lost events (or one after pages the tap dropped) is a **gap**:
     /// from this CPU's last record before it (or the merge's origin) to the page's first
-    /// record. It goes into the rules' [`GapSet`] here, before any record of the page is
-    /// queued, so every dataflow generation has it before the first record after it.
+    /// record. It goes to the gap sink here, before any record of the page is queued, and
+    /// nothing is released here: the sink has the gap before any record after it is released
+    /// (`argus start`: every dataflow generation's rules have it before the first record after
+    /// it).
     pub fn push_page(&mut self, cpu: u32, page: &[u8], dropped: u64) {
         self.stats.pages += 1;
         let recs = match parse_page(&self.layout, page) {
@@ -279,7 +321,7 @@ impl LiveMerge {
 
     /// Queues decoded records of `cpu` (in time order) for release; records at or before the
     /// watermark already released are late: dropped and counted.
-    pub(crate) fn enqueue(&mut self, cpu: u32, decoded: Vec<Decoded>) {
+    fn enqueue(&mut self, cpu: u32, decoded: Vec<Decoded>) {
         let released = self.released;
         let mut late = 0u64;
         let mut first_late = None;
@@ -370,9 +412,11 @@ impl LiveMerge {
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
-pub(crate) mod tests {
+mod tests {
     use super::*;
+    use crate::format::EventFormat;
     use argus_schema::{Pid, Tid};
+    use std::sync::{Arc, Mutex};
 
     /// One 4 KiB page of `print`-free raw records is hard to build by hand; the merge's
     /// ordering and watermark rules are tested on its release path with decoded records.
@@ -484,5 +528,102 @@ pub(crate) mod tests {
             Nanos(20),
             "for as long as the job itself is behind the recorder"
         );
+    }
+
+    /// `sched_waking` as this kernel lays it out, id 2.
+    fn waking_formats() -> FormatSet {
+        let text = "name: sched_waking\nID: 2\nformat:\n\
+\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n\
+\tfield:unsigned char common_flags;\toffset:2;\tsize:1;\tsigned:0;\n\
+\tfield:unsigned char common_preempt_count;\toffset:3;\tsize:1;\tsigned:0;\n\
+\tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;\n\n\
+\tfield:char comm[16];\toffset:8;\tsize:16;\tsigned:0;\n\
+\tfield:pid_t pid;\toffset:24;\tsize:4;\tsigned:1;\n\
+\tfield:int prio;\toffset:28;\tsize:4;\tsigned:1;\n\
+\tfield:int target_cpu;\toffset:32;\tsize:4;\tsigned:1;\n";
+        let mut set = FormatSet::default();
+        set.insert(EventFormat::parse("sched", text).unwrap());
+        set
+    }
+
+    /// A 4 KiB page starting at `ts` of `sched_waking` records `(ts, waker)` (36 bytes each,
+    /// `type_len` 9) waking thread 1; `missed`: flagged as following that many lost events.
+    fn waking_page(ts: u64, missed: Option<u64>, records: &[(u64, i32)]) -> Vec<u8> {
+        let mut data = Vec::new();
+        let mut at = ts;
+        for &(t, tid) in records {
+            let mut p = [0u8; 36];
+            p[0..2].copy_from_slice(&2u16.to_le_bytes());
+            p[4..8].copy_from_slice(&tid.to_le_bytes());
+            p[24..28].copy_from_slice(&1i32.to_le_bytes());
+            data.extend_from_slice(&((((t - at) as u32) << 5) | 9).to_le_bytes());
+            data.extend_from_slice(&p);
+            at = t;
+        }
+        let mut page = vec![0u8; 4096];
+        let mut commit = data.len() as u64;
+        if missed.is_some() {
+            // RB_MISSED_EVENTS | RB_MISSED_STORED: the count follows the data.
+            commit |= (1 << 31) | (1 << 30);
+        }
+        page[..8].copy_from_slice(&ts.to_le_bytes());
+        page[8..16].copy_from_slice(&commit.to_le_bytes());
+        page[16..16 + data.len()].copy_from_slice(&data);
+        if let Some(n) = missed {
+            page[16 + data.len()..24 + data.len()].copy_from_slice(&n.to_le_bytes());
+        }
+        page
+    }
+
+    /// The invariant `argus start` builds on (module docs): the sink has a gap before any
+    /// record after it is released.
+    #[test]
+    fn a_gap_reaches_the_sink_before_any_record_after_it_is_released() {
+        let mut m = LiveMerge::new(&waking_formats(), &[], 0).unwrap();
+        let seen: Arc<Mutex<Vec<(Nanos, Nanos)>>> = Arc::default();
+        let sink = seen.clone();
+        m.track_gaps(
+            move |from, to| sink.lock().unwrap().push((from, to)),
+            Nanos(1_000),
+        );
+        let gaps = || seen.lock().unwrap().clone();
+        m.push_page(0, &waking_page(2_000, None, &[(2_000, 7), (2_100, 7)]), 0);
+        let mut out = Vec::new();
+        m.release(Nanos(2_100), &mut out);
+        assert_eq!(out.len(), 2);
+        assert!(gaps().is_empty());
+        // cpu0 lost 3 events after its record at 2_100; the next page starts at 5_000.
+        m.push_page(
+            0,
+            &waking_page(5_000, Some(3), &[(5_000, 7), (5_050, 8)]),
+            0,
+        );
+        assert_eq!(
+            gaps(),
+            vec![(Nanos(2_100), Nanos(5_000))],
+            "handed on while the page was decoded"
+        );
+        assert_eq!(
+            (m.queued(), m.released()),
+            (2, Some(Nanos(2_100))),
+            "before any record of the page is released"
+        );
+        m.release(Nanos(6_000), &mut out);
+        let times: Vec<u64> = out.iter().map(|e| e.ts.0).collect();
+        assert_eq!(times, vec![2_000, 2_100, 5_000, 5_050]);
+        // Pages the tap dropped are a gap too; a CPU's first page after them lost its
+        // records since the origin.
+        m.push_page(1, &waking_page(7_000, None, &[(7_000, 9)]), 2);
+        assert_eq!(gaps().last(), Some(&(Nanos(1_000), Nanos(7_000))));
+        assert_eq!(m.queued(), 1);
+        assert_eq!(
+            (m.stats.gaps, m.stats.tap_dropped, m.stats.lost.get(&0)),
+            (2, 2, Some(&3))
+        );
+        let errs = m.take_errors();
+        assert!(errs[0]
+            .message
+            .starts_with("the kernel lost 3 events from 2100 to 5000 ns"));
+        assert_eq!(errs[1].source, "live/cpu1");
     }
 }
