@@ -29,9 +29,9 @@ pub enum Command {
     /// Find the hang in a process and explain its root cause.
     Debug(DebugArgs),
     /// Write a snapshot (and its diagnosed hang) as Perfetto JSON or Graphviz DOT.
-    Export(crate::export::ExportArgs),
+    Export(crate::cmd::export::ExportArgs),
     /// The continuous job: record, feed the dataflow live, write periodic snapshots.
-    Start(crate::start::StartArgs),
+    Start(crate::cmd::start::StartArgs),
     /// Record a bundled hang, diagnose it and explain it.
     Demo(DemoArgs),
     /// Run a bundled hang workload (used by `demo` and the tests).

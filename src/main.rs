@@ -2,24 +2,16 @@
 //! (ingest → pipeline → sinks → diagnose). Exit codes: 0 no hang (or success), 1 hang
 //! diagnosed, 2 error.
 
-mod build;
-mod build_stacks;
-mod bundle;
 mod cli;
-mod cluster;
-mod debug;
-mod demo;
+mod cmd;
 mod duration;
-mod export;
-mod follow;
-mod gaps;
+mod gap_rows;
 mod progress;
-mod record;
-mod start;
 
 use anyhow::{Context, Result};
 use clap::Parser;
 use cli::{Cli, Command};
+use cmd::{build, bundle, debug, demo, export, follow, record, start};
 use std::process::ExitCode;
 
 /// mimalloc, not glibc malloc: see the comment on the dependency in Cargo.toml.

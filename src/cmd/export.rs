@@ -212,7 +212,7 @@ pub fn run(args: &ExportArgs) -> Result<u8> {
     if args.perfetto.is_none() && args.dot.is_none() {
         bail!("argus export needs --perfetto FILE and/or --dot FILE");
     }
-    let mut graph = crate::debug::load_graph(&args.snapshot)?;
+    let mut graph = crate::cmd::debug::load_graph(&args.snapshot)?;
     attach_app_events(&mut graph, &args.snapshot)?;
     let target = match (args.pid, args.tid) {
         (Some(pid), tid) => Some(Target {

@@ -1,5 +1,5 @@
 //! `argus debug SNAPSHOT --pid P`: find the hang, walk the graph back, ask where it is
-//! ambiguous, print the report (`--follow`: `src/follow.rs`). Also loads a snapshot into the
+//! ambiguous, print the report (`--follow`: `src/cmd/follow.rs`). Also loads a snapshot into the
 //! diagnosis graph for `export` and `follow`.
 
 use crate::cli::DebugArgs;

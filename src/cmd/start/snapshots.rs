@@ -180,7 +180,7 @@ impl SnapshotThread {
             .collect();
         if !job.gaps.is_empty() {
             // As `argus build` does: which threads' segments a gap touched.
-            errors.extend(crate::gaps::touched(&cap.segments, &job.gaps));
+            errors.extend(crate::gap_rows::touched(&cap.segments, &job.gaps));
         }
         writer.write_errors(&errors)?;
         if !self.delay.is_zero() {

@@ -207,7 +207,7 @@ pub fn run(args: &DebugArgs) -> Result<u8> {
         let current = std::fs::canonicalize(&latest).ok();
         if current.is_some() && current != seen {
             let snap = current.clone().context("invariant: checked")?;
-            match crate::debug::load_graph(&snap) {
+            match crate::cmd::debug::load_graph(&snap) {
                 Ok(graph) => {
                     seen = current;
                     let target = target_of(args, &graph);

@@ -7,6 +7,9 @@
 //! ```
 //! Decoding, the dataflow and the collection of its output run concurrently.
 
+mod cluster;
+mod stacks;
+
 use crate::cli::BuildArgs;
 use anyhow::{bail, Context, Result};
 use argus_ingest::replay::TraceReader;
@@ -59,7 +62,7 @@ impl BuildConfig {
         if args.workers == 0 {
             bail!("--workers must be at least 1");
         }
-        let (processes, hosts) = crate::cluster::cluster_hosts(args)?;
+        let (processes, hosts) = cluster::cluster_hosts(args)?;
         let mut rules = RulesConfig {
             spin_threshold_ns: (args.threshold * 1e9) as u64,
             ..RulesConfig::default()
@@ -481,7 +484,7 @@ pub fn build(cfg: &BuildConfig) -> Result<BuildSummary> {
         }
         trace_end = trace_end.max(Nanos(meta.end_ns));
         let mut events = reader.events();
-        let mut stacks = crate::build_stacks::StackCollector::for_trace(&dir);
+        let mut stacks = stacks::StackCollector::for_trace(&dir);
         let base = seq_base;
         let mut last_seq = None;
         let mut last_ts = Nanos(0);
@@ -649,7 +652,10 @@ pub fn build(cfg: &BuildConfig) -> Result<BuildSummary> {
             .stats
             .then(|| argus_pipeline::stats::GraphStats::of(&graph));
         // Which threads' segments a lost-events gap touched.
-        errors.extend(crate::gaps::touched(&graph.segments, &summary.lost_ranges));
+        errors.extend(crate::gap_rows::touched(
+            &graph.segments,
+            &summary.lost_ranges,
+        ));
         let (s, e) = writer.write_segments_and_edges(&graph.segments, &graph.edges)?;
         (s, e, writer.write_spins(&graph.spins)?)
     } else {

@@ -1,14 +1,14 @@
 //! `argus demo`: records the bundled hang live (or, where the machine cannot trace, uses the
 //! recording shipped in the binary, `demo/README.md`), builds it and explains it.
 
-use crate::build;
 use crate::cli::{DemoArgs, RecordArgs};
+use crate::cmd::build;
 use anyhow::{bail, Context, Result};
 use std::io::Write;
 use std::path::PathBuf;
 
 /// The bundled fallback recording of `argus workload chain` (see `demo/README.md`).
-const DEMO_BUNDLE: &[u8] = include_bytes!("../demo/chain.bundle.zst");
+const DEMO_BUNDLE: &[u8] = include_bytes!("../../demo/chain.bundle.zst");
 
 pub(crate) fn run(args: &DemoArgs, quiet: bool) -> Result<u8> {
     let tmp;
@@ -59,7 +59,7 @@ pub(crate) fn run(args: &DemoArgs, quiet: bool) -> Result<u8> {
                     "chain".into(),
                 ],
             };
-            let summary = crate::record::record(&rec, false)?;
+            let summary = crate::cmd::record::record(&rec, false)?;
             if !quiet {
                 eprintln!("{summary}");
             }
@@ -69,7 +69,7 @@ pub(crate) fn run(args: &DemoArgs, quiet: bool) -> Result<u8> {
         }
         None => {
             std::fs::create_dir_all(&trace)?;
-            crate::bundle::unpack(DEMO_BUNDLE, &trace)
+            crate::cmd::bundle::unpack(DEMO_BUNDLE, &trace)
                 .context("unpacking the bundled recording")?;
             let meta = argus_ingest::replay::TraceReader::open(&trace)?
                 .meta()
@@ -87,7 +87,7 @@ pub(crate) fn run(args: &DemoArgs, quiet: bool) -> Result<u8> {
     if !quiet {
         eprintln!("{summary}");
     }
-    let graph = crate::debug::load_graph(&snapshot)?;
+    let graph = crate::cmd::debug::load_graph(&snapshot)?;
     let target = argus_diagnose::Target {
         pid: argus_schema::Pid(pid),
         tid: None,
