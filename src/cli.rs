@@ -29,7 +29,7 @@ pub enum Command {
     /// Find the hang in a process and explain its root cause.
     Debug(DebugArgs),
     /// Write a snapshot (and its diagnosed hang) as Perfetto JSON or Graphviz DOT.
-    Export(crate::cmd::export::ExportArgs),
+    Export(ExportArgs),
     /// The continuous job: record, feed the dataflow live, write periodic snapshots.
     Start(crate::cmd::start::StartArgs),
     /// Record a bundled hang, diagnose it and explain it.
@@ -212,4 +212,28 @@ pub struct WorkloadArgs {
     /// How long the hang lasts, in seconds.
     #[arg(long, default_value_t = 3.0)]
     pub secs: f64,
+}
+
+/// `argus export`.
+#[derive(Debug, Args)]
+pub struct ExportArgs {
+    /// Snapshot directory written by `argus build`.
+    pub snapshot: PathBuf,
+    /// Write Chrome trace-event JSON here (open it in ui.perfetto.dev).
+    #[arg(long)]
+    pub perfetto: Option<PathBuf>,
+    /// Write Graphviz DOT of the diagnosed path here (and an SVG next to it when `dot` is
+    /// installed).
+    #[arg(long)]
+    pub dot: Option<PathBuf>,
+    /// Process whose main thread hangs; the Perfetto export keeps only its threads and the
+    /// threads on the diagnosed path.
+    #[arg(long)]
+    pub pid: Option<i32>,
+    /// Thread that hangs (default: the process's main thread).
+    #[arg(long)]
+    pub tid: Option<i32>,
+    /// Hang threshold in seconds.
+    #[arg(long, default_value_t = 2.0)]
+    pub threshold: f64,
 }

@@ -20,7 +20,7 @@
 //! `unknown` variant: what an older report (without the field) or a newer one (with a variant
 //! this version does not know) reads as.
 
-use crate::report::PathEdgeKind;
+use crate::path_edge::PathEdgeKind;
 use argus_schema::{Nanos, Strength, Tid};
 use serde::{Deserialize, Serialize};
 
@@ -408,7 +408,7 @@ pub enum Step {
         /// Its lock operation.
         at: Nanos,
         /// Strength of the lock-file edge.
-        #[serde(with = "crate::report::lower_strength")]
+        #[serde(with = "crate::path_edge::lower_strength")]
         strength: Strength,
     },
     /// The setter of the flag the hung thread polls, known from the trace.
@@ -564,7 +564,7 @@ pub enum FlagEvidence {
     /// A flag edge of the graph, made from a watchpoint write at `watchpoint` when known.
     GraphEdge {
         /// Strength of the edge.
-        #[serde(with = "crate::report::lower_strength")]
+        #[serde(with = "crate::path_edge::lower_strength")]
         strength: Strength,
         /// The address of the matching watchpoint write.
         watchpoint: Option<u64>,

@@ -489,7 +489,7 @@ pub fn find_hangs(g: &Graph, tid: Tid, cfg: &HangConfig) -> Vec<Hang> {
         .map(|s| (s, HangSource::Segments))
         .collect();
     for s in g.spins().iter().filter(|s| s.tid == tid) {
-        let end = crate::walk::spin_end(g, s);
+        let end = spin_end(g, s);
         if s.start_ns.until(end) <= cfg.threshold_ns {
             continue;
         }
@@ -596,4 +596,12 @@ pub fn idle_waits(g: &Graph, tid: Tid, cfg: &HangConfig) -> Option<(LoopWait, us
         })
         .count();
     Some((lw, n))
+}
+/// The end of a spin: its `end_ns`, or the trace end when it is still going.
+pub(crate) fn spin_end(g: &Graph, spin: &Spin) -> Nanos {
+    if spin.open {
+        spin.end_ns.max(g.trace_end_ns())
+    } else {
+        spin.end_ns
+    }
 }

@@ -100,6 +100,7 @@ mod findings;
 mod graph;
 pub mod hangs;
 mod logical;
+mod path_edge;
 mod picture;
 mod report;
 pub mod stacks;
@@ -177,7 +178,7 @@ impl Target {
 
 /// The length of a spin for ranking: open spins reach the trace end.
 fn spin_rank(graph: &Graph, s: &Spin) -> (u64, argus_schema::Nanos) {
-    let end = walk::spin_end(graph, s);
+    let end = hangs::spin_end(graph, s);
     (s.start_ns.until(end), end)
 }
 
@@ -400,7 +401,7 @@ pub fn diagnose_spin(
     config: &DiagnoseConfig,
 ) -> Result<Report, Error> {
     let mut spin = spin.clone();
-    spin.end_ns = walk::spin_end(graph, &spin);
+    spin.end_ns = hangs::spin_end(graph, &spin);
     let lw = hangs::learn_loop_wait(graph, spin.tid, &config.hang);
     let hang = Hang {
         evidence: hangs::class_evidence(graph, &spin, lw.as_ref()),

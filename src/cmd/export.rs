@@ -1,7 +1,7 @@
 //! `argus export` (Perfetto JSON, Graphviz DOT/SVG) and the diagnosis options of `argus debug`
 //! (threshold, event-loop wait, beam search, saved answers, markers).
 
-use crate::cli::DebugArgs;
+use crate::cli::{DebugArgs, ExportArgs};
 use anyhow::{bail, Context, Result};
 use argus_diagnose::{
     AppEvents, AutoOracle, CallStack, DiagnoseConfig, Diagnosis, Frame, Graph, Oracle, Report,
@@ -9,33 +9,8 @@ use argus_diagnose::{
 };
 use argus_schema::{Pid, Tid};
 use argus_sinks::export::{EdgeMark, Marks, PathMark};
-use clap::Args;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-
-/// `argus export`.
-#[derive(Debug, Args)]
-pub struct ExportArgs {
-    /// Snapshot directory written by `argus build`.
-    pub snapshot: PathBuf,
-    /// Write Chrome trace-event JSON here (open it in ui.perfetto.dev).
-    #[arg(long)]
-    pub perfetto: Option<PathBuf>,
-    /// Write Graphviz DOT of the diagnosed path here (and an SVG next to it when `dot` is
-    /// installed).
-    #[arg(long)]
-    pub dot: Option<PathBuf>,
-    /// Process whose main thread hangs; the Perfetto export keeps only its threads and the
-    /// threads on the diagnosed path.
-    #[arg(long)]
-    pub pid: Option<i32>,
-    /// Thread that hangs (default: the process's main thread).
-    #[arg(long)]
-    pub tid: Option<i32>,
-    /// Hang threshold in seconds.
-    #[arg(long, default_value_t = 2.0)]
-    pub threshold: f64,
-}
 
 /// The diagnosis configuration from `argus debug` flags.
 pub fn config(

@@ -40,14 +40,14 @@ use crate::answerer::Oracle;
 use crate::beam::BeamConfig;
 use crate::findings::{By, Finding, Step};
 use crate::graph::Graph;
-use crate::hangs::{Hang, HangConfig};
+use crate::hangs::{spin_end, Hang, HangConfig};
 use crate::report::{
     BaselineInfo, Candidate, CauseClass, FurtherCulprit, HangInfo, PathEdge, PathItem, Question,
     Report, Role, RootCause,
 };
 use crate::Error;
 use argus_schema::syscalls;
-use argus_schema::{CausalEdge, EdgeKind, Nanos, Segment, SegmentId, Spin, SpinClass};
+use argus_schema::{CausalEdge, EdgeKind, Nanos, Segment, SegmentId, SpinClass};
 use std::collections::HashSet;
 
 mod activity;
@@ -161,15 +161,6 @@ pub(super) fn edge_by(e: &CausalEdge) -> By {
     By::Edge {
         edge: e.kind.into(),
         syscall: src_syscall(e.src_syscall),
-    }
-}
-
-/// The end of a spin: its `end_ns`, or the trace end when it is still going.
-pub(crate) fn spin_end(g: &Graph, spin: &Spin) -> Nanos {
-    if spin.open {
-        spin.end_ns.max(g.trace_end_ns())
-    } else {
-        spin.end_ns
     }
 }
 

@@ -197,7 +197,7 @@ pub enum RecordError {
     },
     /// A `--dispatch BINARY:SYMBOL` probe cannot be set up.
     #[error(transparent)]
-    Dispatch(#[from] super::uprobe::DispatchError),
+    Dispatch(#[from] DispatchError),
 }
 
 impl RecordError {
@@ -208,4 +208,84 @@ impl RecordError {
             source,
         }
     }
+}
+
+/// Why a `--dispatch` spec cannot be probed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum DispatchError {
+    /// The spec is not `BINARY:SYMBOL`.
+    #[error("--dispatch {spec:?}: expected BINARY:SYMBOL (e.g. /usr/bin/app:handle_event)")]
+    BadSpec {
+        /// The text as given.
+        spec: String,
+    },
+    /// The binary does not exist (or a bare name is not in `PATH`).
+    #[error("--dispatch {}:{symbol}: binary {} not found{}", binary.display(), binary.display(),
+        if *searched_path { " in PATH" } else { "" })]
+    NoBinary {
+        /// The binary as given.
+        binary: PathBuf,
+        /// The symbol asked for.
+        symbol: String,
+        /// Whether `PATH` was searched (bare name).
+        searched_path: bool,
+    },
+    /// The binary cannot be read or is not ELF.
+    #[error("--dispatch {}:{symbol}: cannot read {} as ELF: {reason}", binary.display(), path.display())]
+    Elf {
+        /// The binary as given.
+        binary: PathBuf,
+        /// The file read.
+        path: PathBuf,
+        /// The symbol asked for.
+        symbol: String,
+        /// Why.
+        reason: String,
+    },
+    /// No function of that name in `.symtab` or `.dynsym`.
+    #[error(
+        "--dispatch {}:{symbol}: symbol {symbol:?} not found in {} (no defined function of \
+         that name in .symtab or .dynsym; a stripped binary has only exported symbols)",
+        binary.display(), path.display()
+    )]
+    NoSymbol {
+        /// The binary as given.
+        binary: PathBuf,
+        /// The file searched.
+        path: PathBuf,
+        /// The symbol asked for.
+        symbol: String,
+    },
+    /// The symbol's address is in no `PT_LOAD` segment with file contents.
+    #[error(
+        "--dispatch {}:{symbol}: symbol address {vaddr:#x} is in no PT_LOAD segment of {}",
+        binary.display(), path.display()
+    )]
+    NotMapped {
+        /// The binary as given.
+        binary: PathBuf,
+        /// The file.
+        path: PathBuf,
+        /// The symbol.
+        symbol: String,
+        /// Its `st_value`.
+        vaddr: u64,
+    },
+    /// The binary's path cannot be written into a uprobe definition.
+    #[error("--dispatch {}:{symbol}: the path {} contains white space, which uprobe_events cannot take", binary.display(), path.display())]
+    UnusablePath {
+        /// The binary as given.
+        binary: PathBuf,
+        /// The resolved path.
+        path: PathBuf,
+        /// The symbol.
+        symbol: String,
+    },
+    /// The kernel has no uprobe support (`CONFIG_UPROBE_EVENTS`).
+    #[error("--dispatch needs uprobe events, and {} does not exist (kernel built without CONFIG_UPROBE_EVENTS)", path.display())]
+    NoUprobes {
+        /// The missing control file.
+        path: PathBuf,
+    },
 }

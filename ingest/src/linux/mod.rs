@@ -88,14 +88,14 @@ mod tracefs;
 mod uprobe;
 
 pub use drainprio::{set_thread_nice, set_thread_sched_idle, DrainPriority};
-pub use error::RecordError;
+pub use error::{DispatchError, RecordError};
 pub use fds::scan_pages as file_scan_pages;
 pub use perf::{
     default_stack_syscalls, parse_stacks, PerfConfig, PerfSummary, StackSet, WatchProcess,
     WatchSpec, WatchTarget, DEFAULT_STACK_BYTES, PERF_SHARE_DIVISOR,
 };
 pub use sysinfo::{cannot_trace, monotonic_ns};
-pub use uprobe::{symbol_file_offset, DispatchError, DispatchSpec, OffsetError};
+pub use uprobe::{symbol_file_offset, DispatchSpec, OffsetError};
 
 use crate::format::HeaderPage;
 use crate::tracedir::{self, LostRange, TraceMeta};
