@@ -55,7 +55,7 @@
 //! ```
 //!
 //! `hang` is the spin's first segment and its window; two spins with the same first segment
-//! and window share one slice (their roots united; the rules make one spin per segment). The iteration is a widest-path fixed
+//! and window share one slice (their roots united). The iteration is a widest-path fixed
 //! point: tags only rise, to at most Strong, so it terminates, and differential maintains it
 //! as edges, segments and spins come and go (an open segment that closes changes its span,
 //! a spin that closes its window, a run that grows its `last` root).
@@ -63,6 +63,13 @@
 //! The source segment's span is joined onto each edge once, outside the loop (`steps_by_dst`,
 //! an arrangement derived from the edges and segments), so a round of the loop is one join
 //! and one reduce instead of two joins.
+//!
+//! **Costs.** While a hang is open its slice only grows, by the epoch's new members. When it
+//! closes its key changes and the slice is computed again: work proportional to the slice,
+//! in as many rounds as its longest path back (thread-order chains make that hundreds of
+//! steps in a busy window). With one worker a round is cheap; with several, each round is
+//! also a progress exchange between them, which is what a closing hang costs most
+//! (`benches/arranged.rs`).
 
 use super::{ArrangedGraph, Diff, Span, Time};
 use crate::rules::RulesConfig;
