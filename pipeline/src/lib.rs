@@ -3,12 +3,19 @@
 //! Turns the merged, time-ordered event stream into the event graph: segments (vertices),
 //! causal edges (strong / weak) and spinning vertices. Two implementations of one contract:
 //!
-//! - [`dataflow`]: a timely dataflow job with differential semantics (the `differential-dataflow` crate is not used: its arrangements keep the whole history behind every join key, the hand-written joins of `dataflow/join.rs` keep what can still join). Events are routed to keys (threads,
-//!   per-CPU interrupt context, timers; see [`rules`]), exchanged by key over the workers,
-//!   folded by a keyed operator that holds per-key state and emits differential updates
-//!   (closed records once; the open tail retracted and re-inserted each epoch), then joined
-//!   on event `seq` into edges. Output goes to one place (worker 0) as consolidated deltas.
+//! - [`dataflow`]: a timely dataflow job with differential semantics (its joins are
+//!   hand-written, not `differential-dataflow`'s: an arrangement keeps the whole history
+//!   behind every join key, the joins of `dataflow/join.rs` keep only what can still join).
+//!   Events are routed to keys (threads, per-CPU interrupt context, timers; see [`rules`]),
+//!   exchanged by key over the workers, folded by a keyed operator that holds per-key state
+//!   and emits differential updates (closed records once; the open tail retracted and
+//!   re-inserted each epoch), then joined on event `seq` into edges. Output goes to one place (worker 0) as consolidated deltas.
 //! - [`reference`](mod@reference): a plain batch computation over a prefix of the stream, the test oracle.
+//!
+//! Downstream of the dataflow, [`arranged`] keeps the graph it emits as `differential-dataflow`
+//! collections: shared arrangements (segments by id and by thread, edges by either end,
+//! spins) that queries read as of an epoch while the graph changes, and each hang's backward
+//! slice maintained by an `iterate` over them, checked against [`arranged::reference`](mod@arranged::reference).
 //!
 //! The rules themselves (segment boundaries, edge kinds and strengths, culling) are in
 //! [`rules`], the user's rules file in [`rulesfile`], and Table-2-style graph statistics in
@@ -32,6 +39,7 @@
 //! ```
 #![warn(missing_docs)]
 
+pub mod arranged;
 pub mod dataflow;
 pub mod gaps;
 pub mod reference;
