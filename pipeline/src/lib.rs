@@ -3,7 +3,7 @@
 //! Turns the merged, time-ordered event stream into the event graph: segments (vertices),
 //! causal edges (strong / weak) and spinning vertices. Two implementations of one contract:
 //!
-//! - [`dataflow`]: a timely dataflow job with differential semantics (the `differential-dataflow` crate is not used: its arrangements keep the whole history behind every join key, the hand-written joins of `dataflow/join.rs` keep what can still join). Events are routed to keys (threads,
+//! - [`dataflow`]: a timely dataflow job with differential semantics (the `differential-dataflow` crate is not used: its arrangements keep the whole history behind every join key, the hand-written joins of `dataflow/join_seq.rs` and `dataflow/join_fire.rs` keep what can still join). Events are routed to keys (threads,
 //!   per-CPU interrupt context, timers; see [`rules`]), exchanged by key over the workers,
 //!   folded by a keyed operator that holds per-key state and emits differential updates
 //!   (closed records once; the open tail retracted and re-inserted each epoch), then joined
