@@ -7,6 +7,7 @@ mod build_stacks;
 mod bundle;
 mod cli;
 mod cluster;
+mod collect;
 mod debug;
 mod demo;
 mod duration;
