@@ -4,6 +4,7 @@
 
 mod cli;
 mod cmd;
+mod collect;
 mod duration;
 mod gap_rows;
 mod progress;

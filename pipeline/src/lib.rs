@@ -5,11 +5,12 @@
 //!
 //! - [`dataflow`]: a timely dataflow job with differential semantics (its joins are
 //!   hand-written, not `differential-dataflow`'s: an arrangement keeps the whole history
-//!   behind every join key, the joins of `dataflow/join.rs` keep only what can still join).
-//!   Events are routed to keys (threads, per-CPU interrupt context, timers; see [`rules`]),
-//!   exchanged by key over the workers, folded by a keyed operator that holds per-key state
-//!   and emits differential updates (closed records once; the open tail retracted and
-//!   re-inserted each epoch), then joined on event `seq` into edges. Output goes to one place (worker 0) as consolidated deltas.
+//!   behind every join key, the joins of `dataflow/join_seq.rs` and `dataflow/join_fire.rs`
+//!   keep only what can still join). Events are routed to keys (threads, per-CPU interrupt
+//!   context, timers; see [`rules`]), exchanged by key over the workers, folded by a keyed
+//!   operator that holds per-key state and emits differential updates (closed records once;
+//!   the open tail retracted and re-inserted each epoch), then joined on event `seq` into
+//!   edges. Output goes to one place (worker 0) as consolidated deltas.
 //! - [`reference`](mod@reference): a plain batch computation over a prefix of the stream, the test oracle.
 //!
 //! Downstream of the dataflow, [`arranged`] keeps the graph it emits as `differential-dataflow`

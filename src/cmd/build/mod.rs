@@ -3,7 +3,7 @@
 //! ```text
 //!  this thread: replay (decode + merge) ──tee──► events.parquet (streamed)
 //!                                         └────► batches ──► dataflow thread(s)
-//!  collector thread: dataflow updates ──► CollectionSinks (segments, edges, spins)
+//!  collector thread: dataflow updates ──► GraphSink (collect.rs: segments, edges, spins)
 //! ```
 //! Decoding, the dataflow and the collection of its output run concurrently.
 
@@ -11,13 +11,13 @@ mod cluster;
 mod stacks;
 
 use crate::cli::BuildArgs;
+use crate::collect::GraphSink;
 use anyhow::{bail, Context, Result};
 use argus_ingest::replay::TraceReader;
-use argus_pipeline::dataflow::{self, Batch, DataflowConfig, Message, Update};
+use argus_pipeline::dataflow::{self, Batch, DataflowConfig, Message};
 use argus_pipeline::rules::{ChannelEnd, ChannelMap, RulesConfig};
-use argus_schema::UpdateSink;
-use argus_schema::{CausalEdge, Epoch, ErrorRecord, Event, Nanos, Segment, Spin, ThreadInfo};
-use argus_sinks::{CollectionSink, SnapshotInfo, SnapshotWriter};
+use argus_schema::{Epoch, ErrorRecord, Event, Nanos, ThreadInfo};
+use argus_sinks::{SnapshotInfo, SnapshotWriter};
 use std::collections::BTreeMap;
 use std::fmt;
 use std::path::PathBuf;
@@ -251,62 +251,6 @@ impl fmt::Display for BuildSummary {
     }
 }
 
-/// The dataflow's output, consolidated.
-struct Collected {
-    segments: CollectionSink<Segment>,
-    edges: CollectionSink<CausalEdge>,
-    spins: CollectionSink<Spin>,
-    epochs: u64,
-    last_epoch: Epoch,
-    watermark: Nanos,
-    counts: argus_pipeline::rules::Counts,
-}
-
-fn collect(rx: crossbeam_channel::Receiver<Message>) -> Collected {
-    let mut c = Collected {
-        segments: CollectionSink::new("segments"),
-        edges: CollectionSink::new("edges"),
-        spins: CollectionSink::new("spins"),
-        epochs: 0,
-        last_epoch: Epoch(0),
-        watermark: Nanos(0),
-        counts: argus_pipeline::rules::Counts::default(),
-    };
-    for msg in rx {
-        match msg {
-            Message::Updates { epoch, updates } => {
-                for (u, d) in updates {
-                    match u {
-                        Update::Segment(s) => c.segments.update(s, d),
-                        Update::Edge(e) => c.edges.update(e, d),
-                        Update::Spin(s) => c.spins.update(s, d),
-                    }
-                }
-                // Records the epoch (the updates went in above, without a per-table copy).
-                c.segments.apply(epoch, &mut std::iter::empty());
-                c.edges.apply(epoch, &mut std::iter::empty());
-                c.spins.apply(epoch, &mut std::iter::empty());
-            }
-            Message::EpochDone {
-                epoch,
-                watermark,
-                counts,
-                ..
-            } => {
-                for (total, n) in c.counts.values.iter_mut().zip(counts.values) {
-                    *total += n;
-                }
-                c.epochs += 1;
-                c.last_epoch = epoch;
-                c.watermark = watermark;
-            }
-        }
-    }
-    // Left as sorted chunks: the build streams them, merged, into Parquet (or
-    // consolidates them when it needs the whole graph in memory).
-    c
-}
-
 /// Records of a collection whose net count is not 1 (the dataflow's invariant), found while
 /// streaming it.
 #[derive(Default)]
@@ -434,7 +378,7 @@ pub fn build(cfg: &BuildConfig) -> Result<BuildSummary> {
         .spawn(move || dataflow::run(&dcfg, batch_rx, out_tx))?;
     let collector = std::thread::Builder::new()
         .name("argus-collect".into())
-        .spawn(move || collect(out_rx))?;
+        .spawn(move || GraphSink::collect(out_rx))?;
 
     let mut threads: BTreeMap<i32, ThreadInfo> = BTreeMap::new();
     let mut lost: BTreeMap<u32, u64> = BTreeMap::new();
@@ -616,6 +560,7 @@ pub fn build(cfg: &BuildConfig) -> Result<BuildSummary> {
     if feed_failed {
         bail!("the dataflow stopped reading its input");
     }
+    let (last_epoch, watermark) = collected.done.unwrap_or((Epoch(0), Nanos(0)));
     let threads: Vec<ThreadInfo> = threads.into_values().collect();
     let mut summary = BuildSummary {
         stats: None,
@@ -676,8 +621,8 @@ pub fn build(cfg: &BuildConfig) -> Result<BuildSummary> {
             sources: cfg.traces.clone(),
             trace_start_ns: trace_start,
             trace_end_ns: (trace_end.0 > 0).then_some(trace_end),
-            epoch: collected.last_epoch,
-            watermark_ns: collected.watermark,
+            epoch: last_epoch,
+            watermark_ns: watermark,
             lost_events: lost,
             lost_ranges: summary
                 .lost_ranges
@@ -700,6 +645,7 @@ pub fn build(cfg: &BuildConfig) -> Result<BuildSummary> {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+    use argus_sinks::CollectionSink;
 
     #[test]
     fn streamed_collections_keep_count_one_records_and_report_the_others() {

@@ -1,12 +1,13 @@
 //! Dataflow generations: each runs the graph dataflow over the events released since it
-//! started, with a collector thread that keeps its consolidated graph and answers snapshot
-//! requests; the oldest publishes its spins (woken main loop) as soon as they change.
+//! started, with a collector thread that keeps its consolidated graph (a [`GraphSink`], as
+//! `argus build` does) and answers snapshot requests; the oldest publishes its spins (woken
+//! main loop) as soon as they change.
 //! Retention is by generation (module docs of [`super`]).
 
+use crate::collect::GraphSink;
 use anyhow::{Context, Result};
-use argus_pipeline::dataflow::{self, Batch, DataflowConfig, Message, Update};
-use argus_schema::{CausalEdge, EndCause, Nanos, Spin, UpdateSink};
-use argus_sinks::CollectionSink;
+use argus_pipeline::dataflow::{self, Batch, DataflowConfig, Message};
+use argus_schema::{CausalEdge, Nanos, Spin};
 use crossbeam_channel::{select, Receiver, Sender};
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
@@ -31,11 +32,10 @@ pub(crate) struct SnapRequest {
     pub(crate) reply: Sender<Captured>,
 }
 
+/// A generation's graph ([`GraphSink`]) and what a live job adds to it.
 pub(crate) struct Collector {
-    pub(crate) segments: CollectionSink<argus_schema::Segment>,
-    pub(crate) edges: CollectionSink<CausalEdge>,
-    pub(crate) spins: CollectionSink<Spin>,
-    pub(crate) done: Option<(u64, Nanos)>,
+    pub(crate) graph: GraphSink,
+    /// Updates of an epoch not done yet came: snapshots wait for its end.
     pub(crate) dirty: bool,
     pub(crate) open: Arc<AtomicI64>,
     /// Set when an epoch changed the spins; published at its end.
@@ -45,10 +45,11 @@ pub(crate) struct Collector {
 
 impl Collector {
     pub(crate) fn capture(&self) -> Captured {
+        let g = &self.graph;
         let check = [
-            ("segments", self.segments.check()),
-            ("edges", self.edges.check()),
-            ("spins", self.spins.check()),
+            ("segments", g.segments.check()),
+            ("edges", g.edges.check()),
+            ("spins", g.spins.check()),
         ]
         .into_iter()
         .find_map(|(n, r)| {
@@ -56,11 +57,11 @@ impl Collector {
                 .map(|e| format!("the dataflow's {n} are inconsistent: {e}"))
         })
         .map_or(Ok(()), Err);
-        let (local_epoch, watermark) = self.done.unwrap_or((0, Nanos(0)));
+        let (local_epoch, watermark) = g.done.map_or((0, Nanos(0)), |(e, w)| (e.0, w));
         Captured {
-            segments: self.segments.contents(),
-            edges: self.edges.contents(),
-            spins: self.spins.contents(),
+            segments: g.segments.contents(),
+            edges: g.edges.contents(),
+            spins: g.spins.contents(),
             local_epoch,
             watermark,
             check,
@@ -71,7 +72,7 @@ impl Collector {
         if self.dirty && !closed {
             return;
         }
-        let at = self.done.map(|(e, _)| e);
+        let at = self.graph.done.map(|(e, _)| e.0);
         pending.retain(|r| {
             if closed || at.is_some_and(|e| e >= r.min_local_epoch) {
                 let _ = r.reply.send(self.capture());
@@ -89,10 +90,7 @@ pub(crate) fn collect_live(
     live: Arc<LiveSpins>,
 ) {
     let mut c = Collector {
-        segments: CollectionSink::new("segments"),
-        edges: CollectionSink::new("edges"),
-        spins: CollectionSink::new("spins"),
-        done: None,
+        graph: GraphSink::new(),
         dirty: false,
         open: live.open.clone(),
         spins_changed: false,
@@ -107,36 +105,17 @@ pub(crate) fn collect_live(
             recv(out) -> msg => match msg {
                 Ok(Message::Updates { epoch, updates }) => {
                     c.dirty = true;
-                    let mut segs = Vec::new();
-                    let mut edges = Vec::new();
-                    let mut spins = Vec::new();
-                    for (u, d) in updates {
-                        match u {
-                            Update::Segment(s) => {
-                                if s.end == EndCause::Open {
-                                    c.open.fetch_add(d, Ordering::Relaxed);
-                                }
-                                segs.push((s, d))
-                            }
-                            Update::Edge(e) => edges.push((e, d)),
-                            Update::Spin(s) => {
-                                c.spins_changed = true;
-                                spins.push((s, d))
-                            }
-                            // Other outputs (counters) are not part of the graph.
-                            #[allow(unreachable_patterns)]
-                            _ => {}
-                        }
+                    let changed = c.graph.update(epoch, updates);
+                    if changed.open_segments != 0 {
+                        c.open.fetch_add(changed.open_segments, Ordering::Relaxed);
                     }
-                    c.segments.apply(epoch, &mut segs.into_iter());
-                    c.edges.apply(epoch, &mut edges.into_iter());
-                    c.spins.apply(epoch, &mut spins.into_iter());
+                    c.spins_changed |= changed.spins;
                 }
-                Ok(Message::EpochDone { epoch, watermark, .. }) => {
+                Ok(Message::EpochDone { epoch, watermark, counts, .. }) => {
                     c.dirty = false;
-                    c.done = Some((epoch.0, watermark));
+                    c.graph.epoch_done(epoch, watermark, &counts);
                     if std::mem::take(&mut c.spins_changed) {
-                        c.live.publish(c.spins.contents());
+                        c.live.publish(c.graph.spins.contents());
                     }
                     c.serve(&mut pending, false);
                 }
@@ -273,5 +252,79 @@ impl Generation {
         } else {
             join()
         }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use argus_pipeline::dataflow::Update;
+    use argus_pipeline::rules::Counts;
+    use argus_schema::{EndCause, Epoch, Pid, Segment, SegmentId, SegmentKind, StartCause, Tid};
+    use std::time::Duration;
+
+    /// The live extras on top of the shared [`GraphSink`]: a snapshot request waits for the
+    /// end of the epoch being applied, the open segments are counted for the status line,
+    /// and spins that changed are published when their epoch ends.
+    #[test]
+    fn a_live_collector_serves_whole_epochs_counts_open_segments_and_publishes_spins() {
+        let (out_tx, out_rx) = crossbeam_channel::unbounded();
+        let (req_tx, req_rx) = crossbeam_channel::unbounded();
+        let (notify, woken) = crossbeam_channel::bounded(1);
+        let live = Arc::new(LiveSpins {
+            spins: std::sync::Mutex::new(Vec::new()),
+            open: Arc::new(AtomicI64::new(0)),
+            notify,
+        });
+        let live2 = live.clone();
+        let collector = std::thread::spawn(move || collect_live(out_rx, req_rx, live2));
+        let open = Segment::starting(
+            SegmentId::new(Tid(7), 0),
+            Pid(7),
+            SegmentKind::Task,
+            Nanos(5),
+            StartCause::Created,
+        );
+        assert_eq!(open.end, EndCause::Open);
+        let spin = super::super::watch::tests::spin(SegmentId::new(Tid(7), 0).0, 7, 7, 5, 9);
+        out_tx
+            .send(Message::Updates {
+                epoch: Epoch(0),
+                updates: vec![
+                    (Update::Segment(open.clone()), 1),
+                    (Update::Spin(spin.clone()), 1),
+                ],
+            })
+            .unwrap();
+        let (reply, replies) = crossbeam_channel::unbounded();
+        req_tx
+            .send(SnapRequest {
+                min_local_epoch: 0,
+                reply,
+            })
+            .unwrap();
+        // Epoch 0 is not done: no snapshot of half an epoch.
+        assert!(replies.recv_timeout(Duration::from_millis(100)).is_err());
+        out_tx
+            .send(Message::EpochDone {
+                epoch: Epoch(0),
+                watermark: Nanos(9),
+                events: 2,
+                counts: Counts::default(),
+            })
+            .unwrap();
+        let got = replies.recv_timeout(Duration::from_secs(30)).unwrap();
+        assert_eq!(got.segments, vec![open]);
+        assert_eq!(got.spins, vec![spin.clone()]);
+        assert_eq!((got.local_epoch, got.watermark), (0, Nanos(9)));
+        assert!(got.check.is_ok());
+        woken.recv_timeout(Duration::from_secs(30)).unwrap();
+        assert_eq!(live.get(), vec![spin]);
+        assert_eq!(live.open.load(Ordering::Relaxed), 1);
+        // The dataflow ends, then the job stops asking: the collector returns.
+        drop(out_tx);
+        drop(req_tx);
+        collector.join().unwrap();
     }
 }

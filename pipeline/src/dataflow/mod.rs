@@ -1,0 +1,261 @@
+//! The timely dataflow, with differential semantics: every stream carries `(record, diff)`
+//! changes at an epoch, and the output accumulates to the graph.
+//!
+//! One function per stage, each in its own file; [`run`] wires them:
+//!
+//! ```text
+//!  worker 0: batches ─► input.rs: route ─► (key, role, event) into parts: one worker's
+//!                         │ events (≤4096) + the epoch's watermark; ≥1 part per worker
+//!                         │ and epoch; exchange by the part's worker (the key hash picked it)
+//!                         ▼
+//!            keyed.rs "pipeline::keyed": per-key state machines (rules/), per epoch in
+//!              order: final records (+1), mutable records diffed against what was
+//!              emitted, open-segment spin deadlines crossed by the epoch's watermark;
+//!              four outputs, so no record is copied to consumers that drop it
+//!        ┌──────────────┬───────────────────┬────────────────────────────┐
+//!     segments,      counters       Src, direct Dst, Pair          paired Dst
+//!     thread order,     │             │ exchange by seq               │
+//!     spins             │             ▼                               │
+//!        │              │   join_seq.rs "pipeline::join_seq":         │
+//!        │              │      Src ⋈ Dst ─► edges                     │
+//!        │              │      Src ⋈ Pair ─► (fire, Src) ─────────────┤ exchange by fire
+//!        │              │                                             ▼
+//!        │              │         join_fire.rs "pipeline::join_fire": (fire, Src) ⋈ Dst
+//!        │              │                                              ─► edges
+//!        └──────────────┴────────────┬────────────────────────────────┘
+//!                                    ▼ to worker 0: through a side channel from the
+//!                                      workers of its process (containers handed over as
+//!                                      they are), by exchange from other processes
+//!                          output.rs "pipeline::output" ─► output channel
+//! ```
+//!
+//! Beside the stages: `join.rs` holds what the two joins share (their inputs, the
+//! multisets by key); `handoff.rs` how stages hand records on (containers of ≤4096, ports,
+//! the side channel); `epochs.rs` [`collect_epochs`], the graph after every epoch for the
+//! oracle tests.
+//!
+//! The joins are hash joins over closed epochs that hold one compact entry per `seq` and do
+//! work proportional to the epoch's changes, so an epoch costs the same whatever the
+//! history behind it.
+//!
+//! Epoch closing: the driver (worker 0 of process 0) introduces epoch *e*'s events and its
+//! watermark, advances the input to *e+1*, and reads the next batch while *e* is still being
+//! processed (at most one epoch in flight). The output operator on worker 0 holds each
+//! epoch's changes until both its inputs (graph changes, rule counters) have passed the
+//! epoch, then sends them and [`Message::EpochDone`]: every update of *e* comes before
+//! `EpochDone(e)`, and none of *e+1* before it. (Changes that come through the side channel
+//! were sent while their operator held the epoch's capability, so they are all there once
+//! the frontier has passed it.)
+//! Records are never late here: ingest's merger releases an event only once every CPU's
+//! stream has passed its timestamp (see `argus_ingest::merge`).
+
+mod epochs;
+mod handoff;
+mod input;
+mod join;
+mod join_fire;
+mod join_seq;
+mod keyed;
+mod output;
+
+pub use epochs::collect_epochs;
+
+use crate::rules::{Counts, RulesConfig};
+use argus_schema::{CausalEdge, Epoch, Event, Nanos, Segment, Spin};
+use crossbeam_channel::{Receiver, Sender};
+use handoff::{Changes, ToOutput};
+use input::{Introduced, Part};
+use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
+use std::sync::Arc;
+use timely::dataflow::operators::{Concat, Probe};
+use timely::dataflow::{InputHandleVec, ProbeHandle};
+
+/// One epoch of input: events in `seq` order, complete up to `watermark`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Batch {
+    /// The events.
+    pub events: Vec<Event>,
+    /// Every event at or before this time has been delivered.
+    pub watermark: Nanos,
+}
+
+/// A change to the graph.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum Update {
+    /// A segment.
+    Segment(Segment),
+    /// A causal edge.
+    Edge(CausalEdge),
+    /// A spinning vertex.
+    Spin(Spin),
+}
+
+/// What the dataflow reports.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Message {
+    /// Updates at an epoch (several messages may carry one epoch).
+    Updates {
+        /// The epoch.
+        epoch: Epoch,
+        /// `(record, diff)`: +1 inserts, -1 retracts.
+        updates: Vec<(Update, i64)>,
+    },
+    /// Every update of `epoch` has been sent.
+    EpochDone {
+        /// The epoch.
+        epoch: Epoch,
+        /// Its watermark.
+        watermark: Nanos,
+        /// Events in it.
+        events: usize,
+        /// What the rules split, pruned and culled in this epoch (add them up over the
+        /// epochs for [`crate::stats::GraphStats`]).
+        counts: Counts,
+    },
+}
+
+/// Where the dataflow runs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DataflowConfig {
+    /// The rules' parameters.
+    pub rules: RulesConfig,
+    /// Worker threads per process.
+    pub workers: usize,
+    /// Number of timely processes (1 = single process).
+    pub processes: usize,
+    /// This process's index.
+    pub process_id: usize,
+    /// `host:port` of every process, when `processes > 1`.
+    pub hosts: Vec<String>,
+}
+
+impl Default for DataflowConfig {
+    fn default() -> Self {
+        DataflowConfig {
+            rules: RulesConfig::default(),
+            workers: 1,
+            processes: 1,
+            process_id: 0,
+            hosts: Vec::new(),
+        }
+    }
+}
+
+/// Errors of the dataflow runtime.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum PipelineError {
+    /// timely could not start (bad host list, port in use, ...).
+    #[error("cannot start the dataflow: {0}")]
+    Start(String),
+    /// A worker failed.
+    #[error("dataflow worker failed: {0}")]
+    Worker(String),
+    /// A configuration value is out of range.
+    #[error("bad dataflow configuration: {0}")]
+    Config(String),
+}
+
+/// A difference in multiplicity (+1 inserts, -1 retracts).
+type Diff = i64;
+
+/// A collection, as differential dataflow calls it: a stream of `(record, diff)` changes
+/// at epochs. Every stage takes and returns these.
+type Collection<'s, D> = timely::dataflow::StreamVec<'s, u64, (D, Diff)>;
+
+/// A hash map with a fast fixed-seed hash: the keys are the trace's own ids (no untrusted
+/// input chooses them to collide), and SipHash was a visible share of the per-event cost.
+pub(crate) type FastMap<K, V> = HashMap<K, V, foldhash::fast::FixedState>;
+
+fn timely_config(cfg: &DataflowConfig) -> Result<timely::Config, PipelineError> {
+    use timely::CommunicationConfig;
+    if cfg.workers == 0 || cfg.processes == 0 {
+        return Err(PipelineError::Config(
+            "workers and processes must be at least 1".into(),
+        ));
+    }
+    let communication = if cfg.processes > 1 {
+        if cfg.hosts.len() != cfg.processes {
+            return Err(PipelineError::Config(format!(
+                "{} processes need {} host addresses, got {}",
+                cfg.processes,
+                cfg.processes,
+                cfg.hosts.len()
+            )));
+        }
+        if cfg.process_id >= cfg.processes {
+            return Err(PipelineError::Config(format!(
+                "process id {} is not below {}",
+                cfg.process_id, cfg.processes
+            )));
+        }
+        CommunicationConfig::Cluster {
+            threads: cfg.workers,
+            process: cfg.process_id,
+            addresses: cfg.hosts.clone(),
+            report: false,
+            zerocopy: false,
+        }
+    } else if cfg.workers > 1 {
+        CommunicationConfig::Process(cfg.workers)
+    } else {
+        CommunicationConfig::Thread
+    };
+    Ok(timely::Config {
+        communication,
+        worker: timely::WorkerConfig::default(),
+    })
+}
+
+/// Runs the dataflow until `input` is closed. In a cluster, only process 0 reads `input`
+/// and writes `output`; other processes pass channels that are never used.
+pub fn run(
+    cfg: &DataflowConfig,
+    input: Receiver<Batch>,
+    output: Sender<Message>,
+) -> Result<(), PipelineError> {
+    let tcfg = timely_config(cfg)?;
+    let rules = Arc::new(cfg.rules.clone());
+    // The workers of the process that writes `output` hand their graph changes to worker 0
+    // through this channel, tagged with the epoch, instead of a timely exchange (which
+    // copied every ~170-byte update into worker 0's buffers one at a time). Each sends
+    // while it still holds the epoch's capability, so by the time worker 0's frontier has
+    // passed the epoch, all of it is in the channel. Other processes of a cluster use the
+    // exchange.
+    let (side_tx, side_rx) = crossbeam_channel::unbounded::<(u64, Changes)>();
+    let local = cfg.process_id == 0;
+    let guards = timely::execute(tcfg, move |worker| {
+        let index = worker.index();
+        let mut handle: InputHandleVec<u64, Part> = InputHandleVec::new();
+        let probe = ProbeHandle::new();
+        let introduced: Introduced = Introduced::default();
+        let to_out = || ToOutput(local.then(|| side_tx.clone()));
+        worker.dataflow::<u64, _, _>(|scope| {
+            let parts = handle.to_stream(scope);
+            let keyed = keyed::keyed(parts, rules.clone(), to_out());
+            let (edges_a, fires) = join_seq::join_seq(keyed.side_a, rules.clone(), to_out());
+            let edges_b = join_fire::join_fire(keyed.side_b.concat(fires), rules.clone(), to_out());
+            output::output(
+                keyed.updates.concat(edges_a).concat(edges_b),
+                keyed.counted,
+                introduced.clone(),
+                side_rx.clone(),
+                output.clone(),
+            )
+            .probe_with(&probe);
+        });
+        if index != 0 {
+            // Only the driver introduces data; everybody else closes its input at once so
+            // the frontier follows the driver's.
+            drop(handle);
+            return;
+        }
+        input::drive(worker, handle, &probe, &input, &rules, &introduced);
+    })
+    .map_err(PipelineError::Start)?;
+    for r in guards.join() {
+        r.map_err(PipelineError::Worker)?;
+    }
+    Ok(())
+}
