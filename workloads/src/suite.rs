@@ -317,8 +317,8 @@ def fire():
     ev.set()
 class T(threading.Timer):
     def run(self):
-name('py-timer')
-threading.Timer.run(self)
+        name('py-timer')
+        threading.Timer.run(self)
 T({secs}, fire).start()
 ev.wait()
 "#
@@ -371,12 +371,12 @@ def loop():
     sel.register(s2, selectors.EVENT_READ)
     served = 0
     while served < 2:
-for key, _ in sel.select():
-    req = key.fileobj.recv(16)
-    if req == b'slow':
-        burn({secs})
-    key.fileobj.send(b'ok')
-    served += 1
+        for key, _ in sel.select():
+            req = key.fileobj.recv(16)
+            if req == b'slow':
+                burn({secs})
+            key.fileobj.send(b'ok')
+            served += 1
 def client_a():
     name('client-a')
     c1.send(b'slow')
@@ -443,10 +443,10 @@ subprocess.run(['sleep', '{s}'])
 f = open({path:?}, 'a')
 while True:
     try:
-fcntl.lockf(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-break
+        fcntl.lockf(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        break
     except OSError:
-time.sleep(0.02)
+        time.sleep(0.02)
 "#
         )),
         "python3 waiter",
