@@ -319,7 +319,7 @@ pub struct RecordConfig {
     /// also record writes to the top-level `trace_marker` (default true).
     pub copy_top_level_markers: bool,
     /// Call stacks (`--stacks`) and hardware watchpoints (`--watch`) recorded with perf into
-    /// `perf/` (see `perf.rs`); off by default.
+    /// `perf/` (see `perf/`); off by default.
     pub perf: PerfConfig,
     /// Record what every file descriptor refers to (`files/`, read back by
     /// [`crate::files::FileTable`]; default true). Costs a scan of each page by the readers
