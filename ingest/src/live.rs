@@ -549,30 +549,18 @@ mod tests {
     /// A 4 KiB page starting at `ts` of `sched_waking` records `(ts, waker)` (36 bytes each,
     /// `type_len` 9) waking thread 1; `missed`: flagged as following that many lost events.
     fn waking_page(ts: u64, missed: Option<u64>, records: &[(u64, i32)]) -> Vec<u8> {
-        let mut data = Vec::new();
-        let mut at = ts;
-        for &(t, tid) in records {
-            let mut p = [0u8; 36];
-            p[0..2].copy_from_slice(&2u16.to_le_bytes());
-            p[4..8].copy_from_slice(&tid.to_le_bytes());
-            p[24..28].copy_from_slice(&1i32.to_le_bytes());
-            data.extend_from_slice(&((((t - at) as u32) << 5) | 9).to_le_bytes());
-            data.extend_from_slice(&p);
-            at = t;
-        }
-        let mut page = vec![0u8; 4096];
-        let mut commit = data.len() as u64;
-        if missed.is_some() {
-            // RB_MISSED_EVENTS | RB_MISSED_STORED: the count follows the data.
-            commit |= (1 << 31) | (1 << 30);
-        }
-        page[..8].copy_from_slice(&ts.to_le_bytes());
-        page[8..16].copy_from_slice(&commit.to_le_bytes());
-        page[16..16 + data.len()].copy_from_slice(&data);
-        if let Some(n) = missed {
-            page[16 + data.len()..24 + data.len()].copy_from_slice(&n.to_le_bytes());
-        }
-        page
+        let payloads: Vec<(u64, [u8; 36])> = records
+            .iter()
+            .map(|&(t, tid)| {
+                let mut p = [0u8; 36];
+                p[0..2].copy_from_slice(&2u16.to_le_bytes());
+                p[4..8].copy_from_slice(&tid.to_le_bytes());
+                p[24..28].copy_from_slice(&1i32.to_le_bytes());
+                (t, p)
+            })
+            .collect();
+        let records: Vec<(u64, &[u8])> = payloads.iter().map(|(t, p)| (*t, &p[..])).collect();
+        crate::page::encode_page(4096, ts, &records, missed).unwrap()
     }
 
     /// The invariant `argus start` builds on (module docs): the sink has a gap before any

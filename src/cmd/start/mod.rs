@@ -402,28 +402,8 @@ pub(crate) mod tests {
     /// A 4 KiB ring-buffer page starting at `ts` holding `records` (time, payload); `missed`:
     /// flagged as following that many lost events.
     fn raw_page(ts: u64, missed: Option<u64>, records: &[(u64, Vec<u8>)]) -> Vec<u8> {
-        let mut data = Vec::new();
-        let mut at = ts;
-        for (t, payload) in records {
-            let delta = (t - at) as u32;
-            assert!(delta < 1 << 27 && payload.len() % 4 == 0 && payload.len() <= 112);
-            at = *t;
-            data.extend_from_slice(&((delta << 5) | (payload.len() / 4) as u32).to_le_bytes());
-            data.extend_from_slice(payload);
-        }
-        let mut page = vec![0u8; 4096];
-        let mut commit = data.len() as u64;
-        if missed.is_some() {
-            // RB_MISSED_EVENTS | RB_MISSED_STORED: the count follows the data.
-            commit |= (1 << 31) | (1 << 30);
-        }
-        page[..8].copy_from_slice(&ts.to_le_bytes());
-        page[8..16].copy_from_slice(&commit.to_le_bytes());
-        page[16..16 + data.len()].copy_from_slice(&data);
-        if let Some(n) = missed {
-            page[16 + data.len()..24 + data.len()].copy_from_slice(&n.to_le_bytes());
-        }
-        page
+        let records: Vec<(u64, &[u8])> = records.iter().map(|(t, p)| (*t, &p[..])).collect();
+        argus_ingest::page::encode_page(4096, ts, &records, missed).unwrap()
     }
 
     fn start_config(dir: &Path) -> StartConfig {
