@@ -100,6 +100,7 @@ mod findings;
 mod graph;
 pub mod hangs;
 mod logical;
+pub mod partial;
 mod path_edge;
 mod picture;
 mod report;
@@ -112,6 +113,7 @@ pub use beam::{BeamConfig, Penalties};
 pub use findings::{By, During, Finding, FlagEvidence, LogicalWait, RunStart, Step, WakerState};
 pub use graph::{AppEvents, FlagHit, Graph, GraphInput, Marker};
 pub use hangs::{find_hangs, Hang, HangConfig, HangSource, LoopWait};
+pub use partial::{fetch_whole, rounds, Extract, Need, Parts, Replay, RoundStats, Run, Whole};
 pub use picture::Highlight;
 pub use report::{
     secs, Answer, BaselineInfo, Candidate, CauseClass, Choice, FurtherCulprit, HangInfo, PathEdge,
@@ -147,6 +149,13 @@ pub enum Error {
     BadSavedAnswers {
         /// What the JSON parser said.
         message: String,
+    },
+    /// A diagnosis on a partial graph still lacked parts after this many rounds
+    /// ([`partial::rounds`]).
+    #[error("the diagnosis still lacked parts of the graph after {rounds} rounds")]
+    TooManyRounds {
+        /// Rounds run.
+        rounds: usize,
     },
     /// A line of an answers file is not an answer.
     #[error(

@@ -69,7 +69,7 @@ pub mod reference;
 pub mod slice;
 
 pub use job::ArrangedJob;
-pub use query::{GraphTraces, QueryError, ShardSnapshot};
+pub use query::{GraphTraces, QueryError, ShardSnapshot, ThreadRun};
 pub use slice::{backward_slices, roots, SliceConfig, SliceMember, Window};
 
 use crate::dataflow::Update;
