@@ -7,6 +7,7 @@ mod cmd;
 mod collect;
 mod duration;
 mod gap_rows;
+mod live;
 mod progress;
 
 use anyhow::{Context, Result};

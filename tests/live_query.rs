@@ -280,3 +280,274 @@ fn the_arrangements_answer_as_the_whole_graph_and_diagnose_alike_every_epoch() {
         assert!(checked > 5, "{checked} diagnoses compared");
     });
 }
+
+mod live {
+    //! `argus start` on the real kernel, asked over its socket.
+
+    use crate::common::{argus, live_or_skip, recording_lock};
+    use serde_json::{json, Value};
+    use std::io::{BufRead, BufReader, Write};
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    use std::os::unix::net::UnixStream;
+    use std::path::{Path, PathBuf};
+    use std::process::{Child, Stdio};
+    use std::time::{Duration, Instant};
+
+    /// Stops a child on drop (SIGKILL), so a failing assertion leaves no job behind.
+    struct Guard(Option<Child>);
+
+    impl Drop for Guard {
+        fn drop(&mut self) {
+            if let Some(c) = self.0.as_mut() {
+                let _ = c.kill();
+                let _ = c.wait();
+            }
+        }
+    }
+
+    fn wait_for<T>(what: &str, timeout: Duration, mut f: impl FnMut() -> Option<T>) -> T {
+        let end = Instant::now() + timeout;
+        loop {
+            if let Some(v) = f() {
+                return v;
+            }
+            assert!(Instant::now() < end, "timed out waiting for {what}");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// One connection to the job's socket.
+    struct Conn {
+        reader: BufReader<UnixStream>,
+        writer: UnixStream,
+    }
+
+    impl Conn {
+        fn open(sock: &Path) -> Conn {
+            let s = UnixStream::connect(sock).expect("the job's socket accepts");
+            Conn {
+                writer: s.try_clone().expect("clone"),
+                reader: BufReader::new(s),
+            }
+        }
+
+        fn ask(&mut self, req: Value) -> Value {
+            writeln!(self.writer, "{req}").expect("request sent");
+            let mut line = String::new();
+            self.reader.read_line(&mut line).expect("answer read");
+            let v: Value = serde_json::from_str(&line)
+                .unwrap_or_else(|e| panic!("the answer is JSON ({e}): {line:?}"));
+            assert_eq!(v["v"], 1, "{v}");
+            assert_eq!(v["id"], req["id"], "the id is echoed: {v}");
+            v
+        }
+    }
+
+    fn latest(job: &Path) -> Option<PathBuf> {
+        let p = std::fs::canonicalize(job.join("latest")).ok()?;
+        p.join("manifest.json").is_file().then_some(p)
+    }
+
+    /// `argus debug SNAPSHOT --pid P --auto --json`'s report.
+    fn snapshot_diagnosis(snapshot: &Path, pid: i32) -> Value {
+        crate::common::debug_json(snapshot, pid).1
+    }
+
+    /// (a) the diagnosis the job answers over its socket equals `argus debug`'s on a snapshot
+    /// of the same epoch; (b) two clients at once, clients that hang up mid-request, the job
+    /// unharmed; (c) the socket is 0600; `argus debug DIR` asks the job while it runs and
+    /// falls back to the latest snapshot once it has stopped (d), also past a stale socket.
+    #[test]
+    fn the_job_answers_live_the_diagnosis_a_snapshot_of_the_same_epoch_gives() {
+        if !live_or_skip("the_job_answers_live_the_diagnosis_a_snapshot_of_the_same_epoch_gives") {
+            return;
+        }
+        let _lock = recording_lock();
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let job = tmp.path().join("job");
+        let log = std::fs::File::create(tmp.path().join("start.log")).expect("log");
+        let mut start = Guard(Some(
+            argus()
+                .args(["start", "-o"])
+                .arg(&job)
+                .args([
+                    "--snapshot-every",
+                    "1",
+                    "--retain",
+                    "120s",
+                    "--watch-comm",
+                    "argus-hang-main",
+                    "--duration",
+                    "120",
+                ])
+                .stderr(log)
+                .spawn()
+                .expect("argus start runs"),
+        ));
+        let sock = job.join("argus.sock");
+        wait_for("the socket", Duration::from_secs(30), || {
+            sock.exists().then_some(())
+        });
+        // (c) Only the job's user may connect.
+        let meta = std::fs::symlink_metadata(&sock).expect("the socket's metadata");
+        assert_eq!(meta.permissions().mode() & 0o777, 0o600, "{meta:?}");
+        assert_eq!(meta.uid(), unsafe { libc::geteuid() });
+
+        let mut c = Conn::open(&sock);
+        let status = wait_for("a complete epoch", Duration::from_secs(60), || {
+            let s = c.ask(json!({"v": 1, "id": 1, "op": "status"}));
+            (s["ok"] == true && s["result"]["epoch"].is_u64()).then_some(s)
+        });
+        assert_eq!(status["result"]["protocol"], 1, "{status}");
+        let bad = c.ask(json!({"v": 1, "id": "x", "op": "frobnicate"}));
+        assert_eq!(bad["ok"], false);
+        assert_eq!(bad["error"]["code"], "unknown_op", "{bad}");
+
+        // The chain workload: its main thread waits ~3 s on a worker blocked on `sleep`.
+        let out = argus()
+            .args(["workload", "chain", "--secs", "3"])
+            .stderr(Stdio::null())
+            .output()
+            .expect("the workload runs");
+        assert!(out.status.success());
+        let truth = crate::common::recorded_truth(&out);
+        let pid = truth["main_tid"].as_i64().expect("main_tid") as i32;
+
+        // A snapshot holding the hang, closed: then ask the job as of that snapshot's epoch
+        // (its watermark names it).
+        let (snapshot, watermark, live) = wait_for(
+            "a snapshot of the closed hang that the job answers for",
+            Duration::from_secs(120),
+            || {
+                let snap = latest(&job)?;
+                let tables = argus_sinks::read_snapshot_tables(&snap, false).ok()?;
+                tables.spins.iter().find(|s| s.tid.0 == pid && !s.open)?;
+                let w = tables.manifest.watermark_ns.0;
+                // The live graph may lag the snapshot a little: not_ready, ask again.
+                for _ in 0..200 {
+                    let a = c.ask(
+                        json!({"v": 1, "id": 2, "op": "diagnose", "pid": pid, "watermark_ns": w}),
+                    );
+                    match a["error"]["code"].as_str() {
+                        None => return Some((snap, w, a)),
+                        Some("not_ready") => std::thread::sleep(Duration::from_millis(100)),
+                        Some(_) => return None, // compacted or gone: take the next snapshot
+                    }
+                }
+                None
+            },
+        );
+        assert_eq!(live["ok"], true, "{live}");
+        let r = &live["result"];
+        assert_eq!(r["watermark_ns"], watermark, "{r}");
+        eprintln!(
+            "live diagnosis as of epoch {} ({} ms, {} round(s), {} segments read); snapshot {}",
+            r["epoch"],
+            r["elapsed_ms"],
+            r["rounds"],
+            r["segments"],
+            snapshot.display()
+        );
+        let want = snapshot_diagnosis(&snapshot, pid);
+        let got = &r["diagnosis"];
+        assert_eq!(got["outcome"], "hang_diagnosed", "{got}");
+        // Part 4: the same answer — root cause, class, path, and everything else.
+        assert_eq!(got["hang"]["class"], want["hang"]["class"]);
+        assert_eq!(got["root_causes"], want["root_causes"]);
+        assert_eq!(got["path"], want["path"]);
+        assert_eq!(*got, want, "the whole report");
+
+        // (b) Two clients at once, each diagnosing; meanwhile clients that hang up mid-request
+        // (a whole request, then gone before the answer; half a request line).
+        let ask_twice = |id: u64| {
+            let sock = sock.clone();
+            std::thread::spawn(move || {
+                let mut c = Conn::open(&sock);
+                (0..3)
+                    .map(|i| {
+                        c.ask(json!({"v": 1, "id": id * 10 + i, "op": "diagnose", "pid": pid}))
+                    })
+                    .collect::<Vec<Value>>()
+            })
+        };
+        let (one, two) = (ask_twice(1), ask_twice(2));
+        for _ in 0..5 {
+            let mut s = UnixStream::connect(&sock).expect("connects");
+            writeln!(
+                s,
+                "{}",
+                json!({"v": 1, "id": 9, "op": "diagnose", "pid": pid})
+            )
+            .expect("sent");
+            drop(s);
+            let mut s = UnixStream::connect(&sock).expect("connects");
+            write!(s, "{{\"v\": 1, \"op\": \"diag").expect("half sent");
+            drop(s);
+        }
+        for answers in [one.join().expect("client 1"), two.join().expect("client 2")] {
+            for a in answers {
+                assert_eq!(a["ok"], true, "{a}");
+                assert_eq!(
+                    a["result"]["diagnosis"]["root_causes"], want["root_causes"],
+                    "{a}"
+                );
+            }
+        }
+        let s = c.ask(json!({"v": 1, "id": 3, "op": "status"}));
+        assert_eq!(s["ok"], true, "the job still answers: {s}");
+        let h = c.ask(json!({"v": 1, "id": 4, "op": "hangs", "pid": pid}));
+        let hangs = h["result"]["hangs"].as_array().expect("hangs");
+        assert!(
+            hangs
+                .iter()
+                .any(|x| x["tid"] == pid && x["class"] == "LongWait"),
+            "{h}"
+        );
+
+        // `argus debug DIR` asks the job while it runs.
+        let out = argus()
+            .args(["debug"])
+            .arg(&job)
+            .args(["--pid", &pid.to_string(), "--auto", "--json"])
+            .output()
+            .expect("argus debug runs");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{stderr}");
+        assert!(
+            stderr.contains("answered by the job running in"),
+            "{stderr}"
+        );
+        let report: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+        assert_eq!(report["root_causes"], want["root_causes"], "{report}");
+        assert_eq!(report["path"], want["path"], "{report}");
+
+        // A clean stop removes the socket.
+        let child = start.0.take().expect("running");
+        // SAFETY: kill has no memory-safety preconditions; the pid is our unreaped child.
+        unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+        let mut child = child;
+        assert!(child.wait().expect("argus start exits").success());
+        let log = std::fs::read_to_string(tmp.path().join("start.log")).unwrap_or_default();
+        assert!(!sock.exists(), "the socket is removed at exit: {log}");
+
+        // (d) No job: the latest snapshot answers; so does a stale socket (a job killed
+        // with kill -9 leaves one nobody listens on).
+        for stale in [false, true] {
+            if stale {
+                drop(std::os::unix::net::UnixListener::bind(&sock).expect("a stale socket"));
+                assert!(sock.exists());
+            }
+            let out = argus()
+                .args(["debug"])
+                .arg(&job)
+                .args(["--pid", &pid.to_string(), "--auto", "--json"])
+                .output()
+                .expect("argus debug runs");
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(1), "{stderr}");
+            assert!(stderr.contains("answered from snapshot"), "{stderr}");
+            let report: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+            assert_eq!(report["root_causes"], want["root_causes"], "{report}");
+        }
+    }
+}

@@ -80,6 +80,17 @@ fn call_stack(s: argus_sinks::EventStack) -> CallStack {
 /// (`--answers`, either lines or a saved-answers JSON file), the default policy (`--auto`) or
 /// the terminal; saved answers (`--save-answers`) are applied first and updated afterwards.
 pub fn diagnose_with(args: &DebugArgs, graph: &Graph, target: Option<Target>) -> Result<Diagnosis> {
+    with_oracle(args, |oracle, config| {
+        Ok(argus_diagnose::diagnose(graph, target, oracle, config)?)
+    })
+}
+
+/// Runs `run` with the diagnosis configuration and the oracle `argus debug`'s flags ask for
+/// (see [`diagnose_with`]); saved answers are read before and written after.
+pub fn with_oracle<T>(
+    args: &DebugArgs,
+    run: impl FnOnce(&mut dyn Oracle, &DiagnoseConfig) -> Result<T>,
+) -> Result<T> {
     let mut config = config(
         args.threshold,
         args.loop_wait.as_deref(),
@@ -124,7 +135,7 @@ pub fn diagnose_with(args: &DebugArgs, graph: &Graph, target: Option<Target>) ->
         &mut terminal
     };
     let mut oracle = RuleOracle::new(inner, saved);
-    let diagnosis = argus_diagnose::diagnose(graph, target, &mut oracle, &config)?;
+    let out = run(&mut oracle, &config)?;
     if let Some(f) = &args.save_answers {
         let merged = oracle.merged();
         std::fs::write(f, merged.to_json() + "\n")
@@ -138,7 +149,7 @@ pub fn diagnose_with(args: &DebugArgs, graph: &Graph, target: Option<Target>) ->
             );
         }
     }
-    Ok(diagnosis)
+    Ok(out)
 }
 
 /// The marks of a report for the exports.

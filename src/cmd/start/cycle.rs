@@ -172,6 +172,18 @@ impl Cycle {
         // Whatever is already tapped goes in before the watermark moves, and what the tap
         // dropped is read back from the ring.
         let (watermark, events) = intake.tick(monotonic_ns(), job.cfg.lag);
+        // The query server's tables, as a snapshot requested now would hold them.
+        let oldest = job.gens.first().map_or(Nanos(0), |g| g.start_ns);
+        job.served.set_tables(
+            job.epoch,
+            intake.merge.threads(),
+            intake
+                .merge
+                .gaps_since(oldest)
+                .iter()
+                .map(|&(_, from, to, _)| (Nanos(from), Nanos(to)))
+                .collect(),
+        );
         self.status_events += events.len() as u64;
         self.errors.extend(intake.merge.take_errors());
         self.errors.truncate(MAX_ERROR_ROWS);
