@@ -5,6 +5,7 @@
 mod cli;
 mod cmd;
 mod collect;
+mod diagnosis;
 mod duration;
 mod gap_rows;
 mod live;

@@ -11,7 +11,7 @@
 //! Loading does no per-node allocation: the segments are moved in, nodes carry no weight and
 //! edge weights are indices into [`Graph::edges`].
 
-use crate::partial::{Coverage, Partial};
+use crate::coverage::{Coverage, Partial};
 use crate::stacks::{shown, CallStack, Frame, Stacks};
 use crate::Error;
 use argus_schema::{CausalEdge, EndCause, Nanos, Pid, Segment, SegmentId, Spin, ThreadInfo, Tid};

@@ -50,6 +50,11 @@
 //!   the report's English (`reason`, `description`, prompts, advice, summary). Tests and
 //!   scripts read the data.
 //!
+//! - **Partial graphs** (module [`partial`]): the same diagnosis on parts of a graph fetched
+//!   on demand from a store that holds it whole (the live arrangements of `argus start`): the
+//!   graph records every read it could not answer exactly ([`Need`]), [`rounds`] fetches
+//!   those and runs again until none is missing, so the report is the whole graph's.
+//!
 //! - **Call stacks** ([`Graph::set_stacks`], module [`stacks`]): when the trace was recorded
 //!   with `--stacks`, every question, choice and report step carries the stack of the
 //!   syscall that blocked or sent (a few user frames and the innermost kernel frame).
@@ -96,6 +101,7 @@
 mod answerer;
 mod answers;
 pub mod beam;
+mod coverage;
 mod findings;
 mod graph;
 pub mod hangs;

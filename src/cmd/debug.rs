@@ -26,53 +26,6 @@ pub(crate) fn load_graph(snapshot: &Path) -> Result<argus_diagnose::Graph> {
     Ok(graph)
 }
 
-/// A target the trace does not hold: `argus debug` says so, the query server answers
-/// `not_found`.
-#[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-pub(crate) struct NoSuchTarget(pub(crate) String);
-
-/// The target `--pid` / `--tid` / `--comm` name in `graph` (`None`: every main thread).
-pub(crate) fn resolve_target(
-    graph: &argus_diagnose::Graph,
-    pid: Option<i32>,
-    tid: Option<i32>,
-    comm: Option<&str>,
-) -> Result<Option<argus_diagnose::Target>> {
-    let target = match (pid, tid, comm) {
-        (Some(pid), tid, _) => Some(argus_diagnose::Target {
-            pid: argus_schema::Pid(pid),
-            tid: tid.map(argus_schema::Tid),
-        }),
-        (None, Some(tid), _) => {
-            let tid = argus_schema::Tid(tid);
-            let pid = graph
-                .pid_of(tid)
-                .ok_or_else(|| NoSuchTarget(format!("thread {} is not in the trace", tid.0)))?;
-            Some(argus_diagnose::Target {
-                pid,
-                tid: Some(tid),
-            })
-        }
-        (None, None, Some(name)) => Some(
-            argus_diagnose::target_by_comm(graph, name)
-                .ok_or_else(|| NoSuchTarget(format!("no process named {name:?} in the trace")))?,
-        ),
-        (None, None, None) => None,
-    };
-    if let Some(t) = &target {
-        if graph.thread(t.thread()).is_none() && graph.thread_segments(t.thread()).len() == 0 {
-            return Err(NoSuchTarget(format!(
-                "thread {} (of pid {}) is not in the trace; `argus debug` needs a process that was running while recording",
-                t.thread().0,
-                t.pid.0
-            ))
-            .into());
-        }
-    }
-    Ok(target)
-}
-
 pub(crate) fn run(args: &DebugArgs) -> Result<u8> {
     let dir = &args.snapshot;
     let job_dir = !dir.join(argus_sinks::MANIFEST_FILE).is_file()
@@ -93,7 +46,8 @@ pub(crate) fn run(args: &DebugArgs) -> Result<u8> {
     let snapshot = follow::resolve_snapshot(&args.snapshot)?;
     let mut graph = load_graph(&snapshot)?;
     export::attach_app_events(&mut graph, &snapshot)?;
-    let target = resolve_target(&graph, args.pid, args.tid, args.comm.as_deref())?;
+    let target =
+        crate::diagnosis::resolve_target(&graph, args.pid, args.tid, args.comm.as_deref())?;
     let diagnosis = export::diagnose_with(args, &graph, target)?;
     print(args, &diagnosis)
 }
@@ -151,11 +105,16 @@ fn run_live(args: &DebugArgs, mut client: live::client::Client) -> Result<u8> {
                     let mut req = pin.clone();
                     req["needs"] = serde_json::to_value(needs)?;
                     let answer = client.request("fetch", req)??;
-                    Ok(serde_json::from_value(answer["parts"].clone())
-                        .context("the job's parts of the graph")?)
+                    serde_json::from_value(answer["parts"].clone())
+                        .context("the job's parts of the graph")
                 },
                 |graph| {
-                    let target = resolve_target(graph, args.pid, args.tid, args.comm.as_deref())?;
+                    let target = crate::diagnosis::resolve_target(
+                        graph,
+                        args.pid,
+                        args.tid,
+                        args.comm.as_deref(),
+                    )?;
                     let mut o = replay.round(graph, &mut *oracle);
                     Ok(argus_diagnose::diagnose(graph, target, &mut o, config)?)
                 },

@@ -14,6 +14,10 @@
 //!     → DIR/snapshots/<epoch>/ (atomic) → DIR/latest (symlink, atomic) → --on-hang hooks
 //!          ▲ every --snapshot-every, or at once when the oldest generation's collector
 //!          └ publishes a new or grown spin of a watched thread (woken main loop)
+//!
+//!  each generation's collector ──copy──► its live graph (arrangements, timely worker)
+//!                                           ▲ reads as of an epoch (the oldest generation's)
+//!  DIR/argus.sock ◄── argus debug DIR, scripts ─┘ query server: a thread per client
 //! ```
 //!
 //! **Watermark.** Every tick the main loop first drains the tap, then releases the queued
@@ -94,6 +98,14 @@
 //! installed), and at most one per half `--snapshot-every`. The hang is therefore reported
 //! about `--lag` + a tick + one snapshot write after it became detectable (measured by
 //! `tests/continuous.rs`: well within one period).
+//!
+//! **Live queries.** Each generation's dataflow output is also copied to a timely worker of its
+//! own ([`live_graph`]) that keeps it as differential arrangements, compacted as epochs complete;
+//! [`serve`] answers queries about the oldest generation's (the snapshots' generation) on
+//! `DIR/argus.sock` (0600; docs/query-protocol.md), a thread per client. The main loop publishes
+//! the generations' handles as they start and stop and, every tick, the merge's thread table and
+//! lost-events ranges for the epoch it sends, so a live answer reads the tables a snapshot of that
+//! epoch holds. The socket is removed when the job stops.
 //!
 //! **Stop and restart.** SIGINT/SIGTERM stop the recorder (its signal handler), which closes
 //! the tap; the job releases everything queued, writes a last snapshot and exits 0. On start,

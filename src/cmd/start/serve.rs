@@ -25,7 +25,7 @@
 
 use super::live_graph::{LiveGraph, ReadError};
 use super::sync::lock;
-use crate::cmd::{debug, export};
+use crate::diagnosis;
 use crate::live::protocol::{
     self, AsOf, Code, DiagnoseQuery, Failure, FetchQuery, HangsQuery, Op, MAX_LINE,
 };
@@ -442,7 +442,7 @@ fn diagnose(served: &Served, q: &DiagnoseQuery) -> Result<Value, Failure> {
         trace_end_ns: watermark,
         lost: t.lost.to_vec(),
     };
-    let cfg = export::config(
+    let cfg = diagnosis::config(
         q.threshold,
         q.loop_wait.as_deref(),
         q.beam,
@@ -462,7 +462,7 @@ fn diagnose(served: &Served, q: &DiagnoseQuery) -> Result<Value, Failure> {
                 .map_err(|e| anyhow::Error::new(read_failure(e)))
         },
         |graph| {
-            let target = debug::resolve_target(graph, q.pid, q.tid, q.comm.as_deref())?;
+            let target = diagnosis::resolve_target(graph, q.pid, q.tid, q.comm.as_deref())?;
             let mut o = replay.round(graph, &mut oracle);
             Ok(argus_diagnose::diagnose(graph, target, &mut o, &cfg)?)
         },
@@ -470,7 +470,7 @@ fn diagnose(served: &Served, q: &DiagnoseQuery) -> Result<Value, Failure> {
     let (diagnosis, stats) = result.map_err(|e| {
         if let Some(f) = e.downcast_ref::<Failure>() {
             f.clone()
-        } else if e.downcast_ref::<debug::NoSuchTarget>().is_some() {
+        } else if e.downcast_ref::<diagnosis::NoSuchTarget>().is_some() {
             Failure::new(Code::NotFound, format!("{e:#}"))
         } else {
             Failure::new(Code::Internal, format!("{e:#}"))
