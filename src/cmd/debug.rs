@@ -32,7 +32,13 @@ pub(crate) fn run(args: &DebugArgs) -> Result<u8> {
         && (dir.join(live::SOCKET).exists() || dir.join("latest").exists());
     if job_dir && !args.follow {
         match live::client::connect(dir)? {
-            live::client::Connect::Job(client) => return run_live(args, client),
+            live::client::Connect::Job(client) => match run_live(args, client)? {
+                Some(code) => return Ok(code),
+                None => {
+                    let snapshot = follow::resolve_snapshot(dir)?;
+                    eprintln!("argus debug: answered from snapshot {}", snapshot.display());
+                }
+            },
             live::client::Connect::NoJob(why) => {
                 let snapshot = follow::resolve_snapshot(dir)?;
                 eprintln!(
@@ -73,15 +79,26 @@ fn print(args: &DebugArgs, diagnosis: &argus_diagnose::Diagnosis) -> Result<u8> 
 /// work as with a snapshot), each reading what the walk lacked as of one epoch. When that
 /// epoch is compacted away or its generation dropped before the rounds end (a person took
 /// long to answer), it starts again at the latest epoch; answers already given are reused.
-fn run_live(args: &DebugArgs, mut client: live::client::Client) -> Result<u8> {
+///
+/// `None`: the job has no live graph to answer from (none complete yet, or it fell behind):
+/// the caller diagnoses the latest snapshot.
+fn run_live(args: &DebugArgs, mut client: live::client::Client) -> Result<Option<u8>> {
     use live::protocol::Code;
     let mut replay = argus_diagnose::Replay::new();
     let mut attempt = 0;
     loop {
         attempt += 1;
-        let first = client
-            .request("fetch", serde_json::json!({"whole": true}))?
-            .map_err(|f| anyhow::anyhow!("the job in {}: {f}", args.snapshot.display()))?;
+        let first = match client.request("fetch", serde_json::json!({"whole": true}))? {
+            Ok(first) => first,
+            Err(f) if matches!(f.code, Code::NotReady | Code::Gone) => {
+                eprintln!(
+                    "argus debug: the job running in {} has no live graph to answer from ({f})",
+                    args.snapshot.display()
+                );
+                return Ok(None);
+            }
+            Err(f) => anyhow::bail!("the job in {}: {f}", args.snapshot.display()),
+        };
         let pin = serde_json::json!({
             "epoch": first["epoch"],
             "generation": first["generation"],
@@ -130,7 +147,7 @@ fn run_live(args: &DebugArgs, mut client: live::client::Client) -> Result<u8> {
                     stats.segments,
                     stats.rounds
                 );
-                return print(args, &diagnosis);
+                return print(args, &diagnosis).map(Some);
             }
             Err(e)
                 if attempt < 5

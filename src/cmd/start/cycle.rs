@@ -257,7 +257,7 @@ impl Cycle {
         let lag = monotonic_ns().saturating_sub(merge.released().map_or(0, |w| w.0));
         let s = &merge.stats;
         eprintln!(
-            "argus start: {:.0} events/s, lag {:.2} s, {} open segments, lost {} (kernel {}, late {}, malformed {}), {} lost-events gaps, {} pages + {} records waiting, {} generation(s){}",
+            "argus start: {:.0} events/s, lag {:.2} s, {} open segments, lost {} (kernel {}, late {}, malformed {}), {} lost-events gaps, {} pages + {} records waiting, {} generation(s){}{}",
             events as f64 / elapsed.as_secs_f64(),
             lag as f64 / 1e9,
             job.open_segments(),
@@ -269,6 +269,7 @@ impl Cycle {
             intake.tap.len(),
             merge.queued(),
             job.gens.len(),
+            job.live_lag(),
             if self.skipped > 0 {
                 format!(
                     ", {} snapshots skipped (the previous one was still being written)",

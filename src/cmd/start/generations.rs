@@ -15,7 +15,7 @@ use std::thread::JoinHandle;
 /// Epochs a generation's input may hold before the job waits for the dataflow (1.6 s): an
 /// overloaded job slows its reading of the tap, whose pages then count as dropped.
 pub(crate) const INPUT_EPOCHS: usize = 8;
-use super::live_graph::LiveGraph;
+use super::live_graph::{Forward, LiveGraph};
 use super::sync::lock;
 use argus_pipeline::arranged::SliceConfig;
 
@@ -87,12 +87,12 @@ impl Collector {
 }
 
 /// The collector of one generation; `forward` gets a copy of every message (the
-/// generation's live graph, `live_graph.rs`) until it hangs up.
+/// generation's live graph, `live_graph.rs`) until it ends or is given up.
 pub(crate) fn collect_live(
     out: Receiver<Message>,
     requests: Receiver<SnapRequest>,
     live: Arc<LiveSpins>,
-    mut forward: Option<Sender<Message>>,
+    mut forward: Option<Forward>,
 ) {
     let mut c = Collector {
         graph: GraphSink::new(),
@@ -108,7 +108,7 @@ pub(crate) fn collect_live(
         let req_rx = requests.as_ref().unwrap_or(&never);
         select! {
             recv(out) -> msg => match msg.inspect(|m| {
-                if forward.as_ref().is_some_and(|f| f.send(m.clone()).is_err()) {
+                if forward.as_ref().is_some_and(|f| !f.send(m)) {
                     forward = None;
                 }
             }) {
@@ -211,13 +211,11 @@ impl Generation {
             notify,
         });
         let live2 = live.clone();
-        let (forward, forwarded) = crossbeam_channel::unbounded::<Message>();
-        let (graph, graph_worker) = LiveGraph::start(
+        let (graph, forward, graph_worker) = LiveGraph::start(
             id,
             first_epoch,
             start_ns,
             live_slices.then(|| SliceConfig::from_rules(&cfg.rules)),
-            forwarded,
         )?;
         let collector = std::thread::Builder::new()
             .name(format!("argus-collect-g{id}"))

@@ -193,6 +193,23 @@ impl<'a> Job<'a> {
         );
     }
 
+    /// For the status line: how far the oldest generation's live graph is behind the epochs
+    /// sent (empty when it keeps up), or that it was given up.
+    pub(crate) fn live_lag(&self) -> String {
+        let Some(g) = self.gens.first() else {
+            return String::new();
+        };
+        let st = g.graph.status();
+        if st.fell_behind {
+            return ", live graph given up (fell behind)".into();
+        }
+        let done = st.epochs.back().map_or(0, |(e, _)| g.first_epoch + e + 1);
+        match self.epoch.saturating_sub(done) {
+            0..=2 => String::new(),
+            n => format!(", live graph {n} epochs behind"),
+        }
+    }
+
     pub(crate) fn open_segments(&self) -> i64 {
         self.gens
             .first()

@@ -35,7 +35,7 @@ use argus_pipeline::dataflow::Message;
 use argus_schema::{EndCause, Nanos, Spin};
 use crossbeam_channel::{select, Receiver, Sender};
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
@@ -43,6 +43,12 @@ use super::sync::lock;
 
 /// Epochs a read may ask for, counting back from the last one done.
 pub(crate) const QUERY_EPOCHS: u64 = 25;
+
+/// Updates copied to a live graph and not applied yet beyond which it is given up (a few
+/// hundred MB): a worker that cannot keep up with the dataflow must not hold the job back
+/// (a blocking copy would) nor grow without bound. Its generation then has no live graph;
+/// the next one gets a new one.
+pub(crate) const LIVE_BACKLOG: usize = 2_000_000;
 
 /// A read of a generation's live graph, as of its local epoch `as_of`.
 pub(crate) enum GraphRequest {
@@ -69,8 +75,37 @@ pub(crate) struct GraphStatus {
     pub(crate) open_segments: i64,
     pub(crate) edges: i64,
     pub(crate) spins: i64,
-    /// The worker has ended (its generation stopped).
+    /// The worker has ended (its generation stopped, or it fell behind).
     pub(crate) ended: bool,
+    /// It was given up: more than [`LIVE_BACKLOG`] updates waited for it.
+    pub(crate) fell_behind: bool,
+}
+
+/// The collector's end of a live graph: copies each message to it, and gives it up when
+/// it falls [`LIVE_BACKLOG`] updates behind.
+pub(crate) struct Forward {
+    tx: Sender<Message>,
+    queued: Arc<AtomicUsize>,
+    status: Arc<Mutex<GraphStatus>>,
+}
+
+impl Forward {
+    /// Copies `m` to the live graph; `false` once it has ended or is given up (drop this
+    /// then: the worker ends when its input closes).
+    pub(crate) fn send(&self, m: &Message) -> bool {
+        let n = match m {
+            Message::Updates { updates, .. } => updates.len(),
+            Message::EpochDone { .. } => 0,
+        };
+        if self.queued.fetch_add(n, Ordering::Relaxed) + n > LIVE_BACKLOG {
+            lock(&self.status).fell_behind = true;
+            tracing::warn!(
+                "the live graph fell {LIVE_BACKLOG} updates behind the dataflow: this generation answers no live queries"
+            );
+            return false;
+        }
+        self.tx.send(m.clone()).is_ok()
+    }
 }
 
 /// The handle the query server holds on a generation's live graph.
@@ -88,22 +123,28 @@ pub(crate) struct LiveGraph {
 }
 
 impl LiveGraph {
-    /// Starts the worker of generation `generation`, fed by `messages` (its collector's
-    /// copies); returns the handle and the thread.
+    /// Starts the worker of generation `generation`; returns the handle, the collector's
+    /// [`Forward`] that feeds it, and the thread.
     pub(crate) fn start(
         generation: u64,
         first_epoch: u64,
         start_ns: Nanos,
         slices: Option<SliceConfig>,
-        messages: Receiver<Message>,
-    ) -> Result<(LiveGraph, JoinHandle<()>)> {
+    ) -> Result<(LiveGraph, Forward, JoinHandle<()>)> {
+        let (tx, messages) = crossbeam_channel::unbounded::<Message>();
+        let queued = Arc::new(AtomicUsize::new(0));
         let (requests, rx) = crossbeam_channel::unbounded::<GraphRequest>();
         let status = Arc::new(Mutex::new(GraphStatus::default()));
         let stop = Arc::new(AtomicBool::new(false));
-        let (st, stop2) = (status.clone(), stop.clone());
+        let (st, stop2, queued2) = (status.clone(), stop.clone(), queued.clone());
         let thread = std::thread::Builder::new()
             .name(format!("argus-graph-g{generation}"))
-            .spawn(move || serve(messages, rx, st, stop2, slices))?;
+            .spawn(move || serve(messages, queued2, rx, st, stop2, slices))?;
+        let forward = Forward {
+            tx,
+            queued,
+            status: status.clone(),
+        };
         Ok((
             LiveGraph {
                 generation,
@@ -113,6 +154,7 @@ impl LiveGraph {
                 status,
                 stop,
             },
+            forward,
             thread,
         ))
     }
@@ -163,6 +205,7 @@ pub(crate) enum ReadError {
 /// The worker: applies the messages, epoch by epoch, and answers reads between them.
 fn serve(
     messages: Receiver<Message>,
+    queued: Arc<AtomicUsize>,
     requests: Receiver<GraphRequest>,
     status: Arc<Mutex<GraphStatus>>,
     stop: Arc<AtomicBool>,
@@ -181,6 +224,7 @@ fn serve(
             select! {
                 recv(messages) -> msg => match msg {
                     Ok(Message::Updates { epoch, updates }) => {
+                        queued.fetch_sub(updates.len(), Ordering::Relaxed);
                         for (u, d) in &updates {
                             match u {
                                 argus_pipeline::dataflow::Update::Segment(s) => {

@@ -300,6 +300,12 @@ fn read_failure(e: ReadError) -> Failure {
 /// The epoch a read is as of: `(local epoch, global epoch, watermark)`.
 fn pick(g: &LiveGraph, as_of: AsOf) -> Result<(u64, u64, Nanos), Failure> {
     let st = g.status();
+    if st.fell_behind {
+        return Err(Failure::new(
+            Code::Gone,
+            "this generation's live graph fell behind the dataflow and was given up; the next generation has a new one",
+        ));
+    }
     if st.ended {
         return Err(read_failure(ReadError::Gone));
     }
@@ -368,6 +374,7 @@ fn status(served: &Served) -> Result<Value, Failure> {
         "watermark_ns": last.map(|(_, w)| w.0),
         "readable_epochs": st.epochs.front().zip(last).map(|(a, b)| [g.first_epoch + a.0, g.first_epoch + b.0]),
         "trace_start_ns": g.start_ns.0,
+        "fell_behind": st.fell_behind,
         "counts": {
             "segments": st.segments,
             "open_segments": st.open_segments,
