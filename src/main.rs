@@ -5,8 +5,10 @@
 mod cli;
 mod cmd;
 mod collect;
+mod diagnosis;
 mod duration;
 mod gap_rows;
+mod live;
 mod progress;
 
 use anyhow::{Context, Result};

@@ -21,6 +21,7 @@ mod graph_rules;
 mod hang_suite;
 mod identity;
 mod live;
+mod live_query;
 mod notebook;
 mod oracle_real;
 mod real_suite;

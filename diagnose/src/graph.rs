@@ -11,6 +11,7 @@
 //! Loading does no per-node allocation: the segments are moved in, nodes carry no weight and
 //! edge weights are indices into [`Graph::edges`].
 
+use crate::coverage::{Coverage, Partial};
 use crate::stacks::{shown, CallStack, Frame, Stacks};
 use crate::Error;
 use argus_schema::{CausalEdge, EndCause, Nanos, Pid, Segment, SegmentId, Spin, ThreadInfo, Tid};
@@ -160,6 +161,8 @@ pub struct Graph {
     stacks: Stacks,
     /// Time ranges in which some CPU lost events (sorted, merged): [`Graph::lost_within`].
     lost: Vec<(Nanos, Nanos)>,
+    /// Set for a partial graph ([`Graph::partial`]): what it covers, what reads lacked.
+    partial: Option<Box<Partial>>,
 }
 
 impl Graph {
@@ -257,6 +260,7 @@ impl Graph {
             app: AppEvents::default(),
             stacks: Stacks::default(),
             lost: Vec::new(),
+            partial: None,
         };
 
         let mut kept = Vec::with_capacity(edges.len());
@@ -286,6 +290,23 @@ impl Graph {
         g.edges = kept;
         g.dropped_edges = dropped;
         Ok(g)
+    }
+
+    /// A partial graph: `input` holds part of a larger graph, `coverage` says which part.
+    /// Its reads record what they lacked ([`Graph::needs`]; module `partial`).
+    pub fn partial(input: GraphInput, coverage: Coverage) -> Result<Graph, Error> {
+        let mut g = Graph::new(input)?;
+        g.partial = Some(Box::new(Partial::new(coverage)));
+        Ok(g)
+    }
+
+    /// Whether this is a partial graph ([`Graph::partial`]).
+    pub fn is_partial(&self) -> bool {
+        self.partial.is_some()
+    }
+
+    pub(crate) fn partial_state(&self) -> Option<&Partial> {
+        self.partial.as_deref()
     }
 
     /// Attaches the trace's markers and data-flag accesses (see [`AppEvents`]).
@@ -381,12 +402,25 @@ impl Graph {
 
     /// The segment with this id.
     pub fn segment(&self, id: SegmentId) -> Option<&Segment> {
+        let s = self.segment_quiet(id);
+        if s.is_none() {
+            self.check_absent(id);
+        }
+        s
+    }
+
+    /// The segment with this id, if held (a partial graph records no need).
+    pub(crate) fn segment_quiet(&self, id: SegmentId) -> Option<&Segment> {
         self.node_of(id).map(|n| &self.segments[n])
     }
 
     /// The petgraph node of a segment.
     pub fn node(&self, id: SegmentId) -> Option<NodeIndex<u32>> {
-        self.node_of(id).map(NodeIndex::new)
+        let n = self.node_of(id).map(NodeIndex::new);
+        if n.is_none() {
+            self.check_absent(id);
+        }
+        n
     }
 
     /// The underlying petgraph: node `i` is `segments()[i]`, an edge's weight is its index in
@@ -444,18 +478,23 @@ impl Graph {
         &self,
         tid: Tid,
     ) -> impl DoubleEndedIterator<Item = &Segment> + ExactSizeIterator + '_ {
+        self.check_thread(tid);
         self.thread_slice(tid)
             .iter()
             .map(move |&(_, n)| &self.segments[n as usize])
     }
 
     /// Every thread (and interrupt pseudo-thread) that has segments.
-    pub fn thread_ids(&self) -> impl Iterator<Item = Tid> + '_ {
-        self.ranges.keys().copied()
+    pub fn thread_ids(&self) -> Box<dyn Iterator<Item = Tid> + '_> {
+        match self.partial_threads() {
+            Some(Some(all)) => Box::new(all.iter().map(|(t, _)| *t)),
+            _ => Box::new(self.ranges.keys().copied()),
+        }
     }
 
     /// The next segment of the same thread.
     pub fn next_in_thread(&self, id: SegmentId) -> Option<&Segment> {
+        self.check_step(id, true);
         let p = self.pos_of(id)?;
         let next = self.segments.get(self.by_id.get(p + 1)?.1 as usize)?;
         (next.id.tid() == id.tid()).then_some(next)
@@ -463,6 +502,7 @@ impl Graph {
 
     /// The previous segment of the same thread.
     pub fn prev_in_thread(&self, id: SegmentId) -> Option<&Segment> {
+        self.check_step(id, false);
         let p = self.pos_of(id)?.checked_sub(1)?;
         let prev = &self.segments[self.by_id[p].1 as usize];
         (prev.id.tid() == id.tid()).then_some(prev)
@@ -471,6 +511,7 @@ impl Graph {
     /// The segment of `tid` running or waiting at time `t`: the last one that started at or
     /// before `t`, else (the thread appeared later) its first segment.
     pub fn segment_at(&self, tid: Tid, t: Nanos) -> Option<&Segment> {
+        self.check_window(tid, t, t);
         let slice = self.thread_slice(tid);
         let p = slice.partition_point(|&(_, n)| self.segments[n as usize].start_ns <= t);
         let (_, n) = if p == 0 {
@@ -488,6 +529,7 @@ impl Graph {
         from: Nanos,
         to: Nanos,
     ) -> impl Iterator<Item = &Segment> + '_ {
+        self.check_window(tid, from, to);
         let slice = self.thread_slice(tid);
         let first = slice.partition_point(|&(_, n)| self.segments[n as usize].start_ns <= from);
         let begin = first.saturating_sub(1);
@@ -500,11 +542,13 @@ impl Graph {
 
     /// The edges into a segment.
     pub fn incoming(&self, id: SegmentId) -> impl Iterator<Item = &CausalEdge> + '_ {
+        self.check_edges(id, true);
         self.adjacent(id, Direction::Incoming)
     }
 
     /// The edges out of a segment.
     pub fn outgoing(&self, id: SegmentId) -> impl Iterator<Item = &CausalEdge> + '_ {
+        self.check_edges(id, false);
         self.adjacent(id, Direction::Outgoing)
     }
 
@@ -591,9 +635,21 @@ impl Graph {
             .filter(|t| t.pid == pid)
             .map(|t| t.tid)
             .collect();
-        for (&tid, r) in &self.ranges {
-            if tid.is_task() && self.segments[self.by_id[r.start as usize].1 as usize].pid == pid {
-                out.push(tid);
+        match self.partial_threads() {
+            // A partial graph: every thread's process as the store knows it.
+            Some(Some(all)) => out.extend(
+                all.iter()
+                    .filter(|(t, p)| t.is_task() && *p == pid)
+                    .map(|(t, _)| *t),
+            ),
+            _ => {
+                for (&tid, r) in &self.ranges {
+                    if tid.is_task()
+                        && self.segments[self.by_id[r.start as usize].1 as usize].pid == pid
+                    {
+                        out.push(tid);
+                    }
+                }
             }
         }
         out.sort_unstable();

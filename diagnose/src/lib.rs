@@ -50,6 +50,11 @@
 //!   the report's English (`reason`, `description`, prompts, advice, summary). Tests and
 //!   scripts read the data.
 //!
+//! - **Partial graphs** (module [`partial`]): the same diagnosis on parts of a graph fetched
+//!   on demand from a store that holds it whole (the live arrangements of `argus start`): the
+//!   graph records every read it could not answer exactly ([`Need`]), [`rounds`] fetches
+//!   those and runs again until none is missing, so the report is the whole graph's.
+//!
 //! - **Call stacks** ([`Graph::set_stacks`], module [`stacks`]): when the trace was recorded
 //!   with `--stacks`, every question, choice and report step carries the stack of the
 //!   syscall that blocked or sent (a few user frames and the innermost kernel frame).
@@ -96,10 +101,12 @@
 mod answerer;
 mod answers;
 pub mod beam;
+mod coverage;
 mod findings;
 mod graph;
 pub mod hangs;
 mod logical;
+pub mod partial;
 mod path_edge;
 mod picture;
 mod report;
@@ -112,6 +119,7 @@ pub use beam::{BeamConfig, Penalties};
 pub use findings::{By, During, Finding, FlagEvidence, LogicalWait, RunStart, Step, WakerState};
 pub use graph::{AppEvents, FlagHit, Graph, GraphInput, Marker};
 pub use hangs::{find_hangs, Hang, HangConfig, HangSource, LoopWait};
+pub use partial::{fetch_whole, rounds, Extract, Need, Parts, Replay, RoundStats, Run, Whole};
 pub use picture::Highlight;
 pub use report::{
     secs, Answer, BaselineInfo, Candidate, CauseClass, Choice, FurtherCulprit, HangInfo, PathEdge,
@@ -147,6 +155,13 @@ pub enum Error {
     BadSavedAnswers {
         /// What the JSON parser said.
         message: String,
+    },
+    /// A diagnosis on a partial graph still lacked parts after this many rounds
+    /// ([`partial::rounds`]).
+    #[error("the diagnosis still lacked parts of the graph after {rounds} rounds")]
+    TooManyRounds {
+        /// Rounds run.
+        rounds: usize,
     },
     /// A line of an answers file is not an answer.
     #[error(

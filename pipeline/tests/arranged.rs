@@ -15,7 +15,7 @@
 mod common;
 
 use argus_pipeline::arranged::{reference, ArrangedJob, ShardSnapshot, SliceConfig, Span, Window};
-use argus_pipeline::arranged::{QueryError, SliceMember};
+use argus_pipeline::arranged::{QueryError, SliceMember, ThreadRun};
 use argus_pipeline::dataflow::{run, DataflowConfig, Message, Update};
 use argus_pipeline::Graph;
 use argus_schema::{CausalEdge, Event, Nanos, Segment, SegmentId, Spin, Strength, Tid};
@@ -84,6 +84,13 @@ struct Answers {
     windows: Vec<Vec<(SegmentId, Span)>>,
     slices: Vec<Vec<SliceMember>>,
     spins: Vec<Spin>,
+    /// `thread_run` of each window question (meaningful with one worker: a thread's
+    /// segments are spread over the shards).
+    runs: Vec<ThreadRun>,
+    /// `first_segments`.
+    firsts: Vec<(Tid, SegmentId)>,
+    /// `segments_between` each segment question's thread's first and last possible ids.
+    between: Vec<Vec<Segment>>,
 }
 
 /// Feeds `epochs` (on worker 0) into the arranged job with `workers` workers; returns every
@@ -142,6 +149,24 @@ fn arranged(
                     .map(|s| t.slice(*s, e).expect("slice"))
                     .collect(),
                 spins: t.spins(e).expect("spins"),
+                runs: q
+                    .windows
+                    .iter()
+                    .map(|(tid, w)| t.thread_run(*tid, w.from_ns, w.to_ns, e).expect("run"))
+                    .collect(),
+                firsts: t.first_segments(e).expect("first segments"),
+                between: q
+                    .segments
+                    .iter()
+                    .map(|id| {
+                        t.segments_between(
+                            SegmentId::new(id.tid(), 0),
+                            SegmentId::new(id.tid(), u32::MAX),
+                            e,
+                        )
+                        .expect("between")
+                    })
+                    .collect(),
             };
             seen.push(a);
             t.compact_to(e);
@@ -371,6 +396,66 @@ fn check(seed: u64, n: usize, size: usize, workers: usize, cfg: SliceConfig) -> 
                 .collect();
             want.sort_by_key(|(id, span)| (span.start_ns, *id));
             same(&got, &want, &what(&format!("segments of {tid:?} in {w:?}")));
+        }
+        if workers == 1 {
+            let a = at[0];
+            for (j, (tid, w)) in q.windows.iter().enumerate() {
+                let mut all: Vec<&Segment> = g.segments.iter().filter(|s| s.tid == *tid).collect();
+                all.sort_by_key(|s| (s.start_ns, s.id));
+                // The last start before `from` (all sharing it), those in [from, to], the
+                // first start after `to` (all sharing it).
+                let before = all
+                    .iter()
+                    .map(|s| s.start_ns)
+                    .filter(|x| *x < w.from_ns)
+                    .max();
+                let after = all
+                    .iter()
+                    .map(|s| s.start_ns)
+                    .filter(|x| w.to_ns.is_some_and(|to| *x > to))
+                    .min();
+                let want = ThreadRun {
+                    segments: all
+                        .iter()
+                        .filter(|s| {
+                            Some(s.start_ns) == before
+                                || Some(s.start_ns) == after
+                                || (s.start_ns >= w.from_ns
+                                    && w.to_ns.is_none_or(|to| s.start_ns <= to))
+                        })
+                        .map(|s| (s.id, Span::of(s)))
+                        .collect(),
+                    at_start: before.is_none(),
+                    at_end: after.is_none(),
+                };
+                assert_eq!(
+                    a.runs[j],
+                    want,
+                    "{}",
+                    what(&format!("run of {tid:?} in {w:?}"))
+                );
+            }
+            let mut firsts: BTreeMap<Tid, SegmentId> = BTreeMap::new();
+            for s in &g.segments {
+                let f = firsts.entry(s.tid).or_insert(s.id);
+                *f = (*f).min(s.id);
+            }
+            let firsts: Vec<(Tid, SegmentId)> = firsts.into_iter().collect();
+            assert_eq!(a.firsts, firsts, "{}", what("first segments"));
+            for (j, id) in q.segments.iter().enumerate() {
+                let mut want: Vec<Segment> = g
+                    .segments
+                    .iter()
+                    .filter(|s| s.tid == id.tid())
+                    .cloned()
+                    .collect();
+                want.sort_by_key(|s| s.id);
+                same(
+                    &a.between[j],
+                    &want,
+                    &what(&format!("segments of {:?}", id.tid())),
+                );
+            }
         }
         let slices = reference::slices(g, &cfg);
         for (j, spin) in q.spins.iter().enumerate() {

@@ -3,8 +3,9 @@
 //! diagnosis graph for `export` and `follow`.
 
 use crate::cli::DebugArgs;
+use crate::live;
 use crate::{export, follow};
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 use std::io::Write;
 use std::path::Path;
 
@@ -26,40 +27,39 @@ pub(crate) fn load_graph(snapshot: &Path) -> Result<argus_diagnose::Graph> {
 }
 
 pub(crate) fn run(args: &DebugArgs) -> Result<u8> {
+    let dir = &args.snapshot;
+    let job_dir = !dir.join(argus_sinks::MANIFEST_FILE).is_file()
+        && (dir.join(live::SOCKET).exists() || dir.join("latest").exists());
+    if job_dir && !args.follow {
+        match live::client::connect(dir)? {
+            live::client::Connect::Job(client) => match run_live(args, client)? {
+                Some(code) => return Ok(code),
+                None => {
+                    let snapshot = follow::resolve_snapshot(dir)?;
+                    eprintln!("argus debug: answered from snapshot {}", snapshot.display());
+                }
+            },
+            live::client::Connect::NoJob(why) => {
+                let snapshot = follow::resolve_snapshot(dir)?;
+                eprintln!(
+                    "argus debug: no job is running in {} ({why}): answered from snapshot {}",
+                    dir.display(),
+                    snapshot.display()
+                );
+            }
+        }
+    }
     let snapshot = follow::resolve_snapshot(&args.snapshot)?;
     let mut graph = load_graph(&snapshot)?;
     export::attach_app_events(&mut graph, &snapshot)?;
-    let target = match (args.pid, args.tid, &args.comm) {
-        (Some(pid), tid, _) => Some(argus_diagnose::Target {
-            pid: argus_schema::Pid(pid),
-            tid: tid.map(argus_schema::Tid),
-        }),
-        (None, Some(tid), _) => {
-            let tid = argus_schema::Tid(tid);
-            let pid = graph
-                .pid_of(tid)
-                .with_context(|| format!("thread {} is not in the trace", tid.0))?;
-            Some(argus_diagnose::Target {
-                pid,
-                tid: Some(tid),
-            })
-        }
-        (None, None, Some(name)) => Some(
-            argus_diagnose::target_by_comm(&graph, name)
-                .with_context(|| format!("no process named {name:?} in the trace"))?,
-        ),
-        (None, None, None) => None,
-    };
-    if let Some(t) = &target {
-        if graph.thread(t.thread()).is_none() && graph.thread_segments(t.thread()).len() == 0 {
-            bail!(
-                "thread {} (of pid {}) is not in the trace; `argus debug` needs a process that was running while recording",
-                t.thread().0,
-                t.pid.0
-            );
-        }
-    }
+    let target =
+        crate::diagnosis::resolve_target(&graph, args.pid, args.tid, args.comm.as_deref())?;
     let diagnosis = export::diagnose_with(args, &graph, target)?;
+    print(args, &diagnosis)
+}
+
+/// Prints the report (text and picture, or JSON) and returns the exit code.
+fn print(args: &DebugArgs, diagnosis: &argus_diagnose::Diagnosis) -> Result<u8> {
     let mut out = std::io::stdout().lock();
     if args.json {
         serde_json::to_writer_pretty(&mut out, &diagnosis.to_json())?;
@@ -72,4 +72,91 @@ pub(crate) fn run(args: &DebugArgs) -> Result<u8> {
     }
     out.flush()?;
     Ok(diagnosis.outcome().exit_code())
+}
+
+/// Diagnoses from the live graph of the job answering on `client`: the rounds of
+/// `argus_diagnose::partial` on this side (so questions, answers files and saved answers
+/// work as with a snapshot), each reading what the walk lacked as of one epoch. When that
+/// epoch is compacted away or its generation dropped before the rounds end (a person took
+/// long to answer), it starts again at the latest epoch; answers already given are reused.
+///
+/// `None`: the job has no live graph to answer from (none complete yet, or it fell behind):
+/// the caller diagnoses the latest snapshot.
+fn run_live(args: &DebugArgs, mut client: live::client::Client) -> Result<Option<u8>> {
+    use live::protocol::Code;
+    let mut replay = argus_diagnose::Replay::new();
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        let first = match client.request("fetch", serde_json::json!({"whole": true}))? {
+            Ok(first) => first,
+            Err(f) if matches!(f.code, Code::NotReady | Code::Gone) => {
+                eprintln!(
+                    "argus debug: the job running in {} has no live graph to answer from ({f})",
+                    args.snapshot.display()
+                );
+                return Ok(None);
+            }
+            Err(f) => anyhow::bail!("the job in {}: {f}", args.snapshot.display()),
+        };
+        let pin = serde_json::json!({
+            "epoch": first["epoch"],
+            "generation": first["generation"],
+        });
+        let whole_json = &first["whole"];
+        let whole = argus_diagnose::Whole {
+            threads: serde_json::from_value(whole_json["threads"].clone())
+                .context("the job's threads table")?,
+            spins: serde_json::from_value(whole_json["spins"].clone())
+                .context("the job's spins")?,
+            trace_end_ns: argus_schema::Nanos(first["watermark_ns"].as_u64().unwrap_or(0)),
+            lost: serde_json::from_value(whole_json["lost"].clone())
+                .context("the job's lost ranges")?,
+        };
+        let seed = live::seed_for(&whole, args.pid, args.tid, args.comm.as_deref());
+        let result = export::with_oracle(args, |oracle, config| {
+            argus_diagnose::rounds(
+                &whole,
+                seed,
+                |needs| -> Result<argus_diagnose::Parts> {
+                    let mut req = pin.clone();
+                    req["needs"] = serde_json::to_value(needs)?;
+                    let answer = client.request("fetch", req)??;
+                    serde_json::from_value(answer["parts"].clone())
+                        .context("the job's parts of the graph")
+                },
+                |graph| {
+                    let target = crate::diagnosis::resolve_target(
+                        graph,
+                        args.pid,
+                        args.tid,
+                        args.comm.as_deref(),
+                    )?;
+                    let mut o = replay.round(graph, &mut *oracle);
+                    Ok(argus_diagnose::diagnose(graph, target, &mut o, config)?)
+                },
+            )
+        });
+        match result {
+            Ok((diagnosis, stats)) => {
+                eprintln!(
+                    "argus debug: answered by the job running in {} (its live graph as of epoch {}, watermark {} ns; {} segments read in {} round(s))",
+                    args.snapshot.display(),
+                    first["epoch"],
+                    first["watermark_ns"],
+                    stats.segments,
+                    stats.rounds
+                );
+                return print(args, &diagnosis).map(Some);
+            }
+            Err(e)
+                if attempt < 5
+                    && e.downcast_ref::<live::protocol::Failure>()
+                        .is_some_and(|f| matches!(f.code, Code::Compacted | Code::Gone)) =>
+            {
+                tracing::info!("the live graph moved on ({e:#}); asking again");
+            }
+            Err(e) => return Err(e),
+        }
+    }
 }

@@ -12,35 +12,6 @@ use argus_sinks::export::{EdgeMark, Marks, PathMark};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-/// The diagnosis configuration from `argus debug` flags.
-pub fn config(
-    threshold: f64,
-    loop_wait: Option<&str>,
-    beam: usize,
-    lookback: usize,
-    top: usize,
-) -> Result<DiagnoseConfig> {
-    if !(threshold.is_finite() && threshold > 0.0) {
-        bail!("--threshold must be a positive number of seconds, got {threshold}");
-    }
-    if beam == 0 || lookback == 0 || top == 0 {
-        bail!("--beam, --lookback and --top must be at least 1");
-    }
-    let mut cfg = DiagnoseConfig::default();
-    cfg.hang.threshold_ns = (threshold * 1e9) as u64;
-    cfg.hang.loop_wait = match loop_wait {
-        Some(name) => Some(
-            argus_schema::syscalls::number(name)
-                .with_context(|| format!("--loop-wait: unknown syscall {name:?}"))?,
-        ),
-        None => None,
-    };
-    cfg.beam.width = beam;
-    cfg.beam.lookback = lookback;
-    cfg.beam.top_k = top;
-    Ok(cfg)
-}
-
 /// Attaches the snapshot's markers and data-flag accesses (a filtered scan of the events
 /// table's `kind` column) and its call stacks (`stacks.parquet`, present when the trace was
 /// recorded with `--stacks`) to the graph.
@@ -80,7 +51,18 @@ fn call_stack(s: argus_sinks::EventStack) -> CallStack {
 /// (`--answers`, either lines or a saved-answers JSON file), the default policy (`--auto`) or
 /// the terminal; saved answers (`--save-answers`) are applied first and updated afterwards.
 pub fn diagnose_with(args: &DebugArgs, graph: &Graph, target: Option<Target>) -> Result<Diagnosis> {
-    let mut config = config(
+    with_oracle(args, |oracle, config| {
+        Ok(argus_diagnose::diagnose(graph, target, oracle, config)?)
+    })
+}
+
+/// Runs `run` with the diagnosis configuration and the oracle `argus debug`'s flags ask for
+/// (see [`diagnose_with`]); saved answers are read before and written after.
+pub fn with_oracle<T>(
+    args: &DebugArgs,
+    run: impl FnOnce(&mut dyn Oracle, &DiagnoseConfig) -> Result<T>,
+) -> Result<T> {
+    let mut config = crate::diagnosis::config(
         args.threshold,
         args.loop_wait.as_deref(),
         args.beam,
@@ -124,7 +106,7 @@ pub fn diagnose_with(args: &DebugArgs, graph: &Graph, target: Option<Target>) ->
         &mut terminal
     };
     let mut oracle = RuleOracle::new(inner, saved);
-    let diagnosis = argus_diagnose::diagnose(graph, target, &mut oracle, &config)?;
+    let out = run(&mut oracle, &config)?;
     if let Some(f) = &args.save_answers {
         let merged = oracle.merged();
         std::fs::write(f, merged.to_json() + "\n")
@@ -138,7 +120,7 @@ pub fn diagnose_with(args: &DebugArgs, graph: &Graph, target: Option<Target>) ->
             );
         }
     }
-    Ok(diagnosis)
+    Ok(out)
 }
 
 /// The marks of a report for the exports.
@@ -202,7 +184,7 @@ pub fn run(args: &ExportArgs) -> Result<u8> {
         }),
         (None, None) => None,
     };
-    let config = config(args.threshold, None, 8, 2, 3)?;
+    let config = crate::diagnosis::config(args.threshold, None, 8, 2, 3)?;
     let diagnosis = argus_diagnose::diagnose(&graph, target, &mut AutoOracle, &config)?;
     let marks = diagnosis.report.as_ref().map(marks_of).unwrap_or_default();
     if diagnosis.report.is_none() {

@@ -13,8 +13,9 @@
 //! exchange them by key). [`ArrangedJob::apply`] does both from the
 //! [`Message`]s of the graph dataflow.
 
-use super::{arrange_graph, backward_slices, Diff, GraphTraces, SliceConfig, Time};
+use super::{arrange_graph, backward_slices, Diff, GraphTraces, SliceConfig, SliceMember, Time};
 use crate::dataflow::{Message, Update};
+use argus_schema::SegmentId;
 use differential_dataflow::input::InputSession;
 use timely::dataflow::operators::Probe;
 use timely::dataflow::ProbeHandle;
@@ -30,12 +31,28 @@ pub struct ArrangedJob {
 impl ArrangedJob {
     /// Builds the job's dataflow in `worker`.
     pub fn new(worker: &mut Worker, cfg: &SliceConfig) -> ArrangedJob {
+        ArrangedJob::build(worker, Some(cfg))
+    }
+
+    /// The job without the backward slices (their trace stays empty): the five base
+    /// arrangements only, for a caller that does not read slices.
+    pub fn without_slices(worker: &mut Worker) -> ArrangedJob {
+        ArrangedJob::build(worker, None)
+    }
+
+    fn build(worker: &mut Worker, cfg: Option<&SliceConfig>) -> ArrangedJob {
         let mut input = InputSession::new();
         let probe = ProbeHandle::new();
         let traces = worker.dataflow_named("arranged", |scope| {
             let graph = arrange_graph(input.to_collection(scope));
-            let slices =
-                backward_slices(&graph, cfg).arrange_by_key_named("arranged::slices_by_spin");
+            let slices = match cfg {
+                Some(cfg) => backward_slices(&graph, cfg),
+                None => graph
+                    .spins_by_thread
+                    .clone()
+                    .flat_map_ref(|_, _| None::<(SegmentId, SliceMember)>),
+            }
+            .arrange_by_key_named("arranged::slices_by_spin");
             graph.segments_by_id.stream.clone().probe_with(&probe);
             graph.segments_by_thread.stream.clone().probe_with(&probe);
             graph.edges_by_dst.stream.clone().probe_with(&probe);

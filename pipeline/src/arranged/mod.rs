@@ -43,8 +43,11 @@
 //! the union over the workers (a point query's key lives on exactly one of them). With one
 //! worker the local answer is the whole answer.
 //!
-//! Non-goals here: serving queries over a socket, feeding the diagnosis (issue 16 part 3),
-//! the spin classification from a thread's history in differential (the keyed rule machines
+//! Non-goals here: serving queries over a socket and feeding the diagnosis (the `argus`
+//! binary does both: `src/cmd/start/live_graph.rs` runs an [`ArrangedJob`] per dataflow
+//! generation, `src/live/fetch.rs` answers a partial diagnosis's needs with
+//! [`GraphTraces::thread_run`], [`GraphTraces::segments_between`] and the point queries), the
+//! spin classification from a thread's history in differential (the keyed rule machines
 //! of `rules/spins.rs` still find yield runs and logical waits).
 //!
 //! ```
@@ -69,7 +72,7 @@ pub mod reference;
 pub mod slice;
 
 pub use job::ArrangedJob;
-pub use query::{GraphTraces, QueryError, ShardSnapshot};
+pub use query::{GraphTraces, QueryError, ShardSnapshot, ThreadRun};
 pub use slice::{backward_slices, roots, SliceConfig, SliceMember, Window};
 
 use crate::dataflow::Update;

@@ -70,6 +70,17 @@ pub struct ShardSnapshot {
     pub slices_by_spin: Rows<SegmentId, SliceMember>,
 }
 
+/// A stretch of one thread's segments ([`GraphTraces::thread_run`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ThreadRun {
+    /// The segments in order, with their spans.
+    pub segments: Vec<(SegmentId, Span)>,
+    /// No segment of the thread starts before the first of `segments` (or it has none).
+    pub at_start: bool,
+    /// No segment of the thread starts after the last of `segments` (or it has none).
+    pub at_end: bool,
+}
+
 /// The trace handles of one worker's arrangements: import them into other dataflows of the
 /// worker (`traces.edges_by_dst.import(scope)`), or query them as of an epoch.
 ///
@@ -120,6 +131,30 @@ impl GraphTraces {
         Ok(expand(lookup(&mut self.segments_by_id, &id, as_of)?)
             .into_iter()
             .next())
+    }
+
+    /// The segments with ids in `[first, last]`, in id order: one seek, then one step per
+    /// segment (a thread's segments are consecutive in id order, so this reads a stretch of
+    /// one thread without a seek per segment).
+    pub fn segments_between(
+        &mut self,
+        first: SegmentId,
+        last: SegmentId,
+        as_of: Time,
+    ) -> Result<Vec<Segment>, QueryError> {
+        let trace = &mut self.segments_by_id;
+        readable(trace, as_of)?;
+        let (mut cursor, storage) = trace.cursor();
+        cursor.seek_key(&storage, &first);
+        let mut out = Vec::new();
+        while let Some(&id) = cursor.get_key(&storage) {
+            if id > last {
+                break;
+            }
+            out.extend(expand(vals(&mut cursor, &storage, as_of)));
+            cursor.step_key(&storage);
+        }
+        Ok(out)
     }
 
     /// The causal edges into segment `id`.
@@ -195,6 +230,108 @@ impl GraphTraces {
                 }
             }
             cursor.step_key(&storage);
+        }
+        Ok(out)
+    }
+
+    /// A stretch of thread `tid`'s segments in order, whole: the last one starting before
+    /// `from`, every one starting in `[from, to]` (`to`: `None` for no end), and the first one
+    /// starting after `to`. `at_start` / `at_end`: there is none before / after the stretch
+    /// (the thread's first / last segment is in it). `(0, None)` is the whole thread.
+    ///
+    /// Costs as [`GraphTraces::thread_segments`]: its seeks, one step per segment of the
+    /// stretch.
+    pub fn thread_run(
+        &mut self,
+        tid: Tid,
+        from: Nanos,
+        to: Option<Nanos>,
+        as_of: Time,
+    ) -> Result<ThreadRun, QueryError> {
+        let trace = &mut self.segments_by_thread;
+        readable(trace, as_of)?;
+        let (mut cursor, storage) = trace.cursor();
+        let spans = |start: Nanos, vals: Vec<((SegmentId, Option<Nanos>), Diff)>| {
+            vals.into_iter().flat_map(move |((id, end_ns), n)| {
+                std::iter::repeat_n(
+                    (
+                        id,
+                        Span {
+                            start_ns: start,
+                            end_ns,
+                        },
+                    ),
+                    n.max(0) as usize,
+                )
+            })
+        };
+        let mut run = ThreadRun::default();
+        // The last segment starting before `from`: look back 1 ms, 4 ms, 16 ms, ... as
+        // `thread_segments` does.
+        let mut back: u64 = 1_000_000;
+        loop {
+            let probe = Nanos(from.0.saturating_sub(back));
+            cursor.rewind_keys(&storage);
+            cursor.seek_key(&storage, &(tid, probe));
+            let mut last = Vec::new();
+            while let Some(&(t, start)) = cursor.get_key(&storage) {
+                if t != tid || start >= from {
+                    break;
+                }
+                let here = vals(&mut cursor, &storage, as_of);
+                if !here.is_empty() {
+                    last = spans(start, here).collect();
+                }
+                cursor.step_key(&storage);
+            }
+            if !last.is_empty() {
+                run.segments = last;
+                break;
+            }
+            if probe == Nanos(0) {
+                run.at_start = true;
+                break;
+            }
+            back = back.saturating_mul(4);
+        }
+        // The cursor is at the first key at or after `(tid, from)`.
+        run.at_end = true;
+        while let Some(&(t, start)) = cursor.get_key(&storage) {
+            if t != tid {
+                break;
+            }
+            let here = vals(&mut cursor, &storage, as_of);
+            if !here.is_empty() {
+                run.segments.extend(spans(start, here));
+                if to.is_some_and(|to| start > to) {
+                    run.at_end = false;
+                    break;
+                }
+            }
+            cursor.step_key(&storage);
+        }
+        Ok(run)
+    }
+
+    /// Every thread that has a segment in this shard, with its first segment, in thread
+    /// order: one seek per thread (not a scan of the segments).
+    pub fn first_segments(&mut self, as_of: Time) -> Result<Vec<(Tid, SegmentId)>, QueryError> {
+        let trace = &mut self.segments_by_thread;
+        readable(trace, as_of)?;
+        let (mut cursor, storage) = trace.cursor();
+        let mut out = Vec::new();
+        while let Some(&(tid, _)) = cursor.get_key(&storage) {
+            let here = vals(&mut cursor, &storage, as_of);
+            match here.iter().find(|(_, n)| *n > 0) {
+                Some(((id, _), _)) => {
+                    out.push((tid, *id));
+                    let Some(next) = tid.0.checked_add(1) else {
+                        break;
+                    };
+                    cursor.seek_key(&storage, &(Tid(next), Nanos(0)));
+                }
+                None => cursor.step_key(&storage),
+            }
         }
         Ok(out)
     }

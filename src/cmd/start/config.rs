@@ -65,6 +65,12 @@ pub struct StartArgs {
     /// Sleep this long before installing each snapshot (for crash tests).
     #[arg(long, hide = true, default_value_t = 0)]
     pub snapshot_delay_ms: u64,
+    /// Also maintain every hang's backward slice in the live graph the query server reads
+    /// (differential `iterate`; costly where many threads sleep longer than the threshold,
+    /// see docs/query-protocol.md). Live diagnoses are the same without: the slice only
+    /// saves them rounds.
+    #[arg(long)]
+    pub live_slices: bool,
 }
 
 /// How the job's own threads are scheduled (`--nice`).
@@ -135,6 +141,8 @@ pub struct StartConfig {
     pub status_every: Duration,
     /// Test hook: delay before installing a snapshot.
     pub snapshot_delay: Duration,
+    /// The live graph maintains the hangs' backward slices (`--live-slices`).
+    pub live_slices: bool,
 }
 
 pub(crate) fn positive_secs(name: &str, v: f64) -> Result<Duration> {
@@ -181,6 +189,7 @@ impl StartConfig {
                 .transpose()?,
             status_every: positive_secs("--status-every", a.status_every)?,
             snapshot_delay: Duration::from_millis(a.snapshot_delay_ms),
+            live_slices: a.live_slices,
         })
     }
 }

@@ -172,6 +172,18 @@ impl Cycle {
         // Whatever is already tapped goes in before the watermark moves, and what the tap
         // dropped is read back from the ring.
         let (watermark, events) = intake.tick(monotonic_ns(), job.cfg.lag);
+        // The query server's tables, as a snapshot requested now would hold them.
+        let oldest = job.gens.first().map_or(Nanos(0), |g| g.start_ns);
+        job.served.set_tables(
+            job.epoch,
+            intake.merge.threads(),
+            intake
+                .merge
+                .gaps_since(oldest)
+                .iter()
+                .map(|&(_, from, to, _)| (Nanos(from), Nanos(to)))
+                .collect(),
+        );
         self.status_events += events.len() as u64;
         self.errors.extend(intake.merge.take_errors());
         self.errors.truncate(MAX_ERROR_ROWS);
@@ -245,7 +257,7 @@ impl Cycle {
         let lag = monotonic_ns().saturating_sub(merge.released().map_or(0, |w| w.0));
         let s = &merge.stats;
         eprintln!(
-            "argus start: {:.0} events/s, lag {:.2} s, {} open segments, lost {} (kernel {}, late {}, malformed {}), {} lost-events gaps, {} pages + {} records waiting, {} generation(s){}",
+            "argus start: {:.0} events/s, lag {:.2} s, {} open segments, lost {} (kernel {}, late {}, malformed {}), {} lost-events gaps, {} pages + {} records waiting, {} generation(s){}{}",
             events as f64 / elapsed.as_secs_f64(),
             lag as f64 / 1e9,
             job.open_segments(),
@@ -257,6 +269,7 @@ impl Cycle {
             intake.tap.len(),
             merge.queued(),
             job.gens.len(),
+            job.live_lag(),
             if self.skipped > 0 {
                 format!(
                     ", {} snapshots skipped (the previous one was still being written)",

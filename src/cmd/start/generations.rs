@@ -15,7 +15,9 @@ use std::thread::JoinHandle;
 /// Epochs a generation's input may hold before the job waits for the dataflow (1.6 s): an
 /// overloaded job slows its reading of the tap, whose pages then count as dropped.
 pub(crate) const INPUT_EPOCHS: usize = 8;
+use super::live_graph::{Forward, LiveGraph};
 use super::sync::lock;
+use argus_pipeline::arranged::SliceConfig;
 
 /// The consolidated graph of a generation at an epoch boundary.
 pub(crate) struct Captured {
@@ -84,10 +86,13 @@ impl Collector {
     }
 }
 
+/// The collector of one generation; `forward` gets a copy of every message (the
+/// generation's live graph, `live_graph.rs`) until it ends or is given up.
 pub(crate) fn collect_live(
     out: Receiver<Message>,
     requests: Receiver<SnapRequest>,
     live: Arc<LiveSpins>,
+    mut forward: Option<Forward>,
 ) {
     let mut c = Collector {
         graph: GraphSink::new(),
@@ -102,7 +107,11 @@ pub(crate) fn collect_live(
     loop {
         let req_rx = requests.as_ref().unwrap_or(&never);
         select! {
-            recv(out) -> msg => match msg {
+            recv(out) -> msg => match msg.inspect(|m| {
+                if forward.as_ref().is_some_and(|f| !f.send(m)) {
+                    forward = None;
+                }
+            }) {
                 Ok(Message::Updates { epoch, updates }) => {
                     c.dirty = true;
                     let changed = c.graph.update(epoch, updates);
@@ -174,6 +183,9 @@ pub(crate) struct Generation {
     pub(crate) live: Arc<LiveSpins>,
     pub(crate) flow: JoinHandle<std::result::Result<(), argus_pipeline::dataflow::PipelineError>>,
     pub(crate) collector: JoinHandle<()>,
+    /// The generation's live graph (what the query server reads) and its worker.
+    pub(crate) graph: LiveGraph,
+    pub(crate) graph_worker: JoinHandle<()>,
 }
 
 impl Generation {
@@ -183,6 +195,7 @@ impl Generation {
         first_epoch: u64,
         start_ns: Nanos,
         notify: Sender<()>,
+        live_slices: bool,
     ) -> Result<Self> {
         let (input, batch_rx) = crossbeam_channel::bounded::<Batch>(INPUT_EPOCHS);
         let (out_tx, out_rx) = crossbeam_channel::unbounded::<Message>();
@@ -198,9 +211,15 @@ impl Generation {
             notify,
         });
         let live2 = live.clone();
+        let (graph, forward, graph_worker) = LiveGraph::start(
+            id,
+            first_epoch,
+            start_ns,
+            live_slices.then(|| SliceConfig::from_rules(&cfg.rules)),
+        )?;
         let collector = std::thread::Builder::new()
             .name(format!("argus-collect-g{id}"))
-            .spawn(move || collect_live(out_rx, req_rx, live2))?;
+            .spawn(move || collect_live(out_rx, req_rx, live2, Some(forward)))?;
         Ok(Generation {
             id,
             first_epoch,
@@ -211,6 +230,8 @@ impl Generation {
             live,
             flow,
             collector,
+            graph,
+            graph_worker,
         })
     }
 
@@ -224,9 +245,14 @@ impl Generation {
             requests,
             flow,
             collector,
+            graph_worker,
+            graph,
             id,
             ..
         } = self;
+        // Its live graph is read no more: the worker ends without applying what is left.
+        graph.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        drop(graph);
         drop(input);
         drop(requests);
         if discard {
@@ -238,6 +264,7 @@ impl Generation {
                 .join()
                 .map_err(|_| anyhow::anyhow!("dataflow generation {id} panicked"))?;
             let _ = collector.join();
+            let _ = graph_worker.join();
             r.with_context(|| format!("dataflow generation {id}"))
         };
         if background {
@@ -278,7 +305,7 @@ mod tests {
             notify,
         });
         let live2 = live.clone();
-        let collector = std::thread::spawn(move || collect_live(out_rx, req_rx, live2));
+        let collector = std::thread::spawn(move || collect_live(out_rx, req_rx, live2, None));
         let open = Segment::starting(
             SegmentId::new(Tid(7), 0),
             Pid(7),

@@ -17,6 +17,9 @@ use std::sync::atomic::Ordering;
 pub(crate) const REPLAY_BATCH: usize = 100_000;
 use super::config::*;
 use super::generations::*;
+use super::live_graph::LiveGraph;
+use super::serve::Served;
+use std::sync::Arc;
 
 /// Moves an earlier run's ring aside; returns it when it holds a trace.
 pub(crate) fn take_previous_trace(dir: &Path) -> Result<Option<PathBuf>> {
@@ -47,6 +50,9 @@ pub(crate) struct Job<'a> {
     pub(crate) watermark: Nanos,
     /// Given to every generation's collector: woken when its spins change.
     pub(crate) notify: Sender<()>,
+    /// What the query server reads: the generations' live graphs are published here as
+    /// they start and stop.
+    pub(crate) served: Arc<Served>,
 }
 
 impl<'a> Job<'a> {
@@ -59,9 +65,17 @@ impl<'a> Job<'a> {
         prev: Option<&Path>,
         live_start: Nanos,
         notify: Sender<()>,
+        served: Arc<Served>,
         quiet: bool,
     ) -> Result<(Job<'a>, Option<Replayed>)> {
-        let first = Generation::start(0, &cfg.dataflow, first_epoch, Nanos(0), notify.clone())?;
+        let first = Generation::start(
+            0,
+            &cfg.dataflow,
+            first_epoch,
+            Nanos(0),
+            notify.clone(),
+            cfg.live_slices,
+        )?;
         let mut job = Job {
             cfg,
             gens: vec![first],
@@ -69,7 +83,9 @@ impl<'a> Job<'a> {
             epoch: first_epoch,
             watermark: Nanos(0),
             notify,
+            served,
         };
+        job.publish();
         let replayed = match prev {
             Some(p) => {
                 let r = replay_previous(&mut job, p)?;
@@ -91,6 +107,7 @@ impl<'a> Job<'a> {
                 .and_then(|r| r.first)
                 .unwrap_or(live_start);
         }
+        job.publish();
         Ok((job, replayed))
     }
 
@@ -131,13 +148,16 @@ impl<'a> Job<'a> {
                 self.epoch,
                 self.watermark,
                 self.notify.clone(),
+                self.cfg.live_slices,
             )?;
             tracing::info!(generation = g.id, "new dataflow generation");
             self.next_gen += 1;
             self.gens.push(g);
+            self.publish();
         }
         while self.gens.len() > 1 && age(&self.gens[1], self.watermark) >= retain {
             let old = self.gens.remove(0);
+            self.publish();
             tracing::info!(
                 generation = old.id,
                 "dropping the oldest dataflow generation"
@@ -158,6 +178,36 @@ impl<'a> Job<'a> {
             })
             .map_err(|_| anyhow::anyhow!("dataflow generation {} stopped", g.id))?;
         Ok(rx)
+    }
+
+    /// Shows the query server the running generations' live graphs, oldest first.
+    pub(crate) fn publish(&self) {
+        self.served.set_graphs(
+            self.gens
+                .iter()
+                .map(|g| LiveGraph {
+                    start_ns: g.start_ns,
+                    ..g.graph.clone()
+                })
+                .collect(),
+        );
+    }
+
+    /// For the status line: how far the oldest generation's live graph is behind the epochs
+    /// sent (empty when it keeps up), or that it was given up.
+    pub(crate) fn live_lag(&self) -> String {
+        let Some(g) = self.gens.first() else {
+            return String::new();
+        };
+        let st = g.graph.status();
+        if st.fell_behind {
+            return ", live graph given up (fell behind)".into();
+        }
+        let done = st.epochs.back().map_or(0, |(e, _)| g.first_epoch + e + 1);
+        match self.epoch.saturating_sub(done) {
+            0..=2 => String::new(),
+            n => format!(", live graph {n} epochs behind"),
+        }
     }
 
     pub(crate) fn open_segments(&self) -> i64 {

@@ -14,6 +14,10 @@
 //!     → DIR/snapshots/<epoch>/ (atomic) → DIR/latest (symlink, atomic) → --on-hang hooks
 //!          ▲ every --snapshot-every, or at once when the oldest generation's collector
 //!          └ publishes a new or grown spin of a watched thread (woken main loop)
+//!
+//!  each generation's collector ──copy──► its live graph (arrangements, timely worker)
+//!                                           ▲ reads as of an epoch (the oldest generation's)
+//!  DIR/argus.sock ◄── argus debug DIR, scripts ─┘ query server: a thread per client
 //! ```
 //!
 //! **Watermark.** Every tick the main loop first drains the tap, then releases the queued
@@ -95,6 +99,14 @@
 //! about `--lag` + a tick + one snapshot write after it became detectable (measured by
 //! `tests/continuous.rs`: well within one period).
 //!
+//! **Live queries.** Each generation's dataflow output is also copied to a timely worker of its
+//! own ([`live_graph`]) that keeps it as differential arrangements, compacted as epochs complete;
+//! [`serve`] answers queries about the oldest generation's (the snapshots' generation) on
+//! `DIR/argus.sock` (0600; docs/query-protocol.md), a thread per client. The main loop publishes
+//! the generations' handles as they start and stop and, every tick, the merge's thread table and
+//! lost-events ranges for the epoch it sends, so a live answer reads the tables a snapshot of that
+//! epoch holds. The socket is removed when the job stops.
+//!
 //! **Stop and restart.** SIGINT/SIGTERM stop the recorder (its signal handler), which closes
 //! the tap; the job releases everything queued, writes a last snapshot and exits 0. On start,
 //! a non-empty `DIR/trace` from an earlier run is moved to `DIR/trace.prev` and its last
@@ -107,6 +119,8 @@ mod cycle;
 mod generations;
 mod intake;
 mod job;
+mod live_graph;
+mod serve;
 mod snapshots;
 mod sync;
 mod watch;
@@ -117,6 +131,7 @@ pub use snapshots::list_snapshots;
 use self::cycle::{Cycle, Snapshots};
 use self::intake::Intake;
 use self::job::{take_previous_trace, Job};
+use self::serve::{Served, Server};
 use self::snapshots::clean_leftovers;
 use self::watch::own_threads;
 use anyhow::{Context, Result};
@@ -124,6 +139,7 @@ use argus_pipeline::gaps::GapSet;
 use argus_schema::Nanos;
 use crossbeam_channel::Receiver;
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// How often the main loop releases events into the dataflow (one epoch per tick).
@@ -174,19 +190,40 @@ pub fn run(cfg: &StartConfig, quiet: bool) -> Result<u8> {
     // Collectors (spins changed) and the snapshot thread (a snapshot installed) wake the
     // main loop to check for a hang that should be snapshotted at once.
     let (notify, woken) = crossbeam_channel::bounded::<()>(1);
+    let served = Arc::new(Served::new());
     let (mut job, replayed) = Job::open(
         cfg,
         first_epoch,
         prev.as_deref(),
         live_start,
         notify.clone(),
+        served.clone(),
         quiet,
     )?;
+    // Live queries (`serve.rs`): a job that cannot serve still records and snapshots.
+    let server = match Server::start(&cfg.dir, served) {
+        Ok(s) => {
+            if !quiet {
+                eprintln!(
+                    "argus start: answering live queries on {} (docs/query-protocol.md)",
+                    s.path().display()
+                );
+            }
+            Some(s)
+        }
+        Err(e) => {
+            eprintln!("argus start: warning: no live queries: {e:#}");
+            None
+        }
+    };
     let gaps = &cfg.dataflow.rules.gaps;
     let mut intake = Intake::open(&trace_dir, tap, replayed.as_ref(), gaps, live_start)?;
     let (mut snaps, snapshots) = Snapshots::start(cfg, &trace_dir, live_start, notify, quiet)?;
     let mut cycle = Cycle::new(job.epoch, cfg.snapshot_every, cfg.status_every, quiet);
     let mut result = cycle.run(&mut job, &mut intake, &mut snaps, &woken);
+    // The job is stopping: no more queries (the socket is removed).
+    drop(server);
+    job.served.set_graphs(Vec::new());
 
     // The recorder has ended (or the loop failed): the last snapshot is requested; close
     // the snapshot queue, let the generations finish and the writer install it.
@@ -426,6 +463,7 @@ pub(crate) mod tests {
             duration: None,
             status_every: Duration::from_secs(5),
             snapshot_delay: Duration::ZERO,
+            live_slices: false,
         }
     }
 
@@ -511,11 +549,14 @@ pub(crate) mod tests {
         let (notify, _woken) = crossbeam_channel::bounded::<()>(1);
         let mut job = Job {
             cfg: &cfg,
-            gens: vec![Generation::start(0, &cfg.dataflow, 0, Nanos(0), notify.clone()).unwrap()],
+            gens: vec![
+                Generation::start(0, &cfg.dataflow, 0, Nanos(0), notify.clone(), false).unwrap(),
+            ],
             next_gen: 1,
             epoch: 0,
             watermark: Nanos(0),
             notify,
+            served: Arc::new(Served::new()),
         };
         let mut merge = live_merge(&set, &[], 0, &cfg.dataflow.rules.gaps, Nanos(BASE)).unwrap();
         let mut all = Vec::new();

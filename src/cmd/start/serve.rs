@@ -1,0 +1,518 @@
+//! The query server of `argus start`: `DIR/argus.sock` (0600), the protocol of
+//! docs/query-protocol.md (`crate::live::protocol`), answered from the oldest generation's
+//! live graph (`live_graph.rs`), the one snapshots come from.
+//!
+//! ```text
+//!  argus-serve: accept ─► argus-query (a thread per client, at most MAX_CLIENTS)
+//!                           line ─► parse ─► status | hangs | diagnose | fetch ─► line
+//!                                               │ reads as of an epoch
+//!                                               ▼
+//!                           Served: the generations' LiveGraph handles (oldest first),
+//!                                   the live merge's thread table and lost ranges
+//!                                   (published by the main loop every tick)
+//! ```
+//!
+//! A `diagnose` runs on its client's thread: the rounds of `argus_diagnose::partial`, each
+//! fetching what the walk lacked from the live graph's worker (a few seeks per need), so a
+//! slow diagnosis or many clients never hold the worker for long. A client that hangs up
+//! mid-request loses its answer and nothing else: its thread ends at the failed write, the
+//! worker's reply goes to a dropped channel.
+//!
+//! **The socket's life.** Bound under a temporary name, made 0600 and renamed into place (it
+//! is never reachable with wider permissions under its own name); a socket left by a job
+//! killed with `kill -9` is replaced at the next start (a socket some live job still answers
+//! on is an error: two jobs in one directory); removed when the job stops.
+
+use super::live_graph::{LiveGraph, ReadError};
+use super::sync::lock;
+use crate::diagnosis;
+use crate::live::protocol::{
+    self, AsOf, Code, DiagnoseQuery, Failure, FetchQuery, HangsQuery, Op, MAX_LINE,
+};
+use crate::live::SOCKET;
+use anyhow::{Context, Result};
+use argus_diagnose::{rounds, Replay, ScriptedOracle, Whole};
+use argus_pipeline::arranged::QueryError;
+use argus_schema::{Nanos, ThreadInfo, Tid};
+use serde_json::{json, Value};
+use std::collections::{HashMap, VecDeque};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::Instant;
+
+/// Clients served at once; one more gets a `busy` error.
+pub(crate) const MAX_CLIENTS: usize = 16;
+
+/// What the server reads, shared with the main loop.
+pub(crate) struct Served {
+    graphs: Mutex<Vec<LiveGraph>>,
+    /// The tables of the last [`TABLE_EPOCHS`] global epochs, oldest first.
+    tables: Mutex<VecDeque<(u64, Tables)>>,
+}
+
+/// Epochs whose tables are kept: more than a live graph can be read at
+/// ([`QUERY_EPOCHS`](super::live_graph::QUERY_EPOCHS)) plus what its worker may lag.
+const TABLE_EPOCHS: usize = 256;
+
+/// The tables a live diagnosis takes whole, as they stood when an epoch was sent: a snapshot
+/// of that epoch holds the same.
+#[derive(Clone, Default)]
+pub(crate) struct Tables {
+    pub(crate) threads: Arc<Vec<ThreadInfo>>,
+    pub(crate) lost: Arc<Vec<(Nanos, Nanos)>>,
+}
+
+impl Served {
+    pub(crate) fn new() -> Served {
+        Served {
+            graphs: Mutex::new(Vec::new()),
+            tables: Mutex::new(VecDeque::new()),
+        }
+    }
+
+    /// The running generations' live graphs, oldest first.
+    pub(crate) fn set_graphs(&self, graphs: Vec<LiveGraph>) {
+        *lock(&self.graphs) = graphs;
+    }
+
+    /// The live merge's thread table and the lost-events ranges of the retained window as
+    /// global epoch `epoch` is sent.
+    pub(crate) fn set_tables(
+        &self,
+        epoch: u64,
+        threads: Vec<ThreadInfo>,
+        lost: Vec<(Nanos, Nanos)>,
+    ) {
+        let mut t = lock(&self.tables);
+        t.push_back((
+            epoch,
+            Tables {
+                threads: Arc::new(threads),
+                lost: Arc::new(lost),
+            },
+        ));
+        while t.len() > TABLE_EPOCHS {
+            t.pop_front();
+        }
+    }
+
+    /// The tables as global epoch `epoch` was sent (the last ones before it when that epoch
+    /// was not a tick's, the newest when it is too old).
+    fn tables(&self, epoch: u64) -> Tables {
+        let t = lock(&self.tables);
+        t.iter()
+            .rev()
+            .find(|(e, _)| *e <= epoch)
+            .or(t.back())
+            .map(|(_, t)| t.clone())
+            .unwrap_or_default()
+    }
+
+    /// The oldest generation's graph, or generation `id`'s.
+    fn graph(&self, id: Option<u64>) -> Result<(LiveGraph, usize), Failure> {
+        let graphs = lock(&self.graphs);
+        let n = graphs.len();
+        let g = match id {
+            None => graphs.first(),
+            Some(id) => graphs.iter().find(|g| g.generation == id),
+        };
+        match g {
+            Some(g) => Ok((g.clone(), n)),
+            None if id.is_some() => Err(Failure::new(
+                Code::Gone,
+                format!(
+                    "generation {} is not running any more: ask again without one",
+                    id.unwrap_or_default()
+                ),
+            )),
+            None => Err(Failure::new(Code::NotReady, "no dataflow generation runs")),
+        }
+    }
+}
+
+/// The server: its socket and accepting thread. Dropping it stops both and removes the
+/// socket.
+pub(crate) struct Server {
+    path: PathBuf,
+    stop: Arc<AtomicBool>,
+    accept: Option<JoinHandle<()>>,
+}
+
+impl Server {
+    /// Serves `served` on `DIR/argus.sock`.
+    pub(crate) fn start(dir: &Path, served: Arc<Served>) -> Result<Server> {
+        let path = dir.join(SOCKET);
+        if path.exists() {
+            if UnixStream::connect(&path).is_ok() {
+                anyhow::bail!(
+                    "another job answers on {}: one `argus start` per directory",
+                    path.display()
+                );
+            }
+            std::fs::remove_file(&path)
+                .with_context(|| format!("removing the stale {}", path.display()))?;
+        }
+        let tmp = dir.join(format!(".{SOCKET}.{}", std::process::id()));
+        let _ = std::fs::remove_file(&tmp);
+        let listener =
+            UnixListener::bind(&tmp).with_context(|| format!("binding {}", tmp.display()))?;
+        std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o600))
+            .with_context(|| format!("making {} 0600", tmp.display()))?;
+        std::fs::rename(&tmp, &path)
+            .with_context(|| format!("renaming {} to {}", tmp.display(), path.display()))?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let stop2 = stop.clone();
+        let accept = std::thread::Builder::new()
+            .name("argus-serve".into())
+            .spawn(move || accept_loop(listener, served, stop2))?;
+        Ok(Server {
+            path,
+            stop,
+            accept: Some(accept),
+        })
+    }
+
+    /// The socket's path.
+    pub(crate) fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        // Wake the accepting thread (it checks the flag after each connection).
+        let _ = UnixStream::connect(&self.path);
+        if let Some(t) = self.accept.take() {
+            let _ = t.join();
+        }
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+/// Decrements the client count when a client's thread ends, however it ends.
+struct Slot(Arc<AtomicUsize>);
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+fn accept_loop(listener: UnixListener, served: Arc<Served>, stop: Arc<AtomicBool>) {
+    let active = Arc::new(AtomicUsize::new(0));
+    for conn in listener.incoming() {
+        if stop.load(Ordering::SeqCst) {
+            break;
+        }
+        let mut stream = match conn {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::warn!("{SOCKET}: accepting a client: {e}");
+                std::thread::sleep(std::time::Duration::from_millis(10));
+                continue;
+            }
+        };
+        if active.fetch_add(1, Ordering::SeqCst) >= MAX_CLIENTS {
+            active.fetch_sub(1, Ordering::SeqCst);
+            let busy = Failure::new(
+                Code::Busy,
+                format!("{MAX_CLIENTS} clients are being served: try again"),
+            );
+            let _ = writeln!(stream, "{}", protocol::response(&Value::Null, Err(busy)));
+            continue;
+        }
+        let slot = Slot(active.clone());
+        let served = served.clone();
+        let spawned = std::thread::Builder::new()
+            .name("argus-query".into())
+            .spawn(move || {
+                let _slot = slot;
+                client(stream, &served);
+            });
+        if let Err(e) = spawned {
+            tracing::warn!("{SOCKET}: starting a client's thread: {e}");
+        }
+    }
+}
+
+/// Serves one client: a response line per request line, until it hangs up.
+fn client(stream: UnixStream, served: &Served) {
+    let Ok(mut writer) = stream.try_clone() else {
+        return;
+    };
+    let mut reader = BufReader::new(stream);
+    loop {
+        let mut line = String::new();
+        match (&mut reader).take(MAX_LINE as u64 + 1).read_line(&mut line) {
+            Ok(0) | Err(_) => return,
+            Ok(_) => {}
+        }
+        if !line.ends_with('\n') {
+            if line.len() > MAX_LINE {
+                let f = Failure::new(
+                    Code::BadRequest,
+                    format!("a request line is at most {MAX_LINE} bytes"),
+                );
+                let _ = writeln!(writer, "{}", protocol::response(&Value::Null, Err(f)));
+            }
+            // Longer than allowed, or the client hung up mid-line: nothing to answer.
+            return;
+        }
+        let text = line.trim();
+        if text.is_empty() {
+            continue;
+        }
+        let answer = match protocol::parse(text) {
+            Ok(req) => protocol::response(&req.id, handle(served, req.op)),
+            Err((id, f)) => protocol::response(&id, Err(f)),
+        };
+        if writeln!(writer, "{answer}").is_err() {
+            return; // The client hung up: its answer goes nowhere.
+        }
+    }
+}
+
+fn handle(served: &Served, op: Op) -> Result<Value, Failure> {
+    match op {
+        Op::Status { .. } => status(served),
+        Op::Hangs(q) => hangs(served, &q),
+        Op::Diagnose(q) => diagnose(served, &q),
+        Op::Fetch(q) => fetch_parts(served, q),
+    }
+}
+
+fn read_failure(e: ReadError) -> Failure {
+    match e {
+        ReadError::Gone => Failure::new(Code::Gone, e.to_string()),
+        ReadError::Query(q @ QueryError::Compacted { .. }) => {
+            Failure::new(Code::Compacted, q.to_string())
+        }
+        ReadError::Query(q) => Failure::new(Code::NotReady, q.to_string()),
+    }
+}
+
+/// The epoch a read is as of: `(local epoch, global epoch, watermark)`.
+fn pick(g: &LiveGraph, as_of: AsOf) -> Result<(u64, u64, Nanos), Failure> {
+    let st = g.status();
+    if st.fell_behind {
+        return Err(Failure::new(
+            Code::Gone,
+            "this generation's live graph fell behind the dataflow and was given up; the next generation has a new one",
+        ));
+    }
+    if st.ended {
+        return Err(read_failure(ReadError::Gone));
+    }
+    let (Some(&(first, _)), Some(&(last, last_w))) = (st.epochs.front(), st.epochs.back()) else {
+        return Err(Failure::new(
+            Code::NotReady,
+            "the live graph has no complete epoch yet",
+        ));
+    };
+    let global = |local: u64| g.first_epoch + local;
+    let range = || format!("epochs {} to {} can be read", global(first), global(last));
+    let local = if let Some(w) = as_of.watermark_ns {
+        match st.epochs.iter().rev().find(|(_, x)| x.0 == w) {
+            Some(&(e, _)) => e,
+            None if w > last_w.0 => {
+                return Err(Failure::new(
+                    Code::NotReady,
+                    format!("no epoch of watermark {w} yet ({})", range()),
+                ))
+            }
+            None => {
+                return Err(Failure::new(
+                    Code::Compacted,
+                    format!("no readable epoch has watermark {w} ({})", range()),
+                ))
+            }
+        }
+    } else if let Some(e) = as_of.epoch {
+        match e.checked_sub(g.first_epoch) {
+            Some(l) if l > last => {
+                return Err(Failure::new(
+                    Code::NotReady,
+                    format!("epoch {e} is not complete yet ({})", range()),
+                ))
+            }
+            Some(l) if l >= first => l,
+            _ => {
+                return Err(Failure::new(
+                    Code::Compacted,
+                    format!("epoch {e} is compacted away ({})", range()),
+                ))
+            }
+        }
+    } else {
+        last
+    };
+    let watermark = st
+        .epochs
+        .iter()
+        .find(|(e, _)| *e == local)
+        .map_or(last_w, |(_, w)| *w);
+    Ok((local, global(local), watermark))
+}
+
+fn status(served: &Served) -> Result<Value, Failure> {
+    let (g, generations) = served.graph(None)?;
+    let st = g.status();
+    let last = st.epochs.back().copied();
+    let t = served.tables(last.map_or(u64::MAX, |(e, _)| g.first_epoch + e));
+    Ok(json!({
+        "protocol": protocol::VERSION,
+        "pid": std::process::id(),
+        "generation": g.generation,
+        "generations": generations,
+        "epoch": last.map(|(e, _)| g.first_epoch + e),
+        "watermark_ns": last.map(|(_, w)| w.0),
+        "readable_epochs": st.epochs.front().zip(last).map(|(a, b)| [g.first_epoch + a.0, g.first_epoch + b.0]),
+        "trace_start_ns": g.start_ns.0,
+        "fell_behind": st.fell_behind,
+        "counts": {
+            "segments": st.segments,
+            "open_segments": st.open_segments,
+            "edges": st.edges,
+            "spins": st.spins,
+            "threads": t.threads.len(),
+            "lost_ranges": t.lost.len(),
+        },
+    }))
+}
+
+fn hangs(served: &Served, q: &HangsQuery) -> Result<Value, Failure> {
+    let (g, _) = served.graph(None)?;
+    let (local, epoch, watermark) = pick(&g, AsOf::default())?;
+    let spins = g.spins(local).map_err(read_failure)?;
+    let t = served.tables(epoch);
+    let by_tid: HashMap<Tid, &ThreadInfo> = t.threads.iter().map(|t| (t.tid, t)).collect();
+    let mut out = Vec::new();
+    for s in spins {
+        let info = by_tid.get(&s.tid);
+        let comm = info.map_or(String::new(), |i| i.comm.clone());
+        let process = info.map_or(String::new(), |i| i.process.clone());
+        if q.pid.is_some_and(|p| p != s.pid.0)
+            || q.tid.is_some_and(|x| x != s.tid.0)
+            || q.comm.as_ref().is_some_and(|c| *c != comm && *c != process)
+            || q.open.is_some_and(|o| o != s.open)
+        {
+            continue;
+        }
+        let end = if s.open {
+            s.end_ns.max(watermark)
+        } else {
+            s.end_ns
+        };
+        out.push(json!({
+            "segment": s.segment,
+            "label": s.segment.to_string(),
+            "tid": s.tid,
+            "pid": s.pid,
+            "comm": comm,
+            "process": process,
+            "class": s.class.name(),
+            "start_ns": s.start_ns,
+            "end_ns": end,
+            "open": s.open,
+            "duration_ns": s.start_ns.until(end),
+        }));
+    }
+    Ok(json!({
+        "epoch": epoch,
+        "generation": g.generation,
+        "watermark_ns": watermark,
+        "hangs": out,
+    }))
+}
+
+fn diagnose(served: &Served, q: &DiagnoseQuery) -> Result<Value, Failure> {
+    let started = Instant::now();
+    if q.pid.is_none() && q.tid.is_none() && q.comm.is_none() {
+        return Err(Failure::new(
+            Code::BadRequest,
+            "diagnose: name the target: pid, tid or comm",
+        ));
+    }
+    let (g, _) = served.graph(q.generation)?;
+    let (local, epoch, watermark) = pick(&g, q.as_of())?;
+    let spins = g.spins(local).map_err(read_failure)?;
+    let t = served.tables(epoch);
+    let whole = Whole {
+        threads: t.threads.to_vec(),
+        spins,
+        trace_end_ns: watermark,
+        lost: t.lost.to_vec(),
+    };
+    let cfg = diagnosis::config(
+        q.threshold,
+        q.loop_wait.as_deref(),
+        q.beam,
+        q.lookback,
+        q.top,
+    )
+    .map_err(|e| Failure::new(Code::BadRequest, format!("diagnose: {e:#}")))?;
+    let mut oracle = ScriptedOracle::parse(&q.answers.join("\n"))
+        .map_err(|e| Failure::new(Code::BadRequest, format!("diagnose: answers: {e}")))?;
+    let seed = crate::live::seed_for(&whole, q.pid, q.tid, q.comm.as_deref());
+    let mut replay = Replay::new();
+    let result = rounds(
+        &whole,
+        seed,
+        |needs| {
+            g.fetch(local, needs.to_vec())
+                .map_err(|e| anyhow::Error::new(read_failure(e)))
+        },
+        |graph| {
+            let target = diagnosis::resolve_target(graph, q.pid, q.tid, q.comm.as_deref())?;
+            let mut o = replay.round(graph, &mut oracle);
+            Ok(argus_diagnose::diagnose(graph, target, &mut o, &cfg)?)
+        },
+    );
+    let (diagnosis, stats) = result.map_err(|e| {
+        if let Some(f) = e.downcast_ref::<Failure>() {
+            f.clone()
+        } else if e.downcast_ref::<diagnosis::NoSuchTarget>().is_some() {
+            Failure::new(Code::NotFound, format!("{e:#}"))
+        } else {
+            Failure::new(Code::Internal, format!("{e:#}"))
+        }
+    })?;
+    Ok(json!({
+        "epoch": epoch,
+        "generation": g.generation,
+        "watermark_ns": watermark,
+        "rounds": stats.rounds,
+        "segments": stats.segments,
+        "edges": stats.edges,
+        "elapsed_ms": started.elapsed().as_secs_f64() * 1e3,
+        "diagnosis": diagnosis.to_json(),
+    }))
+}
+
+fn fetch_parts(served: &Served, q: FetchQuery) -> Result<Value, Failure> {
+    let (g, _) = served.graph(q.generation)?;
+    let (local, epoch, watermark) = pick(&g, q.as_of())?;
+    let parts = g.fetch(local, q.needs).map_err(read_failure)?;
+    let mut out = json!({
+        "epoch": epoch,
+        "generation": g.generation,
+        "watermark_ns": watermark,
+        "parts": parts,
+    });
+    if q.whole {
+        let spins = g.spins(local).map_err(read_failure)?;
+        let t = served.tables(epoch);
+        out["whole"] = json!({
+            "threads": *t.threads,
+            "spins": spins,
+            "lost": *t.lost,
+        });
+    }
+    Ok(out)
+}

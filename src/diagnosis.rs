@@ -1,0 +1,83 @@
+//! What `argus debug`'s flags mean for a diagnosis, shared by `debug`, `export`, `follow`
+//! and the live job's query server (`cmd/start/serve.rs`): the [`DiagnoseConfig`] of the
+//! threshold, event-loop wait and beam flags, and the target `--pid` / `--tid` / `--comm`
+//! name in a graph.
+
+use anyhow::{bail, Context, Result};
+use argus_diagnose::DiagnoseConfig;
+
+/// The diagnosis configuration from `argus debug` flags.
+pub(crate) fn config(
+    threshold: f64,
+    loop_wait: Option<&str>,
+    beam: usize,
+    lookback: usize,
+    top: usize,
+) -> Result<DiagnoseConfig> {
+    if !(threshold.is_finite() && threshold > 0.0) {
+        bail!("--threshold must be a positive number of seconds, got {threshold}");
+    }
+    if beam == 0 || lookback == 0 || top == 0 {
+        bail!("--beam, --lookback and --top must be at least 1");
+    }
+    let mut cfg = DiagnoseConfig::default();
+    cfg.hang.threshold_ns = (threshold * 1e9) as u64;
+    cfg.hang.loop_wait = match loop_wait {
+        Some(name) => Some(
+            argus_schema::syscalls::number(name)
+                .with_context(|| format!("--loop-wait: unknown syscall {name:?}"))?,
+        ),
+        None => None,
+    };
+    cfg.beam.width = beam;
+    cfg.beam.lookback = lookback;
+    cfg.beam.top_k = top;
+    Ok(cfg)
+}
+
+/// A target the trace does not hold: `argus debug` says so, the query server answers
+/// `not_found`.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub(crate) struct NoSuchTarget(pub(crate) String);
+
+/// The target `--pid` / `--tid` / `--comm` name in `graph` (`None`: every main thread).
+pub(crate) fn resolve_target(
+    graph: &argus_diagnose::Graph,
+    pid: Option<i32>,
+    tid: Option<i32>,
+    comm: Option<&str>,
+) -> Result<Option<argus_diagnose::Target>> {
+    let target = match (pid, tid, comm) {
+        (Some(pid), tid, _) => Some(argus_diagnose::Target {
+            pid: argus_schema::Pid(pid),
+            tid: tid.map(argus_schema::Tid),
+        }),
+        (None, Some(tid), _) => {
+            let tid = argus_schema::Tid(tid);
+            let pid = graph
+                .pid_of(tid)
+                .ok_or_else(|| NoSuchTarget(format!("thread {} is not in the trace", tid.0)))?;
+            Some(argus_diagnose::Target {
+                pid,
+                tid: Some(tid),
+            })
+        }
+        (None, None, Some(name)) => Some(
+            argus_diagnose::target_by_comm(graph, name)
+                .ok_or_else(|| NoSuchTarget(format!("no process named {name:?} in the trace")))?,
+        ),
+        (None, None, None) => None,
+    };
+    if let Some(t) = &target {
+        if graph.thread(t.thread()).is_none() && graph.thread_segments(t.thread()).len() == 0 {
+            return Err(NoSuchTarget(format!(
+                "thread {} (of pid {}) is not in the trace; `argus debug` needs a process that was running while recording",
+                t.thread().0,
+                t.pid.0
+            ))
+            .into());
+        }
+    }
+    Ok(target)
+}
