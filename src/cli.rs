@@ -138,7 +138,7 @@ pub struct BuildArgs {
 }
 
 /// `argus debug`.
-#[derive(Debug, Args)]
+#[derive(Clone, Debug, Args)]
 pub struct DebugArgs {
     /// Snapshot directory written by `argus build`.
     pub snapshot: PathBuf,

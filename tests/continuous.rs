@@ -73,9 +73,16 @@ fn start_shows_a_live_hang_runs_the_hook_and_follow_reports_it_within_a_period()
     // period after the lag) would break the bound.
     let period = 3.0f64;
     let threshold_ns = 2_000_000_000u64;
+    // The hook also asks the running job for the diagnosis (its live graph, through
+    // ARGUS_HANG_DIR), as a user's hook would.
+    let asked = tmp.path().join("hook-debug.json");
     let hook_cmd = format!(
-        "env | grep ^ARGUS_HANG_ > {0}.tmp && mv {0}.tmp {0}",
-        hook.display()
+        "env | grep ^ARGUS_HANG_ > {0}.tmp && mv {0}.tmp {0}; \
+         {1} debug \"$ARGUS_HANG_DIR\" --pid \"$ARGUS_HANG_PID\" --auto --json > {2}.tmp 2>{2}.err; \
+         mv {2}.tmp {2}",
+        hook.display(),
+        env!("CARGO_BIN_EXE_argus"),
+        asked.display()
     );
     let mut start = Guard(Some(
         argus()
@@ -112,6 +119,7 @@ fn start_shows_a_live_hang_runs_the_hook_and_follow_reports_it_within_a_period()
             "40",
             "--comm",
             "argus-hang-main",
+            "--json",
         ])
         .stdout(Stdio::piped())
         .spawn()
@@ -179,26 +187,56 @@ fn start_shows_a_live_hang_runs_the_hook_and_follow_reports_it_within_a_period()
         "the hook ran {delay:.2} s after the hang became detectable (period {period} s)"
     );
 
+    // --follow reads the job's live graph (not a snapshot) and reports the hang of the
+    // workload's main thread.
+    let change = |l: &str| -> serde_json::Value { serde_json::from_str(l).expect("JSON lines") };
     let (follow_at, line) = wait_for("debug --follow's report", Duration::from_secs(20), || {
         line_rx
             .try_iter()
-            .find(|(_, l)| l.contains("new hang") && l.contains("argus-hang-main"))
+            .map(|(t, l)| (t, change(&l)))
+            .find(|(_, c)| {
+                c["change"] == "new_hang" && c["report"]["hang"]["tid"].as_i64() == Some(pid as i64)
+            })
     });
     let follow_delay = follow_at.saturating_sub(detectable_at) as f64 / 1e9;
     eprintln!("hang detectable → debug --follow reported it: {follow_delay:.2} s: {line}");
-    assert!(line.contains("LongWait"), "{line}");
+    assert_eq!(line["source"], "live", "{line}");
+    assert!(line["epoch"].as_u64().is_some(), "{line}");
+    assert_eq!(line["report"]["hang"]["class"], "LongWait", "{line}");
+    assert_eq!(line["report"]["outcome"], "hang_diagnosed", "{line}");
     assert!(
         follow_delay <= period,
         "follow reported {follow_delay:.2} s after the hang became detectable (period {period} s)"
     );
+    // The hook's own question to the job: the same hang, diagnosed.
+    let asked = wait_for("the hook's diagnosis", Duration::from_secs(20), || {
+        let text = std::fs::read_to_string(&asked).ok()?;
+        Some(
+            serde_json::from_str::<serde_json::Value>(&text).unwrap_or_else(|e| {
+                panic!(
+                    "the hook's argus debug printed JSON ({e}): {text}\n{}",
+                    std::fs::read_to_string(asked.with_extension("json.err")).unwrap_or_default()
+                )
+            }),
+        )
+    });
+    assert_eq!(asked["outcome"], "hang_diagnosed", "{asked}");
+    assert_eq!(asked["hang"]["tid"].as_i64(), Some(pid as i64), "{asked}");
     assert!(workload.wait().expect("workload exits").success());
     // Once the worker wakes the main thread, follow reports the hang resolved.
     let (_, resolved) = wait_for("the hang resolved", Duration::from_secs(15), || {
         line_rx
             .try_iter()
-            .find(|(_, l)| l.contains("hang resolved"))
+            .map(|(t, l)| (t, change(&l)))
+            .find(|(_, c)| c["change"] == "resolved")
     });
-    assert!(resolved.contains("argus-hang-main"), "{resolved}");
+    assert_eq!(resolved["source"], "live", "{resolved}");
+    assert_eq!(
+        resolved["report"]["hang"]["tid"].as_i64(),
+        Some(pid as i64),
+        "{resolved}"
+    );
+    assert_eq!(resolved["report"]["hang"]["open"], false, "{resolved}");
     drop(follow);
 
     // SIGTERM: a clean stop with a last snapshot.

@@ -32,11 +32,15 @@ pub(crate) fn run(args: &DebugArgs) -> Result<u8> {
         && (dir.join(live::SOCKET).exists() || dir.join("latest").exists());
     if job_dir && !args.follow {
         match live::client::connect(dir)? {
-            live::client::Connect::Job(client) => match run_live(args, client)? {
+            live::client::Connect::Job(mut client) => match run_live(args, &mut client)? {
                 Some(code) => return Ok(code),
                 None => {
                     let snapshot = follow::resolve_snapshot(dir)?;
-                    eprintln!("argus debug: answered from snapshot {}", snapshot.display());
+                    eprintln!(
+                        "argus debug: the job running in {} has no live graph to answer from: answered from snapshot {}",
+                        dir.display(),
+                        snapshot.display()
+                    );
                 }
             },
             live::client::Connect::NoJob(why) => {
@@ -74,15 +78,49 @@ fn print(args: &DebugArgs, diagnosis: &argus_diagnose::Diagnosis) -> Result<u8> 
     Ok(diagnosis.outcome().exit_code())
 }
 
+/// A diagnosis from a job's live graph, and the epoch it is as of.
+pub(crate) struct LiveDiagnosis {
+    /// The diagnosis (the whole graph's, as of the epoch).
+    pub diagnosis: argus_diagnose::Diagnosis,
+    /// The epoch's spins (every spinning vertex, watched or not).
+    pub spins: Vec<argus_schema::Spin>,
+    /// The global epoch.
+    pub epoch: u64,
+    /// Its watermark.
+    pub watermark_ns: u64,
+    /// How much of the graph the rounds read.
+    pub stats: argus_diagnose::RoundStats,
+}
+
+/// Diagnoses from the live graph of the job answering on `client` and prints the report;
+/// `None` when the job has no live graph to answer from (the caller diagnoses the latest
+/// snapshot).
+fn run_live(args: &DebugArgs, client: &mut live::client::Client) -> Result<Option<u8>> {
+    let Some(live) = diagnose_live(args, client)? else {
+        return Ok(None);
+    };
+    eprintln!(
+        "argus debug: answered by the job running in {} (its live graph as of epoch {}, watermark {} ns; {} segments read in {} round(s))",
+        args.snapshot.display(),
+        live.epoch,
+        live.watermark_ns,
+        live.stats.segments,
+        live.stats.rounds
+    );
+    print(args, &live.diagnosis).map(Some)
+}
+
 /// Diagnoses from the live graph of the job answering on `client`: the rounds of
 /// `argus_diagnose::partial` on this side (so questions, answers files and saved answers
 /// work as with a snapshot), each reading what the walk lacked as of one epoch. When that
 /// epoch is compacted away or its generation dropped before the rounds end (a person took
 /// long to answer), it starts again at the latest epoch; answers already given are reused.
 ///
-/// `None`: the job has no live graph to answer from (none complete yet, or it fell behind):
-/// the caller diagnoses the latest snapshot.
-fn run_live(args: &DebugArgs, mut client: live::client::Client) -> Result<Option<u8>> {
+/// `None`: the job has no live graph to answer from (none complete yet, or it fell behind).
+pub(crate) fn diagnose_live(
+    args: &DebugArgs,
+    client: &mut live::client::Client,
+) -> Result<Option<LiveDiagnosis>> {
     use live::protocol::Code;
     let mut replay = argus_diagnose::Replay::new();
     let mut attempt = 0;
@@ -91,8 +129,8 @@ fn run_live(args: &DebugArgs, mut client: live::client::Client) -> Result<Option
         let first = match client.request("fetch", serde_json::json!({"whole": true}))? {
             Ok(first) => first,
             Err(f) if matches!(f.code, Code::NotReady | Code::Gone) => {
-                eprintln!(
-                    "argus debug: the job running in {} has no live graph to answer from ({f})",
+                tracing::info!(
+                    "the job running in {} has no live graph to answer from ({f})",
                     args.snapshot.display()
                 );
                 return Ok(None);
@@ -139,15 +177,13 @@ fn run_live(args: &DebugArgs, mut client: live::client::Client) -> Result<Option
         });
         match result {
             Ok((diagnosis, stats)) => {
-                eprintln!(
-                    "argus debug: answered by the job running in {} (its live graph as of epoch {}, watermark {} ns; {} segments read in {} round(s))",
-                    args.snapshot.display(),
-                    first["epoch"],
-                    first["watermark_ns"],
-                    stats.segments,
-                    stats.rounds
-                );
-                return print(args, &diagnosis).map(Some);
+                return Ok(Some(LiveDiagnosis {
+                    diagnosis,
+                    spins: whole.spins,
+                    epoch: first["epoch"].as_u64().unwrap_or(0),
+                    watermark_ns: whole.trace_end_ns.0,
+                    stats,
+                }))
             }
             Err(e)
                 if attempt < 5

@@ -1,22 +1,38 @@
-//! `argus debug DIR --follow`: re-diagnoses on each new snapshot of an `argus start` job
-//! (`DIR/latest`) and prints what changed: a new hang, its root cause changing, the hang
-//! resolved (its spin closed, or gone from the retained window). Questions are never asked:
-//! every ambiguity takes the default answer, as with `--auto`.
+//! `argus debug DIR --follow`: follows an `argus start` job and prints what changed: a new
+//! hang, its root cause changing, the hang resolved (its spin closed, or gone from the
+//! retained window). Questions are never asked: every ambiguity takes the default answer, as
+//! with `--auto`.
 //!
-//! Output: one line per change, `[<snapshot>] <change>: <details>`; with `--json`, one JSON
-//! object per line (`snapshot`, `change`, and the `argus debug --json` report). Runs until
-//! interrupted or `--follow-for` seconds; exits 1 if a hang was reported, else 0.
+//! Where it reads: while the job answers on `DIR/argus.sock` (docs/query-protocol.md), its
+//! **live graph** — every [`POLL`] it asks for the watched hangs (`hangs`, a few spins) and
+//! re-diagnoses (`fetch` rounds, as `argus debug DIR` does) when they change (a new spin, one
+//! ending, one crossing `--threshold`) and at least every [`RECHECK`] (a root cause may change
+//! as the graph grows); a hang is therefore reported about a tick plus a poll after the job's
+//! watermark passes its threshold, without waiting for a snapshot. With no job answering, or
+//! one with no live graph (before its first epoch, given up), each new snapshot (`DIR/latest`)
+//! instead, as the job writes them.
+//!
+//! Output: one line per change, `[epoch <E>] <change>: <details>` (live) or
+//! `[<snapshot>] <change>: <details>`; with `--json`, one JSON object per line (`source`:
+//! `live` or `snapshot`, `epoch` or `snapshot`, `change`, `text` and the `argus debug --json`
+//! report). Runs until interrupted or `--follow-for` seconds; exits 1 if a hang was reported,
+//! else 0.
 
 use crate::cli::DebugArgs;
+use crate::live::client::{self, Client, Connect};
 use anyhow::{Context, Result};
-use argus_diagnose::{AutoOracle, DiagnoseConfig, Diagnosis, Graph, Target};
-use argus_schema::{Pid, SegmentId, Tid};
+use argus_diagnose::{Diagnosis, Graph, Target};
+use argus_schema::{Pid, SegmentId, Spin, Tid};
+use serde_json::Value;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-/// How often `latest` is checked.
-const POLL: Duration = Duration::from_millis(100);
+/// How often the job's hangs (or `latest`) are checked.
+pub const POLL: Duration = Duration::from_millis(100);
+
+/// How often a live hang is re-diagnosed when its spins did not change.
+pub const RECHECK: Duration = Duration::from_secs(1);
 
 /// A snapshot directory, or an `argus start` directory: its `latest` snapshot.
 pub fn resolve_snapshot(path: &Path) -> Result<PathBuf> {
@@ -131,9 +147,9 @@ impl Change {
     }
 }
 
-/// The changes from `before` to `now`. `graph` is the new snapshot, to tell whether the
+/// The changes from `before` to `now`. `spins` are the new graph's, to tell whether the
 /// previous hang's spin is still there.
-pub fn changes(before: Option<&HangState>, now: Option<&HangState>, graph: &Graph) -> Vec<Change> {
+pub fn changes(before: Option<&HangState>, now: Option<&HangState>, spins: &[Spin]) -> Vec<Change> {
     let mut out = Vec::new();
     match (before, now) {
         (None, None) => {}
@@ -154,7 +170,7 @@ pub fn changes(before: Option<&HangState>, now: Option<&HangState>, graph: &Grap
         }
         (Some(b), n) => {
             if b.open {
-                let gone = !graph.spins().iter().any(|s| s.segment == b.segment);
+                let gone = !spins.iter().any(|s| s.segment == b.segment);
                 out.push(Change::Resolved {
                     hang: b.clone(),
                     how: if gone {
@@ -187,6 +203,156 @@ fn target_of(args: &DebugArgs, graph: &Graph) -> Option<Target> {
     }
 }
 
+/// Where a state was read.
+enum Source<'a> {
+    /// The job's live graph as of an epoch.
+    Live(u64),
+    /// A snapshot.
+    Snapshot(&'a Path),
+}
+
+/// The follow loop's memory: the hang last seen and where the changes go.
+struct Follower<'a> {
+    /// `argus debug`'s flags, with `--auto`.
+    args: DebugArgs,
+    named: bool,
+    state: Option<HangState>,
+    reported: bool,
+    out: std::io::StdoutLock<'a>,
+}
+
+impl Follower<'_> {
+    /// Prints the changes from the last state to `now` (read from `source`, whose spins are
+    /// `spins`) and keeps `now`.
+    fn update(
+        &mut self,
+        now: Option<(HangState, Diagnosis)>,
+        spins: &[Spin],
+        source: Source<'_>,
+    ) -> Result<()> {
+        let (now_state, report) = match now {
+            Some((s, d)) => (Some(s), Some(d.to_json())),
+            None => (None, None),
+        };
+        for c in changes(self.state.as_ref(), now_state.as_ref(), spins) {
+            if matches!(c, Change::NewHang(_)) {
+                self.reported = true;
+            }
+            if self.args.json {
+                let mut v = serde_json::json!({
+                    "change": c.name(),
+                    "text": c.text(),
+                    "report": report,
+                });
+                match source {
+                    Source::Live(epoch) => {
+                        v["source"] = "live".into();
+                        v["epoch"] = epoch.into();
+                    }
+                    Source::Snapshot(path) => {
+                        v["source"] = "snapshot".into();
+                        v["snapshot"] = serde_json::to_value(path)?;
+                    }
+                }
+                serde_json::to_writer(&mut self.out, &v)?;
+                writeln!(self.out)?;
+            } else {
+                let label = match source {
+                    Source::Live(epoch) => format!("epoch {epoch}"),
+                    Source::Snapshot(path) => path
+                        .file_name()
+                        .map(|n| n.to_string_lossy().into_owned())
+                        .unwrap_or_default(),
+                };
+                writeln!(self.out, "[{label}] {}", c.text())?;
+            }
+            self.out.flush()?;
+        }
+        self.state = now_state;
+        Ok(())
+    }
+
+    /// Diagnoses a snapshot.
+    fn snapshot(&mut self, snap: &Path) -> Result<()> {
+        let graph = crate::cmd::debug::load_graph(snap)?;
+        let target = target_of(&self.args, &graph);
+        let now = if self.named && target.is_none() {
+            None // the named thread is not in the trace yet
+        } else {
+            let diagnosis = crate::cmd::export::diagnose_with(&self.args, &graph, target)?;
+            HangState::of(&diagnosis).map(|s| (s, diagnosis))
+        };
+        self.update(now, graph.spins(), Source::Snapshot(snap))
+    }
+}
+
+/// What the live loop compares between two polls: the watched spins, whether each is still
+/// going and whether it has lasted the threshold.
+type HangsKey = Vec<(Value, bool, bool)>;
+
+/// The live side of the loop: the job's connection, the last hangs seen and when the hang
+/// was last diagnosed.
+struct LiveFollow {
+    client: Client,
+    key: Option<HangsKey>,
+    diagnosed_at: Option<Instant>,
+}
+
+impl LiveFollow {
+    /// One poll of the job: `Ok(false)` when it has no live graph to answer from.
+    fn poll(&mut self, f: &mut Follower<'_>) -> Result<bool> {
+        use crate::live::protocol::Code;
+        let mut q = serde_json::Map::new();
+        if let Some(p) = f.args.pid {
+            q.insert("pid".into(), p.into());
+        }
+        if let Some(t) = f.args.tid {
+            q.insert("tid".into(), t.into());
+        }
+        if let Some(c) = &f.args.comm {
+            q.insert("comm".into(), c.clone().into());
+        }
+        let hangs = match self.client.request("hangs", Value::Object(q))? {
+            Ok(h) => h,
+            Err(e) if matches!(e.code, Code::NotReady | Code::Gone) => return Ok(false),
+            Err(e) => anyhow::bail!("the job in {}: {e}", f.args.snapshot.display()),
+        };
+        let threshold_ns = (f.args.threshold.max(0.0) * 1e9) as u64;
+        let key: HangsKey = hangs["hangs"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .map(|h| {
+                        let open = h["open"].as_bool().unwrap_or(false);
+                        let long = h["duration_ns"].as_u64().unwrap_or(0) >= threshold_ns;
+                        (h["segment"].clone(), open, long)
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        let due = self.diagnosed_at.is_none_or(|t| t.elapsed() >= RECHECK);
+        if self.key.as_ref() == Some(&key) && !due {
+            return Ok(true);
+        }
+        let epoch = hangs["epoch"].as_u64().unwrap_or(0);
+        if key.is_empty() {
+            // No spin of the watched threads: no hang (the named thread may not be traced yet).
+            self.key = Some(key);
+            self.diagnosed_at = Some(Instant::now());
+            f.update(None, &[], Source::Live(epoch))?;
+            return Ok(true);
+        }
+        let Some(live) = crate::cmd::debug::diagnose_live(&f.args, &mut self.client)? else {
+            return Ok(false);
+        };
+        self.key = Some(key);
+        self.diagnosed_at = Some(Instant::now());
+        let now = HangState::of(&live.diagnosis).map(|s| (s, live.diagnosis));
+        f.update(now, &live.spins, Source::Live(live.epoch))?;
+        Ok(true)
+    }
+}
+
 /// Runs the follow loop.
 pub fn run(args: &DebugArgs) -> Result<u8> {
     let dir = &args.snapshot;
@@ -194,62 +360,53 @@ pub fn run(args: &DebugArgs) -> Result<u8> {
     let deadline = args
         .follow_for
         .map(|s| Instant::now() + Duration::from_secs_f64(s.max(0.0)));
-    let named = args.pid.is_some() || args.tid.is_some() || args.comm.is_some();
+    let mut auto = args.clone();
+    auto.auto = true;
+    let mut f = Follower {
+        named: args.pid.is_some() || args.tid.is_some() || args.comm.is_some(),
+        args: auto,
+        state: None,
+        reported: false,
+        out: std::io::stdout().lock(),
+    };
+    let mut job: Option<LiveFollow> = None;
     let mut seen: Option<PathBuf> = None;
-    let mut state: Option<HangState> = None;
-    let mut reported = false;
-    let mut out = std::io::stdout().lock();
     let mut warned = false;
     loop {
         if deadline.is_some_and(|d| Instant::now() >= d) {
             break;
         }
+        if job.is_none() {
+            if let Connect::Job(c) = client::connect(dir)? {
+                tracing::info!(
+                    "following the live graph of the job running in {}",
+                    dir.display()
+                );
+                job = Some(LiveFollow {
+                    client: c,
+                    key: None,
+                    diagnosed_at: None,
+                });
+            }
+        }
         let current = std::fs::canonicalize(&latest).ok();
-        if current.is_some() && current != seen {
+        let live = match job.as_mut().map(|j| j.poll(&mut f)) {
+            Some(Ok(answered)) => answered,
+            Some(Err(e)) => {
+                // The job stopped (or broke the connection): snapshots from here on.
+                tracing::info!("the job in {} stopped answering: {e:#}", dir.display());
+                job = None;
+                false
+            }
+            None => false,
+        };
+        if live {
+            // Snapshots written meanwhile hold nothing newer than the live graph.
+            seen = current;
+        } else if current.is_some() && current != seen {
             let snap = current.clone().context("invariant: checked")?;
-            match crate::cmd::debug::load_graph(&snap) {
-                Ok(graph) => {
-                    seen = current;
-                    let target = target_of(args, &graph);
-                    let now = if named && target.is_none() {
-                        None // the named thread is not in the trace yet
-                    } else {
-                        let diagnosis = argus_diagnose::diagnose(
-                            &graph,
-                            target,
-                            &mut AutoOracle,
-                            &DiagnoseConfig::default(),
-                        )?;
-                        HangState::of(&diagnosis).map(|s| (s, diagnosis))
-                    };
-                    let label = snap
-                        .file_name()
-                        .map(|n| n.to_string_lossy().into_owned())
-                        .unwrap_or_default();
-                    let (now_state, report) = match now {
-                        Some((s, d)) => (Some(s), Some(d.to_json())),
-                        None => (None, None),
-                    };
-                    for c in changes(state.as_ref(), now_state.as_ref(), &graph) {
-                        if matches!(c, Change::NewHang(_)) {
-                            reported = true;
-                        }
-                        if args.json {
-                            let v = serde_json::json!({
-                                "snapshot": snap,
-                                "change": c.name(),
-                                "text": c.text(),
-                                "report": report,
-                            });
-                            serde_json::to_writer(&mut out, &v)?;
-                            writeln!(out)?;
-                        } else {
-                            writeln!(out, "[{label}] {}", c.text())?;
-                        }
-                        out.flush()?;
-                    }
-                    state = now_state;
-                }
+            match f.snapshot(&snap) {
+                Ok(()) => seen = current,
                 Err(e) => {
                     // The job may have pruned it meanwhile; the next `latest` will do.
                     if !warned {
@@ -258,7 +415,7 @@ pub fn run(args: &DebugArgs) -> Result<u8> {
                     }
                 }
             }
-        } else if current.is_none() && !warned && seen.is_none() {
+        } else if current.is_none() && !warned && seen.is_none() && job.is_none() {
             eprintln!(
                 "argus debug: waiting for {} (is `argus start -o {}` running?)",
                 latest.display(),
@@ -268,5 +425,5 @@ pub fn run(args: &DebugArgs) -> Result<u8> {
         }
         std::thread::sleep(POLL);
     }
-    Ok(if reported { 1 } else { 0 })
+    Ok(if f.reported { 1 } else { 0 })
 }

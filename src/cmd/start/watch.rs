@@ -189,6 +189,11 @@ pub(crate) fn run_hook(cmd: &str, n: &HangNotice, snapshot: &Path) {
         .env("ARGUS_HANG_TID", s.tid.0.to_string())
         .env("ARGUS_HANG_CLASS", s.class.name())
         .env("ARGUS_HANG_SNAPSHOT", snapshot)
+        // DIR/snapshots/<epoch> → DIR: `argus debug "$ARGUS_HANG_DIR"` asks the live graph.
+        .env(
+            "ARGUS_HANG_DIR",
+            snapshot.parent().and_then(Path::parent).unwrap_or(snapshot),
+        )
         .env("ARGUS_HANG_SEGMENT", s.segment.0.to_string())
         .env("ARGUS_HANG_DURATION_NS", n.duration_ns.to_string())
         .env("ARGUS_HANG_NEW", if n.new { "1" } else { "0" })
