@@ -14,6 +14,13 @@
 //! (default 9000) paces each generator (hand-offs per second; about 250k events/s in all on
 //! the 2-core development machine). `ARGUS_SOAK_BIN` soaks another `argus` binary (to compare
 //! builds, e.g. allocators, with the same harness).
+//!
+//! Live `--follow`: an `argus debug DIR --follow --comm argus-hang-main --json` runs beside
+//! the job, and every `ARGUS_SOAK_HANG_EVERY` seconds (default 60) the `chain` hang workload
+//! hangs its main thread for 4 s; the bench prints the delay from the moment each hang became
+//! detectable (its start + the 2 s threshold, on the trace clock, which is CLOCK_MONOTONIC) to
+//! the follower's `new_hang` line, and whether the live graph or a snapshot answered
+//! (target: within 1 s, from the live graph).
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
@@ -292,6 +299,33 @@ fn main() {
         );
         std::thread::sleep(Duration::from_millis(50));
     }
+    // The follower: its new_hang lines, with when they arrived.
+    let mut follower = Command::new(&bin)
+        .arg("debug")
+        .arg(&job)
+        .args(["--follow", "--comm", "argus-hang-main", "--json"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("argus debug --follow runs");
+    let follow_out = follower.stdout.take().expect("stdout");
+    let reported: Arc<Mutex<Vec<(u64, serde_json::Value)>>> = Arc::new(Mutex::new(Vec::new()));
+    {
+        let reported = reported.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(follow_out).lines().map_while(Result::ok) {
+                let at = mono_ns();
+                if let Ok(v) = serde_json::from_str::<serde_json::Value>(&line) {
+                    if v["change"] == "new_hang" {
+                        reported.lock().expect("lock").push((at, v));
+                    }
+                }
+            }
+        });
+    }
+    let hang_every = Duration::from_secs_f64(env_f64("ARGUS_SOAK_HANG_EVERY", 60.0));
+    let mut next_hang = Instant::now() + hang_every / 2;
+    let mut hangs: Vec<std::process::Child> = Vec::new();
     let stop = Arc::new(AtomicBool::new(false));
     let workers = load(stop.clone(), env_f64("ARGUS_SOAK_HANDOFFS", 9000.0));
     // Let the load and the job settle for one period, then take the starting RSS.
@@ -382,7 +416,21 @@ fn main() {
             written.lock().expect("lock").push((text, at));
         }
         n += 1;
-        std::thread::sleep(Duration::from_secs_f64(period / 2.0));
+        let pause = Instant::now() + Duration::from_secs_f64(period / 2.0);
+        while Instant::now() < pause {
+            if Instant::now() >= next_hang {
+                next_hang += hang_every;
+                hangs.push(
+                    Command::new(&bin)
+                        .args(["workload", "chain", "--secs", "4"])
+                        .stdout(Stdio::null())
+                        .stderr(Stdio::null())
+                        .spawn()
+                        .expect("the chain workload runs"),
+                );
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
         rss_max = rss_max.max(rss_kib(pid));
     }
     let rss_end = rss_kib(pid);
@@ -394,6 +442,11 @@ fn main() {
     std::thread::sleep(Duration::from_secs_f64(2.5 * period));
     watching.store(false, Ordering::Relaxed);
     let _ = watcher.join();
+    for mut h in hangs.drain(..) {
+        let _ = h.wait();
+    }
+    let _ = follower.kill();
+    let _ = follower.wait();
     // SAFETY: kill has no memory-safety preconditions; the pid is our child.
     unsafe { libc::kill(pid as i32, libc::SIGTERM) };
     let status = child.wait().expect("argus start exits");
@@ -411,6 +464,7 @@ fn main() {
     let steady: Vec<f64> = rates.iter().skip(2).copied().collect();
     let mean_rate = steady.iter().sum::<f64>() / steady.len().max(1) as f64;
     let min_rate = steady.iter().copied().fold(f64::INFINITY, f64::min);
+    follow_figures(&reported.lock().expect("lock"), n_hangs(hang_every, secs));
     let mut d = delays.lock().expect("lock").clone();
     d.sort_by(|a, b| a.total_cmp(b));
     let missing = written.lock().expect("lock").len();
@@ -454,4 +508,41 @@ fn main() {
             seen_snapshots.load(Ordering::Relaxed)
         );
     }
+}
+
+/// How many hangs the soak starts (the first half a spacing in, then one per spacing).
+fn n_hangs(every: Duration, secs: f64) -> usize {
+    let e = every.as_secs_f64();
+    if secs < e / 2.0 {
+        0
+    } else {
+        ((secs - e / 2.0) / e).floor() as usize + 1
+    }
+}
+
+/// The live `--follow` figures: delay from detectable (start + 2 s threshold) to report.
+fn follow_figures(reported: &[(u64, serde_json::Value)], started: usize) {
+    const THRESHOLD_NS: u64 = 2_000_000_000;
+    let mut delays = Vec::new();
+    let mut live = 0;
+    for (at, v) in reported {
+        let Some(start) = v["report"]["hang"]["start_ns"].as_u64() else {
+            continue;
+        };
+        delays.push(at.saturating_sub(start + THRESHOLD_NS) as f64 / 1e9);
+        if v["source"] == "live" {
+            live += 1;
+        }
+    }
+    delays.sort_by(|a, b| a.total_cmp(b));
+    if delays.is_empty() {
+        println!("soak: --follow reported none of the {started} hangs started");
+        return;
+    }
+    println!(
+        "soak: --follow reported {} of {started} hangs ({live} from the live graph); detectable → reported: median {:.2} s, max {:.2} s (target ≤ 1 s)",
+        delays.len(),
+        delays[delays.len() / 2],
+        delays[delays.len() - 1]
+    );
 }

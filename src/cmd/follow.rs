@@ -7,7 +7,8 @@
 //! **live graph** — every [`POLL`] it asks for the watched hangs (`hangs`, a few spins) and
 //! re-diagnoses (`fetch` rounds, as `argus debug DIR` does) when they change (a new spin, one
 //! ending, one crossing `--threshold`) and at least every [`RECHECK`] (a root cause may change
-//! as the graph grows); a hang is therefore reported about a tick plus a poll after the job's
+//! as the graph grows), the thread hung now (its latest open spin past the threshold) first
+//! when several threads match; a hang is therefore reported about a tick plus a poll after the job's
 //! watermark passes its threshold, without waiting for a snapshot. With no job answering, or
 //! one with no live graph (before its first epoch, given up), each new snapshot (`DIR/latest`)
 //! instead, as the job writes them.
@@ -342,7 +343,24 @@ impl LiveFollow {
             f.update(None, &[], Source::Live(epoch))?;
             return Ok(true);
         }
-        let Some(live) = crate::cmd::debug::diagnose_live(&f.args, &mut self.client)? else {
+        // A thread hung now comes first: with several matching threads (a name shared by
+        // processes that come and go) the diagnosis would otherwise pick the longest spin in
+        // the window, perhaps one that ended long ago.
+        let focus = hangs["hangs"].as_array().and_then(|a| {
+            a.iter()
+                .filter(|h| {
+                    h["open"].as_bool() == Some(true)
+                        && h["duration_ns"].as_u64().unwrap_or(0) >= threshold_ns
+                })
+                .max_by_key(|h| h["start_ns"].as_u64())
+        });
+        let mut args = f.args.clone();
+        if let Some(h) = focus {
+            args.pid = h["pid"].as_i64().map(|p| p as i32);
+            args.tid = h["tid"].as_i64().map(|t| t as i32);
+            args.comm = None;
+        }
+        let Some(live) = crate::cmd::debug::diagnose_live(&args, &mut self.client)? else {
             return Ok(false);
         };
         self.key = Some(key);
