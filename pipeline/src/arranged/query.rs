@@ -23,6 +23,7 @@ use super::{
 use argus_schema::{CausalEdge, Nanos, Segment, SegmentId, Spin, Tid};
 use differential_dataflow::operators::arrange::Arranged;
 use differential_dataflow::trace::{Cursor, TraceReader};
+use serde::{Deserialize, Serialize};
 use timely::progress::frontier::AntichainRef;
 use timely::progress::Antichain;
 
@@ -53,8 +54,9 @@ pub enum QueryError {
 pub type Rows<K, V> = Vec<(K, V, Diff)>;
 
 /// Everything one worker's shard holds as of an epoch, every arrangement read whole. For
-/// tests and tools (a live diagnosis asks [`GraphTraces`] point queries instead).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+/// tests and tools (a live diagnosis asks [`GraphTraces`] point queries instead). Serializable,
+/// so that a shard read in one process can be united with the others' elsewhere.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ShardSnapshot {
     /// `segments_by_id`.
     pub segments_by_id: Rows<SegmentId, Segment>,
@@ -71,7 +73,7 @@ pub struct ShardSnapshot {
 }
 
 /// A stretch of one thread's segments ([`GraphTraces::thread_run`]).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ThreadRun {
     /// The segments in order, with their spans.
     pub segments: Vec<(SegmentId, Span)>,

@@ -67,16 +67,48 @@
 //! **Costs.** While a hang is open its slice only grows, by the epoch's new members. When it
 //! closes its key changes and the slice is computed again: work proportional to the slice,
 //! in as many rounds as its longest path back (thread-order chains make that hundreds of
-//! steps in a busy window). With one worker a round is cheap; with several, each round is
-//! also a progress exchange between them, which is what a closing hang costs most
-//! (`benches/arranged.rs`).
+//! steps in a busy window).
+//!
+//! **Where the loop runs: on worker 0.** A round of the loop is a timely time `(epoch,
+//! round)`, and it ends for a worker only once no worker can still produce anything at it.
+//! Keyed by segment as usual, a round's reached sources hash to other workers than their
+//! destinations, so with several workers every round is a data exchange and a progress
+//! exchange between them, and the rounds advance at the pace of the slowest worker's
+//! scheduling: with 2 workers on 2 cores, the per-epoch p90 of the job (the epochs where a
+//! hang closes) was 4.9–8.3× the one-worker p90 (`benches/arranged.rs`). So the loop's
+//! arrangements (`steps_by_dst`, the reached tags before and after `slice_strongest`) are made
+//! with an exchange that sends every update to worker 0 (`on_one_worker`): the other workers
+//! hold nothing inside the loop, worker 0's rounds wait for no one, and they run at one
+//! worker's pace. The slices leave the loop as a collection that the job arranges by key as
+//! usual, so `slices_by_spin` is sharded like every other trace. Measured in one session
+//! (`cargo bench -p argus-pipeline --bench arranged`, default stream, 2 cores, two runs
+//! each): the job's 2-worker p90 went from 4.9× and 8.3× its 1-worker p90 to 1.5× and 2.0×,
+//! and its 2-worker total from 4.7× and 5.9× the graph dataflow's to 1.8× and 1.9×.
+//!
+//! The price: the slices do not scale out. Worker 0 holds a `Step` for every edge of the
+//! graph and every tag, and does all of the slices' work (in a cluster the other processes
+//! send it their edges and spans over the network); the other workers only keep the base
+//! arrangements. Two other ways were weighed. Partitioning the loop by hang, with the steps
+//! copied to every worker, keeps a hang's rounds local but not the rounds' progress: every
+//! worker that holds a hang holds each round open until it is done with it, so the rounds
+//! still advance in lockstep, and the steps' memory is multiplied by the workers. Fewer
+//! rounds (joining two steps per round) would halve the rounds at the cost of an arrangement
+//! of two-step paths, larger than the steps, and more work per round with one worker too.
 
 use super::{ArrangedGraph, Diff, Span, Time};
 use crate::rules::RulesConfig;
 use argus_schema::{CausalEdge, Nanos, Segment, SegmentId, Spin, SpinClass, Strength};
+use differential_dataflow::lattice::Lattice;
+use differential_dataflow::operators::arrange::arrangement::arrange_core;
+use differential_dataflow::operators::arrange::{Arranged, TraceAgent};
 use differential_dataflow::operators::Iterate;
-use differential_dataflow::VecCollection;
+use differential_dataflow::trace::implementations::{
+    ContainerChunker, ValBatcher, ValBuilder, ValSpine,
+};
+use differential_dataflow::{ExchangeData, VecCollection};
 use serde::{Deserialize, Serialize};
+use timely::dataflow::channels::pact::Exchange;
+use timely::progress::Timestamp;
 
 /// How far back a slice looks.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -177,23 +209,20 @@ pub fn backward_slices<'scope>(
     graph: &ArrangedGraph<'scope>,
     cfg: &SliceConfig,
 ) -> VecCollection<'scope, Time, (SegmentId, SliceMember), Diff> {
-    let steps = graph
-        .edges_by_src
-        .clone()
-        .join_core(
-            graph.segments_by_id.clone(),
-            |_src: &SegmentId, e: &CausalEdge, s: &Segment| {
-                Some((
-                    e.dst,
-                    Step {
-                        src: e.src,
-                        strength: e.strength,
-                        span: Span::of(s),
-                    },
-                ))
-            },
-        )
-        .arrange_by_key_named("arranged::steps_by_dst");
+    let steps = graph.edges_by_src.clone().join_core(
+        graph.segments_by_id.clone(),
+        |_src: &SegmentId, e: &CausalEdge, s: &Segment| {
+            Some((
+                e.dst,
+                Step {
+                    src: e.src,
+                    strength: e.strength,
+                    span: Span::of(s),
+                },
+            ))
+        },
+    );
+    let steps = on_one_worker(steps, "arranged::steps_by_dst");
     let cfg = cfg.clone();
     let roots = graph
         .spins_by_thread
@@ -216,7 +245,7 @@ pub fn backward_slices<'scope>(
     let reach = roots.clone().iterate(|scope, reach| {
         let steps = steps.enter(scope);
         let roots = roots.enter(scope);
-        reach
+        let tags = on_one_worker(reach, "arranged::slice_reach")
             .join_core(
                 steps,
                 |_dst: &SegmentId, (hang, strength): &(Hang, Strength), step: &Step| {
@@ -225,8 +254,18 @@ pub fn backward_slices<'scope>(
                         .then_some((step.src, (*hang, (*strength).min(step.strength))))
                 },
             )
-            .concat(roots)
-            .reduce_named("arranged::slice_strongest", strongest)
+            .concat(roots);
+        // As `reduce_named`, on the arrangement made on worker 0.
+        on_one_worker(tags, "arranged::slice_tags")
+            .reduce_abelian::<_, ValBuilder<_, _, _, _>, ValSpine<_, _, _, _>, _, _>(
+                "arranged::slice_strongest",
+                strongest,
+                |vec, key, upds| {
+                    vec.clear();
+                    vec.extend(upds.drain(..).map(|(v, t, r)| ((*key, v), t, r)));
+                },
+            )
+            .as_collection(|k, v| (*k, *v))
     });
     reach.map(|(segment, (hang, strength))| {
         (
@@ -238,6 +277,27 @@ pub fn backward_slices<'scope>(
             },
         )
     })
+}
+
+/// Arranges `c` by key, all of it on worker 0 (see "Where the loop runs" in the module docs).
+fn on_one_worker<'scope, K, V, T>(
+    c: VecCollection<'scope, T, (K, V), Diff>,
+    name: &str,
+) -> Arranged<'scope, TraceAgent<ValSpine<K, V, T, Diff>>>
+where
+    K: ExchangeData + Ord,
+    V: ExchangeData + Ord,
+    T: Timestamp + Lattice + Ord + ExchangeData,
+{
+    let pact = Exchange::new(|_: &((K, V), T, Diff)| 0u64);
+    arrange_core::<
+        _,
+        _,
+        ContainerChunker<Vec<((K, V), T, Diff)>>,
+        ValBatcher<K, V, T, Diff>,
+        ValBuilder<K, V, T, Diff>,
+        _,
+    >(c.inner, pact, name)
 }
 
 /// For one segment: the strongest tag it has for each hang. `vals` is sorted, so a hang's

@@ -1,9 +1,11 @@
 //! The randomized event stream of the oracle tests, shared by `oracle.rs` (the dataflow
-//! equals the batch reference) and `arranged.rs` (the arranged graph and its slices equal
-//! their from-scratch computations): 2 CPUs, a dozen threads, every rule exercised (see
-//! `oracle.rs` for the list), and the rules configuration that gives every user rule
-//! something to do.
+//! equals the batch reference) and `arranged.rs` and `arranged_cluster.rs` (the arranged
+//! graph and its slices equal their from-scratch computations, checked by
+//! [`arranged_check`]): 2 CPUs, a dozen threads, every rule exercised (see `oracle.rs` for the
+//! list), and the rules configuration that gives every user rule something to do.
 #![allow(dead_code)]
+
+pub mod arranged_check;
 
 use argus_pipeline::dataflow::Batch;
 use argus_pipeline::rules::{
