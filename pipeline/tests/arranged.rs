@@ -10,16 +10,18 @@
 //!   segments in a window, a spin's slice), united over the workers, equal the same questions
 //!   asked of the snapshot;
 //! - a query as of the next epoch is refused as not yet complete, and, once the handles are
-//!   compacted to the epoch, one as of the previous epoch as compacted away.
+//!   compacted to the epoch, one as of the previous epoch as compacted away;
+//! - on the stream with spin loops (`common::spin_stream`), the spins derived from the
+//!   segments and the watermark (`arranged::spins`) equal the dataflow's spins table.
 
 mod common;
 
 use argus_pipeline::arranged::{reference, ArrangedJob, ShardSnapshot, SliceConfig, Span, Window};
-use argus_pipeline::arranged::{QueryError, SliceMember, ThreadRun};
+use argus_pipeline::arranged::{JobConfig, QueryError, SliceMember, ThreadRun};
 use argus_pipeline::dataflow::{run, DataflowConfig, Message, Update};
 use argus_pipeline::Graph;
-use argus_schema::{CausalEdge, Event, Nanos, Segment, SegmentId, Spin, Strength, Tid};
-use common::{batches, rules, stream};
+use argus_schema::{CausalEdge, Event, Nanos, Segment, SegmentId, Spin, SpinClass, Strength, Tid};
+use common::{batches, rules, spin_stream, stream};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt::Debug;
 use std::sync::Arc;
@@ -27,6 +29,7 @@ use std::sync::Arc;
 /// One epoch of the graph dataflow's output.
 struct Epoch {
     epoch: u64,
+    watermark: Nanos,
     updates: Vec<(Update, i64)>,
 }
 
@@ -52,8 +55,11 @@ fn epochs(evs: &[Event], size: usize) -> Vec<Epoch> {
     for msg in out_rx {
         match msg {
             Message::Updates { updates, .. } => pending.extend(updates),
-            Message::EpochDone { epoch, .. } => out.push(Epoch {
+            Message::EpochDone {
+                epoch, watermark, ..
+            } => out.push(Epoch {
                 epoch: epoch.0,
+                watermark,
                 updates: std::mem::take(&mut pending),
             }),
         }
@@ -93,21 +99,29 @@ struct Answers {
     between: Vec<Vec<Segment>>,
 }
 
-/// Feeds `epochs` (on worker 0) into the arranged job with `workers` workers; returns every
-/// worker's answers at every epoch.
+/// Feeds `epochs` (on worker 0) into the arranged job with `workers` workers, deriving the
+/// spins when `spins`; returns every worker's answers at every epoch.
 fn arranged(
     epochs: Arc<Vec<Epoch>>,
     questions: Arc<Vec<Questions>>,
     workers: usize,
     cfg: SliceConfig,
+    spins: bool,
 ) -> Vec<Vec<Answers>> {
     let guards = timely::execute(timely::Config::process(workers), move |worker| {
-        let mut job = ArrangedJob::new(worker, &cfg);
+        let mut job = ArrangedJob::with_config(
+            worker,
+            &JobConfig {
+                slices: Some(cfg.clone()),
+                derived_spins: spins.then(rules),
+            },
+        );
         let mut seen = Vec::new();
         for (i, ep) in epochs.iter().enumerate() {
             let e = ep.epoch;
             if worker.index() == 0 {
                 job.send(e, ep.updates.iter().cloned());
+                job.watermark(e, ep.watermark);
             }
             job.close(e);
             worker.step_while(|| job.pending(e));
@@ -287,8 +301,9 @@ fn questions(g: &Graph, cfg: &SliceConfig, seed: u64) -> Questions {
     q
 }
 
-/// The expected rows of every arrangement for the snapshot `g`.
-fn expected(g: &Graph, cfg: &SliceConfig) -> ShardSnapshot {
+/// The expected rows of every arrangement for the snapshot `g` (the derived spins: the
+/// spins table when they are derived, else none).
+fn expected(g: &Graph, cfg: &SliceConfig, spins: bool) -> ShardSnapshot {
     fn one<K: Ord + Clone, V: Ord + Clone>(rows: Vec<(K, V, i64)>) -> Vec<(K, V, i64)> {
         consolidate([rows])
     }
@@ -306,6 +321,11 @@ fn expected(g: &Graph, cfg: &SliceConfig) -> ShardSnapshot {
             .into_iter()
             .map(|(spin, m)| (spin, m, 1))
             .collect()),
+        derived_spins_by_thread: if spins {
+            one(g.spins.iter().map(|s| (s.tid, s.clone(), 1)).collect())
+        } else {
+            Vec::new()
+        },
     }
 }
 
@@ -317,10 +337,40 @@ struct Coverage {
     slices: usize,
     /// Slices holding the segment after their spin's `last` (closed waits and loops).
     successors: usize,
+    /// The distinct spins seen, by kind (see [`SpinKind`]).
+    spins: BTreeMap<SpinKind, BTreeSet<Spin>>,
 }
 
-fn check(seed: u64, n: usize, size: usize, workers: usize, cfg: SliceConfig) -> Coverage {
-    let evs = stream(seed, n);
+/// What a spin is: its class, whether it is open, whether it is a run (a yield run or a
+/// logical wait of several segments).
+type SpinKind = (SpinClass, bool, bool);
+
+fn kind(s: &Spin) -> SpinKind {
+    (s.class, s.open, s.segments > 1)
+}
+
+impl Coverage {
+    /// How many distinct spins of `kind` were seen.
+    fn count(&self, kind: SpinKind) -> usize {
+        self.spins.get(&kind).map_or(0, BTreeSet::len)
+    }
+}
+
+/// Runs the stream of `seed` (with spin loops and the derived spins when `spins`) through the
+/// dataflow and the arranged job, and checks every arrangement and query at every epoch.
+fn check(
+    seed: u64,
+    n: usize,
+    size: usize,
+    workers: usize,
+    cfg: SliceConfig,
+    spins: bool,
+) -> Coverage {
+    let evs = if spins {
+        spin_stream(seed, n)
+    } else {
+        stream(seed, n)
+    };
     let eps = epochs(&evs, size);
     assert!(eps.len() > 1 || size >= n, "several epochs");
     let graphs = snapshots(&eps);
@@ -329,7 +379,13 @@ fn check(seed: u64, n: usize, size: usize, workers: usize, cfg: SliceConfig) -> 
         .enumerate()
         .map(|(i, g)| questions(g, &cfg, seed + i as u64))
         .collect();
-    let seen = arranged(Arc::new(eps), Arc::new(qs.clone()), workers, cfg.clone());
+    let seen = arranged(
+        Arc::new(eps),
+        Arc::new(qs.clone()),
+        workers,
+        cfg.clone(),
+        spins,
+    );
     assert_eq!(seen.len(), workers);
     let mut cov = Coverage::default();
     for (i, g) in graphs.iter().enumerate() {
@@ -337,7 +393,7 @@ fn check(seed: u64, n: usize, size: usize, workers: usize, cfg: SliceConfig) -> 
             format!("{table} at epoch {i} (seed {seed}, batch {size}, {workers} workers)")
         };
         let at: Vec<&Answers> = seen.iter().map(|w| &w[i]).collect();
-        let want = expected(g, &cfg);
+        let want = expected(g, &cfg, spins);
         same(
             &consolidate(at.iter().map(|a| a.snapshot.segments_by_id.clone())),
             &want.segments_by_id,
@@ -368,6 +424,17 @@ fn check(seed: u64, n: usize, size: usize, workers: usize, cfg: SliceConfig) -> 
             &want.slices_by_spin,
             &what("slices_by_spin"),
         );
+        same(
+            &consolidate(
+                at.iter()
+                    .map(|a| a.snapshot.derived_spins_by_thread.clone()),
+            ),
+            &want.derived_spins_by_thread,
+            &what("derived_spins_by_thread"),
+        );
+        for s in &g.spins {
+            cov.spins.entry(kind(s)).or_default().insert(s.clone());
+        }
 
         // Point and window queries, united over the workers.
         let q = &qs[i];
@@ -498,7 +565,7 @@ fn check(seed: u64, n: usize, size: usize, workers: usize, cfg: SliceConfig) -> 
 #[test]
 fn arranged_graph_and_slices_equal_the_sink_and_the_reference_every_epoch_one_worker() {
     for (seed, n, size) in [(11, 4000, 131), (14, 6000, 1000)] {
-        let cov = check(seed, n, size, 1, SliceConfig::default());
+        let cov = check(seed, n, size, 1, SliceConfig::default(), false);
         assert!(cov.slices > 0, "the stream has hangs");
         assert!(cov.largest > 10, "and slices beyond their roots");
         assert_eq!(cov.strengths.len(), 3, "with members of every strength");
@@ -509,7 +576,7 @@ fn arranged_graph_and_slices_equal_the_sink_and_the_reference_every_epoch_one_wo
 #[test]
 fn arranged_graph_and_slices_equal_the_sink_and_the_reference_every_epoch_two_workers() {
     for (seed, n, size) in [(13, 4000, 173), (11, 6000, 1500)] {
-        let cov = check(seed, n, size, 2, SliceConfig::default());
+        let cov = check(seed, n, size, 2, SliceConfig::default(), false);
         assert!(cov.slices > 0 && cov.largest > 10);
     }
 }
@@ -518,7 +585,7 @@ fn arranged_graph_and_slices_equal_the_sink_and_the_reference_every_epoch_two_wo
 fn slices_with_no_look_back_and_one_epoch_per_event_run() {
     // A look-back of 0 cuts the window at the spin's start; one event per epoch makes every
     // open segment and spin change at every epoch.
-    let cov = check(15, 800, 1, 2, SliceConfig { lookback_ns: 0 });
+    let cov = check(15, 800, 1, 2, SliceConfig { lookback_ns: 0 }, false);
     assert!(cov.slices > 0 && cov.largest > 2);
     // The window does cut: without it the slices are larger.
     let evs = stream(15, 800);
@@ -539,6 +606,52 @@ fn slices_with_no_look_back_and_one_epoch_per_event_run() {
         cut < all,
         "{cut} members within the windows, {all} without them"
     );
+}
+
+/// Asserts that the spin loops of `cov` made every kind of spin the derived spins compute.
+fn assert_spin_coverage(cov: &Coverage) {
+    use SpinClass::{LongRunning, LongWait, RepeatedYield};
+    for (kind, what) in [
+        ((RepeatedYield, false, true), "closed yield runs"),
+        ((RepeatedYield, true, true), "open yield runs"),
+        ((LongWait, false, true), "closed logical waits"),
+        ((LongWait, true, true), "open logical waits"),
+        ((LongWait, false, false), "closed long waits"),
+        ((LongWait, true, false), "open long waits"),
+        ((LongRunning, true, false), "open long runs"),
+    ] {
+        assert!(
+            cov.count(kind) > 0,
+            "the stream has {what}: {:?}",
+            cov.spins
+                .iter()
+                .map(|(k, v)| (k, v.len()))
+                .collect::<Vec<_>>()
+        );
+    }
+}
+
+#[test]
+fn derived_spins_equal_the_dataflows_every_epoch_one_worker() {
+    for (seed, n, size) in [(21, 4000, 97), (22, 6000, 1000)] {
+        let cov = check(seed, n, size, 1, SliceConfig::default(), true);
+        assert_spin_coverage(&cov);
+    }
+}
+
+#[test]
+fn derived_spins_equal_the_dataflows_every_epoch_two_workers() {
+    for (seed, n, size) in [(23, 4000, 131), (24, 5000, 1500)] {
+        let cov = check(seed, n, size, 2, SliceConfig::default(), true);
+        assert_spin_coverage(&cov);
+    }
+}
+
+#[test]
+fn derived_spins_with_one_event_per_epoch() {
+    // Every open segment, pending segment and open run changes at every epoch.
+    let cov = check(25, 1500, 1, 2, SliceConfig::default(), true);
+    assert!(cov.count((SpinClass::RepeatedYield, true, true)) > 0);
 }
 
 /// The thread-window query relies on this: the segments of one thread do not overlap (each
