@@ -10,7 +10,9 @@
 //!   segments in a window, a spin's slice), united over the workers, equal the same questions
 //!   asked of the snapshot;
 //! - a query as of the next epoch is refused as not yet complete, and, once the handles are
-//!   compacted to the epoch, one as of the previous epoch as compacted away.
+//!   compacted to the epoch, one as of the previous epoch as compacted away;
+//! - on the stream with spin loops (`common::spin_stream`), the spins derived from the
+//!   segments and the watermark (`arranged::spins`) equal the dataflow's spins table.
 //!
 //! The check is `common/arranged_check.rs`, shared with `arranged_cluster.rs` (the same in a
 //! 2-process timely cluster).
@@ -20,15 +22,16 @@ mod common;
 use argus_pipeline::arranged::SliceMember;
 use argus_pipeline::arranged::{reference, ArrangedJob, SliceConfig, Span, Window};
 use argus_pipeline::dataflow::Update;
+use argus_schema::SpinClass;
 use argus_schema::{CausalEdge, Nanos, Segment, SegmentId, Spin, Strength, Tid};
-use common::arranged_check::check;
+use common::arranged_check::{check, Coverage};
 use common::{rules, stream};
 use std::collections::BTreeMap;
 
 #[test]
 fn arranged_graph_and_slices_equal_the_sink_and_the_reference_every_epoch_one_worker() {
     for (seed, n, size) in [(11, 4000, 131), (14, 6000, 1000)] {
-        let cov = check(seed, n, size, 1, SliceConfig::default());
+        let cov = check(seed, n, size, 1, SliceConfig::default(), false);
         assert!(cov.slices > 0, "the stream has hangs");
         assert!(cov.largest > 10, "and slices beyond their roots");
         assert_eq!(cov.strengths.len(), 3, "with members of every strength");
@@ -39,7 +42,7 @@ fn arranged_graph_and_slices_equal_the_sink_and_the_reference_every_epoch_one_wo
 #[test]
 fn arranged_graph_and_slices_equal_the_sink_and_the_reference_every_epoch_two_workers() {
     for (seed, n, size) in [(13, 4000, 173), (11, 6000, 1500)] {
-        let cov = check(seed, n, size, 2, SliceConfig::default());
+        let cov = check(seed, n, size, 2, SliceConfig::default(), false);
         assert!(cov.slices > 0 && cov.largest > 10);
     }
 }
@@ -48,7 +51,7 @@ fn arranged_graph_and_slices_equal_the_sink_and_the_reference_every_epoch_two_wo
 fn slices_with_no_look_back_and_one_epoch_per_event_run() {
     // A look-back of 0 cuts the window at the spin's start; one event per epoch makes every
     // open segment and spin change at every epoch.
-    let cov = check(15, 800, 1, 2, SliceConfig { lookback_ns: 0 });
+    let cov = check(15, 800, 1, 2, SliceConfig { lookback_ns: 0 }, false);
     assert!(cov.slices > 0 && cov.largest > 2);
     // The window does cut: without it the slices are larger.
     let evs = stream(15, 800);
@@ -69,6 +72,52 @@ fn slices_with_no_look_back_and_one_epoch_per_event_run() {
         cut < all,
         "{cut} members within the windows, {all} without them"
     );
+}
+
+/// Asserts that the spin loops of `cov` made every kind of spin the derived spins compute.
+fn assert_spin_coverage(cov: &Coverage) {
+    use SpinClass::{LongRunning, LongWait, RepeatedYield};
+    for (kind, what) in [
+        ((RepeatedYield, false, true), "closed yield runs"),
+        ((RepeatedYield, true, true), "open yield runs"),
+        ((LongWait, false, true), "closed logical waits"),
+        ((LongWait, true, true), "open logical waits"),
+        ((LongWait, false, false), "closed long waits"),
+        ((LongWait, true, false), "open long waits"),
+        ((LongRunning, true, false), "open long runs"),
+    ] {
+        assert!(
+            cov.count(kind) > 0,
+            "the stream has {what}: {:?}",
+            cov.spins
+                .iter()
+                .map(|(k, v)| (k, v.len()))
+                .collect::<Vec<_>>()
+        );
+    }
+}
+
+#[test]
+fn derived_spins_equal_the_dataflows_every_epoch_one_worker() {
+    for (seed, n, size) in [(21, 4000, 97), (22, 6000, 1000)] {
+        let cov = check(seed, n, size, 1, SliceConfig::default(), true);
+        assert_spin_coverage(&cov);
+    }
+}
+
+#[test]
+fn derived_spins_equal_the_dataflows_every_epoch_two_workers() {
+    for (seed, n, size) in [(23, 4000, 131), (24, 5000, 1500)] {
+        let cov = check(seed, n, size, 2, SliceConfig::default(), true);
+        assert_spin_coverage(&cov);
+    }
+}
+
+#[test]
+fn derived_spins_with_one_event_per_epoch() {
+    // Every open segment, pending segment and open run changes at every epoch.
+    let cov = check(25, 1500, 1, 2, SliceConfig::default(), true);
+    assert!(cov.count((SpinClass::RepeatedYield, true, true)) > 0);
 }
 
 /// The thread-window query relies on this: the segments of one thread do not overlap (each

@@ -1,6 +1,7 @@
 //! The oracle check of the arranged graph (`common/arranged_check.rs`) in a 2-process timely
-//! cluster on loopback: each process holds only its shard of the arrangements, and the
-//! answer is the union over the processes (`arranged` module docs, "Sharding").
+//! cluster on loopback, the spins derived too: each process holds only its shard of the
+//! arrangements, and the answer is the union over the processes (`arranged` module docs,
+//! "Sharding").
 //!
 //! ```text
 //!  test (parent) ── plan.json (epochs, questions) ──┬─► this binary, process 0 (feeds the input)
@@ -28,7 +29,8 @@ use std::time::{Duration, Instant};
 const PROCESS: &str = "ARGUS_TEST_CLUSTER_PROCESS";
 /// The processes' addresses, `host:port` separated by commas, in index order.
 const HOSTS: &str = "ARGUS_TEST_CLUSTER_HOSTS";
-/// The plan the child reads (JSON: the slices' look-back, the epochs and the questions).
+/// The plan the child reads (JSON: the slices' look-back, whether spins are derived, the
+/// epochs and the questions).
 const PLAN: &str = "ARGUS_TEST_CLUSTER_PLAN";
 /// Where the child writes its workers' answers (JSON).
 const ANSWERS: &str = "ARGUS_TEST_CLUSTER_ANSWERS";
@@ -47,11 +49,17 @@ fn arranged_graph_and_slices_equal_the_sink_and_the_reference_every_epoch_two_pr
         child(&process);
         return;
     }
-    let plan = plan(13, 4000, 173, SliceConfig::default());
+    // The stream with spin loops, the spins derived: every arrangement and derived collection.
+    let plan = plan(13, 4000, 173, SliceConfig::default(), true);
     let tmp = tempfile::tempdir().expect("tempdir");
     let plan_file = tmp.path().join("plan.json");
-    let json = serde_json::to_vec(&(plan.cfg.lookback_ns, &*plan.epochs, &*plan.questions))
-        .expect("plan serializes");
+    let json = serde_json::to_vec(&(
+        plan.cfg.lookback_ns,
+        plan.spins,
+        &*plan.epochs,
+        &*plan.questions,
+    ))
+    .expect("plan serializes");
     std::fs::write(&plan_file, json).expect("plan written");
     let hosts = format!("127.0.0.1:{},127.0.0.1:{}", free_port(), free_port());
 
@@ -71,6 +79,12 @@ fn arranged_graph_and_slices_equal_the_sink_and_the_reference_every_epoch_two_pr
         .collect();
     let cov = verify(&plan, &seen, "2 processes");
     assert!(cov.slices > 0 && cov.largest > 10, "the slices are checked");
+    assert!(
+        cov.count((argus_schema::SpinClass::RepeatedYield, true, true)) > 0
+            && cov.count((argus_schema::SpinClass::LongWait, false, true)) > 0,
+        "the derived spins are checked on runs: {:?}",
+        cov.spins.keys().collect::<Vec<_>>()
+    );
     // Each process holds a shard, not a copy: the union checked above is split between them.
     let (last, whole) = (
         seen[0].len() - 1,
@@ -91,7 +105,7 @@ fn child(process: &str) {
     let process: usize = process.parse().expect("the process index is a number");
     let addresses: Vec<String> = var(HOSTS).split(',').map(str::to_string).collect();
     let json = std::fs::read(var(PLAN)).expect("the plan reads");
-    let (lookback_ns, epochs, questions): (u64, Vec<Epoch>, Vec<Questions>) =
+    let (lookback_ns, spins, epochs, questions): (u64, bool, Vec<Epoch>, Vec<Questions>) =
         serde_json::from_slice(&json).expect("the plan deserializes");
     let config = timely::Config {
         communication: timely::CommunicationConfig::Cluster {
@@ -108,6 +122,7 @@ fn child(process: &str) {
         Arc::new(questions),
         config,
         SliceConfig { lookback_ns },
+        spins,
     );
     let json = serde_json::to_vec(&answers).expect("the answers serialize");
     std::fs::write(var(ANSWERS), json).expect("the answers are written");

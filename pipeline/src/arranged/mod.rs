@@ -1,5 +1,6 @@
 //! The event graph as differential collections: shared arrangements that queries read while
-//! the graph changes, and the state derived from them (issue 16, parts 1–2).
+//! the graph changes, and the state derived from them (issue 16, parts 1–2, and the spins
+//! derived from the segments).
 //!
 //! The timely job of [`crate::dataflow`] emits the graph as `(Update, epoch, ±1)` changes
 //! ([`Message::Updates`](crate::dataflow::Message)). This module takes that stream, inside a
@@ -22,17 +23,31 @@
 //!     iterate { reach ⋈ steps_by_dst, source inside the window, weakest strength so far;
 //!               ∪ roots; best strength per (segment, hang) }
 //!         ─► slices_by_spin  spin's first SegmentId → (window, member, strength)
+//!
+//!  derived (spins.rs), from the segments and the watermark (EpochDone's) alone:
+//!     segments_by_id ─► pending (closed, awaiting its syscall's return, before the open one)
+//!                    ─► final segments, each found from its predecessor (tid, k − 1)
+//!     iterate { the rule machine's spin trackers (rules/spins.rs) carried from a final
+//!               segment to the next: step(trackers after k − 1, segment k) }
+//!         ─► closed single spins ∪ closed runs ∪ open runs of the last final segment
+//!            ∪ (open logical waits, open segments) ⋈ watermark past their threshold
+//!         ─► derived_spins_by_thread  Tid → Spin      (= spins_by_thread, see spins.rs)
 //! ```
 //!
 //! [`arrange_graph`] builds the five base arrangements, [`backward_slices`] the derived
-//! backward slices (see [`slice`](mod@slice) for their definition and the window), [`GraphTraces`]
-//! holds the trace handles and answers point and range queries as of an epoch, and
-//! [`ArrangedJob`] is the whole thing fed from [`Message`](crate::dataflow::Message)s in one
-//! worker. [`reference`](mod@reference) recomputes the slices from scratch (the test oracle).
+//! backward slices (see [`slice`](mod@slice) for their definition and the window),
+//! [`derived_spins`] the spins from the segments (see [`spins`](mod@spins) for what it
+//! matches), [`GraphTraces`] holds the trace handles and answers point and range queries as of
+//! an epoch, and [`ArrangedJob`] is the whole thing fed from
+//! [`Message`](crate::dataflow::Message)s in one worker ([`JobConfig`] says which derived
+//! state it builds). [`reference`](mod@reference) recomputes the slices from scratch (the test
+//! oracle); the derived spins' oracle is the dataflow's spins table itself.
 //!
 //! Times are epochs (`u64`, the dataflow's timestamp), diffs `i64` as in the messages.
 //!
-//! Caller responsibilities: feed each epoch's updates at that epoch, close epochs in order
+//! Caller responsibilities: feed each epoch's updates at that epoch (and, for the derived
+//! spins, its watermark: [`ArrangedJob::watermark`], which [`ArrangedJob::apply`] does from
+//! `EpochDone`), close epochs in order
 //! (every worker closes every epoch; any worker may feed updates), step the worker until the
 //! probe passes an epoch before querying it, and advance the query handles' compaction
 //! ([`GraphTraces::compact_to`]) as epochs are answered — a handle that is never advanced keeps
@@ -46,9 +61,12 @@
 //! Non-goals here: serving queries over a socket and feeding the diagnosis (the `argus`
 //! binary does both: `src/cmd/start/live_graph.rs` runs an [`ArrangedJob`] per dataflow
 //! generation, `src/live/fetch.rs` answers a partial diagnosis's needs with
-//! [`GraphTraces::thread_run`], [`GraphTraces::segments_between`] and the point queries), the
-//! spin classification from a thread's history in differential (the keyed rule machines
-//! of `rules/spins.rs` still find yield runs and logical waits).
+//! [`GraphTraces::thread_run`], [`GraphTraces::segments_between`] and the point queries), and
+//! replacing the keyed rule machines' spins by the derived ones: the graph dataflow still
+//! emits the spins table, the derived spins are built only when [`JobConfig::derived_spins`]
+//! asks (the live graph does not yet), and they equal the table except where the segments do
+//! not say what the machines know (refused file lock attempts, a wait's return by another
+//! syscall; see [`spins`](mod@spins)).
 //!
 //! ```
 //! use argus_pipeline::arranged::{ArrangedJob, SliceConfig};
@@ -70,10 +88,12 @@ mod job;
 mod query;
 pub mod reference;
 pub mod slice;
+pub mod spins;
 
-pub use job::ArrangedJob;
+pub use job::{ArrangedJob, JobConfig};
 pub use query::{GraphTraces, QueryError, ShardSnapshot, ThreadRun};
 pub use slice::{backward_slices, roots, SliceConfig, SliceMember, Window};
+pub use spins::derived_spins;
 
 use crate::dataflow::Update;
 use argus_schema::{CausalEdge, EndCause, Nanos, Segment, SegmentId, Spin, Tid};

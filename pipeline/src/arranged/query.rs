@@ -70,6 +70,8 @@ pub struct ShardSnapshot {
     pub spins_by_thread: Rows<Tid, Spin>,
     /// `slices_by_spin`.
     pub slices_by_spin: Rows<SegmentId, SliceMember>,
+    /// `derived_spins_by_thread`.
+    pub derived_spins_by_thread: Rows<Tid, Spin>,
 }
 
 /// A stretch of one thread's segments ([`GraphTraces::thread_run`]).
@@ -101,12 +103,20 @@ pub struct GraphTraces {
     pub spins_by_thread: SpinsByThread,
     /// Backward slices by their spin's first segment.
     pub slices_by_spin: SlicesBySpin,
+    /// Spinning vertices derived from the segments, by thread
+    /// ([`derived_spins`](super::derived_spins)).
+    pub derived_spins_by_thread: SpinsByThread,
 }
 
 impl GraphTraces {
-    /// Handles on `graph`'s arrangements and on `slices` (the arranged
-    /// [`backward_slices`](super::backward_slices)).
-    pub fn new(graph: &ArrangedGraph<'_>, slices: &Arranged<'_, SlicesBySpin>) -> GraphTraces {
+    /// Handles on `graph`'s arrangements, on `slices` (the arranged
+    /// [`backward_slices`](super::backward_slices)) and on `derived_spins` (the arranged
+    /// [`derived_spins`](super::derived_spins)).
+    pub fn new(
+        graph: &ArrangedGraph<'_>,
+        slices: &Arranged<'_, SlicesBySpin>,
+        derived_spins: &Arranged<'_, SpinsByThread>,
+    ) -> GraphTraces {
         GraphTraces {
             segments_by_id: graph.segments_by_id.trace.clone(),
             segments_by_thread: graph.segments_by_thread.trace.clone(),
@@ -114,6 +124,7 @@ impl GraphTraces {
             edges_by_src: graph.edges_by_src.trace.clone(),
             spins_by_thread: graph.spins_by_thread.trace.clone(),
             slices_by_spin: slices.trace.clone(),
+            derived_spins_by_thread: derived_spins.trace.clone(),
         }
     }
 
@@ -126,6 +137,7 @@ impl GraphTraces {
         compact(&mut self.edges_by_src, epoch);
         compact(&mut self.spins_by_thread, epoch);
         compact(&mut self.slices_by_spin, epoch);
+        compact(&mut self.derived_spins_by_thread, epoch);
     }
 
     /// The segment `id`, if this shard has it.
@@ -348,6 +360,26 @@ impl GraphTraces {
         ))
     }
 
+    /// Every spinning vertex derived from the segments in this shard (empty unless the job
+    /// derives them, [`JobConfig::derived_spins`](super::JobConfig::derived_spins)).
+    pub fn derived_spins(&mut self, as_of: Time) -> Result<Vec<Spin>, QueryError> {
+        Ok(expand(
+            rows(&mut self.derived_spins_by_thread, as_of)?
+                .into_iter()
+                .map(|(_, v, n)| (v, n))
+                .collect(),
+        ))
+    }
+
+    /// The derived spins of thread `tid`.
+    pub fn derived_thread_spins(&mut self, tid: Tid, as_of: Time) -> Result<Vec<Spin>, QueryError> {
+        Ok(expand(lookup(
+            &mut self.derived_spins_by_thread,
+            &tid,
+            as_of,
+        )?))
+    }
+
     /// The backward slice of the spin whose first segment is `spin` (of every such spin, each
     /// member tagged with its window).
     pub fn slice(&mut self, spin: SegmentId, as_of: Time) -> Result<Vec<SliceMember>, QueryError> {
@@ -363,6 +395,7 @@ impl GraphTraces {
             edges_by_src: rows(&mut self.edges_by_src, as_of)?,
             spins_by_thread: rows(&mut self.spins_by_thread, as_of)?,
             slices_by_spin: rows(&mut self.slices_by_spin, as_of)?,
+            derived_spins_by_thread: rows(&mut self.derived_spins_by_thread, as_of)?,
         })
     }
 }

@@ -221,7 +221,7 @@ mod output;
 mod peers;
 mod route;
 mod signals;
-mod spins;
+pub(crate) mod spins;
 mod sysno;
 #[doc(hidden)]
 pub mod testing;

@@ -6,6 +6,12 @@
 //!
 //! A thread's [`Spins`] is fed each of its segments once final; its runs are reported open
 //! ([`Spins::mutable`]) while they last.
+//!
+//! The arranged graph derives the same spins from the segments alone
+//! ([`crate::arranged::spins`]): it carries a [`Spins`] from each final segment of a thread to
+//! the next and calls the functions here, so the two cannot drift apart. An open spin is
+//! reported once the watermark has passed its start by the threshold ([`past_threshold`]);
+//! what it reports does not depend on the watermark ([`open_spin`], [`Spins::open_logical`]).
 
 use super::config::RulesConfig;
 use super::output::Output;
@@ -13,7 +19,7 @@ use argus_schema::{syscalls, EndCause, Nanos, Pid, Segment, SegmentId, Spin, Spi
 use serde::{Deserialize, Serialize};
 
 /// A run of short timed waits (a yield loop) being tracked.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 struct YieldRun {
     first: SegmentId,
     last: SegmentId,
@@ -32,7 +38,7 @@ struct YieldRun {
 /// loop with a timeout, a runtime's monitor parked with back-off timeouts): one logical
 /// wait, a LongWait over its whole span, ended by the first wait on the object that is not a
 /// timeout (ARCHITECTURE.md §6).
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 struct LogicalRun {
     first: SegmentId,
     last: SegmentId,
@@ -59,17 +65,10 @@ impl LogicalRun {
         self.segments += 1;
     }
 
-    /// Its spin, when it is one: at least one timeout merged with another wait, longer than
-    /// the threshold. `until` is how long it is known to last.
-    fn spin(
-        &self,
-        tid: Tid,
-        pid: Pid,
-        until: Nanos,
-        open: bool,
-        cfg: &RulesConfig,
-    ) -> Option<Spin> {
-        if self.segments < 2 || self.start_ns.until(until) <= cfg.spin_threshold_ns {
+    /// Its spin, when it is one: at least one timeout merged with another wait. The caller
+    /// checks that it lasted longer than the threshold ([`past_threshold`]).
+    fn spin(&self, tid: Tid, pid: Pid, open: bool) -> Option<Spin> {
+        if self.segments < 2 {
             return None;
         }
         Some(Spin {
@@ -90,9 +89,10 @@ impl LogicalRun {
     }
 }
 
-/// The spin trackers of a [`ThreadState`](super::ThreadState).
-#[derive(Clone, Debug, Default, Serialize, Deserialize)]
-pub(super) struct Spins {
+/// The spin trackers of a [`ThreadState`](super::ThreadState) (and, carried from segment to
+/// segment, of the arranged graph's derived spins).
+#[derive(Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub(crate) struct Spins {
     run: Option<YieldRun>,
     /// Consecutive timed-out waits on one object being tracked as one logical wait.
     #[serde(default)]
@@ -103,7 +103,7 @@ impl Spins {
     /// Feeds the trackers with a final segment of thread `tid` of process `pid` (before the
     /// segment itself is emitted). `lock_refused`: the thread's latest file lock attempt was
     /// refused (the segment is a turn of a retry loop).
-    pub(super) fn finish(
+    pub(crate) fn finish(
         &mut self,
         seg: &Segment,
         tid: Tid,
@@ -201,14 +201,19 @@ impl Spins {
 
     fn flush_logical(&mut self, tid: Tid, pid: Pid, cfg: &RulesConfig, out: &mut Vec<Output>) {
         if let Some(run) = self.logical.take() {
-            if let Some(spin) = run.spin(tid, pid, run.end_ns, false, cfg) {
-                out.push(Output::Spin(spin));
+            if past_threshold(run.start_ns, run.end_ns, cfg) {
+                out.extend(run.spin(tid, pid, false).map(Output::Spin));
             }
         }
     }
 
+    /// Whether no run is in progress.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.run.is_none() && self.logical.is_none()
+    }
+
     /// The thread exited: both runs are over.
-    pub(super) fn exit(&mut self, tid: Tid, pid: Pid, cfg: &RulesConfig, out: &mut Vec<Output>) {
+    pub(crate) fn exit(&mut self, tid: Tid, pid: Pid, cfg: &RulesConfig, out: &mut Vec<Output>) {
         self.flush_logical(tid, pid, cfg, out);
         if let Some(run) = self.run.take() {
             if let Some(spin) = run_spin(&run, tid, pid, false, cfg) {
@@ -228,25 +233,32 @@ impl Spins {
         cfg: &RulesConfig,
         out: &mut Vec<Output>,
     ) {
-        if let Some(run) = &self.run {
-            if let Some(spin) = run_spin(run, tid, pid, true, cfg) {
+        out.extend(self.open_run(tid, pid, cfg).map(Output::Spin));
+        if let Some(spin) = self.open_logical(cur, tid, pid) {
+            if past_threshold(spin.start_ns, watermark, cfg) {
                 out.push(Output::Spin(spin));
             }
         }
-        if let Some(run) = &self.logical {
-            // Still going: through the open segment when it is blocked on the same object.
-            let mut run = run.clone();
-            if let Some(c) = cur.filter(|c| c.wait_start_ns.is_some()) {
-                if run.of(c) {
-                    run.add(c);
-                }
-            }
-            if watermark.0.saturating_sub(run.start_ns.0) > cfg.spin_threshold_ns {
-                if let Some(spin) = run.spin(tid, pid, watermark, true, cfg) {
-                    out.push(Output::Spin(spin));
-                }
+    }
+
+    /// The open spin of the yield run in progress, if it is one (whatever the watermark).
+    pub(crate) fn open_run(&self, tid: Tid, pid: Pid, cfg: &RulesConfig) -> Option<Spin> {
+        self.run
+            .as_ref()
+            .and_then(|run| run_spin(run, tid, pid, true, cfg))
+    }
+
+    /// The open spin of the logical wait in progress, still going through `cur` when the open
+    /// segment is blocked on the same object; reported once the watermark has passed its
+    /// start by the threshold ([`past_threshold`] of its `start_ns`).
+    pub(crate) fn open_logical(&self, cur: Option<&Segment>, tid: Tid, pid: Pid) -> Option<Spin> {
+        let mut run = self.logical.clone()?;
+        if let Some(c) = cur.filter(|c| c.wait_start_ns.is_some()) {
+            if run.of(c) {
+                run.add(c);
             }
         }
+        run.spin(tid, pid, true)
     }
 
     /// When the logical wait in progress started, if one is.
@@ -255,10 +267,22 @@ impl Spins {
     }
 }
 
+/// Whether something that started at `start` has lasted longer than the spin threshold by
+/// `until`: the condition of every spin, and of reporting an open one by the watermark.
+pub(crate) fn past_threshold(start: Nanos, until: Nanos, cfg: &RulesConfig) -> bool {
+    until.0.saturating_sub(start.0) > cfg.spin_threshold_ns
+}
+
+/// The spin of open segment `seg` once the watermark has passed its start by the threshold
+/// ([`past_threshold`]): what is reported does not depend on the watermark.
+pub(crate) fn open_spin(seg: &Segment, cfg: &RulesConfig) -> Option<Spin> {
+    single_spin(seg, Nanos(u64::MAX), true, cfg)
+}
+
 /// The spin of one segment, if it is one. `until` is how long it is known to last (its end,
 /// or the watermark for an open segment). An open spin reports `end_ns` = the segment's last
 /// record, so that it does not change while nothing happens.
-pub(super) fn single_spin(
+pub(crate) fn single_spin(
     seg: &Segment,
     until: Nanos,
     open: bool,
@@ -267,8 +291,7 @@ pub(super) fn single_spin(
     if !seg.tid.is_task() {
         return None;
     }
-    let dur = seg.start_ns.until(until);
-    if dur <= cfg.spin_threshold_ns {
+    if !past_threshold(seg.start_ns, until, cfg) {
         return None;
     }
     // The class must not depend on the watermark (an open spin is reported once, when the
@@ -304,9 +327,7 @@ pub(super) fn single_spin(
 }
 
 fn run_spin(run: &YieldRun, tid: Tid, pid: Pid, open: bool, cfg: &RulesConfig) -> Option<Spin> {
-    if (run.segments < 3 && run.retries < 2)
-        || run.start_ns.until(run.end_ns) <= cfg.spin_threshold_ns
-    {
+    if (run.segments < 3 && run.retries < 2) || !past_threshold(run.start_ns, run.end_ns, cfg) {
         return None;
     }
     Some(Spin {

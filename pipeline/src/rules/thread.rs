@@ -27,7 +27,7 @@ use super::order::Order;
 use super::output::{Counter, Dst, Output, Src};
 use super::peers::{Mark, MsgOp, Peers};
 use super::signals::{self, Signals};
-use super::spins::{single_spin, Spins};
+use super::spins::{open_spin, past_threshold, single_spin, Spins};
 use super::sysno::{is_retry_result, message_op, nrs};
 use super::user;
 use argus_schema::{
@@ -708,10 +708,8 @@ impl ThreadState {
             if let Some(since) = self.running_since {
                 seg.on_cpu_ns += since.until(seg.end_ns);
             }
-            if watermark.0.saturating_sub(seg.start_ns.0) > cfg.spin_threshold_ns {
-                if let Some(spin) = single_spin(&seg, watermark, true, cfg) {
-                    out.push(Output::Spin(spin));
-                }
+            if past_threshold(seg.start_ns, watermark, cfg) {
+                out.extend(open_spin(&seg, cfg).map(Output::Spin));
             }
             out.push(Output::Segment(seg));
         }

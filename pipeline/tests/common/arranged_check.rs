@@ -12,17 +12,20 @@
 //!   asked of the snapshot;
 //! - a query as of the next epoch is refused as not yet complete, and, once the handles are
 //!   compacted to the epoch, one as of the previous epoch as compacted away (asserted in the
-//!   workers).
+//!   workers);
+//! - with the spins derived (`Plan::spins`, on [`spin_stream`]: yield loops and timed-out
+//!   waits on one object), the derived spins (`arranged::spins`, from the segments and the
+//!   watermark) equal the dataflow's spins table.
 //!
 //! The questions and answers are serializable: in a cluster each process answers for its
 //! workers' shards and another unites them.
 
-use super::{batches, rules, stream};
+use super::{batches, rules, spin_stream, stream};
 use argus_pipeline::arranged::{reference, ArrangedJob, ShardSnapshot, SliceConfig, Span, Window};
-use argus_pipeline::arranged::{QueryError, SliceMember, ThreadRun};
+use argus_pipeline::arranged::{JobConfig, QueryError, SliceMember, ThreadRun};
 use argus_pipeline::dataflow::{run, DataflowConfig, Message, Update};
 use argus_pipeline::Graph;
-use argus_schema::{CausalEdge, Event, Nanos, Segment, SegmentId, Spin, Strength, Tid};
+use argus_schema::{CausalEdge, Event, Nanos, Segment, SegmentId, Spin, SpinClass, Strength, Tid};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt::Debug;
@@ -32,6 +35,7 @@ use std::sync::Arc;
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Epoch {
     pub epoch: u64,
+    pub watermark: Nanos,
     pub updates: Vec<(Update, i64)>,
 }
 
@@ -57,8 +61,11 @@ pub fn epochs(evs: &[Event], size: usize) -> Vec<Epoch> {
     for msg in out_rx {
         match msg {
             Message::Updates { updates, .. } => pending.extend(updates),
-            Message::EpochDone { epoch, .. } => out.push(Epoch {
+            Message::EpochDone {
+                epoch, watermark, ..
+            } => out.push(Epoch {
                 epoch: epoch.0,
+                watermark,
                 updates: std::mem::take(&mut pending),
             }),
         }
@@ -99,21 +106,29 @@ pub struct Answers {
 }
 
 /// Feeds `epochs` (on worker 0) into the arranged job, its workers and processes as `config`
-/// says; returns the answers of every worker of this process at every epoch, in the order of
-/// their indices.
+/// says, deriving the spins when `spins`; returns the answers of every worker of this process
+/// at every epoch, in the order of their indices.
 pub fn arranged(
     epochs: Arc<Vec<Epoch>>,
     questions: Arc<Vec<Questions>>,
     config: timely::Config,
     cfg: SliceConfig,
+    spins: bool,
 ) -> Vec<Vec<Answers>> {
     let guards = timely::execute(config, move |worker| {
-        let mut job = ArrangedJob::new(worker, &cfg);
+        let mut job = ArrangedJob::with_config(
+            worker,
+            &JobConfig {
+                slices: Some(cfg.clone()),
+                derived_spins: spins.then(rules),
+            },
+        );
         let mut seen = Vec::new();
         for (i, ep) in epochs.iter().enumerate() {
             let e = ep.epoch;
             if worker.index() == 0 {
                 job.send(e, ep.updates.iter().cloned());
+                job.watermark(e, ep.watermark);
             }
             job.close(e);
             worker.step_while(|| job.pending(e));
@@ -293,8 +308,9 @@ fn questions(g: &Graph, cfg: &SliceConfig, seed: u64) -> Questions {
     q
 }
 
-/// The expected rows of every arrangement for the snapshot `g`.
-fn expected(g: &Graph, cfg: &SliceConfig) -> ShardSnapshot {
+/// The expected rows of every arrangement for the snapshot `g` (the derived spins: the
+/// spins table when they are derived, else none).
+fn expected(g: &Graph, cfg: &SliceConfig, spins: bool) -> ShardSnapshot {
     fn one<K: Ord + Clone, V: Ord + Clone>(rows: Vec<(K, V, i64)>) -> Vec<(K, V, i64)> {
         consolidate([rows])
     }
@@ -312,6 +328,11 @@ fn expected(g: &Graph, cfg: &SliceConfig) -> ShardSnapshot {
             .into_iter()
             .map(|(spin, m)| (spin, m, 1))
             .collect()),
+        derived_spins_by_thread: if spins {
+            one(g.spins.iter().map(|s| (s.tid, s.clone(), 1)).collect())
+        } else {
+            Vec::new()
+        },
     }
 }
 
@@ -323,6 +344,23 @@ pub struct Coverage {
     pub slices: usize,
     /// Slices holding the segment after their spin's `last` (closed waits and loops).
     pub successors: usize,
+    /// The distinct spins seen, by kind (see [`SpinKind`]).
+    pub spins: BTreeMap<SpinKind, BTreeSet<Spin>>,
+}
+
+/// What a spin is: its class, whether it is open, whether it is a run (a yield run or a
+/// logical wait of several segments).
+pub type SpinKind = (SpinClass, bool, bool);
+
+fn kind(s: &Spin) -> SpinKind {
+    (s.class, s.open, s.segments > 1)
+}
+
+impl Coverage {
+    /// How many distinct spins of `kind` were seen.
+    pub fn count(&self, kind: SpinKind) -> usize {
+        self.spins.get(&kind).map_or(0, BTreeSet::len)
+    }
 }
 
 /// A check's input and what it is checked against: the oracle stream of `seed` in epochs,
@@ -331,14 +369,21 @@ pub struct Plan {
     pub seed: u64,
     pub size: usize,
     pub cfg: SliceConfig,
+    /// The stream has spin loops and the spins are derived.
+    pub spins: bool,
     pub epochs: Arc<Vec<Epoch>>,
     pub graphs: Vec<Graph>,
     pub questions: Arc<Vec<Questions>>,
 }
 
-/// The plan for `n` events of the stream of `seed` in batches of `size`.
-pub fn plan(seed: u64, n: usize, size: usize, cfg: SliceConfig) -> Plan {
-    let evs = stream(seed, n);
+/// The plan for `n` events of the stream of `seed` in batches of `size`; with `spins`, the
+/// stream with spin loops ([`spin_stream`]) and the spins derived.
+pub fn plan(seed: u64, n: usize, size: usize, cfg: SliceConfig, spins: bool) -> Plan {
+    let evs = if spins {
+        spin_stream(seed, n)
+    } else {
+        stream(seed, n)
+    };
     let eps = epochs(&evs, size);
     assert!(eps.len() > 1 || size >= n, "several epochs");
     let graphs = snapshots(&eps);
@@ -351,20 +396,30 @@ pub fn plan(seed: u64, n: usize, size: usize, cfg: SliceConfig) -> Plan {
         seed,
         size,
         cfg,
+        spins,
         epochs: Arc::new(eps),
         graphs,
         questions: Arc::new(qs),
     }
 }
 
-/// The plan run by `workers` worker threads of this process, checked.
-pub fn check(seed: u64, n: usize, size: usize, workers: usize, cfg: SliceConfig) -> Coverage {
-    let plan = plan(seed, n, size, cfg);
+/// The plan run by `workers` worker threads of this process, checked (with the spins
+/// derived when `spins`).
+pub fn check(
+    seed: u64,
+    n: usize,
+    size: usize,
+    workers: usize,
+    cfg: SliceConfig,
+    spins: bool,
+) -> Coverage {
+    let plan = plan(seed, n, size, cfg, spins);
     let seen = arranged(
         plan.epochs.clone(),
         plan.questions.clone(),
         timely::Config::process(workers),
         plan.cfg.clone(),
+        plan.spins,
     );
     assert_eq!(seen.len(), workers);
     verify(&plan, &seen, &format!("{workers} workers"))
@@ -390,7 +445,7 @@ pub fn verify(plan: &Plan, seen: &[Vec<Answers>], who: &str) -> Coverage {
     for (i, g) in graphs.iter().enumerate() {
         let what = |table: &str| format!("{table} at epoch {i} (seed {seed}, batch {size}, {who})");
         let at: Vec<&Answers> = seen.iter().map(|w| &w[i]).collect();
-        let want = expected(g, cfg);
+        let want = expected(g, cfg, plan.spins);
         same(
             &consolidate(at.iter().map(|a| a.snapshot.segments_by_id.clone())),
             &want.segments_by_id,
@@ -421,6 +476,17 @@ pub fn verify(plan: &Plan, seen: &[Vec<Answers>], who: &str) -> Coverage {
             &want.slices_by_spin,
             &what("slices_by_spin"),
         );
+        same(
+            &consolidate(
+                at.iter()
+                    .map(|a| a.snapshot.derived_spins_by_thread.clone()),
+            ),
+            &want.derived_spins_by_thread,
+            &what("derived_spins_by_thread"),
+        );
+        for s in &g.spins {
+            cov.spins.entry(kind(s)).or_default().insert(s.clone());
+        }
 
         // Point and window queries, united over the workers.
         let q = &qs[i];

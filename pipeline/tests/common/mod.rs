@@ -3,15 +3,18 @@
 //! graph and its slices equal their from-scratch computations, checked by
 //! [`arranged_check`]): 2 CPUs, a dozen threads, every rule exercised (see `oracle.rs` for the
 //! list), and the rules configuration that gives every user rule something to do.
+//! [`spin_stream`] adds spin loops (yield loops, timed-out waits on one object) and keeps to
+//! what the segments can tell (for the derived spins the arranged checks compare).
 #![allow(dead_code)]
 
 pub mod arranged_check;
 
 use argus_pipeline::dataflow::Batch;
 use argus_pipeline::rules::{
-    ChannelEnd, CondvarRule, PipeRule, PoolRule, RulesConfig, SplitAt, SplitRule,
+    is_lock_refused, ChannelEnd, CondvarRule, PipeRule, PoolRule, RulesConfig, SplitAt, SplitRule,
 };
 use argus_schema::{Context, Cpu, Event, EventKind, Nanos, Pid, TaskState, Tid};
+use std::collections::{HashMap, HashSet};
 
 /// Rules that give every user and kernel rule something to do in [`stream`].
 pub fn rules() -> RulesConfig {
@@ -122,6 +125,140 @@ fn stacks_after(r: &mut Lcg, evs: &mut Vec<Event>, ts: u64, cpu: u32, tid: Tid, 
 
 /// A random but plausible stream: 2 CPUs, a dozen threads, ~`n` events.
 pub fn stream(seed: u64, n: usize) -> Vec<Event> {
+    generate(seed, n, false)
+}
+
+/// [`stream`] with spin loops: now and then a thread runs a few turns of short sleeps
+/// (`nanosleep`, a yield loop) and of waits on one object (`futex`, `poll`) that time out
+/// (a logical wait), mixed, a turn sometimes long (a spin of its own) or a wait that does
+/// not time out (ending the logical wait); it then exits, blocks on the object again or
+/// goes on. And kept to what the segments tell ([`well_formed`]), so that the spins derived
+/// from them are the rule machines' exactly.
+pub fn spin_stream(seed: u64, n: usize) -> Vec<Event> {
+    well_formed(generate(seed, n, true))
+}
+
+/// `evs` without what makes a thread's spins depend on more than its segments (see
+/// `argus_pipeline::arranged::spins`): a thread enters no syscall while in one, a syscall
+/// returns as the one it entered, and no file lock attempt is refused. `seq` renumbered.
+pub fn well_formed(evs: Vec<Event>) -> Vec<Event> {
+    let mut in_flight: HashMap<Tid, i32> = HashMap::new();
+    let mut dead: HashSet<Tid> = HashSet::new();
+    let mut out = Vec::with_capacity(evs.len());
+    for mut ev in evs {
+        let own = ev.ctx == Context::Task && ev.tid.is_task() && !dead.contains(&ev.tid);
+        match &mut ev.kind {
+            EventKind::SysEnter { nr, .. } if own => {
+                if in_flight.contains_key(&ev.tid) {
+                    continue;
+                }
+                in_flight.insert(ev.tid, *nr);
+            }
+            EventKind::SysExit { nr, .. } if own => {
+                if let Some(entered) = in_flight.remove(&ev.tid) {
+                    *nr = entered;
+                }
+            }
+            EventKind::FileLock { ret, .. } if is_lock_refused(i64::from(*ret)) => continue,
+            EventKind::Exit if own => {
+                dead.insert(ev.tid);
+            }
+            _ => {}
+        }
+        ev.seq = out.len() as u64;
+        out.push(ev);
+    }
+    out
+}
+
+/// The turns of a spin loop of thread `t` on `cpu` (see [`spin_stream`]); returns the time
+/// after it and whether `t` exited.
+fn spin_loop(r: &mut Lcg, evs: &mut Vec<Event>, mut ts: u64, cpu: u32, t: Tid) -> (u64, bool) {
+    let push = |evs: &mut Vec<Event>, ts: u64, tid: Tid, ctx: Context, kind| {
+        let seq = evs.len() as u64;
+        evs.push(Event {
+            ts: Nanos(ts),
+            seq,
+            cpu: Cpu(cpu),
+            pid: Pid(if tid.0 >= 100 { tid.0 / 10 * 10 } else { tid.0 }),
+            tid,
+            ctx,
+            kind,
+        });
+    };
+    const MS: u64 = 1_000_000;
+    let object = [0x3000u64, 0x3008][r.below(2) as usize];
+    let turns = 4 + r.below(9);
+    // Mostly sleeps, mostly waits on the object, or mixed.
+    let flavor = r.below(3);
+    for turn in 0..=turns {
+        // nanosleep; futex or poll on the object, timed out or (rarely) woken for good.
+        let (nr, ret) = match (flavor, r.below(20)) {
+            (0, 0..=16) | (1, 0) | (2, 0..=7) => (35, 0),
+            (0, _) | (1, 1..=18) | (2, 8..=13) => (202, -110),
+            (2, 14..=15) => (7, 0),
+            (1, 19) | (2, 16..=17) => (202, 0),
+            _ => (7, 1),
+        };
+        let args = [object, 1, 0, 0, 0, 0];
+        push(evs, ts, t, Context::Task, EventKind::SysEnter { nr, args });
+        push(
+            evs,
+            ts + 1,
+            t,
+            Context::Task,
+            EventKind::Switch {
+                prev: t,
+                prev_state: TaskState::SLEEPING,
+                next: Tid(0),
+            },
+        );
+        if turn == turns {
+            // The loop ends: the thread stays blocked, or runs on after the wait's return.
+            if r.below(3) != 0 {
+                return (ts + 2, false);
+            }
+        }
+        ts += if r.below(15) == 0 {
+            2_500 * MS
+        } else {
+            300 * MS + r.below(500) * MS
+        };
+        push(
+            evs,
+            ts,
+            Tid(0),
+            Context::HardIrq,
+            EventKind::Waking { target: t },
+        );
+        push(
+            evs,
+            ts + 1,
+            Tid(0),
+            Context::Task,
+            EventKind::Switch {
+                prev: Tid(0),
+                prev_state: TaskState::RUNNABLE,
+                next: t,
+            },
+        );
+        push(
+            evs,
+            ts + 2,
+            t,
+            Context::Task,
+            EventKind::SysExit { nr, ret },
+        );
+        ts += 3 + r.below(1000);
+        if r.below(25) == 0 {
+            push(evs, ts, t, Context::Task, EventKind::Exit);
+            return (ts + 1, true);
+        }
+    }
+    (ts, false)
+}
+
+fn generate(seed: u64, n: usize, loops: bool) -> Vec<Event> {
     let mut r = Lcg(seed);
     let mut evs = Vec::new();
     let mut ts = 1_000_000u64;
@@ -152,6 +289,15 @@ pub fn stream(seed: u64, n: usize) -> Vec<Event> {
         let cpu = r.below(2) as usize;
         let cur = running[cpu];
         let pick = Tid(alive[r.below(alive.len() as u64) as usize]);
+        if loops && r.below(60) == 0 {
+            let (after, exited) = spin_loop(&mut r, &mut evs, ts, cpu as u32, pick);
+            ts = after;
+            running[cpu] = pick;
+            if exited && alive.len() > 1 {
+                alive.retain(|t| *t != pick.0);
+            }
+            continue;
+        }
         match r.below(29) {
             0 | 1 => {
                 let state = match r.below(3) {
