@@ -351,6 +351,7 @@ impl LiveFollow {
                 .filter(|h| {
                     h["open"].as_bool() == Some(true)
                         && h["duration_ns"].as_u64().unwrap_or(0) >= threshold_ns
+                        && targeted(&f.args, h)
                 })
                 .max_by_key(|h| h["start_ns"].as_u64())
         });
@@ -368,6 +369,24 @@ impl LiveFollow {
         let now = HangState::of(&live.diagnosis).map(|s| (s, live.diagnosis));
         f.update(now, &live.spins, Source::Live(live.epoch))?;
         Ok(true)
+    }
+}
+
+/// Whether the thread of a `hangs` entry is one the diagnosis may take for its target, as
+/// `argus debug` resolves `--tid`, `--pid` and `--comm`: the named thread; a process's main
+/// thread; a thread of that name, or the main thread of a process of that name; with none of
+/// them, any main thread.
+fn targeted(args: &DebugArgs, h: &Value) -> bool {
+    let (tid, pid) = (h["tid"].as_i64(), h["pid"].as_i64());
+    let main = tid.is_some() && tid == pid;
+    match (args.tid, args.pid, &args.comm) {
+        (Some(t), _, _) => tid == Some(i64::from(t)),
+        (None, Some(p), _) => main && pid == Some(i64::from(p)),
+        (None, None, Some(name)) => {
+            h["comm"].as_str() == Some(name.as_str())
+                || (main && h["process"].as_str() == Some(name.as_str()))
+        }
+        (None, None, None) => main,
     }
 }
 
@@ -444,4 +463,46 @@ pub fn run(args: &DebugArgs) -> Result<u8> {
         std::thread::sleep(POLL);
     }
     Ok(if f.reported { 1 } else { 0 })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    fn args(flags: &[&str]) -> DebugArgs {
+        let mut argv = vec!["argus", "debug", "DIR", "--follow"];
+        argv.extend_from_slice(flags);
+        match crate::cli::Cli::try_parse_from(argv)
+            .expect("flags parse")
+            .command
+        {
+            crate::cli::Command::Debug(a) => a,
+            _ => unreachable!("a debug command"),
+        }
+    }
+
+    fn hang(tid: i32, pid: i32, comm: &str, process: &str) -> Value {
+        serde_json::json!({"tid": tid, "pid": pid, "comm": comm, "process": process})
+    }
+
+    #[test]
+    fn the_live_focus_is_a_thread_the_target_may_mean() {
+        let main = hang(10, 10, "app", "app");
+        let worker = hang(11, 10, "app-worker", "app");
+        let other = hang(20, 20, "other", "other");
+        let by_comm = args(&["--comm", "app"]);
+        assert!(targeted(&by_comm, &main));
+        assert!(
+            !targeted(&by_comm, &worker),
+            "a worker of a process named app"
+        );
+        assert!(targeted(&args(&["--comm", "app-worker"]), &worker));
+        let by_pid = args(&["--pid", "10"]);
+        assert!(targeted(&by_pid, &main) && !targeted(&by_pid, &worker));
+        assert!(!targeted(&by_pid, &other));
+        assert!(targeted(&args(&["--tid", "11"]), &worker));
+        let any = args(&[]);
+        assert!(targeted(&any, &main) && targeted(&any, &other) && !targeted(&any, &worker));
+    }
 }
