@@ -6,7 +6,9 @@
 //!   (`argus_diagnose::fetch_whole`) equals the whole graph's, with several oracles;
 //! - the live arrangements (`argus_pipeline::arranged`, fed epoch by epoch) answer every
 //!   need as the whole graph of the same epoch does, and the diagnosis fetched from them
-//!   equals the whole graph's at every epoch with a hang.
+//!   equals the whole graph's at every epoch with a hang;
+//! - `argus debug DIR --follow` with no job in DIR reports the hang of the latest snapshot
+//!   with `argus debug`'s report.
 //!
 //! On the real kernel (`argus start`, the `chain` workload): the job answers over its
 //! socket (0600) the diagnosis a snapshot of the same epoch gives; two clients at once and a
@@ -550,4 +552,53 @@ mod live {
             assert_eq!(report["root_causes"], want["root_causes"], "{report}");
         }
     }
+}
+
+/// `argus debug DIR --follow` with no job answering in DIR reads its snapshots: one
+/// `new_hang` line from the snapshot `latest` names, whose report is `argus debug --auto`'s
+/// on that snapshot.
+#[test]
+fn follow_with_no_job_reads_the_latest_snapshot() {
+    let (tmp, _trace, snapshot) = bundled();
+    let job = tmp.path().join("job");
+    let snaps = job.join("snapshots");
+    std::fs::create_dir_all(&snaps).expect("snapshots dir");
+    let name = "0000000001";
+    std::os::unix::fs::symlink(&snapshot, snaps.join(name)).expect("snapshot link");
+    std::os::unix::fs::symlink(format!("snapshots/{name}"), job.join("latest")).expect("latest");
+    let snap = argus_sinks::read_snapshot_tables(&snapshot, false).expect("the snapshot");
+    let main = snap
+        .spins
+        .iter()
+        .find(|s| s.tid.0 == s.pid.0)
+        .expect("a main thread's hang in the bundled recording");
+    let pid = main.pid.0.to_string();
+
+    let out = crate::common::argus()
+        .args(["debug"])
+        .arg(&job)
+        .args(["--follow", "--follow-for", "2", "--json", "--pid", &pid])
+        .output()
+        .expect("argus debug --follow runs");
+    assert_eq!(out.status.code(), Some(1), "a hang was reported");
+    let lines: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("JSON lines"))
+        .collect();
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    let line = &lines[0];
+    assert_eq!(line["change"], "new_hang");
+    assert_eq!(line["source"], "snapshot");
+    assert_eq!(
+        std::path::PathBuf::from(line["snapshot"].as_str().expect("the snapshot path")),
+        std::fs::canonicalize(&snapshot).expect("canonical")
+    );
+    let direct = crate::common::argus()
+        .arg("debug")
+        .arg(&snapshot)
+        .args(["--pid", &pid, "--auto", "--json"])
+        .output()
+        .expect("argus debug runs");
+    let direct: serde_json::Value = serde_json::from_slice(&direct.stdout).expect("JSON");
+    assert_eq!(line["report"], direct, "follow's report is argus debug's");
 }
