@@ -8,22 +8,13 @@
 //!   of the path `argus debug --auto --json` walks from it to its root cause: the slice's
 //!   window and roots cover what the diagnosis explains.
 
-use crate::common::{bundled_trace, debug_json};
-use argus_ingest::replay::TraceReader;
+use crate::common::{bundled_trace, debug_json, trace_events};
 use argus_pipeline::arranged::{reference, ArrangedJob, SliceConfig, SliceMember};
 use argus_pipeline::dataflow::{run, Batch, DataflowConfig, Message, Update};
 use argus_pipeline::Graph;
 use argus_schema::{Event, SegmentId, SpinClass};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
-
-fn events(trace: &std::path::Path) -> Vec<Event> {
-    TraceReader::open(trace)
-        .expect("the trace opens")
-        .events()
-        .collect::<Result<Vec<_>, _>>()
-        .expect("the trace decodes")
-}
 
 /// The graph dataflow's updates for `evs` in batches of `size`, one entry per epoch.
 fn epochs(evs: &[Event], size: usize) -> Vec<Vec<(Update, i64)>> {
@@ -94,7 +85,7 @@ fn arranged(epochs: Arc<Vec<Vec<(Update, i64)>>>, workers: usize) -> Seen {
 #[test]
 fn arranged_slices_equal_the_reference_every_epoch_on_the_bundled_recording() {
     let tmp = tempfile::tempdir().expect("tempdir");
-    let evs = events(&bundled_trace(tmp.path()));
+    let evs = trace_events(&bundled_trace(tmp.path()));
     let eps = epochs(&evs, 2_000);
     assert!(eps.len() > 5, "{} epochs", eps.len());
     // The sink's contents after each epoch.

@@ -166,3 +166,43 @@ pub fn copy_dir(from: &Path, to: &Path) -> std::io::Result<()> {
     }
     Ok(())
 }
+
+/// Every event of a trace directory, decoded.
+pub fn trace_events(trace: &Path) -> Vec<argus_schema::Event> {
+    argus_ingest::replay::TraceReader::open(trace)
+        .expect("the trace opens")
+        .events()
+        .collect::<Result<Vec<_>, _>>()
+        .expect("the trace decodes")
+}
+
+/// Stops a child on drop (SIGKILL), so a failing assertion leaves no job behind.
+pub struct Guard(pub Option<std::process::Child>);
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        if let Some(c) = self.0.as_mut() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// Polls `f` every 20 ms until it gives a value; fails naming `what` after `timeout`.
+pub fn wait_for<T>(
+    what: &str,
+    timeout: std::time::Duration,
+    mut f: impl FnMut() -> Option<T>,
+) -> T {
+    let end = std::time::Instant::now() + timeout;
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        assert!(
+            std::time::Instant::now() < end,
+            "timed out waiting for {what}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}

@@ -3,7 +3,7 @@
 //! snapshot period of the moment it became detectable; `kill -9` during a snapshot write
 //! leaves `latest` on a complete snapshot and a restart resumes from the ring.
 
-use crate::common::{argus, live_or_skip, recording_lock};
+use crate::common::{argus, live_or_skip, recording_lock, wait_for, Guard};
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
@@ -17,29 +17,6 @@ fn mono_ns() -> u64 {
     // SAFETY: clock_gettime writes one timespec we own.
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
-
-fn wait_for<T>(what: &str, timeout: Duration, mut f: impl FnMut() -> Option<T>) -> T {
-    let end = Instant::now() + timeout;
-    loop {
-        if let Some(v) = f() {
-            return v;
-        }
-        assert!(Instant::now() < end, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-/// Stops a child on drop (SIGKILL), so a failing assertion leaves no job behind.
-struct Guard(Option<Child>);
-
-impl Drop for Guard {
-    fn drop(&mut self) {
-        if let Some(c) = self.0.as_mut() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
 }
 
 fn signal(child: &Child, sig: i32) {

@@ -18,24 +18,15 @@
 #[path = "../src/live/fetch.rs"]
 mod fetch;
 
-use crate::common::bundled_trace;
+use crate::common::{bundled_trace, trace_events};
 use argus_diagnose::{
     diagnose, fetch_whole, rounds, AutoOracle, DiagnoseConfig, Graph, GraphInput, Need, Oracle,
     Replay, ScriptedOracle, Target, Whole,
 };
-use argus_ingest::replay::TraceReader;
 use argus_pipeline::arranged::{ArrangedJob, SliceConfig};
 use argus_pipeline::dataflow::{run, Batch, DataflowConfig, Message, Update};
 use argus_schema::{Event, Nanos, SegmentId, Spin, ThreadInfo, Tid};
 use std::collections::BTreeMap;
-
-fn events(trace: &std::path::Path) -> Vec<Event> {
-    TraceReader::open(trace)
-        .expect("the trace opens")
-        .events()
-        .collect::<Result<Vec<_>, _>>()
-        .expect("the trace decodes")
-}
 
 /// The bundled recording's snapshot (as `argus demo --bundled` builds it) and its trace.
 fn bundled() -> (tempfile::TempDir, std::path::PathBuf, std::path::PathBuf) {
@@ -187,7 +178,7 @@ fn the_arrangements_answer_as_the_whole_graph_and_diagnose_alike_every_epoch() {
     let threads = argus_sinks::read_snapshot_tables(&snapshot, false)
         .expect("the snapshot")
         .threads;
-    let evs = events(&trace);
+    let evs = trace_events(&trace);
     let eps = epochs(&evs, 5_000);
     assert!(eps.len() > 5, "{} epochs", eps.len());
     let cfg = DiagnoseConfig::default();
@@ -286,37 +277,14 @@ fn the_arrangements_answer_as_the_whole_graph_and_diagnose_alike_every_epoch() {
 mod live {
     //! `argus start` on the real kernel, asked over its socket.
 
-    use crate::common::{argus, live_or_skip, recording_lock};
+    use crate::common::{argus, live_or_skip, recording_lock, wait_for, Guard};
     use serde_json::{json, Value};
     use std::io::{BufRead, BufReader, Write};
     use std::os::unix::fs::{MetadataExt, PermissionsExt};
     use std::os::unix::net::UnixStream;
     use std::path::{Path, PathBuf};
-    use std::process::{Child, Stdio};
-    use std::time::{Duration, Instant};
-
-    /// Stops a child on drop (SIGKILL), so a failing assertion leaves no job behind.
-    struct Guard(Option<Child>);
-
-    impl Drop for Guard {
-        fn drop(&mut self) {
-            if let Some(c) = self.0.as_mut() {
-                let _ = c.kill();
-                let _ = c.wait();
-            }
-        }
-    }
-
-    fn wait_for<T>(what: &str, timeout: Duration, mut f: impl FnMut() -> Option<T>) -> T {
-        let end = Instant::now() + timeout;
-        loop {
-            if let Some(v) = f() {
-                return v;
-            }
-            assert!(Instant::now() < end, "timed out waiting for {what}");
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
+    use std::process::Stdio;
+    use std::time::Duration;
 
     /// One connection to the job's socket.
     struct Conn {
