@@ -171,20 +171,26 @@ pub fn well_formed(evs: Vec<Event>) -> Vec<Event> {
     out
 }
 
+/// Appends an event of `tid` (its process: the tens below it from tid 100 on) numbered by
+/// its position in `evs`.
+fn push_event(evs: &mut Vec<Event>, ts: u64, cpu: u32, tid: Tid, ctx: Context, kind: EventKind) {
+    let seq = evs.len() as u64;
+    evs.push(Event {
+        ts: Nanos(ts),
+        seq,
+        cpu: Cpu(cpu),
+        pid: Pid(if tid.0 >= 100 { tid.0 / 10 * 10 } else { tid.0 }),
+        tid,
+        ctx,
+        kind,
+    });
+}
+
 /// The turns of a spin loop of thread `t` on `cpu` (see [`spin_stream`]); returns the time
 /// after it and whether `t` exited.
 fn spin_loop(r: &mut Lcg, evs: &mut Vec<Event>, mut ts: u64, cpu: u32, t: Tid) -> (u64, bool) {
     let push = |evs: &mut Vec<Event>, ts: u64, tid: Tid, ctx: Context, kind| {
-        let seq = evs.len() as u64;
-        evs.push(Event {
-            ts: Nanos(ts),
-            seq,
-            cpu: Cpu(cpu),
-            pid: Pid(if tid.0 >= 100 { tid.0 / 10 * 10 } else { tid.0 }),
-            tid,
-            ctx,
-            kind,
-        });
+        push_event(evs, ts, cpu, tid, ctx, kind);
     };
     const MS: u64 = 1_000_000;
     let object = [0x3000u64, 0x3008][r.below(2) as usize];
@@ -267,18 +273,7 @@ fn generate(seed: u64, n: usize, loops: bool) -> Vec<Event> {
     let mut alive: Vec<i32> = (100..112).collect();
     // Kernel workers (90 is a declared delegate thread) and their open work items.
     let mut items: [Vec<u64>; 2] = [Vec::new(), Vec::new()];
-    let push = |evs: &mut Vec<Event>, ts: u64, cpu: u32, tid: Tid, ctx: Context, kind| {
-        let seq = evs.len() as u64;
-        evs.push(Event {
-            ts: Nanos(ts),
-            seq,
-            cpu: Cpu(cpu),
-            pid: Pid(if tid.0 >= 100 { tid.0 / 10 * 10 } else { tid.0 }),
-            tid,
-            ctx,
-            kind,
-        });
-    };
+    let push = push_event;
     while evs.len() < n {
         // Occasionally a long gap so spins (threshold 2 s) appear and open ones cross it.
         ts += if r.below(400) == 0 {
