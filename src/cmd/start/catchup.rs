@@ -39,9 +39,13 @@ const MAX_PENDING: usize = 16_384;
 /// they hold at each tick, so this bounds the records waiting in its merge (~4096 × 150).
 const DISK_BATCH: usize = 4096;
 /// How far a CPU may fall behind the tap, in pages (256 MiB of raw pages, ~10 s of the
-/// saturating load on one CPU). The job's memory grows with its lag (records waiting for the
-/// watermark, the snapshot's events): 60 s of that load unbounded took 24 GiB. Beyond it the
-/// CPU skips ahead to the pages the tap still holds, and the skipped ones become a gap.
+/// saturating load on one CPU), before it may skip ahead, and only while the job is over its
+/// memory budget ([`CatchUp::set_memory_pressure`]): the job's memory grows with what it
+/// holds (records waiting for the watermark, the retained window's events), and 60 s of that
+/// load read back in full took 24 GiB. Within the budget a CPU reads everything back however
+/// far behind it is (a job starved for seconds by a burst catches up after it, and a hang in
+/// the burst is still found); beyond it, it skips ahead to the pages the tap still holds and
+/// the skipped ones become a gap. Only pages the ring has deleted are lost otherwise.
 const MAX_BEHIND: u64 = 65_536;
 /// How far (by its header's time) a page may run ahead of the last page handed on of a CPU
 /// that is behind. The merge holds every record after the slowest CPU's last one until that
@@ -63,8 +67,11 @@ pub struct CatchUp {
     pub recovered: u64,
     /// Pages neither tapped nor on disk any more, all CPUs (the skipped ones included).
     pub unrecoverable: u64,
-    /// Pages skipped because their CPU fell more than [`MAX_BEHIND`] behind.
+    /// Pages skipped because their CPU fell more than [`MAX_BEHIND`] behind while the job
+    /// was over its memory budget.
     pub skipped: u64,
+    /// The job is over its memory budget: a CPU more than [`MAX_BEHIND`] behind skips ahead.
+    pressure: bool,
 }
 
 #[derive(Default)]
@@ -137,7 +144,14 @@ impl CatchUp {
             recovered: 0,
             unrecoverable: 0,
             skipped: 0,
+            pressure: false,
         }
+    }
+
+    /// Whether the job is over its memory budget ([`MemoryBudget`]), set on every tick: only
+    /// then does a CPU more than [`MAX_BEHIND`] pages behind skip ahead.
+    pub fn set_memory_pressure(&mut self, over: bool) {
+        self.pressure = over;
     }
 
     /// Takes a tapped page: hands it on at once when it is its CPU's next one and no CPU
@@ -261,7 +275,7 @@ impl CatchUp {
         let chunk_pages = self.chunk_pages;
         let page_size = self.page_size;
         let st = self.cpus.get_mut(&cpu).expect("present");
-        if st.seen - st.expected > MAX_BEHIND {
+        if self.pressure && st.seen - st.expected > MAX_BEHIND {
             let resume = st
                 .pending
                 .keys()
@@ -411,6 +425,47 @@ fn oldest_missing_hint(dir: &Path, cpu: u32, c: u32) -> u32 {
         .unwrap_or(0)
 }
 
+/// The job's memory budget for catching up: half of the machine's physical memory. Past it,
+/// a CPU far behind skips ahead ([`MAX_BEHIND`]) rather than have the job hold more.
+pub struct MemoryBudget {
+    /// Bytes; `None` when `/proc/meminfo` cannot be read (then never over).
+    limit: Option<u64>,
+    page_size: u64,
+}
+
+impl MemoryBudget {
+    /// Half of `MemTotal`.
+    pub fn half_of_ram() -> MemoryBudget {
+        let total = std::fs::read_to_string("/proc/meminfo").ok().and_then(|m| {
+            m.lines()
+                .find_map(|l| l.strip_prefix("MemTotal:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        });
+        MemoryBudget::of(total.map(|kb| kb * 1024 / 2))
+    }
+
+    /// A budget of `limit` bytes.
+    pub fn of(limit: Option<u64>) -> MemoryBudget {
+        // SAFETY: sysconf has no preconditions; it returns -1 for an unknown name.
+        let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+        MemoryBudget {
+            limit,
+            page_size: u64::try_from(page).unwrap_or(4096),
+        }
+    }
+
+    /// Whether the job's resident memory (`/proc/self/statm`) is over the budget.
+    pub fn over(&self) -> bool {
+        let Some(limit) = self.limit else {
+            return false;
+        };
+        std::fs::read_to_string("/proc/self/statm")
+            .ok()
+            .and_then(|s| s.split_whitespace().nth(1)?.parse::<u64>().ok())
+            .is_some_and(|pages| pages * self.page_size > limit)
+    }
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
@@ -487,23 +542,57 @@ mod tests {
     }
 
     #[test]
-    fn a_cpu_too_far_behind_skips_ahead_and_counts_the_gap() {
+    fn a_cpu_far_behind_reads_everything_back_within_the_memory_budget() {
         let dir = tempfile::tempdir().unwrap();
         let mut c = CatchUp::new(dir.path(), PS, 1 << 20);
-        let mut got: Vec<(u64, u64)> = Vec::new();
-        let mut out = |_: u32, p: &[u8], lost: u64| got.push((cpu_seq(p).1, lost));
+        let mut got: Vec<u64> = Vec::new();
+        let mut out = |_: u32, p: &[u8], _: u64| got.push(cpu_seq(p).1);
+        c.push(tapped(0, 0), &mut out);
+        let far = MAX_BEHIND + 10;
+        c.push(tapped(0, far), &mut out);
+        append(dir.path(), 0, 0, 0..far);
+        c.set_memory_pressure(false);
+        // DISK_BATCH pages per poll: well within 100 polls.
+        for _ in 0..100 {
+            if !c.behind() {
+                break;
+            }
+            c.poll(&mut out);
+        }
+        assert_eq!(got, (0..=far).collect::<Vec<u64>>());
+        assert_eq!((c.skipped, c.unrecoverable, c.recovered), (0, 0, far - 1));
+    }
+
+    #[test]
+    fn a_cpu_too_far_behind_skips_ahead_over_the_memory_budget_and_counts_the_gap() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut c = CatchUp::new(dir.path(), PS, 1 << 20);
+        let got: std::cell::RefCell<Vec<(u64, u64)>> = Default::default();
+        let mut out = |_: u32, p: &[u8], lost: u64| got.borrow_mut().push((cpu_seq(p).1, lost));
         c.push(tapped(0, 0), &mut out);
         // Nothing on disk; the tap goes far ahead.
         let far = MAX_BEHIND + 10;
         c.push(tapped(0, far), &mut out);
         c.poll(&mut out);
         assert_eq!(
-            got.last().unwrap().0,
-            far,
-            "resumed at the page the tap holds"
+            got.borrow().len(),
+            1,
+            "within the budget it waits for the disk"
         );
+        c.set_memory_pressure(true);
+        c.poll(&mut out);
+        let last = *got.borrow().last().unwrap();
+        assert_eq!(last.0, far, "resumed at the page the tap holds");
         assert_eq!(c.skipped, far - 1);
-        assert_eq!(got.last().unwrap().1, far - 1);
+        assert_eq!(last.1, far - 1);
+    }
+
+    #[test]
+    fn the_memory_budget_compares_the_resident_set_with_its_limit() {
+        assert!(MemoryBudget::of(Some(1)).over());
+        assert!(!MemoryBudget::of(Some(u64::MAX)).over());
+        assert!(!MemoryBudget::of(None).over());
+        assert!(MemoryBudget::half_of_ram().limit.is_some_and(|l| l > 0));
     }
 
     #[test]

@@ -3,7 +3,7 @@
 //! being read back), as one batch of events. The merge is ingest's [`LiveMerge`]; what the
 //! job adds is where its lost-events gaps go ([`live_merge`]).
 
-use super::catchup::CatchUp;
+use super::catchup::{CatchUp, MemoryBudget};
 use super::job::{live_formats, Replayed};
 use anyhow::{Context, Result};
 use argus_ingest::format::FormatSet;
@@ -41,6 +41,8 @@ pub(crate) struct Intake {
     pub(crate) merge: LiveMerge,
     /// The recorder has ended (the tap is closed and empty): the last tick released all.
     pub(crate) closed: bool,
+    /// Past it, a CPU far behind skips ahead (module docs of `catchup`).
+    pub(crate) budget: MemoryBudget,
 }
 
 impl Intake {
@@ -85,6 +87,7 @@ impl Intake {
             catchup,
             merge,
             closed: false,
+            budget: MemoryBudget::half_of_ram(),
         })
     }
 
@@ -98,6 +101,7 @@ impl Intake {
             catchup,
             merge,
             closed,
+            budget,
         } = self;
         let mut sink = |cpu: u32, page: &[u8], lost: u64| merge.push_page(cpu, page, lost);
         // Only what is there now: on a saturated machine the tap refills as fast as it is
@@ -117,6 +121,7 @@ impl Intake {
             // The recorder has ended: every chunk is written.
             catchup.finish(&mut sink);
         } else {
+            catchup.set_memory_pressure(budget.over());
             catchup.poll(&mut sink);
         }
         let clock = Nanos(now_ns.saturating_sub(lag.as_nanos() as u64));

@@ -312,7 +312,7 @@ fn print_summary(
     let c = &intake.catchup;
     if tap_dropped > 0 {
         eprintln!(
-            "argus start: {tap_dropped} pages were read faster than the job decoded them: {} read back from the ring in {}, {} not (gaps in the live graph; {} of them skipped because the job fell too far behind)",
+            "argus start: {tap_dropped} pages were read faster than the job decoded them: {} read back from the ring in {}, {} not (gaps in the live graph; {} of them skipped because the job fell too far behind over its memory budget)",
             c.recovered,
             trace_dir.display(),
             c.unrecoverable,
