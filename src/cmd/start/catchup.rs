@@ -202,7 +202,6 @@ impl CatchUp {
     }
 
     /// Whether any CPU is behind the tap.
-    #[cfg(test)]
     pub fn behind(&self) -> bool {
         self.cpus.values().any(CpuState::behind)
     }

@@ -172,6 +172,10 @@ impl Cycle {
         // Whatever is already tapped goes in before the watermark moves, and what the tap
         // dropped is read back from the ring.
         let (watermark, events) = intake.tick(monotonic_ns(), job.cfg.lag);
+        job.catching_up.store(
+            intake.catchup.behind(),
+            std::sync::atomic::Ordering::Relaxed,
+        );
         // The query server's tables, as a snapshot requested now would hold them.
         let oldest = job.gens.first().map_or(Nanos(0), |g| g.start_ns);
         job.served.set_tables(

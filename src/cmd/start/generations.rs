@@ -6,16 +6,17 @@
 
 use crate::collect::GraphSink;
 use anyhow::{Context, Result};
-use argus_pipeline::dataflow::{self, Batch, DataflowConfig, Message};
+use argus_pipeline::dataflow::{self, Batch, DataflowConfig, Message, Update};
 use argus_schema::{CausalEdge, Nanos, Spin};
 use crossbeam_channel::{select, Receiver, Sender};
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 /// Epochs a generation's input may hold before the job waits for the dataflow (1.6 s): an
 /// overloaded job slows its reading of the tap, whose pages then count as dropped.
 pub(crate) const INPUT_EPOCHS: usize = 8;
-use super::live_graph::{Forward, LiveGraph};
+use super::live_graph::{Forward, LiveGraph, Seed};
 use super::sync::lock;
 use argus_pipeline::arranged::SliceConfig;
 
@@ -86,13 +87,91 @@ impl Collector {
     }
 }
 
+/// When a given-up live graph is seeded anew from the collector's graph: at the end of an
+/// epoch, with nothing more queued for the collector, the job not reading pages back from
+/// the ring (`catching_up`), and a wait passed since it was given up (10 s, doubling at each
+/// give-up up to 10 min, so an overloaded job does not keep copying its graph).
+pub(crate) struct Revive {
+    pub(crate) catching_up: Arc<AtomicBool>,
+    /// When the current give-up was noticed.
+    since: Option<Instant>,
+    wait: Duration,
+}
+
+const REVIVE_FIRST: Duration = Duration::from_secs(10);
+const REVIVE_MAX: Duration = Duration::from_secs(600);
+
+impl Revive {
+    pub(crate) fn new(catching_up: Arc<AtomicBool>) -> Revive {
+        Revive::waiting(catching_up, REVIVE_FIRST)
+    }
+
+    /// With a first wait of `first` (tests).
+    fn waiting(catching_up: Arc<AtomicBool>, first: Duration) -> Revive {
+        Revive {
+            catching_up,
+            since: None,
+            wait: first / 2,
+        }
+    }
+
+    /// At the end of an epoch, for a live graph that is given up: whether to seed it now.
+    fn due(&mut self, now: Instant, idle: bool) -> bool {
+        let since = *self.since.get_or_insert_with(|| {
+            self.wait = (self.wait * 2).min(REVIVE_MAX);
+            now
+        });
+        let due = idle
+            && !self.catching_up.load(Ordering::Relaxed)
+            && now.duration_since(since) >= self.wait;
+        if due {
+            self.since = None;
+        }
+        due
+    }
+}
+
+/// The collector's consolidated graph at its last finished epoch, as a seed for its live
+/// graph.
+fn seed(graph: &GraphSink) -> Seed {
+    let (epoch, watermark) = graph.done.map_or((0, Nanos(0)), |(e, w)| (e.0, w));
+    let mut updates: Vec<(Update, i64)> = Vec::new();
+    updates.extend(
+        graph
+            .segments
+            .contents()
+            .into_iter()
+            .map(|s| (Update::Segment(s), 1)),
+    );
+    updates.extend(
+        graph
+            .edges
+            .contents()
+            .into_iter()
+            .map(|e| (Update::Edge(e), 1)),
+    );
+    updates.extend(
+        graph
+            .spins
+            .contents()
+            .into_iter()
+            .map(|s| (Update::Spin(s), 1)),
+    );
+    Seed {
+        epoch,
+        watermark,
+        updates,
+    }
+}
+
 /// The collector of one generation; `forward` gets a copy of every message (the
-/// generation's live graph, `live_graph.rs`) until it ends or is given up.
+/// generation's live graph, `live_graph.rs`) until it ends; while it is given up, `revive`
+/// says when to seed it anew.
 pub(crate) fn collect_live(
     out: Receiver<Message>,
     requests: Receiver<SnapRequest>,
     live: Arc<LiveSpins>,
-    mut forward: Option<Forward>,
+    mut forward: Option<(Forward, Revive)>,
 ) {
     let mut c = Collector {
         graph: GraphSink::new(),
@@ -108,7 +187,7 @@ pub(crate) fn collect_live(
         let req_rx = requests.as_ref().unwrap_or(&never);
         select! {
             recv(out) -> msg => match msg.inspect(|m| {
-                if forward.as_ref().is_some_and(|f| !f.send(m)) {
+                if forward.as_mut().is_some_and(|(f, _)| !f.send(m) && !f.given_up()) {
                     forward = None;
                 }
             }) {
@@ -127,6 +206,13 @@ pub(crate) fn collect_live(
                         c.live.publish(c.graph.spins.contents());
                     }
                     c.serve(&mut pending, false);
+                    if let Some((f, revive)) = forward.as_mut() {
+                        if f.given_up() && revive.due(Instant::now(), out.is_empty())
+                            && !f.reseed(seed(&c.graph))
+                        {
+                            forward = None;
+                        }
+                    }
                 }
                 Err(_) => {
                     c.serve(&mut pending, true);
@@ -196,6 +282,7 @@ impl Generation {
         start_ns: Nanos,
         notify: Sender<()>,
         live_slices: bool,
+        catching_up: Arc<AtomicBool>,
     ) -> Result<Self> {
         let (input, batch_rx) = crossbeam_channel::bounded::<Batch>(INPUT_EPOCHS);
         let (out_tx, out_rx) = crossbeam_channel::unbounded::<Message>();
@@ -219,7 +306,14 @@ impl Generation {
         )?;
         let collector = std::thread::Builder::new()
             .name(format!("argus-collect-g{id}"))
-            .spawn(move || collect_live(out_rx, req_rx, live2, Some(forward)))?;
+            .spawn(move || {
+                collect_live(
+                    out_rx,
+                    req_rx,
+                    live2,
+                    Some((forward, Revive::new(catching_up))),
+                )
+            })?;
         Ok(Generation {
             id,
             first_epoch,
@@ -353,5 +447,120 @@ mod tests {
         drop(out_tx);
         drop(req_tx);
         collector.join().unwrap();
+    }
+
+    /// A live graph that falls behind is given up (its reads fail, the collector goes on),
+    /// then seeded anew from the collector's graph at the end of an epoch: it then holds
+    /// what the collector holds, the updates it skipped included, and goes on from there.
+    #[test]
+    fn a_given_up_live_graph_is_seeded_anew_from_the_collector_and_goes_on() {
+        let (out_tx, out_rx) = crossbeam_channel::unbounded();
+        let (req_tx, req_rx) = crossbeam_channel::unbounded::<SnapRequest>();
+        let (notify, _woken) = crossbeam_channel::bounded(1);
+        let live = Arc::new(LiveSpins {
+            spins: std::sync::Mutex::new(Vec::new()),
+            open: Arc::new(AtomicI64::new(0)),
+            notify,
+        });
+        let (graph, forward, worker) = LiveGraph::start(0, 0, Nanos(0), None).unwrap();
+        let catching_up = Arc::new(AtomicBool::new(true));
+        let revive = Revive::waiting(catching_up.clone(), Duration::ZERO);
+        let collector = std::thread::spawn(move || {
+            collect_live(
+                out_rx,
+                req_rx,
+                live,
+                Some((forward.with_backlog(3), revive)),
+            )
+        });
+        let seg = |tid: i32, start: u64| {
+            Segment::starting(
+                SegmentId::new(Tid(tid), 0),
+                Pid(tid),
+                SegmentKind::Task,
+                Nanos(start),
+                StartCause::Created,
+            )
+        };
+        let spin = |tid: i32| {
+            super::super::watch::tests::spin(SegmentId::new(Tid(tid), 0).0, tid, tid, 5, 9)
+        };
+        let epoch = |e: u64, updates: Vec<(Update, i64)>| {
+            out_tx
+                .send(Message::Updates {
+                    epoch: Epoch(e),
+                    updates,
+                })
+                .unwrap();
+            out_tx
+                .send(Message::EpochDone {
+                    epoch: Epoch(e),
+                    watermark: Nanos(10 * (e + 1)),
+                    events: 1,
+                    counts: Counts::default(),
+                })
+                .unwrap();
+        };
+        let wait = |what: &str, f: &dyn Fn(&super::super::live_graph::GraphStatus) -> bool| {
+            let t = Instant::now();
+            while !f(&graph.status()) {
+                assert!(
+                    t.elapsed() < Duration::from_secs(30),
+                    "{what}: {:?}",
+                    graph.status()
+                );
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        };
+        epoch(
+            0,
+            vec![(Update::Segment(seg(1, 1)), 1), (Update::Spin(spin(1)), 1)],
+        );
+        wait("epoch 0 readable", &|st| {
+            st.epochs.back().is_some_and(|e| e.0 == 0)
+        });
+        assert_eq!(graph.spins(0).unwrap(), vec![spin(1)]);
+        // Four updates in one message: past the backlog of 3. The job is still catching
+        // up: given up, not seeded anew.
+        epoch(
+            1,
+            vec![
+                (Update::Segment(seg(2, 2)), 1),
+                (Update::Spin(spin(2)), 1),
+                (Update::Segment(seg(3, 3)), 1),
+                (Update::Spin(spin(3)), 1),
+            ],
+        );
+        wait("given up", &|st| st.fell_behind);
+        std::thread::sleep(Duration::from_millis(100));
+        let st = graph.status();
+        assert!(st.epochs.is_empty() && st.reseeded == 0, "{st:?}");
+        assert!(
+            graph.spins(1).is_err(),
+            "a given-up live graph answers no reads"
+        );
+        // Caught up: at the end of the next epoch the collector seeds it with its graph.
+        catching_up.store(false, Ordering::Relaxed);
+        epoch(2, vec![(Update::Spin(spin(1)), -1)]);
+        wait("seeded at epoch 2", &|st| {
+            st.reseeded == 1 && st.epochs.back().is_some_and(|e| e.0 == 2)
+        });
+        let mut spins = graph.spins(2).unwrap();
+        spins.sort_by_key(|s| s.tid);
+        assert_eq!(spins, vec![spin(2), spin(3)]);
+        let st = graph.status();
+        assert!(!st.fell_behind);
+        assert_eq!((st.segments, st.spins), (3, 2));
+        // And it goes on with the messages after the seed.
+        epoch(3, vec![(Update::Spin(spin(2)), -1)]);
+        wait("epoch 3", &|st| st.epochs.back().is_some_and(|e| e.0 == 3));
+        assert_eq!(graph.spins(3).unwrap(), vec![spin(3)]);
+        assert_eq!(graph.status().spins, 1);
+        drop(out_tx);
+        drop(req_tx);
+        collector.join().unwrap();
+        graph.stop.store(true, Ordering::Relaxed);
+        drop(graph);
+        worker.join().unwrap();
     }
 }

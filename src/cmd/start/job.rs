@@ -12,7 +12,7 @@ use argus_schema::{Event, Nanos};
 use crossbeam_channel::{Receiver, Sender};
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 /// Events per batch when replaying the previous run's ring.
 pub(crate) const REPLAY_BATCH: usize = 100_000;
 use super::config::*;
@@ -53,6 +53,9 @@ pub(crate) struct Job<'a> {
     /// What the query server reads: the generations' live graphs are published here as
     /// they start and stop.
     pub(crate) served: Arc<Served>,
+    /// Set while the intake reads pages back from the ring: a given-up live graph is not
+    /// seeded anew then (`generations.rs`).
+    pub(crate) catching_up: Arc<AtomicBool>,
 }
 
 impl<'a> Job<'a> {
@@ -68,6 +71,7 @@ impl<'a> Job<'a> {
         served: Arc<Served>,
         quiet: bool,
     ) -> Result<(Job<'a>, Option<Replayed>)> {
+        let catching_up = Arc::new(AtomicBool::new(false));
         let first = Generation::start(
             0,
             &cfg.dataflow,
@@ -75,6 +79,7 @@ impl<'a> Job<'a> {
             Nanos(0),
             notify.clone(),
             cfg.live_slices,
+            catching_up.clone(),
         )?;
         let mut job = Job {
             cfg,
@@ -84,6 +89,7 @@ impl<'a> Job<'a> {
             watermark: Nanos(0),
             notify,
             served,
+            catching_up,
         };
         job.publish();
         let replayed = match prev {
@@ -149,6 +155,7 @@ impl<'a> Job<'a> {
                 self.watermark,
                 self.notify.clone(),
                 self.cfg.live_slices,
+                self.catching_up.clone(),
             )?;
             tracing::info!(generation = g.id, "new dataflow generation");
             self.next_gen += 1;

@@ -21,6 +21,14 @@
 //! waits. A read costs a few seeks per need (`src/live/fetch.rs`); the diagnosis itself runs
 //! on the client's thread.
 //!
+//! **Given up, then seeded anew.** A worker more than [`LIVE_BACKLOG`] updates behind is given
+//! up (the job's decoding and dataflow come first; on an overloaded machine the live graph
+//! would only fall further behind): it skips what is queued and reads fail as "not readable".
+//! Once the job has caught up, the collector sends a [`Feed::Reset`] with its consolidated
+//! graph at a finished epoch; the worker drops its dataflow, starts a new one from that seed
+//! (one epoch holding the whole graph) and goes on with the messages after it. The handle the
+//! query server holds stays valid throughout.
+//!
 //! **Compaction.** After each epoch the trace handles are compacted to the epoch
 //! [`QUERY_EPOCHS`] back: older epochs' distinctions are merged away (memory stays that of
 //! the retained graph), and a read may ask for any of the last `QUERY_EPOCHS` epochs (5 s of
@@ -31,11 +39,11 @@ use crate::live::fetch;
 use anyhow::Result;
 use argus_diagnose::{Need, Parts};
 use argus_pipeline::arranged::{ArrangedJob, QueryError, SliceConfig};
-use argus_pipeline::dataflow::Message;
+use argus_pipeline::dataflow::{Message, Update};
 use argus_schema::{EndCause, Nanos, Spin};
 use crossbeam_channel::{select, Receiver, Sender};
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
@@ -46,8 +54,9 @@ pub(crate) const QUERY_EPOCHS: u64 = 25;
 
 /// Updates copied to a live graph and not applied yet beyond which it is given up (a few
 /// hundred MB): a worker that cannot keep up with the dataflow must not hold the job back
-/// (a blocking copy would) nor grow without bound. Its generation then has no live graph;
-/// the next one gets a new one.
+/// (a blocking copy would) nor grow without bound. The worker then skips what is queued and
+/// the generation answers no live queries until its collector seeds the live graph anew
+/// from its own consolidated graph, once the job has caught up (`generations.rs`).
 pub(crate) const LIVE_BACKLOG: usize = 2_000_000;
 
 /// A read of a generation's live graph, as of its local epoch `as_of`.
@@ -77,34 +86,91 @@ pub(crate) struct GraphStatus {
     pub(crate) spins: i64,
     /// The worker has ended (its generation stopped, or it fell behind).
     pub(crate) ended: bool,
-    /// It was given up: more than [`LIVE_BACKLOG`] updates waited for it.
+    /// It is given up: more than [`LIVE_BACKLOG`] updates waited for it (until the collector
+    /// seeds it anew).
     pub(crate) fell_behind: bool,
+    /// Times it was seeded anew after being given up.
+    pub(crate) reseeded: u64,
 }
 
-/// The collector's end of a live graph: copies each message to it, and gives it up when
-/// it falls [`LIVE_BACKLOG`] updates behind.
+/// What the collector sends its live graph's worker.
+pub(crate) enum Feed {
+    /// The dataflow's next message.
+    Msg(Message),
+    /// Start again from this graph (the collector's consolidated one at a finished epoch):
+    /// after the live graph was given up.
+    Reset(Seed),
+}
+
+/// A whole graph at a local epoch, to start a live graph from.
+pub(crate) struct Seed {
+    pub(crate) epoch: u64,
+    pub(crate) watermark: Nanos,
+    pub(crate) updates: Vec<(Update, i64)>,
+}
+
+/// The collector's end of a live graph: copies each message to it, gives it up when it
+/// falls [`LIVE_BACKLOG`] updates behind (the worker then skips what is queued), and starts
+/// it again from a [`Seed`] when the collector says the job has caught up.
 pub(crate) struct Forward {
-    tx: Sender<Message>,
+    tx: Sender<Feed>,
     queued: Arc<AtomicUsize>,
     status: Arc<Mutex<GraphStatus>>,
+    /// Resets sent so far.
+    resets: u64,
+    /// The worker skips messages until it has seen this many resets (`resets + 1` once
+    /// given up; `0`: none to skip).
+    skip_until: Arc<AtomicU64>,
+    given_up: bool,
+    /// [`LIVE_BACKLOG`], or less in tests.
+    backlog: usize,
 }
 
 impl Forward {
-    /// Copies `m` to the live graph; `false` once it has ended or is given up (drop this
-    /// then: the worker ends when its input closes).
-    pub(crate) fn send(&self, m: &Message) -> bool {
+    /// Gives the live graph up past `n` queued updates (tests).
+    #[cfg(test)]
+    pub(crate) fn with_backlog(mut self, n: usize) -> Forward {
+        self.backlog = n;
+        self
+    }
+
+    /// Copies `m` to the live graph; `false` while it is given up or has ended.
+    pub(crate) fn send(&mut self, m: &Message) -> bool {
+        if self.given_up {
+            return false;
+        }
         let n = match m {
             Message::Updates { updates, .. } => updates.len(),
             Message::EpochDone { .. } => 0,
         };
-        if self.queued.fetch_add(n, Ordering::Relaxed) + n > LIVE_BACKLOG {
-            lock(&self.status).fell_behind = true;
+        if self.queued.fetch_add(n, Ordering::Relaxed) + n > self.backlog {
+            self.queued.fetch_sub(n, Ordering::Relaxed);
+            self.given_up = true;
+            self.skip_until.store(self.resets + 1, Ordering::Release);
+            let mut st = lock(&self.status);
+            st.fell_behind = true;
+            st.epochs.clear();
+            drop(st);
             tracing::warn!(
-                "the live graph fell {LIVE_BACKLOG} updates behind the dataflow: this generation answers no live queries"
+                "the live graph fell {LIVE_BACKLOG} updates behind the dataflow: it answers no live queries until the job catches up"
             );
             return false;
         }
-        self.tx.send(m.clone()).is_ok()
+        self.tx.send(Feed::Msg(m.clone())).is_ok()
+    }
+
+    /// Whether the live graph was given up (and not started again yet).
+    pub(crate) fn given_up(&self) -> bool {
+        self.given_up
+    }
+
+    /// Starts the live graph again from `seed`; the messages after its epoch follow.
+    pub(crate) fn reseed(&mut self, seed: Seed) -> bool {
+        // Not counted in the backlog: the seed is the whole graph (it may hold more than
+        // LIVE_BACKLOG records), applied in one step.
+        self.resets += 1;
+        self.given_up = false;
+        self.tx.send(Feed::Reset(seed)).is_ok()
     }
 }
 
@@ -131,19 +197,32 @@ impl LiveGraph {
         start_ns: Nanos,
         slices: Option<SliceConfig>,
     ) -> Result<(LiveGraph, Forward, JoinHandle<()>)> {
-        let (tx, messages) = crossbeam_channel::unbounded::<Message>();
+        let (tx, messages) = crossbeam_channel::unbounded::<Feed>();
         let queued = Arc::new(AtomicUsize::new(0));
         let (requests, rx) = crossbeam_channel::unbounded::<GraphRequest>();
         let status = Arc::new(Mutex::new(GraphStatus::default()));
         let stop = Arc::new(AtomicBool::new(false));
-        let (st, stop2, queued2) = (status.clone(), stop.clone(), queued.clone());
+        let skip_until = Arc::new(AtomicU64::new(0));
+        let worker = Worker {
+            messages,
+            queued: queued.clone(),
+            requests: rx,
+            status: status.clone(),
+            stop: stop.clone(),
+            skip_until: skip_until.clone(),
+            slices,
+        };
         let thread = std::thread::Builder::new()
             .name(format!("argus-graph-g{generation}"))
-            .spawn(move || serve(messages, queued2, rx, st, stop2, slices))?;
+            .spawn(move || worker.serve())?;
         let forward = Forward {
             tx,
             queued,
             status: status.clone(),
+            resets: 0,
+            skip_until,
+            given_up: false,
+            backlog: LIVE_BACKLOG,
         };
         Ok((
             LiveGraph {
@@ -202,60 +281,79 @@ pub(crate) enum ReadError {
     Query(QueryError),
 }
 
-/// The worker: applies the messages, epoch by epoch, and answers reads between them.
-fn serve(
-    messages: Receiver<Message>,
+/// A live graph's worker thread: what it reads from and reports to.
+struct Worker {
+    messages: Receiver<Feed>,
     queued: Arc<AtomicUsize>,
     requests: Receiver<GraphRequest>,
     status: Arc<Mutex<GraphStatus>>,
     stop: Arc<AtomicBool>,
+    skip_until: Arc<AtomicU64>,
     slices: Option<SliceConfig>,
-) {
-    timely::execute_directly(move |worker| {
-        let mut job = match &slices {
+}
+
+/// Why one run of the worker's dataflow ended.
+enum RunEnd {
+    /// The generation stopped or its input closed.
+    Done,
+    /// Start again from this seed (the live graph was given up and is seeded anew).
+    Reset(Seed),
+}
+
+impl Worker {
+    /// Runs the arranged graph, from scratch at every [`Feed::Reset`], until the generation
+    /// stops.
+    fn serve(self) {
+        let me = Arc::new(self);
+        let mut seed: Option<Seed> = None;
+        let mut resets = 0u64;
+        loop {
+            let w = me.clone();
+            let first = seed.take();
+            match timely::execute_directly(move |worker| w.run(worker, first, resets)) {
+                RunEnd::Done => break,
+                RunEnd::Reset(s) => {
+                    resets += 1;
+                    seed = Some(s);
+                }
+            }
+        }
+        lock(&me.status).ended = true;
+    }
+
+    /// One run: applies `seed` (if any) as its first epoch, then the messages, epoch by
+    /// epoch, answering reads between them; skips messages while the collector has given
+    /// it up (until its next reset).
+    fn run(&self, worker: &mut timely::worker::Worker, seed: Option<Seed>, resets: u64) -> RunEnd {
+        let mut job = match &self.slices {
             Some(cfg) => ArrangedJob::new(worker, cfg),
             None => ArrangedJob::without_slices(worker),
         };
         let mut counts = GraphStatus::default();
+        if let Some(seed) = seed {
+            count(&mut counts, &seed.updates);
+            job.send(seed.epoch, seed.updates);
+            self.epoch_done(worker, &mut job, &counts, seed.epoch, seed.watermark, true);
+        }
         let never = crossbeam_channel::never();
-        let mut open_requests = Some(requests);
-        while !stop.load(Ordering::Relaxed) {
+        let mut open_requests = Some(self.requests.clone());
+        while !self.stop.load(Ordering::Relaxed) {
             let req_rx = open_requests.as_ref().unwrap_or(&never);
             select! {
-                recv(messages) -> msg => match msg {
-                    Ok(Message::Updates { epoch, updates }) => {
-                        queued.fetch_sub(updates.len(), Ordering::Relaxed);
-                        for (u, d) in &updates {
-                            match u {
-                                argus_pipeline::dataflow::Update::Segment(s) => {
-                                    counts.segments += d;
-                                    if s.end == EndCause::Open {
-                                        counts.open_segments += d;
-                                    }
-                                }
-                                argus_pipeline::dataflow::Update::Edge(_) => counts.edges += d,
-                                argus_pipeline::dataflow::Update::Spin(_) => counts.spins += d,
-                            }
+                recv(self.messages) -> msg => match msg {
+                    Ok(Feed::Reset(seed)) => return RunEnd::Reset(seed),
+                    Ok(Feed::Msg(m)) if self.skip_until.load(Ordering::Acquire) > resets => {
+                        if let Message::Updates { updates, .. } = m {
+                            self.queued.fetch_sub(updates.len(), Ordering::Relaxed);
                         }
+                    }
+                    Ok(Feed::Msg(Message::Updates { epoch, updates })) => {
+                        self.queued.fetch_sub(updates.len(), Ordering::Relaxed);
+                        count(&mut counts, &updates);
                         job.send(epoch.0, updates);
                     }
-                    Ok(Message::EpochDone { epoch, watermark, .. }) => {
-                        let e = epoch.0;
-                        let t0 = std::time::Instant::now();
-                        job.close(e);
-                        worker.step_while(|| job.pending(e));
-                        tracing::debug!(epoch = e, ms = t0.elapsed().as_secs_f64() * 1e3, "live graph epoch");
-                        let since = e.saturating_sub(QUERY_EPOCHS - 1);
-                        job.traces().compact_to(since);
-                        let mut st = lock(&status);
-                        st.epochs.push_back((e, watermark));
-                        while st.epochs.front().is_some_and(|(x, _)| *x < since) {
-                            st.epochs.pop_front();
-                        }
-                        st.segments = counts.segments;
-                        st.open_segments = counts.open_segments;
-                        st.edges = counts.edges;
-                        st.spins = counts.spins;
+                    Ok(Feed::Msg(Message::EpochDone { epoch, watermark, .. })) => {
+                        self.epoch_done(worker, &mut job, &counts, epoch.0, watermark, false);
                     }
                     Err(_) => break,
                 },
@@ -266,11 +364,63 @@ fn serve(
                 },
             }
         }
-        lock(&status).ended = true;
         // Reads still waiting get an error (their reply channel closes): the generation has
         // gone.
-        drop(open_requests);
-    });
+        RunEnd::Done
+    }
+
+    /// Closes epoch `e`, steps until it is done, compacts, and publishes it as readable
+    /// (`fresh`: the first epoch of a run, after which the older ones are gone).
+    fn epoch_done(
+        &self,
+        worker: &mut timely::worker::Worker,
+        job: &mut ArrangedJob,
+        counts: &GraphStatus,
+        e: u64,
+        watermark: Nanos,
+        fresh: bool,
+    ) {
+        let t0 = std::time::Instant::now();
+        job.close(e);
+        worker.step_while(|| job.pending(e));
+        tracing::debug!(
+            epoch = e,
+            ms = t0.elapsed().as_secs_f64() * 1e3,
+            "live graph epoch"
+        );
+        let since = e.saturating_sub(QUERY_EPOCHS - 1);
+        job.traces().compact_to(since);
+        let mut st = lock(&self.status);
+        if fresh {
+            st.epochs.clear();
+            st.fell_behind = false;
+            st.reseeded += 1;
+        }
+        st.epochs.push_back((e, watermark));
+        while st.epochs.front().is_some_and(|(x, _)| *x < since) {
+            st.epochs.pop_front();
+        }
+        st.segments = counts.segments;
+        st.open_segments = counts.open_segments;
+        st.edges = counts.edges;
+        st.spins = counts.spins;
+    }
+}
+
+/// Adds `updates` to the record counts.
+fn count(counts: &mut GraphStatus, updates: &[(Update, i64)]) {
+    for (u, d) in updates {
+        match u {
+            Update::Segment(s) => {
+                counts.segments += d;
+                if s.end == EndCause::Open {
+                    counts.open_segments += d;
+                }
+            }
+            Update::Edge(_) => counts.edges += d,
+            Update::Spin(_) => counts.spins += d,
+        }
+    }
 }
 
 fn answer(req: GraphRequest, job: &mut ArrangedJob) {

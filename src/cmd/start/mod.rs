@@ -549,14 +549,22 @@ pub(crate) mod tests {
         let (notify, _woken) = crossbeam_channel::bounded::<()>(1);
         let mut job = Job {
             cfg: &cfg,
-            gens: vec![
-                Generation::start(0, &cfg.dataflow, 0, Nanos(0), notify.clone(), false).unwrap(),
-            ],
+            gens: vec![Generation::start(
+                0,
+                &cfg.dataflow,
+                0,
+                Nanos(0),
+                notify.clone(),
+                false,
+                Default::default(),
+            )
+            .unwrap()],
             next_gen: 1,
             epoch: 0,
             watermark: Nanos(0),
             notify,
             served: Arc::new(Served::new()),
+            catching_up: Default::default(),
         };
         let mut merge = live_merge(&set, &[], 0, &cfg.dataflow.rules.gaps, Nanos(BASE)).unwrap();
         let mut all = Vec::new();

@@ -303,7 +303,7 @@ fn pick(g: &LiveGraph, as_of: AsOf) -> Result<(u64, u64, Nanos), Failure> {
     if st.fell_behind {
         return Err(Failure::new(
             Code::Gone,
-            "this generation's live graph fell behind the dataflow and was given up; the next generation has a new one",
+            "this generation's live graph fell behind the dataflow and is given up until the job has caught up (it is then seeded anew from the job's graph)",
         ));
     }
     if st.ended {
@@ -375,6 +375,7 @@ fn status(served: &Served) -> Result<Value, Failure> {
         "readable_epochs": st.epochs.front().zip(last).map(|(a, b)| [g.first_epoch + a.0, g.first_epoch + b.0]),
         "trace_start_ns": g.start_ns.0,
         "fell_behind": st.fell_behind,
+        "reseeded": st.reseeded,
         "counts": {
             "segments": st.segments,
             "open_segments": st.open_segments,
