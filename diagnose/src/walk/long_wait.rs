@@ -99,7 +99,8 @@ impl<'g> Walk<'g, '_> {
             self.baseline(s, depth);
             return;
         }
-        let edges: Vec<&CausalEdge> = g.incoming(next.id).filter(|e| wakes(e.kind)).collect();
+        let mut edges: Vec<&CausalEdge> = g.incoming(next.id).filter(|e| wakes(e.kind)).collect();
+        edges.extend(self.couriered(next, w0, &edges));
         let prompt = self.wake_prompt(self.words().ask_wait_ended(s.tid, &sys, wait, w1), &edges);
         match self.choose("wake", s, prompt, edges) {
             Chosen::Edge(e) => self.follow(e, next, w0, depth + 1),
@@ -121,6 +122,49 @@ impl<'g> Walk<'g, '_> {
                 },
             ),
         }
+    }
+
+    /// When only interrupts woke `next` (a timer ending a poll's timeout, a softirq): the data
+    /// sent to its thread during the wait (from `w0`, the logical wait's start) and read in
+    /// the run the wake-up began (`next` and the segments split from it with no wait
+    /// between). A logical wait is a thread waiting, timeout after timeout, for its object to
+    /// become ready: the data that made it ready ends it, and the interrupt was at most its
+    /// courier (a loopback packet is delivered by the NET_RX softirq, often at the exit of
+    /// whatever interrupt came next). A server loop split where its peers change reads it in
+    /// a later segment of the run. `beam_default` prefers such a sender over the interrupt.
+    pub(super) fn couriered(
+        &self,
+        next: &'g Segment,
+        w0: Nanos,
+        wakers: &[&'g CausalEdge],
+    ) -> Vec<&'g CausalEdge> {
+        let g = self.g;
+        if wakers.is_empty() || !wakers.iter().all(|e| e.src.tid().irq_cpu().is_some()) {
+            return Vec::new();
+        }
+        let mut sent = Vec::new();
+        let mut cur = next;
+        // A run is a few segments; a bound against a thread that never blocks.
+        for _ in 0..16 {
+            sent.extend(g.incoming(cur.id).filter(|e| {
+                e.kind == EdgeKind::Message
+                    && e.strength == Strength::Strong
+                    && e.src.tid().is_task()
+                    && e.ts >= w0
+            }));
+            match g.next_in_thread(cur.id) {
+                Some(n)
+                    if cur.wait_start_ns.is_none()
+                        && cur.end_ns == n.start_ns
+                        && cur.end != EndCause::Exit =>
+                {
+                    cur = n;
+                }
+                _ => break,
+            }
+        }
+        sent.retain(|e| !wakers.iter().any(|w| std::ptr::eq(*w, *e)));
+        sent
     }
 
     /// Steps to the source of `e`, which started `woken`; the delay to explain is the window

@@ -486,6 +486,51 @@ fn a_poll_timeout_seen_only_through_its_own_timer_is_a_self_sleep() {
     );
 }
 
+/// A server polling with a timeout (a logical wait) is woken by an interrupt, and in the run
+/// that begins reads the request a client sent during the wait (a loopback packet delivered at
+/// a timer interrupt's exit, the request read in a segment split from the first): the
+/// client, not the interrupt, ended the wait. (`redis-blpop` of the real suite under load.)
+#[test]
+fn data_sent_during_the_wait_and_read_in_the_run_an_interrupt_began_explains_the_wait() {
+    let mut b = B::new(5000.0);
+    b.thread(10, 10, "server", "server");
+    b.thread(20, 20, "client", "client");
+    let m0 = b.seg(Seg {
+        tid: 10,
+        start: 0.0,
+        wait: Some(100.0),
+        end: Some(3100.0),
+        sys: "epoll_wait",
+        on_cpu: 90.0,
+        ret: Some(1),
+    });
+    // The run after the wake-up: 3100..3100.5, split (no wait) into a second segment that
+    // reads the request, and blocks again at 3101.
+    let m1 = b.seg(Seg {
+        tid: 10,
+        start: 3100.0,
+        wait: None,
+        end: Some(3100.5),
+        sys: "",
+        on_cpu: 0.5,
+        ret: None,
+    });
+    let m2 = b.open(10, 3100.5, Some(3101.0), "epoll_wait", 0.5);
+    let irq = b.irq(0, SegmentKind::HardIrq { irq: 24 }, 3099.9, 3100.0);
+    b.wake(irq, m1, 3100.0, "");
+    b.edge(m1, m2, EdgeKind::ThreadOrder, Strength::Weak, 3100.5, "");
+    // The client slept 3 s, then sent its request at 3099.95, during the server's wait.
+    let c0 = b.task(20, 0.0, 10.0, 3099.9, "clock_nanosleep", 5.0);
+    let c1 = b.open(20, 3099.9, Some(3100.0), "read", 0.05);
+    b.edge(c1, m2, EdgeKind::Message, Strength::Strong, 3099.95, "write");
+    b.long_wait(m0);
+    let r = run(&b.graph(), 10, &mut AutoOracle);
+    let path: Vec<SegmentId> = r.path.iter().map(|p| p.segment).collect();
+    assert!(path.contains(&c1), "the walk goes to the client: {:?}", labels(&r));
+    assert!(!path.contains(&irq), "not to the interrupt: {:?}", labels(&r));
+    assert_eq!(r.root_causes[0].segment, c0, "{:?}", r.root_causes);
+}
+
 #[test]
 fn a_device_interrupt_with_no_cause_ends_the_walk() {
     let mut b = B::new(5000.0);
