@@ -522,12 +522,27 @@ fn data_sent_during_the_wait_and_read_in_the_run_an_interrupt_began_explains_the
     // The client slept 3 s, then sent its request at 3099.95, during the server's wait.
     let c0 = b.task(20, 0.0, 10.0, 3099.9, "clock_nanosleep", 5.0);
     let c1 = b.open(20, 3099.9, Some(3100.0), "read", 0.05);
-    b.edge(c1, m2, EdgeKind::Message, Strength::Strong, 3099.95, "write");
+    b.edge(
+        c1,
+        m2,
+        EdgeKind::Message,
+        Strength::Strong,
+        3099.95,
+        "write",
+    );
     b.long_wait(m0);
     let r = run(&b.graph(), 10, &mut AutoOracle);
     let path: Vec<SegmentId> = r.path.iter().map(|p| p.segment).collect();
-    assert!(path.contains(&c1), "the walk goes to the client: {:?}", labels(&r));
-    assert!(!path.contains(&irq), "not to the interrupt: {:?}", labels(&r));
+    assert!(
+        path.contains(&c1),
+        "the walk goes to the client: {:?}",
+        labels(&r)
+    );
+    assert!(
+        !path.contains(&irq),
+        "not to the interrupt: {:?}",
+        labels(&r)
+    );
     assert_eq!(r.root_causes[0].segment, c0, "{:?}", r.root_causes);
 }
 
