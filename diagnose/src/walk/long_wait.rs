@@ -153,17 +153,11 @@ impl<'g> Walk<'g, '_> {
                     && e.ts >= w0
             }));
             match g.next_in_thread(cur.id) {
-                Some(n)
-                    if cur.wait_start_ns.is_none()
-                        && cur.end_ns == n.start_ns
-                        && cur.end != EndCause::Exit =>
-                {
-                    cur = n;
-                }
+                Some(n) if split_from(cur, n) => cur = n,
                 _ => break,
             }
         }
-        sent.retain(|e| !wakers.iter().any(|w| std::ptr::eq(*w, *e)));
+        // Disjoint from `wakers`: those all come from interrupts, these from tasks.
         sent
     }
 
@@ -322,9 +316,7 @@ impl<'g> Walk<'g, '_> {
         // Split by a heuristic (a batching server loop cut where its peers change): the thread
         // did not block between its previous segment and this one, so continue there, after
         // asking, since the thread-order edge is weak.
-        let split = g.prev_in_thread(w.id).filter(|p| {
-            p.wait_start_ns.is_none() && p.end_ns == w.start_ns && p.end != EndCause::Exit
-        });
+        let split = g.prev_in_thread(w.id).filter(|p| split_from(p, w));
         // A message edge into a segment whose thread did not block before it is a data
         // dependency (the request it read without waiting), not a wake-up that started it.
         let woken_by_edge = g
@@ -971,4 +963,10 @@ impl<'g> Walk<'g, '_> {
             },
         );
     }
+}
+
+/// Whether `next` continues `prev` in the same run of their thread: `prev` neither blocked nor
+/// exited, and `next` starts where it ends (a heuristic split of the run).
+fn split_from(prev: &Segment, next: &Segment) -> bool {
+    prev.wait_start_ns.is_none() && prev.end_ns == next.start_ns && prev.end != EndCause::Exit
 }

@@ -121,7 +121,8 @@ impl Intake {
             // The recorder has ended: every chunk is written.
             catchup.finish(&mut sink);
         } else {
-            catchup.set_memory_pressure(budget.over());
+            // The resident set is read only while a CPU is behind: only then can it matter.
+            catchup.set_memory_pressure(catchup.behind() && budget.over());
             catchup.poll(&mut sink);
         }
         let clock = Nanos(now_ns.saturating_sub(lag.as_nanos() as u64));
