@@ -127,14 +127,10 @@ struct OpenChunk {
     last_ts: u64,
 }
 
-/// A completed chunk on its way to the syncer.
+/// A completed chunk (already in the ring) on its way to the syncer.
 struct Completed {
     file: File,
     path: PathBuf,
-    seq: u32,
-    bytes: u64,
-    first_ts: u64,
-    last_ts: u64,
 }
 
 /// One batch for the chunk writer: a frame of pages and what to do after appending it.
@@ -193,7 +189,7 @@ impl Reader {
         let (full_tx, full_rx) = crossbeam_channel::unbounded::<Batch>();
         let (free_tx, free_rx) = crossbeam_channel::unbounded::<FrameBuffer>();
         let (sync_tx, sync_rx) = crossbeam_channel::unbounded::<SyncJob>();
-        let writer = CpuWriter::new(self.cpu, self.out_dir.clone(), sync_tx)?;
+        let writer = CpuWriter::new(self.cpu, self.out_dir.clone(), self.shared.clone(), sync_tx)?;
         let (cpu, shared) = (self.cpu, self.shared.clone());
         let syncer = std::thread::Builder::new()
             .name(format!("argus-rec-s{}", self.cpu))
@@ -452,28 +448,37 @@ struct WriterStats {
 enum SyncJob {
     /// Lost-events ranges to record in `meta.json`.
     Lost(Vec<LostRange>),
-    /// The chunk in progress grew.
-    Progress { seq: u32, bytes: u64, first_ts: u64 },
+    /// The ring changed (the writer deleted chunks): rewrite `meta.json`.
+    Meta,
     /// `fdatasync` the chunk in progress (the flush interval): a second handle to it.
     Flush { file: File, path: PathBuf },
-    /// Sync and close a completed chunk; it joins the ring.
+    /// Sync and close a completed chunk (the writer has put it in the ring).
     Complete(Completed),
 }
 
 /// Compresses frames into zstd frames appended to this CPU's chunk files ([`ChunkWriter`]
-/// with no budget of its own: chunks are cut by page count, by the drain). Syncing and the
-/// ring's bookkeeping (whose `meta.json` rewrite syncs too) go to the CPU's syncer thread,
-/// so neither the drain nor the writer waits for the disk: under the saturating load with
-/// `argus start` writing snapshots beside it, one `fdatasync` took up to a second.
+/// with no budget of its own: chunks are cut by page count, by the drain). The writer keeps
+/// the ring's accounts itself, so the cap holds frame by frame; syncing chunks and rewriting
+/// `meta.json` (which syncs too) go to the CPU's syncer thread, so neither the drain nor the
+/// writer waits for the disk: under the saturating load with `argus start` writing snapshots
+/// beside it, one `fdatasync` took up to a second (and with the accounts behind the syncs, the
+/// directory outgrew its cap by half).
 struct CpuWriter {
+    cpu: u32,
     chunks: ChunkWriter,
     chunk: Option<OpenChunk>,
     stats: WriterStats,
+    shared: Arc<Shared>,
     syncer: Sender<SyncJob>,
 }
 
 impl CpuWriter {
-    fn new(cpu: u32, out_dir: PathBuf, syncer: Sender<SyncJob>) -> Result<CpuWriter, RecordError> {
+    fn new(
+        cpu: u32,
+        out_dir: PathBuf,
+        shared: Arc<Shared>,
+        syncer: Sender<SyncJob>,
+    ) -> Result<CpuWriter, RecordError> {
         let options = ChunkOptions {
             budget: None,
             also_counted: None,
@@ -482,9 +487,11 @@ impl CpuWriter {
             sync_dir_on_create: true,
         };
         Ok(CpuWriter {
+            cpu,
             chunks: ChunkWriter::new(move |seq| tracedir::chunk_path(&out_dir, cpu, seq), options)?,
             chunk: None,
             stats: WriterStats::default(),
+            shared,
             syncer,
         })
     }
@@ -547,11 +554,12 @@ impl CpuWriter {
         open.pages += frame.pages();
         open.last_ts = frame.last_ts;
         self.stats.compressed_bytes += bytes - before;
-        let _ = self.syncer.send(SyncJob::Progress {
-            seq: open.seq,
-            bytes,
-            first_ts: open.first_ts,
-        });
+        if self
+            .shared
+            .account_progress(self.cpu, open.seq, bytes, open.first_ts)
+        {
+            let _ = self.syncer.send(SyncJob::Meta);
+        }
         Ok(())
     }
 
@@ -561,15 +569,21 @@ impl CpuWriter {
         else {
             return;
         };
-        // Synced whatever a flush already did: the last frames may follow it.
-        let _ = self.syncer.send(SyncJob::Complete(Completed {
-            file,
-            path,
-            seq: open.seq,
+        let ring_changed = self.shared.account_completed(
+            self.cpu,
+            open.seq,
             bytes,
-            first_ts: open.first_ts,
-            last_ts: open.last_ts,
-        }));
+            open.first_ts,
+            open.last_ts,
+            path.clone(),
+        );
+        // Synced whatever a flush already did: the last frames may follow it.
+        let _ = self
+            .syncer
+            .send(SyncJob::Complete(Completed { file, path }));
+        if ring_changed {
+            let _ = self.syncer.send(SyncJob::Meta);
+        }
     }
 }
 
@@ -583,30 +597,16 @@ fn run_syncer(cpu: u32, shared: Arc<Shared>, jobs: Receiver<SyncJob>) -> Result<
                 for range in ranges {
                     shared.lost(cpu, range);
                 }
-                Ok(())
+                shared.write_meta_if_dirty()
             }
-            SyncJob::Progress {
-                seq,
-                bytes,
-                first_ts,
-            } => shared.progress(cpu, seq, bytes, first_ts),
+            SyncJob::Meta => shared.write_meta_if_dirty(),
             SyncJob::Flush { file, path } => file
                 .sync_data()
                 .map_err(|source| RecordError::io("syncing", &path, source)),
             SyncJob::Complete(done) => done
                 .file
                 .sync_data()
-                .map_err(|source| RecordError::io("syncing", &done.path, source))
-                .and_then(|()| {
-                    shared.completed(
-                        cpu,
-                        done.seq,
-                        done.bytes,
-                        done.first_ts,
-                        done.last_ts,
-                        done.path,
-                    )
-                }),
+                .map_err(|source| RecordError::io("syncing", &done.path, source)),
         };
         if let Err(e) = r {
             first_err.get_or_insert(e);

@@ -2,11 +2,13 @@
 //! keys, [`MetaExt`]) and the ring that keeps the trace directory under its size cap.
 //!
 //! ```text
-//!  reader cpuN ── frame appended ──► progress(cpu, seq, bytes)  ─┐ enforce: while chunks +
-//!              ── chunk complete ──► completed(cpu, seq, ...)    ─┤ side files > cap, delete
-//!              ── missed events  ──► lost(cpu, range)            │ the completed chunk whose
-//!  controller  ── start/close    ──► write_meta()                 │ data ends first (any CPU)
-//!                                                                 └► meta.json rewritten
+//!  writer cpuN ── frame appended ──► account_progress(cpu, seq, bytes) ─┐ enforce: while chunks
+//!              ── chunk complete ──► account_completed(cpu, seq, ...)  ─┤ + side files > cap,
+//!  syncer cpuN ── missed events  ──► lost(cpu, range)                   │ delete the completed
+//!              ── ring changed   ──► write_meta_if_dirty()              │ chunk whose data ends
+//!  controller  ── start/close    ──► write_meta()                       │ first (any CPU)
+//!                                                                       └► meta.json rewritten
+//!                                                                          by the syncer
 //! ```
 //!
 //! **Global, oldest-data-first deletion.** The cap is on the whole directory, not per CPU: a
@@ -64,6 +66,8 @@ pub(crate) struct State {
 pub(crate) struct Shared {
     dir: PathBuf,
     state: Mutex<State>,
+    /// Held while `meta.json` is written.
+    writing: Mutex<()>,
 }
 
 impl Shared {
@@ -80,6 +84,7 @@ impl Shared {
                 dropped_chunks: BTreeMap::new(),
                 dirty: false,
             }),
+            writing: Mutex::new(()),
         }
     }
 
@@ -102,11 +107,12 @@ impl Shared {
 
     /// Rewrites `meta.json` from the current state.
     pub(crate) fn write_meta(&self) -> Result<(), RecordError> {
-        let mut st = self.lock();
-        st.write(&self.dir)
+        self.write_meta_when(|_| true)
     }
 
-    /// Chunk `seq` of `cpu` now has `bytes` on disk and starts at `first_ts`.
+    /// Chunk `seq` of `cpu` now has `bytes` on disk and starts at `first_ts`; the ring is
+    /// enforced and `meta.json` rewritten if that changed it.
+    #[cfg(test)]
     pub(crate) fn progress(
         &self,
         cpu: u32,
@@ -114,6 +120,31 @@ impl Shared {
         bytes: u64,
         first_ts: u64,
     ) -> Result<(), RecordError> {
+        self.account_progress(cpu, seq, bytes, first_ts);
+        self.write_meta_if_dirty()
+    }
+
+    /// Chunk `seq` of `cpu` is complete; the ring is enforced and `meta.json` rewritten if
+    /// that changed it.
+    #[cfg(test)]
+    pub(crate) fn completed(
+        &self,
+        cpu: u32,
+        seq: u32,
+        bytes: u64,
+        first_ts: u64,
+        last_ts: u64,
+        path: PathBuf,
+    ) -> Result<(), RecordError> {
+        self.account_completed(cpu, seq, bytes, first_ts, last_ts, path);
+        self.write_meta_if_dirty()
+    }
+
+    /// Chunk `seq` of `cpu` now has `bytes` on disk and starts at `first_ts`: the ring deletes
+    /// what no longer fits at once. Returns whether `meta.json` needs rewriting (left to the
+    /// caller, as the rewrite syncs: the chunk writer must never wait for the disk, yet the
+    /// cap must hold while the disk is slow).
+    pub(crate) fn account_progress(&self, cpu: u32, seq: u32, bytes: u64, first_ts: u64) -> bool {
         let mut st = self.lock();
         st.current.insert(
             cpu,
@@ -124,14 +155,12 @@ impl Shared {
             },
         );
         st.enforce();
-        if st.dirty {
-            st.write(&self.dir)?;
-        }
-        Ok(())
+        st.dirty
     }
 
-    /// Chunk `seq` of `cpu` is complete (and synced).
-    pub(crate) fn completed(
+    /// Chunk `seq` of `cpu` is complete (its sync may still be under way: a chunk deleted
+    /// before it is synced costs nothing). Returns whether `meta.json` needs rewriting.
+    pub(crate) fn account_completed(
         &self,
         cpu: u32,
         seq: u32,
@@ -139,7 +168,7 @@ impl Shared {
         first_ts: u64,
         last_ts: u64,
         path: PathBuf,
-    ) -> Result<(), RecordError> {
+    ) -> bool {
         let mut st = self.lock();
         if st.current.get(&cpu).is_some_and(|c| c.seq == seq) {
             st.current.remove(&cpu);
@@ -154,10 +183,28 @@ impl Shared {
         });
         st.completed_bytes += bytes;
         st.enforce();
-        if st.dirty {
-            st.write(&self.dir)?;
-        }
-        Ok(())
+        st.dirty
+    }
+
+    /// Rewrites `meta.json` if the ring or the lost ranges changed since it was written.
+    pub(crate) fn write_meta_if_dirty(&self) -> Result<(), RecordError> {
+        self.write_meta_when(|st| st.dirty)
+    }
+
+    /// Rewrites `meta.json` from a copy of the state taken when `due` says so. The state's
+    /// lock is not held while the file is written and synced (the chunk writers take it on
+    /// every frame); the writing lock keeps the copies written in the order they were taken.
+    fn write_meta_when(&self, due: impl FnOnce(&State) -> bool) -> Result<(), RecordError> {
+        let _writing = self.writing.lock().unwrap_or_else(|e| e.into_inner());
+        let (meta, ext) = {
+            let mut st = self.lock();
+            if !due(&st) {
+                return Ok(());
+            }
+            st.dirty = false;
+            (st.meta.clone(), st.ext.clone())
+        };
+        sysinfo::write_meta(&self.dir, &meta, &ext).inspect_err(|_| self.lock().dirty = true)
     }
 
     /// The kernel lost events on `cpu` between two pages; adjacent ranges are merged.
@@ -190,12 +237,6 @@ impl Shared {
 }
 
 impl State {
-    fn write(&mut self, dir: &Path) -> Result<(), RecordError> {
-        sysinfo::write_meta(dir, &self.meta, &self.ext)?;
-        self.dirty = false;
-        Ok(())
-    }
-
     /// Deletes completed chunks, oldest data first, until the chunks fit the budget.
     fn enforce(&mut self) {
         let Some(budget) = self.budget else {
