@@ -29,7 +29,7 @@ mod gen;
 
 use argus_diagnose::{diagnose, rounds, AutoOracle, DiagnoseConfig, Graph, GraphInput, Replay};
 use argus_pipeline::arranged::{ArrangedJob, SliceConfig};
-use argus_pipeline::dataflow::{run, Batch, DataflowConfig, Message, Update};
+use argus_pipeline::dataflow::{by_epoch, run, Batch, DataflowConfig, Message, Update};
 use argus_pipeline::rules::RulesConfig;
 use argus_schema::{Epoch, Nanos, Pid, Segment, Spin, ThreadInfo, Tid};
 use argus_sinks::{CollectionSink, SnapshotInfo, SnapshotWriter};
@@ -139,30 +139,22 @@ fn main() {
         let mut lat = Vec::new();
         let mut last = (0u64, Nanos(0));
         let started = Instant::now();
-        let mut pending: Vec<(Update, i64)> = Vec::new();
-        for msg in out_rx {
-            match msg {
-                Message::Updates { updates, .. } => pending.extend(updates),
-                Message::EpochDone {
-                    epoch, watermark, ..
-                } => {
-                    let e = epoch.0;
-                    let t = Instant::now();
-                    job.send(e, pending.iter().cloned());
-                    job.close(e);
-                    worker.step_while(|| job.pending(e));
-                    job.traces().compact_to(e);
-                    lat.push(t.elapsed());
-                    for (u, d) in pending.drain(..) {
-                        match u {
-                            Update::Segment(s) => segments.update(s, d),
-                            Update::Edge(x) => edges.update(x, d),
-                            Update::Spin(s) => spins.update(s, d),
-                        }
-                    }
-                    last = (e, watermark);
+        for ep in by_epoch(out_rx) {
+            let e = ep.epoch;
+            let t = Instant::now();
+            job.send(e, ep.updates.iter().cloned());
+            job.close(e);
+            worker.step_while(|| job.pending(e));
+            job.traces().compact_to(e);
+            lat.push(t.elapsed());
+            for (u, d) in ep.updates {
+                match u {
+                    Update::Segment(s) => segments.update(s, d),
+                    Update::Edge(x) => edges.update(x, d),
+                    Update::Spin(s) => spins.update(s, d),
                 }
             }
+            last = (e, ep.watermark);
         }
         let (as_of, watermark) = last;
         let segments = segments.contents();

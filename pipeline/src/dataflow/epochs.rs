@@ -1,11 +1,62 @@
-//! [`collect_epochs`]: the dataflow's output accumulated into the whole graph after every
-//! epoch, which the oracle tests (`pipeline/tests/oracle.rs`, the top-level `oracle_real`
-//! and `exact_real`) compare with the batch reference recomputed from scratch.
+//! The dataflow's output by epoch: [`by_epoch`] groups its messages into each epoch's updates
+//! (for whatever applies them epoch by epoch: the arranged graph's tests and benches), and
+//! [`collect_epochs`] accumulates them into the whole graph after every epoch, which the
+//! oracle tests (`pipeline/tests/oracle.rs`, the top-level `oracle_real` and `exact_real`)
+//! compare with the batch reference recomputed from scratch.
 
 use super::{run, Batch, DataflowConfig, Message, PipelineError, Update};
 use crate::rules::Counter;
 use argus_schema::Nanos;
+use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
+
+/// One epoch of the dataflow's output: its updates, in the order they came, and its watermark.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct EpochUpdates {
+    /// The epoch.
+    pub epoch: u64,
+    /// Every event up to it had been seen when the epoch closed.
+    pub watermark: Nanos,
+    /// The `(update, ±1)` changes at the epoch.
+    pub updates: Vec<(Update, i64)>,
+}
+
+/// Groups the dataflow's messages by epoch: each [`Message::EpochDone`] closes the updates
+/// that came before it. Updates after the last `EpochDone` (a stream cut short) are dropped.
+pub fn by_epoch<I: IntoIterator<Item = Message>>(messages: I) -> ByEpoch<I::IntoIter> {
+    ByEpoch {
+        messages: messages.into_iter(),
+        pending: Vec::new(),
+    }
+}
+
+/// The iterator of [`by_epoch`].
+pub struct ByEpoch<I> {
+    messages: I,
+    pending: Vec<(Update, i64)>,
+}
+
+impl<I: Iterator<Item = Message>> Iterator for ByEpoch<I> {
+    type Item = EpochUpdates;
+
+    fn next(&mut self) -> Option<EpochUpdates> {
+        for msg in self.messages.by_ref() {
+            match msg {
+                Message::Updates { updates, .. } => self.pending.extend(updates),
+                Message::EpochDone {
+                    epoch, watermark, ..
+                } => {
+                    return Some(EpochUpdates {
+                        epoch: epoch.0,
+                        watermark,
+                        updates: std::mem::take(&mut self.pending),
+                    })
+                }
+            }
+        }
+        None
+    }
+}
 
 /// Runs the dataflow over `batches` and returns the accumulated graph after every epoch,
 /// with the epoch's watermark. For tests and tools that want every intermediate state.

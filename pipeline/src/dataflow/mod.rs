@@ -58,7 +58,7 @@ mod join_seq;
 mod keyed;
 mod output;
 
-pub use epochs::collect_epochs;
+pub use epochs::{by_epoch, collect_epochs, ByEpoch, EpochUpdates};
 
 use crate::rules::{Counts, RulesConfig};
 use argus_schema::{CausalEdge, Epoch, Event, Nanos, Segment, Spin};

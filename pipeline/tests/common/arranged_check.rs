@@ -23,7 +23,7 @@
 use super::{batches, rules, spin_stream, stream};
 use argus_pipeline::arranged::{reference, ArrangedJob, ShardSnapshot, SliceConfig, Span, Window};
 use argus_pipeline::arranged::{JobConfig, QueryError, SliceMember, ThreadRun};
-use argus_pipeline::dataflow::{run, DataflowConfig, Message, Update};
+use argus_pipeline::dataflow::{by_epoch, run, DataflowConfig, Update};
 use argus_pipeline::Graph;
 use argus_schema::{CausalEdge, Event, Nanos, Segment, SegmentId, Spin, SpinClass, Strength, Tid};
 use serde::{Deserialize, Serialize};
@@ -32,12 +32,7 @@ use std::fmt::Debug;
 use std::sync::Arc;
 
 /// One epoch of the graph dataflow's output.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct Epoch {
-    pub epoch: u64,
-    pub watermark: Nanos,
-    pub updates: Vec<(Update, i64)>,
-}
+pub use argus_pipeline::dataflow::EpochUpdates as Epoch;
 
 /// The graph dataflow's messages for `evs` in batches of `size`, grouped by epoch.
 pub fn epochs(evs: &[Event], size: usize) -> Vec<Epoch> {
@@ -56,20 +51,7 @@ pub fn epochs(evs: &[Event], size: usize) -> Vec<Epoch> {
             }
         }
     });
-    let mut out = Vec::new();
-    let mut pending: Vec<(Update, i64)> = Vec::new();
-    for msg in out_rx {
-        match msg {
-            Message::Updates { updates, .. } => pending.extend(updates),
-            Message::EpochDone {
-                epoch, watermark, ..
-            } => out.push(Epoch {
-                epoch: epoch.0,
-                watermark,
-                updates: std::mem::take(&mut pending),
-            }),
-        }
-    }
+    let out = by_epoch(out_rx).collect();
     feeder.join().expect("the feeder finishes");
     runner
         .join()
