@@ -24,6 +24,7 @@ use argus_schema::{CausalEdge, Nanos, Segment, SegmentId, Spin, Tid};
 use differential_dataflow::operators::arrange::Arranged;
 use differential_dataflow::trace::{Cursor, TraceReader};
 use serde::{Deserialize, Serialize};
+use std::sync::Arc;
 use timely::progress::frontier::AntichainRef;
 use timely::progress::Antichain;
 
@@ -144,7 +145,8 @@ impl GraphTraces {
     pub fn segment(&mut self, id: SegmentId, as_of: Time) -> Result<Option<Segment>, QueryError> {
         Ok(expand(lookup(&mut self.segments_by_id, &id, as_of)?)
             .into_iter()
-            .next())
+            .next()
+            .map(Arc::unwrap_or_clone))
     }
 
     /// The segments with ids in `[first, last]`, in id order: one seek, then one step per
@@ -165,7 +167,11 @@ impl GraphTraces {
             if id > last {
                 break;
             }
-            out.extend(expand(vals(&mut cursor, &storage, as_of)));
+            out.extend(
+                expand(vals(&mut cursor, &storage, as_of))
+                    .into_iter()
+                    .map(Arc::unwrap_or_clone),
+            );
             cursor.step_key(&storage);
         }
         Ok(out)
@@ -389,7 +395,10 @@ impl GraphTraces {
     /// Every arrangement of this shard, read whole.
     pub fn snapshot(&mut self, as_of: Time) -> Result<ShardSnapshot, QueryError> {
         Ok(ShardSnapshot {
-            segments_by_id: rows(&mut self.segments_by_id, as_of)?,
+            segments_by_id: rows(&mut self.segments_by_id, as_of)?
+                .into_iter()
+                .map(|(id, s, n)| (id, Arc::unwrap_or_clone(s), n))
+                .collect(),
             segments_by_thread: rows(&mut self.segments_by_thread, as_of)?,
             edges_by_dst: rows(&mut self.edges_by_dst, as_of)?,
             edges_by_src: rows(&mut self.edges_by_src, as_of)?,

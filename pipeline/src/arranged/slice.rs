@@ -107,6 +107,7 @@ use differential_dataflow::trace::implementations::{
 };
 use differential_dataflow::{ExchangeData, VecCollection};
 use serde::{Deserialize, Serialize};
+use std::sync::Arc;
 use timely::dataflow::channels::pact::Exchange;
 use timely::progress::Timestamp;
 
@@ -211,7 +212,7 @@ pub fn backward_slices<'scope>(
 ) -> VecCollection<'scope, Time, (SegmentId, SliceMember), Diff> {
     let steps = graph.edges_by_src.clone().join_core(
         graph.segments_by_id.clone(),
-        |_src: &SegmentId, e: &CausalEdge, s: &Segment| {
+        |_src: &SegmentId, e: &CausalEdge, s: &Arc<Segment>| {
             Some((
                 e.dst,
                 Step {
@@ -236,7 +237,7 @@ pub fn backward_slices<'scope>(
         })
         .join_core(
             graph.segments_by_id.clone(),
-            |root: &SegmentId, hang: &Hang, s: &Segment| {
+            |root: &SegmentId, hang: &Hang, s: &Arc<Segment>| {
                 Span::of(s)
                     .overlaps(&hang.window)
                     .then_some((*root, (*hang, Strength::Strong)))

@@ -87,6 +87,7 @@ use argus_schema::{EndCause, Nanos, Segment, SegmentId, Spin, Tid};
 use differential_dataflow::operators::Iterate;
 use differential_dataflow::VecCollection;
 use serde::{Deserialize, Serialize};
+use std::sync::Arc;
 
 /// The trackers after one final segment of a thread, and the run spins that segment closed.
 #[derive(Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -160,7 +161,7 @@ pub fn derived_spins<'scope>(
 ) -> VecCollection<'scope, Time, (Tid, Spin), Diff> {
     let segments = &graph.segments_by_id;
     let single_cfg = cfg.clone();
-    let singles = segments.clone().flat_map_ref(move |_, s: &Segment| {
+    let singles = segments.clone().flat_map_ref(move |_, s: &Arc<Segment>| {
         (!is_open(s))
             .then(|| single_spin(s, s.end_ns, false, &single_cfg))
             .flatten()
@@ -170,12 +171,12 @@ pub fn derived_spins<'scope>(
     // The pending segment of each thread: of the pending shape, followed by the open one.
     let open_preds = segments
         .clone()
-        .flat_map_ref(|id: &SegmentId, s: &Segment| {
+        .flat_map_ref(|id: &SegmentId, s: &Arc<Segment>| {
             (is_open(s) && of_task(s)).then(|| pred(*id)).flatten()
         });
     let pending = segments
         .clone()
-        .flat_map_ref(|id: &SegmentId, s: &Segment| {
+        .flat_map_ref(|id: &SegmentId, s: &Arc<Segment>| {
             (of_task(s) && pending_shape(s)).then_some((*id, ()))
         })
         .semijoin(open_preds)
@@ -186,7 +187,7 @@ pub fn derived_spins<'scope>(
     let fresh_cfg = cfg.clone();
     let fresh = segments
         .clone()
-        .flat_map_ref(move |id: &SegmentId, s: &Segment| {
+        .flat_map_ref(move |id: &SegmentId, s: &Arc<Segment>| {
             (!is_open(s) && of_task(s))
                 .then(|| (*id, step(None, s, &fresh_cfg)))
                 .filter(|(_, scan)| !scan.is_empty())
@@ -207,7 +208,7 @@ pub fn derived_spins<'scope>(
             .flat_map(|(id, scan): (SegmentId, Scan)| succ(id).map(|s| (s, scan.state)))
             .join_core(
                 segments,
-                move |id: &SegmentId, state: &Spins, s: &Segment| {
+                move |id: &SegmentId, state: &Spins, s: &Arc<Segment>| {
                     (!is_open(s) && of_task(s))
                         .then(|| (*id, step(Some(state), s, &cfg)))
                         .filter(|(_, scan)| !scan.is_empty())
@@ -225,9 +226,9 @@ pub fn derived_spins<'scope>(
     // The open segments, by the last final segment before them.
     let open_by_pred = segments
         .clone()
-        .flat_map_ref(|id: &SegmentId, s: &Segment| {
+        .flat_map_ref(|id: &SegmentId, s: &Arc<Segment>| {
             (is_open(s) && of_task(s))
-                .then(|| pred(*id).map(|p| (p, s.clone())))
+                .then(|| pred(*id).map(|p| (p, Segment::clone(s))))
                 .flatten()
         });
     let past_pending = open_by_pred
@@ -252,7 +253,7 @@ pub fn derived_spins<'scope>(
         .clone()
         .flat_map(|(gated, s)| (!gated).then_some((s.tid, s)));
     let open_cfg = cfg.clone();
-    let open_segments = segments.clone().flat_map_ref(move |_, s: &Segment| {
+    let open_segments = segments.clone().flat_map_ref(move |_, s: &Arc<Segment>| {
         (is_open(s) && of_task(s))
             .then(|| open_spin(s, &open_cfg))
             .flatten()
