@@ -725,3 +725,53 @@ fn cut_tail_is_recovered_only_in_a_trace_still_recording() {
     assert_eq!(summary.cpus[&cpu].recovered_tails, 1);
     assert!(n > 0 && n < full, "{n} of {full}");
 }
+
+#[test]
+fn no_record_arrives_at_or_below_the_read_frontier_loaded_before_it() {
+    let Some(_lock) = live() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let mut config = config(tmp.path());
+    let (tx, rx) = crossbeam_channel::unbounded();
+    config.tap = Some(tx);
+    syscall_storm(&mut config, 400_000);
+    let dir = config.output_dir.clone();
+    let recording = Recorder::new(config).start().unwrap();
+    let frontier = recording.read_frontier();
+    let layout = argus_ingest::format::HeaderPage::parse(
+        &fs::read_to_string(dir.join("formats").join("header_page")).unwrap(),
+    )
+    .unwrap();
+    let waiter = std::thread::spawn(move || recording.wait());
+    // As `argus start` does: the frontier first, then what the tap holds. Every record taken
+    // from the tap later must be stamped after the frontier loaded before the earlier take.
+    let (mut loaded, mut pages, mut records, mut advanced) = (0u64, 0u64, 0u64, 0u32);
+    let mut check = |pages_now: Vec<argus_ingest::linux::TappedPage>, bound: u64| {
+        for p in pages_now {
+            pages += 1;
+            for r in argus_ingest::page::parse_page(&layout, &p.data).unwrap() {
+                let r = r.unwrap();
+                records += 1;
+                assert!(
+                    r.ts > bound,
+                    "cpu{} record at {} arrived after the frontier {bound} said it was read",
+                    p.cpu,
+                    r.ts
+                );
+            }
+        }
+    };
+    while !waiter.is_finished() {
+        let now = frontier.min().expect("the recording's CPUs").0;
+        check(rx.try_iter().collect(), loaded);
+        if now > loaded {
+            advanced += 1;
+        }
+        loaded = now;
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    let summary = waiter.join().unwrap().unwrap();
+    check(rx.try_iter().collect(), loaded);
+    assert_eq!(pages, summary.pages, "every page went through the tap");
+    assert!(records > 100_000, "the storm recorded {records} records");
+    assert!(advanced > 10, "the frontier advanced {advanced} times");
+}

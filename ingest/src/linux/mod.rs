@@ -79,6 +79,7 @@ mod chunks;
 mod drainprio;
 mod error;
 mod fds;
+mod frontier;
 mod perf;
 mod reader;
 mod ring;
@@ -90,6 +91,7 @@ mod uprobe;
 pub use drainprio::{set_thread_nice, set_thread_sched_idle, DrainPriority};
 pub use error::{DispatchError, RecordError};
 pub use fds::scan_pages as file_scan_pages;
+pub use frontier::{ReadFrontier, COMMIT_MARGIN};
 pub use perf::{
     default_stack_syscalls, parse_stacks, PerfConfig, PerfSummary, StackSet, WatchProcess,
     WatchSpec, WatchTarget, DEFAULT_STACK_BYTES, PERF_SHARE_DIVISOR,
@@ -650,6 +652,7 @@ impl Recorder {
             signals,
             shared,
             tap_dropped: Arc::new(AtomicU64::new(0)),
+            read_frontier: ReadFrontier::default(),
             chunk_pages: 0,
             started: Instant::now(),
             page_size,
@@ -688,6 +691,8 @@ pub struct Recording {
     shared: Arc<Shared>,
     /// Pages the tap consumer had no room for, all CPUs.
     tap_dropped: Arc<AtomicU64>,
+    /// How far the readers have read their CPUs (set up with the CPUs).
+    read_frontier: ReadFrontier,
     /// Pages per chunk, as used.
     chunk_pages: u32,
     started: Instant,
@@ -740,6 +745,13 @@ impl Recording {
     /// Pages the tap consumer had no room for so far (all CPUs).
     pub fn tap_dropped(&self) -> u64 {
         self.tap_dropped.load(Ordering::Relaxed)
+    }
+
+    /// How far the readers have read every CPU and handed the pages to the tap: a consumer
+    /// of the tap that loads it before taking what the tap holds has every page stamped up
+    /// to it ([`ReadFrontier`]).
+    pub fn read_frontier(&self) -> ReadFrontier {
+        self.read_frontier.clone()
     }
 
     /// Bytes of chunk files on disk now.
@@ -830,6 +842,7 @@ impl Recording {
 
         let cpus = self.cpus()?;
         self.shared.lock().meta.cpus = cpus.clone();
+        self.read_frontier = ReadFrontier::new(&cpus);
         sysinfo::copy_formats(&dir, &instance_events, &self.events)?;
         if let Some(u) = &self.uprobes {
             u.write_markers(&dir)?;
@@ -1031,6 +1044,9 @@ impl Recording {
                 header_page,
                 tap: self.config.tap.clone(),
                 tap_dropped: self.tap_dropped.clone(),
+                tap_behind: false,
+                frontier: self.read_frontier.clone(),
+                pending_frontier: None,
                 fd_scan: fd_scan.clone(),
                 priority: self.config.drain_priority,
             };

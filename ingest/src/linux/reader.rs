@@ -111,6 +111,12 @@ pub(crate) struct Reader {
     pub(crate) header_page: HeaderPage,
     pub(crate) tap: Option<Sender<TappedPage>>,
     pub(crate) tap_dropped: Arc<AtomicU64>,
+    /// The tap dropped the last page offered: the frontier waits for the next page taken.
+    pub(crate) tap_behind: bool,
+    /// Where this CPU has been read up to, for the tap's consumer (`frontier.rs`).
+    pub(crate) frontier: super::ReadFrontier,
+    /// Read up to here if the next page starts later (the last page read looked partial).
+    pub(crate) pending_frontier: Option<u64>,
     /// Picks the records the fd tracker needs out of each page (`fds/`).
     pub(crate) fd_scan: Option<super::fds::PageScan>,
     /// Real-time priority while draining (`drainprio.rs`).
@@ -290,6 +296,7 @@ impl Reader {
                     governor.tick();
                 }
                 let page = frame.next_page();
+                let read_at = super::sysinfo::monotonic_ns();
                 let result = (&self.pipe).read(page);
                 match result {
                     Ok(0) => break,
@@ -306,8 +313,13 @@ impl Reader {
                                 );
                             }
                         }
-                        let ts =
-                            self.inspect(frame.page(frame.pages()), &mut prev_ts, &mut lost, stats);
+                        let ts = self.inspect(
+                            frame.page(frame.pages()),
+                            read_at,
+                            &mut prev_ts,
+                            &mut lost,
+                            stats,
+                        );
                         frame.commit_page(ts);
                         stats.pages += 1;
                         if chunk_fill + frame.pages() >= self.chunk_pages {
@@ -323,7 +335,15 @@ impl Reader {
                             }
                         }
                     }
-                    Err(err) if err.kind() == ErrorKind::WouldBlock => break,
+                    Err(err) if err.kind() == ErrorKind::WouldBlock => {
+                        // Empty: every record stamped before `read_at` was in the pages
+                        // handed on (`frontier.rs`).
+                        self.pending_frontier = None;
+                        if !self.tap_behind {
+                            self.frontier.advance(self.cpu, read_at);
+                        }
+                        break;
+                    }
                     Err(err) if err.kind() == ErrorKind::Interrupted => continue,
                     Err(source) => return Err(RecordError::io("reading", &self.pipe_path, source)),
                 }
@@ -353,21 +373,32 @@ impl Reader {
     }
 
     /// Reads a fresh page's header: its timestamp (returned), lost events before it, and
-    /// hands a copy to the tap.
+    /// hands a copy to the tap; moves the read frontier (`frontier.rs`): a partial page read
+    /// at `read_at` was the end of the buffer then, which the next page confirms if its
+    /// first record is later (a page can look partial yet be full, its next record too big
+    /// for the rest of it).
     fn inspect(
         &mut self,
         page: &[u8],
+        read_at: u64,
         prev_ts: &mut Option<u64>,
         lost: &mut Vec<LostRange>,
         stats: &mut ReaderStats,
     ) -> u64 {
-        let (ts, missed) = match parse_page(&self.header_page, page) {
-            Ok(records) => {
+        let (ts, missed, first, partial) = match parse_page(&self.header_page, page) {
+            Ok(mut records) => {
                 let h = records.header();
-                (h.ts, h.missed)
+                let partial = h.commit + crate::live::FULL_PAGE_SLACK + 16 < page.len();
+                let first = records.next().and_then(Result::ok).map(|r| r.ts);
+                (h.ts, h.missed, first, partial)
             }
-            Err(_) => (prev_ts.unwrap_or(0), Missed::None),
+            Err(_) => (prev_ts.unwrap_or(0), Missed::None, None, false),
         };
+        if let Some(p) = self.pending_frontier.take() {
+            if first.is_some_and(|f| f > p) && !self.tap_behind {
+                self.frontier.advance(self.cpu, p);
+            }
+        }
         if missed != Missed::None {
             let events = match missed {
                 Missed::Count(n) => {
@@ -383,6 +414,9 @@ impl Reader {
             });
         }
         *prev_ts = Some(ts);
+        if partial {
+            self.pending_frontier = Some(read_at);
+        }
         if let Some(scan) = &mut self.fd_scan {
             scan.page(&self.header_page, page);
         }
@@ -393,8 +427,9 @@ impl Reader {
                 dropped_before: stats.tap_dropped,
                 seq: stats.pages,
             }) {
-                Ok(()) => {}
+                Ok(()) => self.tap_behind = false,
                 Err(TrySendError::Full(_)) => {
+                    self.tap_behind = true;
                     stats.tap_dropped += 1;
                     self.tap_dropped.fetch_add(1, Ordering::Relaxed);
                 }

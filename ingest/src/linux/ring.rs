@@ -110,36 +110,6 @@ impl Shared {
         self.write_meta_when(|_| true)
     }
 
-    /// Chunk `seq` of `cpu` now has `bytes` on disk and starts at `first_ts`; the ring is
-    /// enforced and `meta.json` rewritten if that changed it.
-    #[cfg(test)]
-    pub(crate) fn progress(
-        &self,
-        cpu: u32,
-        seq: u32,
-        bytes: u64,
-        first_ts: u64,
-    ) -> Result<(), RecordError> {
-        self.account_progress(cpu, seq, bytes, first_ts);
-        self.write_meta_if_dirty()
-    }
-
-    /// Chunk `seq` of `cpu` is complete; the ring is enforced and `meta.json` rewritten if
-    /// that changed it.
-    #[cfg(test)]
-    pub(crate) fn completed(
-        &self,
-        cpu: u32,
-        seq: u32,
-        bytes: u64,
-        first_ts: u64,
-        last_ts: u64,
-        path: PathBuf,
-    ) -> Result<(), RecordError> {
-        self.account_completed(cpu, seq, bytes, first_ts, last_ts, path);
-        self.write_meta_if_dirty()
-    }
-
     /// Chunk `seq` of `cpu` now has `bytes` on disk and starts at `first_ts`: the ring deletes
     /// what no longer fits at once. Returns whether `meta.json` needs rewriting (left to the
     /// caller, as the rewrite syncs: the chunk writer must never wait for the disk, yet the
@@ -329,9 +299,8 @@ mod tests {
         let path = tracedir::chunk_path(dir, cpu, seq);
         std::fs::create_dir_all(path.parent().expect("cpu dir")).expect("mkdir");
         std::fs::write(&path, vec![0u8; bytes as usize]).expect("chunk");
-        shared
-            .completed(cpu, seq, bytes, first, last, path)
-            .expect("completed");
+        shared.account_completed(cpu, seq, bytes, first, last, path);
+        shared.write_meta_if_dirty().expect("meta.json");
     }
 
     #[test]
@@ -348,7 +317,8 @@ mod tests {
         assert_eq!(shared.chunk_bytes(), 900);
         assert!(shared.dropped_chunks().is_empty());
         // One more: cpu0's first chunk holds the oldest data and goes.
-        shared.progress(0, 2, 50, 200).expect("progress");
+        assert!(shared.account_progress(0, 2, 50, 200), "the ring changed");
+        shared.write_meta_if_dirty().expect("meta.json");
         assert!(!tracedir::chunk_path(dir, 0, 0).exists());
         assert!(tracedir::chunk_path(dir, 1, 0).exists());
         assert_eq!(shared.chunk_bytes(), 650);

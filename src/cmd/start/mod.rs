@@ -173,6 +173,7 @@ pub fn run(cfg: &StartConfig, quiet: bool) -> Result<u8> {
     set_job_priority(cfg.nice);
     let live_start = Nanos(monotonic_ns());
     let marker = recording.marker_path().to_path_buf();
+    let read_frontier = recording.read_frontier();
     let recorder = std::thread::Builder::new()
         .name("argus-start-rec".into())
         .spawn(move || recording.wait())?;
@@ -217,7 +218,14 @@ pub fn run(cfg: &StartConfig, quiet: bool) -> Result<u8> {
         }
     };
     let gaps = &cfg.dataflow.rules.gaps;
-    let mut intake = Intake::open(&trace_dir, tap, replayed.as_ref(), gaps, live_start)?;
+    let mut intake = Intake::open(
+        &trace_dir,
+        tap,
+        read_frontier,
+        replayed.as_ref(),
+        gaps,
+        live_start,
+    )?;
     let (mut snaps, snapshots) = Snapshots::start(cfg, &trace_dir, live_start, notify, quiet)?;
     let mut cycle = Cycle::new(job.epoch, cfg.snapshot_every, cfg.status_every, quiet);
     let mut result = cycle.run(&mut job, &mut intake, &mut snaps, &woken);

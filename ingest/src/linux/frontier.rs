@@ -1,0 +1,79 @@
+//! How far the recorder has read each CPU's buffer: the bound a live consumer of the page tap
+//! may release events up to without any of them arriving late.
+//!
+//! A reader that finds its CPU's buffer empty (`EAGAIN`) at monotonic time `t` has read, and
+//! handed to the tap, every record stamped before `t` (the trace clock is `mono`; a record
+//! is stamped and committed with preemption off, so a record stamped before `t` but not yet
+//! committed is at most microseconds old: [`COMMIT_MARGIN`] covers it). So has a reader whose
+//! read at `t` returned a partial page (the page the kernel is writing) once the next page
+//! it reads starts after `t`: under a steady load the buffer is never empty, yet every read
+//! ends at the kernel's write position. The reader publishes `t − COMMIT_MARGIN` for its
+//! CPU, unless the tap dropped its last page (then the consumer must first learn of the drop
+//! from the next page and read the missing ones back from the ring). A consumer that loads the frontier *before* taking what the tap holds has every
+//! page stamped up to it.
+//!
+//! Without it, `argus start` released up to `now − lag` and counted as late (dropped) every
+//! record a starved reader delivered after that: 4.1 M of 219 M events in a 10-minute soak
+//! at 377k events/s.
+
+use argus_schema::Nanos;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+/// How long before the empty read the published frontier is put (see the module docs).
+pub const COMMIT_MARGIN: u64 = 1_000_000;
+
+/// Per CPU, the trace time up to which the recorder has read that CPU's buffer (see the
+/// module docs). Cheap to clone: the clones share the counters.
+#[derive(Clone, Debug, Default)]
+pub struct ReadFrontier {
+    slots: Arc<[(u32, AtomicU64)]>,
+}
+
+impl ReadFrontier {
+    /// A frontier for `cpus`, none of them read yet.
+    pub fn new(cpus: &[u32]) -> ReadFrontier {
+        ReadFrontier {
+            slots: cpus.iter().map(|&c| (c, AtomicU64::new(0))).collect(),
+        }
+    }
+
+    /// `cpu`'s buffer was read to its end by a read that began at `read_at` (monotonic ns);
+    /// its frontier moves to `read_at − COMMIT_MARGIN` (it never goes back).
+    pub fn advance(&self, cpu: u32, read_at: u64) {
+        if let Some((_, slot)) = self.slots.iter().find(|(c, _)| *c == cpu) {
+            slot.fetch_max(read_at.saturating_sub(COMMIT_MARGIN), Ordering::Release);
+        }
+    }
+
+    /// Every CPU has been read up to the returned time (`Nanos(0)` while one has not been
+    /// read to its end yet); `None` for a frontier of no CPU (not a recording's).
+    pub fn min(&self) -> Option<Nanos> {
+        self.slots
+            .iter()
+            .map(|(_, slot)| Nanos(slot.load(Ordering::Acquire)))
+            .min()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_frontier_is_the_least_read_cpu_and_never_goes_back() {
+        let f = ReadFrontier::new(&[0, 1]);
+        assert_eq!(f.min(), Some(Nanos(0)), "no CPU read yet");
+        let clone = f.clone();
+        let at = |ns: u64| ns + COMMIT_MARGIN;
+        clone.advance(0, at(500));
+        assert_eq!(f.min(), Some(Nanos(0)), "cpu1 not read yet");
+        clone.advance(1, at(300));
+        assert_eq!(f.min(), Some(Nanos(300)), "less the commit margin");
+        f.advance(1, at(200));
+        assert_eq!(f.min(), Some(Nanos(300)), "never back");
+        f.advance(7, at(900));
+        assert_eq!(f.min(), Some(Nanos(300)), "not a CPU of the recording");
+        assert_eq!(ReadFrontier::default().min(), None);
+    }
+}
