@@ -258,12 +258,21 @@ impl Cycle {
             return;
         }
         let merge = &intake.merge;
-        let lag = monotonic_ns().saturating_sub(merge.released().map_or(0, |w| w.0));
+        let now = monotonic_ns();
+        let lag = now.saturating_sub(merge.released().map_or(0, |w| w.0));
+        // How far behind the clock the recorder's slowest reader is: the watermark waits
+        // for it (`intake.rs`).
+        let readers = intake
+            .read
+            .min()
+            .filter(|r| r.0 > 0)
+            .map_or(0, |r| now.saturating_sub(r.0));
         let s = &merge.stats;
         eprintln!(
-            "argus start: {:.0} events/s, lag {:.2} s, {} open segments, lost {} (kernel {}, late {}, malformed {}), {} lost-events gaps, {} pages + {} records waiting, {} generation(s){}{}",
+            "argus start: {:.0} events/s, lag {:.2} s (readers {:.2} s), {} open segments, lost {} (kernel {}, late {}, malformed {}), {} lost-events gaps, {} pages + {} records waiting, {} generation(s){}{}",
             events as f64 / elapsed.as_secs_f64(),
             lag as f64 / 1e9,
+            readers as f64 / 1e9,
             job.open_segments(),
             s.lost_total(),
             s.lost.values().sum::<u64>(),
