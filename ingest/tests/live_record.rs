@@ -745,12 +745,14 @@ fn no_record_arrives_at_or_below_the_read_frontier_loaded_before_it() {
     // As `argus start` does: the frontier first, then what the tap holds. Every record taken
     // from the tap later must be stamped after the frontier loaded before the earlier take.
     let (mut loaded, mut pages, mut records, mut advanced) = (0u64, 0u64, 0u64, 0u32);
+    let mut max_ts = 0u64;
     let mut check = |pages_now: Vec<argus_ingest::linux::TappedPage>, bound: u64| {
         for p in pages_now {
             pages += 1;
             for r in argus_ingest::page::parse_page(&layout, &p.data).unwrap() {
                 let r = r.unwrap();
                 records += 1;
+                max_ts = max_ts.max(r.ts);
                 assert!(
                     r.ts > bound,
                     "cpu{} record at {} arrived after the frontier {bound} said it was read",
@@ -773,5 +775,13 @@ fn no_record_arrives_at_or_below_the_read_frontier_loaded_before_it() {
     check(rx.try_iter().collect(), loaded);
     assert_eq!(pages, summary.pages, "every page went through the tap");
     assert!(records > 100_000, "the storm recorded {records} records");
-    assert!(advanced > 10, "the frontier advanced {advanced} times");
+    // It moved while recording (how often depends on how much CPU this loop got), and the
+    // final pass, which reads every buffer empty, took it to within the commit margin of
+    // the last record.
+    assert!(advanced >= 2, "the frontier advanced {advanced} times");
+    let last = frontier.min().unwrap().0;
+    assert!(
+        last + argus_ingest::linux::COMMIT_MARGIN > max_ts,
+        "the frontier {last} stopped before the last record {max_ts}"
+    );
 }

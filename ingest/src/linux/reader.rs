@@ -299,7 +299,14 @@ impl Reader {
                 let read_at = super::sysinfo::monotonic_ns();
                 let result = (&self.pipe).read(page);
                 match result {
-                    Ok(0) => break,
+                    Ok(0) => {
+                        // Nothing to read, as `EAGAIN` (below).
+                        self.pending_frontier = None;
+                        if !self.tap_behind {
+                            self.frontier.advance(self.cpu, read_at);
+                        }
+                        break;
+                    }
                     Ok(n) => {
                         if n < self.page_size {
                             // Keep whole pages in chunks: pad (kernel zeroes page tails too).
