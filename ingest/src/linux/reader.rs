@@ -300,11 +300,7 @@ impl Reader {
                 let result = (&self.pipe).read(page);
                 match result {
                     Ok(0) => {
-                        // Nothing to read, as `EAGAIN` (below).
-                        self.pending_frontier = None;
-                        if !self.tap_behind {
-                            self.frontier.advance(self.cpu, read_at);
-                        }
+                        self.read_to_end(read_at);
                         break;
                     }
                     Ok(n) => {
@@ -343,12 +339,7 @@ impl Reader {
                         }
                     }
                     Err(err) if err.kind() == ErrorKind::WouldBlock => {
-                        // Empty: every record stamped before `read_at` was in the pages
-                        // handed on (`frontier.rs`).
-                        self.pending_frontier = None;
-                        if !self.tap_behind {
-                            self.frontier.advance(self.cpu, read_at);
-                        }
+                        self.read_to_end(read_at);
                         break;
                     }
                     Err(err) if err.kind() == ErrorKind::Interrupted => continue,
@@ -377,6 +368,15 @@ impl Reader {
         hand_over(&mut frame, true, false, &mut lost, stats);
         stats.throttled = governor.throttled;
         Ok(())
+    }
+
+    /// A read begun at `read_at` found nothing (`EAGAIN`, or 0 bytes at the final pass): every
+    /// record stamped before it was in the pages handed on (`frontier.rs`).
+    fn read_to_end(&mut self, read_at: u64) {
+        self.pending_frontier = None;
+        if !self.tap_behind {
+            self.frontier.advance(self.cpu, read_at);
+        }
     }
 
     /// Reads a fresh page's header: its timestamp (returned), lost events before it, and
