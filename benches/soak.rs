@@ -22,6 +22,7 @@
 //! the follower's `new_hang` line, and whether the live graph or a snapshot answered
 //! (target: within 1 s, from the live graph).
 
+use std::collections::{BTreeMap, HashMap};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -230,6 +231,94 @@ fn flatness(samples: &[(f64, u64)], steady_after: f64, cycle: f64) {
     }
 }
 
+/// Clock ticks per second of `/proc` CPU times.
+fn clk_tck() -> f64 {
+    // SAFETY: sysconf has no memory-safety preconditions.
+    (unsafe { libc::sysconf(libc::_SC_CLK_TCK) }).max(1) as f64
+}
+
+/// User + system CPU seconds in a `/proc/.../stat` line (fields 14 and 15).
+fn stat_cpu(stat: &str) -> Option<(String, f64)> {
+    let open = stat.find('(')?;
+    let close = stat.rfind(')')?;
+    let comm = stat[open + 1..close].to_string();
+    let f: Vec<&str> = stat[close + 1..].split_whitespace().collect();
+    let ticks = f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?;
+    Some((comm, ticks as f64 / clk_tck()))
+}
+
+/// CPU seconds of process `pid` as a whole (threads that ended included) and per live
+/// thread, keyed by thread id, with the thread's name.
+fn process_cpu(pid: u32) -> (f64, HashMap<u64, (String, f64)>) {
+    let total = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| stat_cpu(&s))
+        .map_or(0.0, |(_, c)| c);
+    let mut threads = HashMap::new();
+    for e in std::fs::read_dir(format!("/proc/{pid}/task"))
+        .into_iter()
+        .flatten()
+        .flatten()
+    {
+        let Ok(tid) = e.file_name().to_string_lossy().parse::<u64>() else {
+            continue;
+        };
+        if let Some(c) = std::fs::read_to_string(e.path().join("stat"))
+            .ok()
+            .and_then(|s| stat_cpu(&s))
+        {
+            threads.insert(tid, c);
+        }
+    }
+    (total, threads)
+}
+
+/// Busy and total CPU seconds of the machine (`/proc/stat`; idle and iowait are not busy).
+fn machine_cpu() -> (f64, f64) {
+    let s = std::fs::read_to_string("/proc/stat").unwrap_or_default();
+    let v: Vec<u64> = s
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .split_whitespace()
+        .skip(1)
+        .filter_map(|x| x.parse().ok())
+        .collect();
+    let total: u64 = v.iter().take(8).sum();
+    let idle = v.get(3).copied().unwrap_or(0) + v.get(4).copied().unwrap_or(0);
+    ((total - idle) as f64 / clk_tck(), total as f64 / clk_tck())
+}
+
+/// Where the job's CPU went between two samples: per thread name (digits dropped, so the
+/// per-CPU and per-generation threads add up), and the machine's busy share.
+fn cpu_figures(
+    who: &str,
+    wall: f64,
+    before: &(f64, HashMap<u64, (String, f64)>),
+    after: &(f64, HashMap<u64, (String, f64)>),
+    machine: ((f64, f64), (f64, f64)),
+) {
+    let mut by_name: BTreeMap<String, f64> = BTreeMap::new();
+    for (tid, (name, cpu)) in &after.1 {
+        let was = before.1.get(tid).map_or(0.0, |b| b.1);
+        let key: String = name.trim_end_matches(|c: char| c.is_ascii_digit()).into();
+        *by_name.entry(key).or_default() += cpu - was;
+    }
+    let mut v: Vec<(String, f64)> = by_name.into_iter().filter(|x| x.1 > 0.05).collect();
+    v.sort_by(|a, b| b.1.total_cmp(&a.1));
+    let parts: Vec<String> = v
+        .iter()
+        .map(|(n, c)| format!("{n} {:.2}", c / wall))
+        .collect();
+    let ((busy0, total0), (busy1, total1)) = machine;
+    println!(
+        "soak: {who} CPU {:.2} CPUs over {wall:.0} s (by thread: {}); machine busy {:.0}%",
+        (after.0 - before.0) / wall,
+        parts.join(", "),
+        100.0 * (busy1 - busy0) / (total1 - total0).max(1e-9)
+    );
+}
+
 fn latest(job: &Path) -> Option<PathBuf> {
     let p = std::fs::canonicalize(job.join("latest")).ok()?;
     p.join("manifest.json").is_file().then_some(p)
@@ -351,53 +440,67 @@ fn main() {
             watching.clone(),
             seen_snapshots.clone(),
         );
-        std::thread::spawn(move || {
-            let mut last: Option<PathBuf> = None;
-            while watching.load(Ordering::Relaxed) {
-                if let Some(snap) = latest(&job) {
-                    if Some(&snap) != last.as_ref() {
-                        let found_at = mono_ns();
-                        last = Some(snap.clone());
-                        seen_snapshots.fetch_add(1, Ordering::Relaxed);
-                        let Ok(events) = argus_sinks::read_events(&snap) else {
-                            continue;
-                        };
-                        let mut texts = Vec::new();
-                        for ev in events.flatten() {
-                            if let argus_schema::EventKind::Marker { text } = ev.kind {
-                                if text.starts_with("argus-soak-") {
-                                    texts.push(text.trim().to_string());
+        std::thread::Builder::new()
+            .name("soak-watch".into())
+            .spawn(move || {
+                let mut last: Option<PathBuf> = None;
+                while watching.load(Ordering::Relaxed) {
+                    if let Some(snap) = latest(&job) {
+                        if Some(&snap) != last.as_ref() {
+                            let found_at = mono_ns();
+                            last = Some(snap.clone());
+                            seen_snapshots.fetch_add(1, Ordering::Relaxed);
+                            let Ok(events) = argus_sinks::read_events(&snap) else {
+                                continue;
+                            };
+                            let mut texts = Vec::new();
+                            for ev in events.flatten() {
+                                if let argus_schema::EventKind::Marker { text } = ev.kind {
+                                    if text.starts_with("argus-soak-") {
+                                        texts.push(text.trim().to_string());
+                                    }
                                 }
                             }
+                            let mut w = written.lock().expect("lock");
+                            w.retain(|(t, at)| {
+                                if texts.iter().any(|x| x == t) {
+                                    delays
+                                        .lock()
+                                        .expect("lock")
+                                        .push(found_at.saturating_sub(*at) as f64 / 1e9);
+                                    false
+                                } else {
+                                    true
+                                }
+                            });
                         }
-                        let mut w = written.lock().expect("lock");
-                        w.retain(|(t, at)| {
-                            if texts.iter().any(|x| x == t) {
-                                delays
-                                    .lock()
-                                    .expect("lock")
-                                    .push(found_at.saturating_sub(*at) as f64 / 1e9);
-                                false
-                            } else {
-                                true
-                            }
-                        });
                     }
+                    std::thread::sleep(Duration::from_millis(20));
                 }
-                std::thread::sleep(Duration::from_millis(20));
-            }
-        })
+            })
+            .expect("spawn")
     };
     let soak_start = Instant::now();
+    let me = std::process::id();
+    let cpu_start = (process_cpu(pid), machine_cpu(), process_cpu(me));
     // RSS every second, to see the generation cycle (see `flatness`).
     let samples: Arc<Mutex<Vec<(f64, u64)>>> = Arc::new(Mutex::new(Vec::new()));
     let sampling = Arc::new(AtomicBool::new(true));
+    // Thread CPU times every second too: threads of a generation end during the run, and
+    // their time would be missing from a final sample.
+    let thread_times: Arc<Mutex<HashMap<u64, (String, f64)>>> =
+        Arc::new(Mutex::new(HashMap::new()));
     let sampler = {
-        let (samples, sampling) = (samples.clone(), sampling.clone());
+        let (samples, sampling, thread_times) =
+            (samples.clone(), sampling.clone(), thread_times.clone());
         std::thread::spawn(move || {
             while sampling.load(Ordering::Relaxed) {
                 let t = soak_start.elapsed().as_secs_f64();
                 samples.lock().expect("lock").push((t, rss_kib(pid)));
+                thread_times
+                    .lock()
+                    .expect("lock")
+                    .extend(process_cpu(pid).1);
                 std::thread::sleep(Duration::from_secs(1));
             }
         })
@@ -434,8 +537,13 @@ fn main() {
         rss_max = rss_max.max(rss_kib(pid));
     }
     let rss_end = rss_kib(pid);
+    let mut cpu_end = (process_cpu(pid), machine_cpu(), process_cpu(me));
+    let cpu_wall = soak_start.elapsed().as_secs_f64();
     sampling.store(false, Ordering::Relaxed);
     let _ = sampler.join();
+    for (tid, c) in thread_times.lock().expect("lock").drain() {
+        cpu_end.0 .1.entry(tid).or_insert(c);
+    }
     stop.store(true, Ordering::Relaxed);
     let round_trips: u64 = workers.into_iter().map(|h| h.join().unwrap_or(0)).sum();
     // Two more periods for the last markers to show.
@@ -494,6 +602,20 @@ fn main() {
         ),
         None => println!("soak: the run was shorter than 2 × retain + one period: no steady RSS"),
     }
+    cpu_figures(
+        "job",
+        cpu_wall,
+        &cpu_start.0,
+        &cpu_end.0,
+        (cpu_start.1, cpu_end.1),
+    );
+    cpu_figures(
+        "bench",
+        cpu_wall,
+        &cpu_start.2,
+        &cpu_end.2,
+        (cpu_start.1, cpu_end.1),
+    );
     let samples = samples.lock().expect("lock").clone();
     flatness(&samples, steady_after.as_secs_f64(), retain_secs);
     if d.is_empty() {

@@ -323,6 +323,84 @@ mod live {
         crate::common::debug_json(snapshot, pid).1
     }
 
+    /// Through rotations (`--retain 3s`): the oldest generation always answers from a live
+    /// graph that was seeded when the job woke it (a younger generation's is dormant: nothing
+    /// copied to it), never from a dormant one; a younger generation asked by number is not
+    /// readable while dormant and answers once woken.
+    #[test]
+    fn through_rotations_the_oldest_answers_from_a_woken_live_graph() {
+        if !live_or_skip("through_rotations_the_oldest_answers_from_a_woken_live_graph") {
+            return;
+        }
+        let _lock = recording_lock();
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let job = tmp.path().join("job");
+        let log = std::fs::File::create(tmp.path().join("start.log")).expect("log");
+        let _start = Guard(Some(
+            argus()
+                .args(["start", "-o"])
+                .arg(&job)
+                .args([
+                    "--snapshot-every",
+                    "1",
+                    "--retain",
+                    "3s",
+                    "--duration",
+                    "60",
+                ])
+                .stderr(log)
+                .spawn()
+                .expect("argus start runs"),
+        ));
+        let sock = job.join("argus.sock");
+        wait_for("the socket", Duration::from_secs(30), || {
+            sock.exists().then_some(())
+        });
+        let mut c = Conn::open(&sock);
+        let (mut younger_not_ready, mut younger_answered) = (0, 0);
+        let mut seeded_oldest: Option<Value> = None;
+        let t = std::time::Instant::now();
+        while seeded_oldest.is_none() || younger_not_ready == 0 || younger_answered == 0 {
+            let log = std::fs::read_to_string(tmp.path().join("start.log")).unwrap_or_default();
+            assert!(
+                t.elapsed() < Duration::from_secs(50),
+                "oldest seeded: {seeded_oldest:?}; younger not ready {younger_not_ready} times, answered {younger_answered} times; log: {log}"
+            );
+            let s = c.ask(json!({"v": 1, "id": 1, "op": "status"}));
+            if s["ok"] != true {
+                std::thread::sleep(Duration::from_millis(50));
+                continue;
+            }
+            let r = &s["result"];
+            assert_eq!(
+                r["dormant"], false,
+                "the oldest's live graph is never dormant: {r}"
+            );
+            let g = r["generation"].as_u64().expect("generation");
+            if g >= 2 && r["epoch"].is_u64() {
+                assert!(
+                    r["reseeded"].as_u64().is_some_and(|n| n >= 1),
+                    "generation {g} was a younger one: its live graph was seeded when woken: {r}"
+                );
+                assert_eq!(r["fell_behind"], false, "{r}");
+                seeded_oldest = Some(r.clone());
+            }
+            if r["generations"] == 2 {
+                let a = c
+                    .ask(json!({"v": 1, "id": 2, "op": "diagnose", "pid": 1, "generation": g + 1}));
+                match a["error"]["code"].as_str() {
+                    Some("not_ready") => younger_not_ready += 1,
+                    // Answered from its live graph (init may have no hang).
+                    None | Some("not_found") => younger_answered += 1,
+                    // Rotated in between.
+                    Some("gone") => {}
+                    Some(_) => panic!("{a}"),
+                }
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
     /// (a) the diagnosis the job answers over its socket equals `argus debug`'s on a snapshot
     /// of the same epoch; (b) two clients at once, clients that hang up mid-request, the job
     /// unharmed; (c) the socket is 0600; `argus debug DIR` asks the job while it runs and

@@ -6,6 +6,7 @@ use argus_schema::{Epoch, UpdateSink};
 use std::borrow::Borrow;
 use std::fmt::Debug;
 use std::marker::PhantomData;
+use std::sync::Arc;
 
 /// Updates buffered before the first consolidation.
 const MIN_PENDING: usize = 1 << 20;
@@ -80,11 +81,21 @@ fn consolidate_order<T: Ord>(updates: &mut [(T, i64)], order: &mut Vec<u32>) {
 }
 
 /// A run of `(record, diff)` updates, sorted by record and consolidated, packed one after
-/// another ([`Pack`], then the diff as a zigzag varint).
-#[derive(Clone, Debug, Default)]
+/// another ([`Pack`], then the diff as a zigzag varint). Immutable once packed, and shared:
+/// a [`Frozen`] view holds the runs of the moment without copying them.
+#[derive(Clone, Debug)]
 struct Run {
-    bytes: Vec<u8>,
+    bytes: Arc<[u8]>,
     len: usize,
+}
+
+impl Default for Run {
+    fn default() -> Run {
+        Run {
+            bytes: Arc::from(&[][..]),
+            len: 0,
+        }
+    }
 }
 
 impl Run {
@@ -106,16 +117,16 @@ impl Run {
             len += 1;
         }
         Run {
-            bytes: scratch.as_slice().to_vec(),
+            bytes: Arc::from(scratch.as_slice()),
             len,
         }
     }
 
     fn decode<T: Pack>(&self) -> Decode<&[u8], T> {
-        Decode::new(self.bytes.as_slice(), self.len)
+        Decode::new(&self.bytes[..], self.len)
     }
 
-    fn into_decode<T: Pack>(self) -> Decode<Vec<u8>, T> {
+    fn into_decode<T: Pack>(self) -> Decode<Arc<[u8]>, T> {
         Decode::new(self.bytes, self.len)
     }
 }
@@ -266,7 +277,7 @@ fn merged<T: Ord, I: Iterator<Item = (T, i64)>>(runs: Vec<I>) -> Merged<T, I> {
 /// The records of a [`CollectionSink`] in order, merged lazily from its sorted runs
 /// ([`CollectionSink::into_sorted`]).
 pub struct Sorted<T: Pack> {
-    merged: Merged<T, Decode<Vec<u8>, T>>,
+    merged: Merged<T, Decode<Arc<[u8]>, T>>,
 }
 
 impl<T: Ord + Pack> Iterator for Sorted<T> {
@@ -462,10 +473,74 @@ impl<T: Ord + Clone + Debug + Pack> CollectionSink<T> {
         repeat_by_count(self.view())
     }
 
+    /// The contents as they stand, frozen: the sorted runs, shared with the sink (the chunk
+    /// being filled is sealed into one first), so freezing costs no copy of the records and
+    /// the decoding and merging happen wherever the [`Frozen`] view is read. Later updates
+    /// do not show in it.
+    pub fn freeze(&mut self) -> Frozen<T> {
+        self.seal_open();
+        Frozen {
+            name: self.name.clone(),
+            runs: std::iter::once(&self.settled)
+                .chain(&self.chunks)
+                .filter(|r| r.len > 0)
+                .cloned()
+                .collect(),
+            _t: PhantomData,
+        }
+    }
+
     /// Like [`CollectionSink::contents`], consuming the sink.
     pub fn into_contents(self) -> Vec<T> {
         let all: Vec<(T, i64)> = self.into_sorted().collect();
         repeat_by_count(all)
+    }
+}
+
+/// A [`CollectionSink`]'s contents at one moment ([`CollectionSink::freeze`]): its packed,
+/// sorted runs, shared and immutable, so one thread can freeze a large collection at once and
+/// another read it at leisure (`argus start`: the collector freezes, the snapshot thread
+/// writes).
+#[derive(Clone, Debug)]
+pub struct Frozen<T> {
+    name: String,
+    runs: Vec<Run>,
+    _t: PhantomData<T>,
+}
+
+impl<T: Ord + Clone + Debug + Pack> Frozen<T> {
+    /// The records, sorted, each repeated by its positive net count (as
+    /// [`CollectionSink::contents`]), and in the same pass the check of
+    /// [`CollectionSink::check`]: an error when some record's net count is not 1.
+    pub fn contents_checked(self) -> (Vec<T>, Result<(), SinkError>) {
+        let all = merged(self.runs.into_iter().map(Run::into_decode::<T>).collect());
+        let mut out: Vec<T> = Vec::new();
+        let mut bad: Option<(String, i64)> = None;
+        let mut n_bad = 0;
+        for (record, count) in all {
+            if count != 1 {
+                n_bad += 1;
+                if bad.is_none() {
+                    bad = Some((format!("{record:?}"), count));
+                }
+            }
+            for _ in 1..count.max(0) {
+                out.push(record.clone());
+            }
+            if count > 0 {
+                out.push(record);
+            }
+        }
+        let check = match bad {
+            None => Ok(()),
+            Some((first, count)) => Err(SinkError::Multiplicity {
+                collection: self.name,
+                records: n_bad,
+                first,
+                count,
+            }),
+        };
+        (out, check)
     }
 }
 

@@ -84,7 +84,7 @@ mod table;
 mod to_arrow;
 mod writer;
 
-pub use collection::{CollectionSink, Sorted};
+pub use collection::{CollectionSink, Frozen, Sorted};
 pub use error::SinkError;
 pub use manifest::{Manifest, SnapshotInfo, TableCounts, MANIFEST_FILE};
 pub use pack::{EdgePrev, Pack, SegmentPrev};

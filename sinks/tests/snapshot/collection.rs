@@ -218,3 +218,69 @@ fn segments_come_out_sorted_and_consolidated() {
     let want: Vec<(Segment, i64)> = model.into_iter().collect();
     assert_eq!(got, want);
 }
+
+/// A frozen view holds the contents of its moment, whatever the sink does afterwards (more
+/// chunks, folds that rebuild the runs), and its one-pass read equals `contents` and
+/// `check` of that moment, the multiplicity error included.
+#[test]
+fn a_frozen_view_reads_the_contents_and_check_of_its_moment() {
+    let mut sink = CollectionSink::new("segments");
+    let mut model = std::collections::BTreeMap::<u32, i64>::new();
+    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+    let mut frozen = None;
+    for i in 0..2_400_000u32 {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        let record = (x % 900_000) as u32;
+        let diff = if i % 3 == 0 { -1 } else { 1 };
+        sink.update(record, diff);
+        *model.entry(record).or_insert(0) += diff;
+        if i == 700_123 {
+            // Mid-chunk: the open chunk is sealed into the view.
+            let expected: Vec<u32> = model
+                .iter()
+                .flat_map(|(&r, &c)| std::iter::repeat_n(r, c.max(0) as usize))
+                .collect();
+            let bad: Vec<u32> = model
+                .iter()
+                .filter(|(_, &c)| c != 0 && c != 1)
+                .map(|(&r, _)| r)
+                .collect();
+            assert_eq!(sink.contents(), expected);
+            frozen = Some((sink.freeze(), expected, bad));
+        }
+    }
+    let (view, expected, bad) = frozen.unwrap();
+    assert!(!bad.is_empty(), "the stream makes some counts other than 1");
+    let (contents, check) = view.clone().contents_checked();
+    assert_eq!(contents, expected);
+    match check {
+        Err(SinkError::Multiplicity {
+            collection,
+            records,
+            first,
+            ..
+        }) => {
+            assert_eq!(collection, "segments");
+            assert_eq!(records, bad.len());
+            assert_eq!(first, bad[0].to_string());
+        }
+        other => panic!("expected a multiplicity error, got {other:?}"),
+    }
+    // The sink went on to the end and still agrees with the model.
+    model.retain(|_, c| *c != 0);
+    let end: Vec<u32> = model
+        .iter()
+        .flat_map(|(&r, &c)| std::iter::repeat_n(r, c.max(0) as usize))
+        .collect();
+    assert_eq!(sink.contents(), end);
+    assert_ne!(end, expected);
+    // A clean view checks clean.
+    let mut clean = CollectionSink::new("edges");
+    clean.apply(Epoch(0), &mut vec![(3u64, 1), (1, 1), (2, 1)].into_iter());
+    clean.apply(Epoch(1), &mut vec![(2u64, -1)].into_iter());
+    let (contents, check) = clean.freeze().contents_checked();
+    assert_eq!(contents, vec![1, 3]);
+    check.unwrap();
+}

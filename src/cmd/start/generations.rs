@@ -6,8 +6,9 @@
 
 use crate::collect::GraphSink;
 use anyhow::{Context, Result};
-use argus_pipeline::dataflow::{self, Batch, DataflowConfig, Message, Update};
+use argus_pipeline::dataflow::{self, Batch, DataflowConfig, Message};
 use argus_schema::{CausalEdge, Nanos, Spin};
+use argus_sinks::Frozen;
 use crossbeam_channel::{select, Receiver, Sender};
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::Arc;
@@ -20,14 +21,47 @@ use super::live_graph::{Forward, LiveGraph, Seed};
 use super::sync::lock;
 use argus_pipeline::arranged::SliceConfig;
 
-/// The consolidated graph of a generation at an epoch boundary.
+/// The consolidated graph of a generation at an epoch boundary, frozen
+/// ([`CollectionSink::freeze`](argus_sinks::CollectionSink::freeze)): taking it costs the
+/// collector no copy of the graph; whoever reads it (the snapshot thread) decodes it and
+/// checks it ([`Captured::contents`]).
 pub(crate) struct Captured {
+    pub(crate) segments: Frozen<argus_schema::Segment>,
+    pub(crate) edges: Frozen<CausalEdge>,
+    pub(crate) spins: Frozen<Spin>,
+    pub(crate) local_epoch: u64,
+    pub(crate) watermark: Nanos,
+}
+
+/// A [`Captured`] graph, decoded.
+pub(crate) struct Contents {
     pub(crate) segments: Vec<argus_schema::Segment>,
     pub(crate) edges: Vec<CausalEdge>,
     pub(crate) spins: Vec<Spin>,
-    pub(crate) local_epoch: u64,
-    pub(crate) watermark: Nanos,
+    /// Whether every record is there once (the dataflow's invariant).
     pub(crate) check: std::result::Result<(), String>,
+}
+
+impl Captured {
+    /// Decodes the tables and checks them, in one pass over each.
+    pub(crate) fn contents(self) -> Contents {
+        let (segments, s) = self.segments.contents_checked();
+        let (edges, e) = self.edges.contents_checked();
+        let (spins, p) = self.spins.contents_checked();
+        let check = [("segments", s), ("edges", e), ("spins", p)]
+            .into_iter()
+            .find_map(|(n, r)| {
+                r.err()
+                    .map(|e| format!("the dataflow's {n} are inconsistent: {e}"))
+            })
+            .map_or(Ok(()), Err);
+        Contents {
+            segments,
+            edges,
+            spins,
+            check,
+        }
+    }
 }
 
 pub(crate) struct SnapRequest {
@@ -47,31 +81,20 @@ pub(crate) struct Collector {
 }
 
 impl Collector {
-    pub(crate) fn capture(&self) -> Captured {
-        let g = &self.graph;
-        let check = [
-            ("segments", g.segments.check()),
-            ("edges", g.edges.check()),
-            ("spins", g.spins.check()),
-        ]
-        .into_iter()
-        .find_map(|(n, r)| {
-            r.err()
-                .map(|e| format!("the dataflow's {n} are inconsistent: {e}"))
-        })
-        .map_or(Ok(()), Err);
+    /// The graph as of the last epoch done, frozen (see [`Captured`]).
+    pub(crate) fn capture(&mut self) -> Captured {
+        let g = &mut self.graph;
         let (local_epoch, watermark) = g.done.map_or((0, Nanos(0)), |(e, w)| (e.0, w));
         Captured {
-            segments: g.segments.contents(),
-            edges: g.edges.contents(),
-            spins: g.spins.contents(),
+            segments: g.segments.freeze(),
+            edges: g.edges.freeze(),
+            spins: g.spins.freeze(),
             local_epoch,
             watermark,
-            check,
         }
     }
 
-    pub(crate) fn serve(&self, pending: &mut Vec<SnapRequest>, closed: bool) {
+    pub(crate) fn serve(&mut self, pending: &mut Vec<SnapRequest>, closed: bool) {
         if self.dirty && !closed {
             return;
         }
@@ -91,8 +114,12 @@ impl Collector {
 /// epoch, with nothing more queued for the collector, the job not reading pages back from
 /// the ring (`catching_up`), and a wait passed since it was given up (10 s, doubling at each
 /// give-up up to 10 min, so an overloaded job does not keep copying its graph).
+///
+/// A dormant live graph (a younger generation's) is seeded at the end of the first epoch
+/// after the job sets `wake`, whatever the load: its generation is about to be the oldest.
 pub(crate) struct Revive {
     pub(crate) catching_up: Arc<AtomicBool>,
+    pub(crate) wake: Arc<AtomicBool>,
     /// When the current give-up was noticed.
     since: Option<Instant>,
     wait: Duration,
@@ -102,14 +129,15 @@ const REVIVE_FIRST: Duration = Duration::from_secs(10);
 const REVIVE_MAX: Duration = Duration::from_secs(600);
 
 impl Revive {
-    pub(crate) fn new(catching_up: Arc<AtomicBool>) -> Revive {
-        Revive::waiting(catching_up, REVIVE_FIRST)
+    pub(crate) fn new(catching_up: Arc<AtomicBool>, wake: Arc<AtomicBool>) -> Revive {
+        Revive::waiting(catching_up, wake, REVIVE_FIRST)
     }
 
     /// With a first wait of `first` (tests).
-    fn waiting(catching_up: Arc<AtomicBool>, first: Duration) -> Revive {
+    fn waiting(catching_up: Arc<AtomicBool>, wake: Arc<AtomicBool>, first: Duration) -> Revive {
         Revive {
             catching_up,
+            wake,
             since: None,
             wait: first / 2,
         }
@@ -131,36 +159,16 @@ impl Revive {
     }
 }
 
-/// The collector's consolidated graph at its last finished epoch, as a seed for its live
-/// graph.
-fn seed(graph: &GraphSink) -> Seed {
+/// The collector's consolidated graph at its last finished epoch, frozen, as a seed for its
+/// live graph (decoded by the live graph's worker, not the collector).
+fn seed(graph: &mut GraphSink) -> Seed {
     let (epoch, watermark) = graph.done.map_or((0, Nanos(0)), |(e, w)| (e.0, w));
-    let mut updates: Vec<(Update, i64)> = Vec::new();
-    updates.extend(
-        graph
-            .segments
-            .contents()
-            .into_iter()
-            .map(|s| (Update::Segment(s), 1)),
-    );
-    updates.extend(
-        graph
-            .edges
-            .contents()
-            .into_iter()
-            .map(|e| (Update::Edge(e), 1)),
-    );
-    updates.extend(
-        graph
-            .spins
-            .contents()
-            .into_iter()
-            .map(|s| (Update::Spin(s), 1)),
-    );
     Seed {
         epoch,
         watermark,
-        updates,
+        segments: graph.segments.freeze(),
+        edges: graph.edges.freeze(),
+        spins: graph.spins.freeze(),
     }
 }
 
@@ -207,9 +215,12 @@ pub(crate) fn collect_live(
                     }
                     c.serve(&mut pending, false);
                     if let Some((f, revive)) = forward.as_mut() {
-                        if f.given_up() && revive.due(Instant::now(), out.is_empty())
-                            && !f.reseed(seed(&c.graph))
-                        {
+                        let now = if f.dormant() {
+                            revive.wake.load(Ordering::Acquire)
+                        } else {
+                            f.given_up() && revive.due(Instant::now(), out.is_empty())
+                        };
+                        if now && !f.reseed(seed(&mut c.graph)) {
                             forward = None;
                         }
                     }
@@ -272,6 +283,18 @@ pub(crate) struct Generation {
     /// The generation's live graph (what the query server reads) and its worker.
     pub(crate) graph: LiveGraph,
     pub(crate) graph_worker: JoinHandle<()>,
+    /// Set by the job to wake a dormant live graph (see [`Revive`]).
+    pub(crate) wake_live: Arc<AtomicBool>,
+}
+
+/// How a generation's live graph starts.
+pub(crate) struct LiveSetup {
+    /// Keep every hang's backward slice (`--live-slices`).
+    pub(crate) slices: bool,
+    /// Set while the job reads pages back from the ring ([`Revive`]).
+    pub(crate) catching_up: Arc<AtomicBool>,
+    /// Dormant until the job wakes it (a younger generation's).
+    pub(crate) dormant: bool,
 }
 
 impl Generation {
@@ -281,9 +304,13 @@ impl Generation {
         first_epoch: u64,
         start_ns: Nanos,
         notify: Sender<()>,
-        live_slices: bool,
-        catching_up: Arc<AtomicBool>,
+        setup: LiveSetup,
     ) -> Result<Self> {
+        let LiveSetup {
+            slices: live_slices,
+            catching_up,
+            dormant,
+        } = setup;
         let (input, batch_rx) = crossbeam_channel::bounded::<Batch>(INPUT_EPOCHS);
         let (out_tx, out_rx) = crossbeam_channel::unbounded::<Message>();
         let (requests, req_rx) = crossbeam_channel::unbounded::<SnapRequest>();
@@ -303,7 +330,10 @@ impl Generation {
             first_epoch,
             start_ns,
             live_slices.then(|| SliceConfig::from_rules(&cfg.rules)),
+            dormant,
         )?;
+        let wake_live = Arc::new(AtomicBool::new(!dormant));
+        let wake = wake_live.clone();
         let collector = std::thread::Builder::new()
             .name(format!("argus-collect-g{id}"))
             .spawn(move || {
@@ -311,7 +341,7 @@ impl Generation {
                     out_rx,
                     req_rx,
                     live2,
-                    Some((forward, Revive::new(catching_up))),
+                    Some((forward, Revive::new(catching_up, wake))),
                 )
             })?;
         Ok(Generation {
@@ -326,6 +356,7 @@ impl Generation {
             collector,
             graph,
             graph_worker,
+            wake_live,
         })
     }
 
@@ -436,9 +467,10 @@ mod tests {
             })
             .unwrap();
         let got = replies.recv_timeout(Duration::from_secs(30)).unwrap();
+        assert_eq!((got.local_epoch, got.watermark), (0, Nanos(9)));
+        let got = got.contents();
         assert_eq!(got.segments, vec![open]);
         assert_eq!(got.spins, vec![spin.clone()]);
-        assert_eq!((got.local_epoch, got.watermark), (0, Nanos(9)));
         assert!(got.check.is_ok());
         woken.recv_timeout(Duration::from_secs(30)).unwrap();
         assert_eq!(live.get(), vec![spin]);
@@ -449,50 +481,60 @@ mod tests {
         collector.join().unwrap();
     }
 
-    /// A live graph that falls behind is given up (its reads fail, the collector goes on),
-    /// then seeded anew from the collector's graph at the end of an epoch: it then holds
-    /// what the collector holds, the updates it skipped included, and goes on from there.
-    #[test]
-    fn a_given_up_live_graph_is_seeded_anew_from_the_collector_and_goes_on() {
-        let (out_tx, out_rx) = crossbeam_channel::unbounded();
-        let (req_tx, req_rx) = crossbeam_channel::unbounded::<SnapRequest>();
-        let (notify, _woken) = crossbeam_channel::bounded(1);
-        let live = Arc::new(LiveSpins {
-            spins: std::sync::Mutex::new(Vec::new()),
-            open: Arc::new(AtomicI64::new(0)),
-            notify,
-        });
-        let (graph, forward, worker) = LiveGraph::start(0, 0, Nanos(0), None).unwrap();
-        let catching_up = Arc::new(AtomicBool::new(true));
-        let revive = Revive::waiting(catching_up.clone(), Duration::ZERO);
-        let collector = std::thread::spawn(move || {
-            collect_live(
-                out_rx,
-                req_rx,
-                live,
-                Some((forward.with_backlog(3), revive)),
-            )
-        });
-        let seg = |tid: i32, start: u64| {
-            Segment::starting(
-                SegmentId::new(Tid(tid), 0),
-                Pid(tid),
-                SegmentKind::Task,
-                Nanos(start),
-                StartCause::Created,
-            )
-        };
-        let spin = |tid: i32| {
-            super::super::watch::tests::spin(SegmentId::new(Tid(tid), 0).0, tid, tid, 5, 9)
-        };
-        let epoch = |e: u64, updates: Vec<(Update, i64)>| {
-            out_tx
+    /// A collector feeding a live graph, and the handles a test drives them with.
+    struct Harness {
+        out: Sender<Message>,
+        requests: Sender<SnapRequest>,
+        graph: LiveGraph,
+        catching_up: Arc<AtomicBool>,
+        wake: Arc<AtomicBool>,
+        collector: JoinHandle<()>,
+        worker: JoinHandle<()>,
+    }
+
+    impl Harness {
+        /// A live graph given up past `backlog` queued updates, `dormant` or not.
+        fn start(dormant: bool, backlog: usize) -> Harness {
+            let (out, out_rx) = crossbeam_channel::unbounded();
+            let (requests, req_rx) = crossbeam_channel::unbounded::<SnapRequest>();
+            let (notify, _woken) = crossbeam_channel::bounded(1);
+            let live = Arc::new(LiveSpins {
+                spins: std::sync::Mutex::new(Vec::new()),
+                open: Arc::new(AtomicI64::new(0)),
+                notify,
+            });
+            let (graph, forward, worker) = LiveGraph::start(0, 0, Nanos(0), None, dormant).unwrap();
+            let catching_up = Arc::new(AtomicBool::new(true));
+            let wake = Arc::new(AtomicBool::new(!dormant));
+            let revive = Revive::waiting(catching_up.clone(), wake.clone(), Duration::ZERO);
+            let collector = std::thread::spawn(move || {
+                collect_live(
+                    out_rx,
+                    req_rx,
+                    live,
+                    Some((forward.with_backlog(backlog), revive)),
+                )
+            });
+            Harness {
+                out,
+                requests,
+                graph,
+                catching_up,
+                wake,
+                collector,
+                worker,
+            }
+        }
+
+        /// Epoch `e` with `updates`, then its end (watermark `10 (e + 1)`).
+        fn epoch(&self, e: u64, updates: Vec<(Update, i64)>) {
+            self.out
                 .send(Message::Updates {
                     epoch: Epoch(e),
                     updates,
                 })
                 .unwrap();
-            out_tx
+            self.out
                 .send(Message::EpochDone {
                     epoch: Epoch(e),
                     watermark: Nanos(10 * (e + 1)),
@@ -500,29 +542,62 @@ mod tests {
                     counts: Counts::default(),
                 })
                 .unwrap();
-        };
-        let wait = |what: &str, f: &dyn Fn(&super::super::live_graph::GraphStatus) -> bool| {
+        }
+
+        /// Waits (30 s at most) until the live graph's status satisfies `f`.
+        fn wait(&self, what: &str, f: &dyn Fn(&super::super::live_graph::GraphStatus) -> bool) {
             let t = Instant::now();
-            while !f(&graph.status()) {
+            while !f(&self.graph.status()) {
                 assert!(
                     t.elapsed() < Duration::from_secs(30),
                     "{what}: {:?}",
-                    graph.status()
+                    self.graph.status()
                 );
                 std::thread::sleep(Duration::from_millis(5));
             }
-        };
-        epoch(
+        }
+
+        fn end(self) {
+            drop(self.out);
+            drop(self.requests);
+            self.collector.join().unwrap();
+            self.graph.stop.store(true, Ordering::Relaxed);
+            drop(self.graph);
+            self.worker.join().unwrap();
+        }
+    }
+
+    fn seg(tid: i32, start: u64) -> Segment {
+        Segment::starting(
+            SegmentId::new(Tid(tid), 0),
+            Pid(tid),
+            SegmentKind::Task,
+            Nanos(start),
+            StartCause::Created,
+        )
+    }
+
+    fn spin(tid: i32) -> Spin {
+        super::super::watch::tests::spin(SegmentId::new(Tid(tid), 0).0, tid, tid, 5, 9)
+    }
+
+    /// A live graph that falls behind is given up (its reads fail, the collector goes on),
+    /// then seeded anew from the collector's graph at the end of an epoch: it then holds
+    /// what the collector holds, the updates it skipped included, and goes on from there.
+    #[test]
+    fn a_given_up_live_graph_is_seeded_anew_from_the_collector_and_goes_on() {
+        let h = Harness::start(false, 3);
+        h.epoch(
             0,
             vec![(Update::Segment(seg(1, 1)), 1), (Update::Spin(spin(1)), 1)],
         );
-        wait("epoch 0 readable", &|st| {
+        h.wait("epoch 0 readable", &|st| {
             st.epochs.back().is_some_and(|e| e.0 == 0)
         });
-        assert_eq!(graph.spins(0).unwrap(), vec![spin(1)]);
+        assert_eq!(h.graph.spins(0).unwrap(), vec![spin(1)]);
         // Four updates in one message: past the backlog of 3. The job is still catching
         // up: given up, not seeded anew.
-        epoch(
+        h.epoch(
             1,
             vec![
                 (Update::Segment(seg(2, 2)), 1),
@@ -531,36 +606,72 @@ mod tests {
                 (Update::Spin(spin(3)), 1),
             ],
         );
-        wait("given up", &|st| st.fell_behind);
+        h.wait("given up", &|st| st.fell_behind);
         std::thread::sleep(Duration::from_millis(100));
-        let st = graph.status();
+        let st = h.graph.status();
         assert!(st.epochs.is_empty() && st.reseeded == 0, "{st:?}");
         assert!(
-            graph.spins(1).is_err(),
+            h.graph.spins(1).is_err(),
             "a given-up live graph answers no reads"
         );
         // Caught up: at the end of the next epoch the collector seeds it with its graph.
-        catching_up.store(false, Ordering::Relaxed);
-        epoch(2, vec![(Update::Spin(spin(1)), -1)]);
-        wait("seeded at epoch 2", &|st| {
+        h.catching_up.store(false, Ordering::Relaxed);
+        h.epoch(2, vec![(Update::Spin(spin(1)), -1)]);
+        h.wait("seeded at epoch 2", &|st| {
             st.reseeded == 1 && st.epochs.back().is_some_and(|e| e.0 == 2)
         });
-        let mut spins = graph.spins(2).unwrap();
+        let mut spins = h.graph.spins(2).unwrap();
         spins.sort_by_key(|s| s.tid);
         assert_eq!(spins, vec![spin(2), spin(3)]);
-        let st = graph.status();
+        let st = h.graph.status();
         assert!(!st.fell_behind);
         assert_eq!((st.segments, st.spins), (3, 2));
         // And it goes on with the messages after the seed.
-        epoch(3, vec![(Update::Spin(spin(2)), -1)]);
-        wait("epoch 3", &|st| st.epochs.back().is_some_and(|e| e.0 == 3));
-        assert_eq!(graph.spins(3).unwrap(), vec![spin(3)]);
-        assert_eq!(graph.status().spins, 1);
-        drop(out_tx);
-        drop(req_tx);
-        collector.join().unwrap();
-        graph.stop.store(true, Ordering::Relaxed);
-        drop(graph);
-        worker.join().unwrap();
+        h.epoch(3, vec![(Update::Spin(spin(2)), -1)]);
+        h.wait("epoch 3", &|st| st.epochs.back().is_some_and(|e| e.0 == 3));
+        assert_eq!(h.graph.spins(3).unwrap(), vec![spin(3)]);
+        assert_eq!(h.graph.status().spins, 1);
+        h.end();
+    }
+
+    /// A dormant live graph (a younger generation's) gets nothing and answers no reads,
+    /// whatever the load, until the job wakes it; at the end of the next epoch it is seeded
+    /// with the collector's whole graph and follows the messages from there.
+    #[test]
+    fn a_dormant_live_graph_is_seeded_when_woken_and_goes_on() {
+        let h = Harness::start(true, usize::MAX);
+        // Not catching up, far below the backlog: still nothing until woken.
+        h.catching_up.store(false, Ordering::Relaxed);
+        h.epoch(
+            0,
+            vec![(Update::Segment(seg(1, 1)), 1), (Update::Spin(spin(1)), 1)],
+        );
+        h.epoch(1, vec![(Update::Segment(seg(2, 2)), 1)]);
+        std::thread::sleep(Duration::from_millis(200));
+        let st = h.graph.status();
+        assert!(
+            st.dormant && st.epochs.is_empty() && st.reseeded == 0,
+            "{st:?}"
+        );
+        assert_eq!((st.segments, st.spins), (0, 0), "nothing was copied to it");
+        assert!(
+            h.graph.spins(1).is_err(),
+            "a dormant live graph answers no reads"
+        );
+        h.wake.store(true, Ordering::Release);
+        h.epoch(2, vec![(Update::Spin(spin(2)), 1)]);
+        h.wait("seeded at epoch 2", &|st| {
+            st.reseeded == 1 && st.epochs.back().is_some_and(|e| e.0 == 2)
+        });
+        let st = h.graph.status();
+        assert!(!st.dormant && !st.fell_behind, "{st:?}");
+        assert_eq!((st.segments, st.spins), (2, 2));
+        let mut spins = h.graph.spins(2).unwrap();
+        spins.sort_by_key(|s| s.tid);
+        assert_eq!(spins, vec![spin(1), spin(2)]);
+        h.epoch(3, vec![(Update::Spin(spin(1)), -1)]);
+        h.wait("epoch 3", &|st| st.epochs.back().is_some_and(|e| e.0 == 3));
+        assert_eq!(h.graph.spins(3).unwrap(), vec![spin(2)]);
+        h.end();
     }
 }

@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 pub(crate) const REPLAY_BATCH: usize = 100_000;
 use super::config::*;
 use super::generations::*;
-use super::live_graph::LiveGraph;
+use super::live_graph::{wake_ahead, LiveGraph};
 use super::serve::Served;
 use std::sync::Arc;
 
@@ -78,8 +78,11 @@ impl<'a> Job<'a> {
             first_epoch,
             Nanos(0),
             notify.clone(),
-            cfg.live_slices,
-            catching_up.clone(),
+            LiveSetup {
+                slices: cfg.live_slices,
+                catching_up: catching_up.clone(),
+                dormant: false,
+            },
         )?;
         let mut job = Job {
             cfg,
@@ -154,8 +157,11 @@ impl<'a> Job<'a> {
                 self.epoch,
                 self.watermark,
                 self.notify.clone(),
-                self.cfg.live_slices,
-                self.catching_up.clone(),
+                LiveSetup {
+                    slices: self.cfg.live_slices,
+                    catching_up: self.catching_up.clone(),
+                    dormant: true,
+                },
             )?;
             tracing::info!(generation = g.id, "new dataflow generation");
             self.next_gen += 1;
@@ -170,6 +176,14 @@ impl<'a> Job<'a> {
                 "dropping the oldest dataflow generation"
             );
             old.stop(true, idle)?;
+        }
+        // A younger generation's live graph is woken ahead of its turn as the oldest (the
+        // oldest's, always).
+        let wake_at = retain.saturating_sub(wake_ahead(self.cfg.retain).as_nanos() as u64);
+        for g in &self.gens {
+            if age(g, self.watermark) >= wake_at && !g.wake_live.swap(true, Ordering::AcqRel) {
+                tracing::info!(generation = g.id, "waking the live graph");
+            }
         }
         Ok(())
     }

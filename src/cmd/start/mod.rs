@@ -75,7 +75,13 @@
 //! A `kill -9` at any point leaves `latest` on a complete snapshot. `events.parquet` of a
 //! live snapshot holds the events released since the previous snapshot (streamed to disk as
 //! they come, so memory does not hold them); the other tables describe the whole retained
-//! window. The newest
+//! window: the oldest generation's collector hands them over *frozen* (its packed, sorted
+//! runs, shared: no copy, so the collector never stops draining the dataflow for a snapshot)
+//! and the snapshot thread decodes and checks them as it writes. Measured in the soak
+//! (`cargo bench --bench soak`, 320–350k events/s on 2 cores, `--retain 30s`, 150 s): the
+//! collectors took 0.35–0.39 CPUs when they decoded every snapshot's graph themselves (twice:
+//! a check, then the copy), 0.07 now; the marker → snapshot delay median fell from 32 s to
+//! 15 s. The newest
 //! `--keep` snapshots are kept. While a snapshot is still being written when the next one is
 //! due, that one is skipped (counted in the status line) rather than queued: a queued request
 //! would hold a copy of the whole graph, and an overloaded writer would fall further behind;
@@ -563,8 +569,11 @@ pub(crate) mod tests {
                 0,
                 Nanos(0),
                 notify.clone(),
-                false,
-                Default::default(),
+                super::generations::LiveSetup {
+                    slices: false,
+                    catching_up: Default::default(),
+                    dormant: false,
+                },
             )
             .unwrap()],
             next_gen: 1,
@@ -581,7 +590,7 @@ pub(crate) mod tests {
             merge.release(Nanos(w), &mut out);
             all.extend(out.iter().cloned());
             job.send(out, Nanos(w)).unwrap();
-            job.request().unwrap().recv().unwrap()
+            job.request().unwrap().recv().unwrap().contents()
         };
         // Tick 1: the arming and both sleeps are in the graph before cpu0's next page comes.
         merge.push_page(0, &cpu0_before, 0);

@@ -309,6 +309,12 @@ fn pick(g: &LiveGraph, as_of: AsOf) -> Result<(u64, u64, Nanos), Failure> {
     if st.ended {
         return Err(read_failure(ReadError::Gone));
     }
+    if st.dormant {
+        return Err(Failure::new(
+            Code::NotReady,
+            "this generation's live graph is dormant: it is built shortly before its generation becomes the oldest (ask without a generation)",
+        ));
+    }
     let (Some(&(first, _)), Some(&(last, last_w))) = (st.epochs.front(), st.epochs.back()) else {
         return Err(Failure::new(
             Code::NotReady,
@@ -375,6 +381,7 @@ fn status(served: &Served) -> Result<Value, Failure> {
         "readable_epochs": st.epochs.front().zip(last).map(|(a, b)| [g.first_epoch + a.0, g.first_epoch + b.0]),
         "trace_start_ns": g.start_ns.0,
         "fell_behind": st.fell_behind,
+        "dormant": st.dormant,
         "reseeded": st.reseeded,
         "counts": {
             "segments": st.segments,

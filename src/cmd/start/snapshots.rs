@@ -165,6 +165,8 @@ impl SnapshotThread {
             .reply
             .recv()
             .context("the dataflow collector stopped before the snapshot")?;
+        let (local_epoch, watermark) = (cap.local_epoch, cap.watermark);
+        let cap = cap.contents();
         if let Err(e) = &cap.check {
             bail!("{e}");
         }
@@ -187,7 +189,7 @@ impl SnapshotThread {
             std::thread::sleep(self.delay);
         }
         let mut info = job.info;
-        info.watermark_ns = cap.watermark.max(info.watermark_ns);
+        info.watermark_ns = watermark.max(info.watermark_ns);
         info.trace_end_ns = Some(info.watermark_ns);
         let manifest = writer
             .finish(info)
@@ -199,7 +201,7 @@ impl SnapshotThread {
         self.installed.fetch_add(1, Ordering::Release);
         tracing::info!(
             snapshot = %target.display(),
-            local_epoch = cap.local_epoch,
+            local_epoch,
             early = job.early,
             segments = manifest.counts.segments,
             edges = manifest.counts.edges,
@@ -211,11 +213,11 @@ impl SnapshotThread {
         let watch = &self.watch;
         let gaps = &self.gaps;
         let mut in_gaps = 0u64;
-        let notices = lock(&self.tracker).update(&cap.spins, cap.watermark, |s| {
+        let notices = lock(&self.tracker).update(&cap.spins, watermark, |s| {
             if is_own(s.tid.0, &by_tid, &own) || !watch.watches(s, &by_tid) {
                 return false;
             }
-            if spans_gap(s, cap.watermark, gaps) {
+            if spans_gap(s, watermark, gaps) {
                 in_gaps += 1;
                 return false;
             }
