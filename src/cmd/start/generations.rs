@@ -674,4 +674,34 @@ mod tests {
         assert_eq!(h.graph.spins(3).unwrap(), vec![spin(2)]);
         h.end();
     }
+
+    /// Epochs that queue up while the worker is busy are applied together and the dataflow
+    /// stepped once for them, yet each stays readable on its own: as of epoch e a read sees
+    /// exactly the updates of epochs up to e.
+    #[test]
+    fn epochs_applied_together_stay_readable_one_by_one() {
+        let h = Harness::start(false, usize::MAX);
+        for e in 0..40u64 {
+            h.epoch(e, vec![(Update::Spin(spin(e as i32 + 1)), 1)]);
+        }
+        h.wait("epoch 39", &|st| {
+            st.epochs.back().is_some_and(|e| e.0 == 39)
+        });
+        let st = h.graph.status();
+        let readable: Vec<u64> = st.epochs.iter().map(|e| e.0).collect();
+        assert_eq!(readable, (15..40).collect::<Vec<u64>>(), "{st:?}");
+        for (e, w) in &st.epochs {
+            assert_eq!(*w, Nanos(10 * (e + 1)));
+        }
+        for e in [15u64, 27, 39] {
+            let mut tids: Vec<i32> = h.graph.spins(e).unwrap().iter().map(|s| s.tid.0).collect();
+            tids.sort_unstable();
+            assert_eq!(
+                tids,
+                (1..=e as i32 + 1).collect::<Vec<i32>>(),
+                "as of epoch {e}"
+            );
+        }
+        h.end();
+    }
 }
