@@ -323,6 +323,27 @@ mod live {
         crate::common::debug_json(snapshot, pid).1
     }
 
+    /// `argus start -o TMP/job ARGS`, its stderr in `TMP/start.log`, once its socket is
+    /// there: the job's guard, its directory and its socket.
+    fn start_job(tmp: &Path, args: &[&str]) -> (Guard, PathBuf, PathBuf) {
+        let job = tmp.join("job");
+        let log = std::fs::File::create(tmp.join("start.log")).expect("log");
+        let guard = Guard(Some(
+            argus()
+                .args(["start", "-o"])
+                .arg(&job)
+                .args(args)
+                .stderr(log)
+                .spawn()
+                .expect("argus start runs"),
+        ));
+        let sock = job.join("argus.sock");
+        wait_for("the socket", Duration::from_secs(30), || {
+            sock.exists().then_some(())
+        });
+        (guard, job, sock)
+    }
+
     /// Through rotations (`--retain 3s`): the oldest generation always answers from a live
     /// graph that was seeded when the job woke it (a younger generation's is dormant: nothing
     /// copied to it), never from a dormant one; a younger generation asked by number is not
@@ -334,28 +355,17 @@ mod live {
         }
         let _lock = recording_lock();
         let tmp = tempfile::tempdir().expect("tempdir");
-        let job = tmp.path().join("job");
-        let log = std::fs::File::create(tmp.path().join("start.log")).expect("log");
-        let _start = Guard(Some(
-            argus()
-                .args(["start", "-o"])
-                .arg(&job)
-                .args([
-                    "--snapshot-every",
-                    "1",
-                    "--retain",
-                    "3s",
-                    "--duration",
-                    "60",
-                ])
-                .stderr(log)
-                .spawn()
-                .expect("argus start runs"),
-        ));
-        let sock = job.join("argus.sock");
-        wait_for("the socket", Duration::from_secs(30), || {
-            sock.exists().then_some(())
-        });
+        let (_start, _job, sock) = start_job(
+            tmp.path(),
+            &[
+                "--snapshot-every",
+                "1",
+                "--retain",
+                "3s",
+                "--duration",
+                "60",
+            ],
+        );
         let mut c = Conn::open(&sock);
         let (mut younger_not_ready, mut younger_answered) = (0, 0);
         let mut seeded_oldest: Option<Value> = None;
@@ -412,30 +422,19 @@ mod live {
         }
         let _lock = recording_lock();
         let tmp = tempfile::tempdir().expect("tempdir");
-        let job = tmp.path().join("job");
-        let log = std::fs::File::create(tmp.path().join("start.log")).expect("log");
-        let mut start = Guard(Some(
-            argus()
-                .args(["start", "-o"])
-                .arg(&job)
-                .args([
-                    "--snapshot-every",
-                    "1",
-                    "--retain",
-                    "120s",
-                    "--watch-comm",
-                    "argus-hang-main",
-                    "--duration",
-                    "120",
-                ])
-                .stderr(log)
-                .spawn()
-                .expect("argus start runs"),
-        ));
-        let sock = job.join("argus.sock");
-        wait_for("the socket", Duration::from_secs(30), || {
-            sock.exists().then_some(())
-        });
+        let (mut start, job, sock) = start_job(
+            tmp.path(),
+            &[
+                "--snapshot-every",
+                "1",
+                "--retain",
+                "120s",
+                "--watch-comm",
+                "argus-hang-main",
+                "--duration",
+                "120",
+            ],
+        );
         // (c) Only the job's user may connect.
         let meta = std::fs::symlink_metadata(&sock).expect("the socket's metadata");
         assert_eq!(meta.permissions().mode() & 0o777, 0o600, "{meta:?}");

@@ -5,6 +5,29 @@ use argus_schema::{
 };
 use argus_sinks::{CollectionSink, SinkError};
 
+/// A xorshift64 generator: the same stream on every run.
+struct XorShift(u64);
+
+impl XorShift {
+    fn step(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+}
+
+/// The records of a count model, each repeated by its (positive) count, in order.
+fn multiset(model: &std::collections::BTreeMap<u32, i64>) -> Vec<u32> {
+    let mut out = Vec::new();
+    for (&r, &c) in model {
+        for _ in 0..c.max(0) {
+            out.push(r);
+        }
+    }
+    out
+}
+
 #[test]
 fn insert_retract_pairs_cancel() {
     let mut sink = CollectionSink::new("segments");
@@ -90,11 +113,9 @@ fn large_streams_consolidate_like_a_map() {
     // million), with retractions landing before and after their insertions' folds.
     let mut sink = CollectionSink::new("segments");
     let mut model = std::collections::BTreeMap::<u32, i64>::new();
-    let mut x: u64 = 0x2545_f491_4f6c_dd1d;
+    let mut rng = XorShift(0x2545_f491_4f6c_dd1d);
     for i in 0..2_200_000u32 {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
+        let x = rng.step();
         let record = (x % 1_100_000) as u32;
         let diff = if i % 3 == 0 { -1 } else { 1 };
         sink.update(record, diff);
@@ -107,10 +128,7 @@ fn large_streams_consolidate_like_a_map() {
         }
     }
     model.retain(|_, c| *c != 0);
-    let expected: Vec<u32> = model
-        .iter()
-        .flat_map(|(&r, &c)| std::iter::repeat_n(r, c.max(0) as usize))
-        .collect();
+    let expected = multiset(&model);
     assert_eq!(sink.len(), model.len());
     assert_eq!(sink.updates(), 2_200_000);
     assert_eq!(sink.contents(), expected);
@@ -153,11 +171,9 @@ fn into_sorted_streams_the_net_counts_in_order() {
     // record once, in order, with its net count (zeros omitted), like a map.
     let mut sink = CollectionSink::new("segments");
     let mut model = std::collections::BTreeMap::<u32, i64>::new();
-    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+    let mut rng = XorShift(0x9e37_79b9_7f4a_7c15);
     for i in 0..400_000u32 {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
+        let x = rng.step();
         let record = (x % 150_000) as u32;
         let diff = if i % 4 == 0 { -1 } else { 1 };
         sink.update(record, diff);
@@ -199,11 +215,9 @@ fn segments_come_out_sorted_and_consolidated() {
     };
     let mut sink: CollectionSink<Segment> = CollectionSink::new("segments");
     let mut model = std::collections::BTreeMap::<Segment, i64>::new();
-    let mut x: u64 = 0x2545_f491_4f6c_dd1d;
+    let mut rng = XorShift(0x2545_f491_4f6c_dd1d);
     for i in 0..200_000u32 {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
+        let x = rng.step();
         let record = big((x % 90_000) as u32);
         let diff = if i % 3 == 0 { -1 } else { 1 };
         sink.update(record.clone(), diff);
@@ -226,22 +240,17 @@ fn segments_come_out_sorted_and_consolidated() {
 fn a_frozen_view_reads_the_contents_and_check_of_its_moment() {
     let mut sink = CollectionSink::new("segments");
     let mut model = std::collections::BTreeMap::<u32, i64>::new();
-    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+    let mut rng = XorShift(0x9e37_79b9_7f4a_7c15);
     let mut frozen = None;
     for i in 0..2_400_000u32 {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
+        let x = rng.step();
         let record = (x % 900_000) as u32;
         let diff = if i % 3 == 0 { -1 } else { 1 };
         sink.update(record, diff);
         *model.entry(record).or_insert(0) += diff;
         if i == 700_123 {
             // Mid-chunk: the open chunk is sealed into the view.
-            let expected: Vec<u32> = model
-                .iter()
-                .flat_map(|(&r, &c)| std::iter::repeat_n(r, c.max(0) as usize))
-                .collect();
+            let expected = multiset(&model);
             let bad: Vec<u32> = model
                 .iter()
                 .filter(|(_, &c)| c != 0 && c != 1)
