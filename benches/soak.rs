@@ -19,8 +19,8 @@
 //! the job, and every `ARGUS_SOAK_HANG_EVERY` seconds (default 60) the `chain` hang workload
 //! hangs its main thread for 4 s; the bench prints the delay from the moment each hang became
 //! detectable (its start + the 2 s threshold, on the trace clock, which is CLOCK_MONOTONIC) to
-//! the follower's `new_hang` line, and whether the live graph or a snapshot answered
-//! (target: within 1 s, from the live graph).
+//! the follower's `new_hang` line (target: within 1 s, from the live job) and to its first
+//! line with a diagnosis (the same line, or a later `diagnosed` when the live graph lagged).
 
 use std::collections::{BTreeMap, HashMap};
 use std::io::{BufRead, BufReader, Read, Write};
@@ -405,9 +405,7 @@ fn main() {
             for line in BufReader::new(follow_out).lines().map_while(Result::ok) {
                 let at = mono_ns();
                 if let Ok(v) = serde_json::from_str::<serde_json::Value>(&line) {
-                    if v["change"] == "new_hang" {
-                        reported.lock().expect("lock").push((at, v));
-                    }
+                    reported.lock().expect("lock").push((at, v));
                 }
             }
         });
@@ -481,6 +479,7 @@ fn main() {
             .expect("spawn")
     };
     let soak_start = Instant::now();
+    let soak_start_ns = mono_ns();
     let me = std::process::id();
     let cpu_start = (process_cpu(pid), machine_cpu(), process_cpu(me));
     // RSS every second, to see the generation cycle (see `flatness`).
@@ -550,6 +549,7 @@ fn main() {
     std::thread::sleep(Duration::from_secs_f64(2.5 * period));
     watching.store(false, Ordering::Relaxed);
     let _ = watcher.join();
+    let hangs_started = hangs.len();
     for mut h in hangs.drain(..) {
         let _ = h.wait();
     }
@@ -572,7 +572,11 @@ fn main() {
     let steady: Vec<f64> = rates.iter().skip(2).copied().collect();
     let mean_rate = steady.iter().sum::<f64>() / steady.len().max(1) as f64;
     let min_rate = steady.iter().copied().fold(f64::INFINITY, f64::min);
-    follow_figures(&reported.lock().expect("lock"), n_hangs(hang_every, secs));
+    follow_figures(
+        &reported.lock().expect("lock"),
+        hangs_started,
+        soak_start_ns,
+    );
     let mut d = delays.lock().expect("lock").clone();
     d.sort_by(|a, b| a.total_cmp(b));
     let missing = written.lock().expect("lock").len();
@@ -633,38 +637,85 @@ fn main() {
 }
 
 /// How many hangs the soak starts (the first half a spacing in, then one per spacing).
-fn n_hangs(every: Duration, secs: f64) -> usize {
-    let e = every.as_secs_f64();
-    if secs < e / 2.0 {
-        0
-    } else {
-        ((secs - e / 2.0) / e).floor() as usize + 1
-    }
-}
+/// What `--follow` said of one hang: when it became detectable, when it was reported and
+/// diagnosed, whether from the live job, and in how many `new_hang` lines.
+type FollowedHang = (u64, Option<u64>, Option<u64>, bool, usize);
 
-/// The live `--follow` figures: delay from detectable (start + 2 s threshold) to report.
-fn follow_figures(reported: &[(u64, serde_json::Value)], started: usize) {
+/// The live `--follow` figures, per hang (spinning segment): the delay from detectable
+/// (start + 2 s threshold) to its first `new_hang` line, and to its first line with a
+/// diagnosis (a `new_hang` with a report, or `diagnosed`).
+fn follow_figures(lines: &[(u64, serde_json::Value)], started: usize, t0: u64) {
     const THRESHOLD_NS: u64 = 2_000_000_000;
-    let mut delays = Vec::new();
-    let mut live = 0;
-    for (at, v) in reported {
-        let Some(start) = v["report"]["hang"]["start_ns"].as_u64() else {
+    let mut by_hang: BTreeMap<String, FollowedHang> = BTreeMap::new();
+    for (at, v) in lines {
+        let (Some(start), segment) = (
+            v["hang"]["start_ns"].as_u64(),
+            v["hang"]["segment"].to_string(),
+        ) else {
             continue;
         };
-        delays.push(at.saturating_sub(start + THRESHOLD_NS) as f64 / 1e9);
-        if v["source"] == "live" {
-            live += 1;
+        let h = by_hang
+            .entry(segment)
+            .or_insert((start + THRESHOLD_NS, None, None, false, 0));
+        if v["change"] == "new_hang" {
+            h.4 += 1;
+            h.1.get_or_insert(*at);
+            h.3 |= v["source"] == "live";
+        }
+        if !v["report"].is_null() {
+            h.2.get_or_insert(*at);
         }
     }
-    delays.sort_by(|a, b| a.total_cmp(b));
-    if delays.is_empty() {
-        println!("soak: --follow reported none of the {started} hangs started");
-        return;
+    let delays = |pick: &dyn Fn(&FollowedHang) -> Option<u64>| {
+        let mut d: Vec<f64> = by_hang
+            .values()
+            .filter_map(|h| pick(h).map(|at| at.saturating_sub(h.0) as f64 / 1e9))
+            .collect();
+        d.sort_by(|a, b| a.total_cmp(b));
+        d
+    };
+    let secs = |at: Option<u64>, from: u64| {
+        at.map_or("-".to_string(), |a| {
+            format!("{:.2}", a.saturating_sub(from) as f64 / 1e9)
+        })
+    };
+    for (at, v) in lines {
+        println!(
+            "soak: follow at {:.2} s: {} from {} {} (hang {}, diagnosed {})",
+            at.saturating_sub(t0) as f64 / 1e9,
+            v["change"].as_str().unwrap_or_default(),
+            v["source"].as_str().unwrap_or_default(),
+            if v["source"] == "live" {
+                v["epoch"].to_string()
+            } else {
+                v["snapshot"].to_string()
+            },
+            v["hang"]["segment"],
+            v["hang"]["diagnosed"],
+        );
     }
+    for (segment, h) in &by_hang {
+        println!(
+            "soak: hang {segment} detectable at {:.1} s: reported after {} s, diagnosed after {} s, {} new_hang line(s)",
+            h.0.saturating_sub(t0) as f64 / 1e9,
+            secs(h.1, h.0),
+            secs(h.2, h.0),
+            h.4
+        );
+    }
+    let reported = delays(&|h| h.1);
+    let diagnosed = delays(&|h| h.2);
+    let live = by_hang.values().filter(|h| h.3).count();
+    let repeated = by_hang.values().filter(|h| h.4 > 1).count();
+    let median = |d: &[f64]| d.get(d.len() / 2).copied().unwrap_or(f64::NAN);
+    let max = |d: &[f64]| d.last().copied().unwrap_or(f64::NAN);
     println!(
-        "soak: --follow reported {} of {started} hangs ({live} from the live graph); detectable → reported: median {:.2} s, max {:.2} s (target ≤ 1 s)",
-        delays.len(),
-        delays[delays.len() / 2],
-        delays[delays.len() - 1]
+        "soak: --follow reported {} hangs of the {started} started ({live} from the live job, {repeated} reported more than once); detectable → reported: median {:.2} s, max {:.2} s (target ≤ 1 s); → diagnosed ({}): median {:.2} s, max {:.2} s",
+        reported.len(),
+        median(&reported),
+        max(&reported),
+        diagnosed.len(),
+        median(&diagnosed),
+        max(&diagnosed),
     );
 }

@@ -164,26 +164,54 @@ fn start_shows_a_live_hang_runs_the_hook_and_follow_reports_it_within_a_period()
         "the hook ran {delay:.2} s after the hang became detectable (period {period} s)"
     );
 
-    // --follow reads the job's live graph (not a snapshot) and reports the hang of the
-    // workload's main thread.
+    // --follow reads the job (not a snapshot) and reports the hang of the workload's main
+    // thread: at once from the job's spins, with its diagnosis from the live graph on the same
+    // line, or on a later `diagnosed` line when the live graph lagged.
     let change = |l: &str| -> serde_json::Value { serde_json::from_str(l).expect("JSON lines") };
+    let mut lines = Vec::new();
     let (follow_at, line) = wait_for("debug --follow's report", Duration::from_secs(20), || {
-        line_rx
-            .try_iter()
-            .map(|(t, l)| (t, change(&l)))
+        lines.extend(line_rx.try_iter().map(|(t, l)| (t, change(&l))));
+        lines
+            .iter()
             .find(|(_, c)| {
-                c["change"] == "new_hang" && c["report"]["hang"]["tid"].as_i64() == Some(pid as i64)
+                c["change"] == "new_hang" && c["hang"]["tid"].as_i64() == Some(pid as i64)
             })
+            .cloned()
     });
     let follow_delay = follow_at.saturating_sub(detectable_at) as f64 / 1e9;
     eprintln!("hang detectable → debug --follow reported it: {follow_delay:.2} s: {line}");
     assert_eq!(line["source"], "live", "{line}");
     assert!(line["epoch"].as_u64().is_some(), "{line}");
-    assert_eq!(line["report"]["hang"]["class"], "LongWait", "{line}");
-    assert_eq!(line["report"]["outcome"], "hang_diagnosed", "{line}");
+    assert_eq!(line["hang"]["class"], "LongWait", "{line}");
+    assert_eq!(line["hang"]["start_ns"], spin.start_ns.0, "{line}");
     assert!(
         follow_delay <= period,
         "follow reported {follow_delay:.2} s after the hang became detectable (period {period} s)"
+    );
+    let (_, diagnosed) = wait_for(
+        "debug --follow's diagnosis",
+        Duration::from_secs(20),
+        || {
+            lines.extend(line_rx.try_iter().map(|(t, l)| (t, change(&l))));
+            lines
+                .iter()
+                .find(|(_, c)| {
+                    c["hang"]["segment"] == line["hang"]["segment"]
+                        && c["hang"]["diagnosed"] == true
+                        && (c["change"] == "new_hang" || c["change"] == "diagnosed")
+                })
+                .cloned()
+        },
+    );
+    assert_eq!(diagnosed["source"], "live", "{diagnosed}");
+    assert_eq!(diagnosed["report"]["hang"]["tid"], pid, "{diagnosed}");
+    assert_eq!(
+        diagnosed["report"]["hang"]["class"], "LongWait",
+        "{diagnosed}"
+    );
+    assert_eq!(
+        diagnosed["report"]["outcome"], "hang_diagnosed",
+        "{diagnosed}"
     );
     // The hook's own question to the job: the same hang, diagnosed.
     let asked = wait_for("the hook's diagnosis", Duration::from_secs(20), || {

@@ -1,29 +1,36 @@
 //! `argus debug DIR --follow`: follows an `argus start` job and prints what changed: a new
-//! hang, its root cause changing, the hang resolved (its spin closed, or gone from the
-//! retained window). Questions are never asked: every ambiguity takes the default answer, as
-//! with `--auto`.
+//! hang, its diagnosis when it came later, its root cause changing, the hang resolved (its
+//! spin closed, or gone from the retained window). Questions are never asked: every ambiguity
+//! takes the default answer, as with `--auto`.
 //!
-//! Where it reads: while the job answers on `DIR/argus.sock` (docs/query-protocol.md), its
-//! **live graph** — every [`POLL`] it asks for the watched hangs (`hangs`, a few spins) and
-//! re-diagnoses (`fetch` rounds, as `argus debug DIR` does) when they change (a new spin, one
-//! ending, one crossing `--threshold`) and at least every [`RECHECK`] (a root cause may change
-//! as the graph grows), the thread hung now (its latest open spin past the threshold) first
-//! when several threads match; a hang is therefore reported about a tick plus a poll after the job's
-//! watermark passes its threshold, without waiting for a snapshot. With no job answering, or
-//! one with no live graph (before its first epoch, given up), each new snapshot (`DIR/latest`)
-//! instead, as the job writes them.
+//! Where it reads: while the job answers on `DIR/argus.sock` (docs/query-protocol.md), every
+//! [`POLL`] it asks for the watched hangs (`hangs`: the spins of the job's dataflow as of its
+//! last epoch, a few records) and re-diagnoses from the job's **live graph** (`fetch` rounds,
+//! as `argus debug DIR` does) when they change (a new spin, one ending, one crossing
+//! `--threshold`) and at least every [`RECHECK`] (a root cause may change as the graph grows),
+//! the thread hung now (its latest open spin past the threshold) first when several threads
+//! match. A hang is therefore seen about a tick plus a poll after the job's watermark passes
+//! its threshold, without waiting for a snapshot. The live graph is kept by a worker of its
+//! own that may lag the dataflow under load (`graph_epoch` of `hangs`): a hang it has not
+//! reached within [`WAIT`] is reported at once from the spins, undiagnosed (`new_hang` with
+//! no report), and diagnosed (`diagnosed`) as soon as the graph reaches the epoch that showed
+//! it; an answer older than the state already printed (a live graph behind, after a
+//! generation change; an older snapshot) is never shown. With no job answering, or one with
+//! no live graph (before its first epoch, given up), each new snapshot (`DIR/latest`), as the
+//! job writes them.
 //!
 //! Output: one line per change, `[epoch <E>] <change>: <details>` (live) or
 //! `[<snapshot>] <change>: <details>`; with `--json`, one JSON object per line (`source`:
-//! `live` or `snapshot`, `epoch` or `snapshot`, `change`, `text` and the `argus debug --json`
-//! report). Runs until interrupted or `--follow-for` seconds; exits 1 if a hang was reported,
-//! else 0.
+//! `live` or `snapshot`, `epoch` or `snapshot`, `change`, `text`, `hang` (the spin: segment,
+//! tid, pid, class, start_ns, duration_ns, open, diagnosed) and `report`, the
+//! `argus debug --json` report, `null` while undiagnosed). Runs until interrupted or
+//! `--follow-for` seconds; exits 1 if a hang was reported, else 0.
 
 use crate::cli::DebugArgs;
 use crate::live::client::{self, Client, Connect};
 use anyhow::{Context, Result};
 use argus_diagnose::{Diagnosis, Graph, Target};
-use argus_schema::{Pid, SegmentId, Spin, Tid};
+use argus_schema::{Pid, SegmentId, Tid};
 use serde_json::Value;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -61,12 +68,17 @@ pub struct HangState {
     pub who: String,
     /// The class.
     pub class: String,
+    /// When the spin started (trace clock).
+    pub start_ns: u64,
     /// Still going.
     pub open: bool,
     /// Its duration.
     pub duration_ns: u64,
     /// The deepest root cause, in words.
     pub root: Option<String>,
+    /// Whether a diagnosis stands behind `root`: a hang the job's `hangs` reported before
+    /// its live graph reached it is not diagnosed yet.
+    pub diagnosed: bool,
 }
 
 impl HangState {
@@ -82,12 +94,36 @@ impl HangState {
                 h.comm, h.tid.0, h.process, h.pid.0
             ),
             class: h.class.name().to_string(),
+            start_ns: h.start_ns.0,
             open: h.open,
             duration_ns: h.duration_ns,
             root: r
                 .root_causes
                 .last()
                 .map(|c| format!("{} (tid {}): {}", c.comm, c.tid.0, c.reason)),
+            diagnosed: true,
+        })
+    }
+
+    /// A hang as the job's `hangs` reports it (docs/query-protocol.md), not diagnosed yet.
+    fn of_hang(h: &Value) -> Option<HangState> {
+        let segment: SegmentId = serde_json::from_value(h["segment"].clone()).ok()?;
+        let (tid, pid) = (h["tid"].as_i64()? as i32, h["pid"].as_i64()? as i32);
+        Some(HangState {
+            segment,
+            tid: Tid(tid),
+            pid: Pid(pid),
+            who: format!(
+                "{} (tid {tid}) of {} (pid {pid})",
+                h["comm"].as_str().unwrap_or_default(),
+                h["process"].as_str().unwrap_or_default(),
+            ),
+            class: h["class"].as_str().unwrap_or_default().to_string(),
+            start_ns: h["start_ns"].as_u64().unwrap_or(0),
+            open: h["open"].as_bool().unwrap_or(false),
+            duration_ns: h["duration_ns"].as_u64().unwrap_or(0),
+            root: None,
+            diagnosed: false,
         })
     }
 }
@@ -97,6 +133,9 @@ impl HangState {
 pub enum Change {
     /// A hang that was not there.
     NewHang(HangState),
+    /// A hang reported before it could be diagnosed (the live graph was behind the job's
+    /// dataflow) has its diagnosis.
+    Diagnosed(HangState),
     /// Same hang, another root cause.
     RootCauseChanged {
         /// The hang now.
@@ -114,9 +153,18 @@ pub enum Change {
 }
 
 impl Change {
+    /// The hang the change is about.
+    fn hang(&self) -> &HangState {
+        match self {
+            Change::NewHang(h) | Change::Diagnosed(h) => h,
+            Change::RootCauseChanged { hang, .. } | Change::Resolved { hang, .. } => hang,
+        }
+    }
+
     fn name(&self) -> &'static str {
         match self {
             Change::NewHang(_) => "new_hang",
+            Change::Diagnosed(_) => "diagnosed",
             Change::RootCauseChanged { .. } => "root_cause_changed",
             Change::Resolved { .. } => "resolved",
         }
@@ -131,6 +179,15 @@ impl Change {
                 h.class,
                 secs(h.duration_ns),
                 if h.open { " (still going)" } else { "" },
+                match (&h.root, h.diagnosed) {
+                    (Some(r), _) => r.as_str(),
+                    (None, true) => "unknown",
+                    (None, false) => "not diagnosed yet (the job's live graph is behind)",
+                }
+            ),
+            Change::Diagnosed(h) => format!(
+                "diagnosed the hang of {}: root cause: {}",
+                h.who,
                 h.root.as_deref().unwrap_or("unknown")
             ),
             Change::RootCauseChanged { hang, before } => format!(
@@ -148,9 +205,13 @@ impl Change {
     }
 }
 
-/// The changes from `before` to `now`. `spins` are the new graph's, to tell whether the
-/// previous hang's spin is still there.
-pub fn changes(before: Option<&HangState>, now: Option<&HangState>, spins: &[Spin]) -> Vec<Change> {
+/// The changes from `before` to `now`. `spinning` are the new graph's spinning segments, to
+/// tell whether the previous hang's spin is still there.
+pub fn changes(
+    before: Option<&HangState>,
+    now: Option<&HangState>,
+    spinning: &[SegmentId],
+) -> Vec<Change> {
     let mut out = Vec::new();
     match (before, now) {
         (None, None) => {}
@@ -162,7 +223,9 @@ pub fn changes(before: Option<&HangState>, now: Option<&HangState>, spins: &[Spi
                     how: "the thread was woken",
                 });
             }
-            if b.root != n.root {
+            if !b.diagnosed && n.diagnosed {
+                out.push(Change::Diagnosed(n.clone()));
+            } else if b.root != n.root && n.diagnosed {
                 out.push(Change::RootCauseChanged {
                     hang: n.clone(),
                     before: b.root.clone(),
@@ -171,7 +234,7 @@ pub fn changes(before: Option<&HangState>, now: Option<&HangState>, spins: &[Spi
         }
         (Some(b), n) => {
             if b.open {
-                let gone = !spins.iter().any(|s| s.segment == b.segment);
+                let gone = !spinning.contains(&b.segment);
                 out.push(Change::Resolved {
                     hang: b.clone(),
                     how: if gone {
@@ -218,31 +281,53 @@ struct Follower<'a> {
     args: DebugArgs,
     named: bool,
     state: Option<HangState>,
+    /// The latest epoch a state was read at (live, or a snapshot's): an answer as of an
+    /// older one is not shown, so the state never goes back in time.
+    shown: u64,
     reported: bool,
-    out: std::io::StdoutLock<'a>,
+    out: Box<dyn Write + 'a>,
 }
 
 impl Follower<'_> {
-    /// Prints the changes from the last state to `now` (read from `source`, whose spins are
-    /// `spins`) and keeps `now`.
+    /// Prints the changes from the last state to `now` (read from `source`, whose spinning
+    /// segments are `spinning`) and keeps `now`. `now` comes with its diagnosis, if it has one.
     fn update(
         &mut self,
-        now: Option<(HangState, Diagnosis)>,
-        spins: &[Spin],
+        now: Option<(HangState, Option<&Diagnosis>)>,
+        spinning: &[SegmentId],
         source: Source<'_>,
     ) -> Result<()> {
+        let at = match source {
+            Source::Live(epoch) => Some(epoch),
+            Source::Snapshot(path) => snapshot_epoch(path),
+        };
+        if at.is_some_and(|e| e < self.shown) {
+            return Ok(());
+        }
+        self.shown = self.shown.max(at.unwrap_or(0));
         let (now_state, report) = match now {
-            Some((s, d)) => (Some(s), Some(d.to_json())),
+            Some((s, d)) => (Some(s), d.map(Diagnosis::to_json)),
             None => (None, None),
         };
-        for c in changes(self.state.as_ref(), now_state.as_ref(), spins) {
+        for c in changes(self.state.as_ref(), now_state.as_ref(), spinning) {
             if matches!(c, Change::NewHang(_)) {
                 self.reported = true;
             }
             if self.args.json {
+                let h = c.hang();
                 let mut v = serde_json::json!({
                     "change": c.name(),
                     "text": c.text(),
+                    "hang": {
+                        "segment": h.segment,
+                        "tid": h.tid,
+                        "pid": h.pid,
+                        "class": h.class,
+                        "start_ns": h.start_ns,
+                        "duration_ns": h.duration_ns,
+                        "open": h.open,
+                        "diagnosed": h.diagnosed,
+                    },
                     "report": report,
                 });
                 match source {
@@ -277,13 +362,18 @@ impl Follower<'_> {
     fn snapshot(&mut self, snap: &Path) -> Result<()> {
         let graph = crate::cmd::debug::load_graph(snap)?;
         let target = target_of(&self.args, &graph);
-        let now = if self.named && target.is_none() {
+        let diagnosis = if self.named && target.is_none() {
             None // the named thread is not in the trace yet
         } else {
-            let diagnosis = crate::cmd::export::diagnose_with(&self.args, &graph, target)?;
-            HangState::of(&diagnosis).map(|s| (s, diagnosis))
+            Some(crate::cmd::export::diagnose_with(
+                &self.args, &graph, target,
+            )?)
         };
-        self.update(now, graph.spins(), Source::Snapshot(snap))
+        let now = diagnosis
+            .as_ref()
+            .and_then(|d| HangState::of(d).map(|s| (s, Some(d))));
+        let spinning: Vec<SegmentId> = graph.spins().iter().map(|s| s.segment).collect();
+        self.update(now, &spinning, Source::Snapshot(snap))
     }
 }
 
@@ -297,7 +387,23 @@ struct LiveFollow {
     client: Client,
     key: Option<HangsKey>,
     diagnosed_at: Option<Instant>,
+    /// The first epoch of `hangs` that showed the current `key`.
+    seen: u64,
+    /// A hang the live graph has not reached yet.
+    pending: Option<Pending>,
 }
+
+/// A hang `hangs` showed at `epoch` before the live graph got there: it is diagnosed as soon
+/// as the graph reaches that epoch; after [`WAIT`] it is reported undiagnosed.
+struct Pending {
+    epoch: u64,
+    since: Instant,
+    reported: bool,
+}
+
+/// How long a hang waits for the live graph before it is reported undiagnosed: the graph of
+/// a job that keeps up is a tick or two behind its dataflow.
+pub const WAIT: Duration = Duration::from_millis(400);
 
 impl LiveFollow {
     /// One poll of the job: `Ok(false)` when it has no live graph to answer from.
@@ -331,30 +437,101 @@ impl LiveFollow {
                     .collect()
             })
             .unwrap_or_default();
+        let epoch = hangs["epoch"].as_u64().unwrap_or(0);
+        // `hangs` reports the dataflow's spins; the live graph that diagnoses may lag them.
+        let graph_at = hangs["graph_epoch"].as_u64();
+        let reached = |e: u64| graph_at.is_some_and(|g| g >= e);
+        let changed = self.key.as_ref() != Some(&key);
+        if changed {
+            self.key = Some(key.clone());
+            self.seen = epoch;
+        }
         let due = self.diagnosed_at.is_none_or(|t| t.elapsed() >= RECHECK);
-        if self.key.as_ref() == Some(&key) && !due {
+        let waited = self
+            .pending
+            .as_ref()
+            .is_some_and(|p| reached(p.epoch) || (!p.reported && p.since.elapsed() >= WAIT));
+        if !changed && !due && !waited {
             return Ok(true);
         }
-        let epoch = hangs["epoch"].as_u64().unwrap_or(0);
+        let spinning: Vec<SegmentId> = hangs["hangs"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .filter_map(|h| serde_json::from_value(h["segment"].clone()).ok())
+                    .collect()
+            })
+            .unwrap_or_default();
         if key.is_empty() {
             // No spin of the watched threads: no hang (the named thread may not be traced yet).
-            self.key = Some(key);
             self.diagnosed_at = Some(Instant::now());
-            f.update(None, &[], Source::Live(epoch))?;
+            self.pending = None;
+            f.update(None, &spinning, Source::Live(epoch))?;
             return Ok(true);
         }
+        let entries = hangs["hangs"]
+            .as_array()
+            .map(Vec::as_slice)
+            .unwrap_or_default();
         // A thread hung now comes first: with several matching threads (a name shared by
         // processes that come and go) the diagnosis would otherwise pick the longest spin in
-        // the window, perhaps one that ended long ago.
-        let focus = hangs["hangs"].as_array().and_then(|a| {
-            a.iter()
-                .filter(|h| {
-                    h["open"].as_bool() == Some(true)
-                        && h["duration_ns"].as_u64().unwrap_or(0) >= threshold_ns
-                        && targeted(&f.args, h)
+        // the window, perhaps one that ended long ago. With none, the hang followed so far
+        // while its spin is in the window (it ended), so the diagnosis stays on it.
+        let followed = f.state.as_ref().map(|s| s.segment);
+        let focus = entries
+            .iter()
+            .filter(|h| {
+                h["open"].as_bool() == Some(true)
+                    && h["duration_ns"].as_u64().unwrap_or(0) >= threshold_ns
+                    && targeted(&f.args, h)
+            })
+            .max_by_key(|h| h["start_ns"].as_u64())
+            .or_else(|| {
+                entries.iter().find(|h| {
+                    followed.is_some()
+                        && serde_json::from_value::<SegmentId>(h["segment"].clone()).ok()
+                            == followed
                 })
-                .max_by_key(|h| h["start_ns"].as_u64())
-        });
+            });
+        if !reached(self.seen) {
+            // The live graph has not reached the epoch that showed these spins: it would
+            // answer an older state than the one shown. The spins say what is hung now: a
+            // hang is reported from them (after waiting a little for the graph), and one
+            // followed that ended is resolved; the diagnosis follows when the graph gets
+            // there.
+            let Some(mut hung) = focus.and_then(HangState::of_hang) else {
+                // Nothing hung: nothing to say before the graph gets there.
+                return Ok(graph_at.is_some());
+            };
+            let prev = f.state.as_ref().filter(|p| p.segment == hung.segment);
+            if let Some(prev) = prev {
+                hung.root.clone_from(&prev.root);
+                hung.diagnosed = prev.diagnosed;
+            } else {
+                let p = self.pending.get_or_insert(Pending {
+                    epoch: self.seen,
+                    since: Instant::now(),
+                    reported: false,
+                });
+                p.epoch = self.seen;
+                if p.since.elapsed() < WAIT {
+                    return Ok(true);
+                }
+                p.reported = true;
+            }
+            if !hung.diagnosed {
+                self.pending.get_or_insert(Pending {
+                    epoch: self.seen,
+                    since: Instant::now(),
+                    reported: true,
+                });
+            }
+            // As of the epoch that showed these spins (the same since: only durations grew).
+            f.update(Some((hung, None)), &spinning, Source::Live(self.seen))?;
+            // With no live graph at all (given up until the job seeds it anew) a new
+            // snapshot may diagnose it meanwhile.
+            return Ok(graph_at.is_some());
+        }
         let mut args = f.args.clone();
         if let Some(h) = focus {
             args.pid = h["pid"].as_i64().map(|p| p as i32);
@@ -364,12 +541,20 @@ impl LiveFollow {
         let Some(live) = crate::cmd::debug::diagnose_live(&args, &mut self.client)? else {
             return Ok(false);
         };
-        self.key = Some(key);
         self.diagnosed_at = Some(Instant::now());
-        let now = HangState::of(&live.diagnosis).map(|s| (s, live.diagnosis));
-        f.update(now, &live.spins, Source::Live(live.epoch))?;
+        self.pending = None;
+        let now = HangState::of(&live.diagnosis).map(|s| (s, Some(&live.diagnosis)));
+        let spinning: Vec<SegmentId> = live.spins.iter().map(|s| s.segment).collect();
+        f.update(now, &spinning, Source::Live(live.epoch))?;
         Ok(true)
     }
+}
+
+/// The last global epoch a job's snapshot holds: snapshot `N` (`DIR/snapshots/N`) holds the
+/// graph through epoch `N − 1`.
+fn snapshot_epoch(path: &Path) -> Option<u64> {
+    let n: u64 = path.file_name()?.to_str()?.parse().ok()?;
+    Some(n.saturating_sub(1))
 }
 
 /// Whether the thread of a `hangs` entry is one the diagnosis may take for its target, as
@@ -403,8 +588,9 @@ pub fn run(args: &DebugArgs) -> Result<u8> {
         named: args.pid.is_some() || args.tid.is_some() || args.comm.is_some(),
         args: auto,
         state: None,
+        shown: 0,
         reported: false,
-        out: std::io::stdout().lock(),
+        out: Box::new(std::io::stdout().lock()),
     };
     let mut job: Option<LiveFollow> = None;
     let mut seen: Option<PathBuf> = None;
@@ -423,6 +609,8 @@ pub fn run(args: &DebugArgs) -> Result<u8> {
                     client: c,
                     key: None,
                     diagnosed_at: None,
+                    seen: 0,
+                    pending: None,
                 });
             }
         }
@@ -466,9 +654,14 @@ pub fn run(args: &DebugArgs) -> Result<u8> {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
     use clap::Parser;
+    use serde_json::json;
+    use std::io::{BufRead, BufReader};
+    use std::os::unix::net::UnixStream;
+    use std::sync::{Arc, Mutex};
 
     fn args(flags: &[&str]) -> DebugArgs {
         let mut argv = vec!["argus", "debug", "DIR", "--follow"];
@@ -484,6 +677,197 @@ mod tests {
 
     fn hang(tid: i32, pid: i32, comm: &str, process: &str) -> Value {
         serde_json::json!({"tid": tid, "pid": pid, "comm": comm, "process": process})
+    }
+
+    fn state(segment: u64, open: bool, diagnosed: bool, root: Option<&str>) -> HangState {
+        HangState {
+            segment: SegmentId(segment),
+            tid: Tid(10),
+            pid: Pid(10),
+            who: "app (tid 10) of app (pid 10)".into(),
+            class: "LongWait".into(),
+            start_ns: 1_000,
+            open,
+            duration_ns: 3_000_000_000,
+            root: root.map(String::from),
+            diagnosed,
+        }
+    }
+
+    /// A hang the job's spins showed before its live graph could diagnose it is new once,
+    /// diagnosed once when the diagnosis comes, and followed as any other from then on.
+    #[test]
+    fn a_hang_reported_before_its_diagnosis_is_new_once_then_diagnosed_once() {
+        let seen = state(1, true, false, None);
+        let here = [SegmentId(1)];
+        assert_eq!(
+            changes(None, Some(&seen), &here),
+            vec![Change::NewHang(seen.clone())]
+        );
+        assert!(changes(Some(&seen), Some(&seen), &here).is_empty());
+        let found = state(1, true, true, Some("worker (tid 11): LongRunning"));
+        assert_eq!(
+            changes(Some(&seen), Some(&found), &here),
+            vec![Change::Diagnosed(found.clone())]
+        );
+        let other = state(1, true, true, Some("disk (tid 12): LongWait"));
+        assert_eq!(
+            changes(Some(&found), Some(&other), &here),
+            vec![Change::RootCauseChanged {
+                hang: other.clone(),
+                before: found.root.clone()
+            }]
+        );
+        // Diagnosed as it ends: both are said.
+        let ended = state(1, false, true, None);
+        assert_eq!(
+            changes(Some(&seen), Some(&ended), &here),
+            vec![
+                Change::Resolved {
+                    hang: ended.clone(),
+                    how: "the thread was woken"
+                },
+                Change::Diagnosed(ended.clone())
+            ]
+        );
+        // An undiagnosed hang replaced by another one.
+        let next = state(2, true, false, None);
+        assert_eq!(
+            changes(Some(&seen), Some(&next), &[SegmentId(2)]),
+            vec![
+                Change::Resolved {
+                    hang: seen.clone(),
+                    how: "it left the retained window"
+                },
+                Change::NewHang(next.clone())
+            ]
+        );
+    }
+
+    /// A fake job on one end of a socket pair: `hangs` answers what `state` holds, any
+    /// other request (the live graph's reads) `not_ready`.
+    fn fake_job(state: Arc<Mutex<Value>>) -> Client {
+        let (ours, theirs) = UnixStream::pair().unwrap();
+        std::thread::spawn(move || {
+            let mut w = theirs.try_clone().unwrap();
+            for line in BufReader::new(theirs).lines().map_while(Result::ok) {
+                let req: Value = serde_json::from_str(&line).unwrap();
+                let answer = if req["op"] == "hangs" {
+                    json!({"v": 1, "id": req["id"], "ok": true, "result": *state.lock().unwrap()})
+                } else {
+                    json!({"v": 1, "id": req["id"], "ok": false,
+                           "error": {"code": "not_ready", "message": "behind"}})
+                };
+                if writeln!(w, "{answer}").is_err() {
+                    return;
+                }
+            }
+        });
+        Client::new(ours).unwrap()
+    }
+
+    /// What the follower printed, shared with the test.
+    #[derive(Clone, Default)]
+    struct Printed(Arc<Mutex<Vec<u8>>>);
+
+    impl Write for Printed {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    impl Printed {
+        fn lines(&self) -> Vec<Value> {
+            String::from_utf8(self.0.lock().unwrap().clone())
+                .unwrap()
+                .lines()
+                .map(|l| serde_json::from_str(l).unwrap())
+                .collect()
+        }
+    }
+
+    /// The job's `hangs` runs ahead of its live graph (`graph_epoch`): a hang the graph has
+    /// not reached is reported from the spins after [`WAIT`], undiagnosed, its end is
+    /// reported from them too, and the graph's older state is never asked for; with no
+    /// graph at all the follower may read snapshots meanwhile.
+    #[test]
+    fn a_hang_the_live_graph_has_not_reached_is_reported_from_the_jobs_spins() {
+        let segment = SegmentId::new(Tid(10), 3);
+        let hang = |open: bool, duration_ns: u64| {
+            json!({"segment": segment, "label": segment.to_string(), "tid": 10, "pid": 10,
+                   "comm": "app", "process": "app", "class": "LongWait", "start_ns": 1_000,
+                   "end_ns": 1_000 + duration_ns, "open": open, "duration_ns": duration_ns})
+        };
+        let state = Arc::new(Mutex::new(
+            json!({"epoch": 10, "generation": 0, "watermark_ns": 1,
+            "graph_epoch": 4, "hangs": [hang(true, 3_000_000_000)]}),
+        ));
+        let mut live = LiveFollow {
+            client: fake_job(state.clone()),
+            key: None,
+            diagnosed_at: None,
+            seen: 0,
+            pending: None,
+        };
+        let printed = Printed::default();
+        let mut a = args(&["--comm", "app", "--json"]);
+        a.auto = true;
+        let mut f = Follower {
+            args: a,
+            named: true,
+            state: None,
+            shown: 0,
+            reported: false,
+            out: Box::new(printed.clone()),
+        };
+        assert!(live.poll(&mut f).unwrap(), "the job answered");
+        assert!(
+            printed.lines().is_empty(),
+            "it waits a little for the graph"
+        );
+        std::thread::sleep(WAIT);
+        assert!(live.poll(&mut f).unwrap());
+        let l = printed.lines();
+        assert_eq!(l.len(), 1, "{l:?}");
+        assert_eq!(l[0]["change"], "new_hang");
+        assert_eq!(
+            (l[0]["source"].as_str(), l[0]["epoch"].as_u64()),
+            (Some("live"), Some(10))
+        );
+        assert_eq!(l[0]["hang"]["segment"], json!(segment));
+        assert_eq!(l[0]["hang"]["diagnosed"], false);
+        assert_eq!(l[0]["hang"]["open"], true);
+        assert!(l[0]["report"].is_null());
+        assert!(f.reported);
+
+        // It ends while the graph is still behind.
+        *state.lock().unwrap() = json!({"epoch": 12, "generation": 0, "watermark_ns": 2,
+            "graph_epoch": 6, "hangs": [hang(false, 4_000_000_000)]});
+        assert!(live.poll(&mut f).unwrap());
+        let l = printed.lines();
+        assert_eq!(l.len(), 2, "{l:?}");
+        assert_eq!(l[1]["change"], "resolved");
+        assert_eq!(l[1]["epoch"], 12);
+        assert_eq!(l[1]["hang"]["open"], false);
+
+        // The graph given up: nothing new to say; snapshots may be read meanwhile.
+        *state.lock().unwrap() = json!({"epoch": 13, "generation": 0, "watermark_ns": 3,
+            "graph_epoch": null, "hangs": [hang(false, 4_000_000_000)]});
+        assert!(!live.poll(&mut f).unwrap());
+        assert_eq!(printed.lines().len(), 2);
+        // An older snapshot's state is not shown.
+        f.update(
+            None,
+            &[],
+            Source::Snapshot(Path::new("/job/snapshots/0000000011")),
+        )
+        .unwrap();
+        assert_eq!(printed.lines().len(), 2, "no going back to epoch 11");
+        assert_eq!(f.state.as_ref().map(|s| s.segment), Some(segment));
     }
 
     #[test]

@@ -210,9 +210,8 @@ pub(crate) fn collect_live(
                 Ok(Message::EpochDone { epoch, watermark, counts, .. }) => {
                     c.dirty = false;
                     c.graph.epoch_done(epoch, watermark, &counts);
-                    if std::mem::take(&mut c.spins_changed) {
-                        c.live.publish(c.graph.spins.contents());
-                    }
+                    let changed = std::mem::take(&mut c.spins_changed);
+                    c.live.publish(epoch.0, watermark, changed.then(|| c.graph.spins.contents()));
                     c.serve(&mut pending, false);
                     if let Some((f, revive)) = forward.as_mut() {
                         let now = if f.dormant() {
@@ -248,23 +247,52 @@ pub(crate) fn collect_live(
 }
 
 /// A generation's spins as of its last completed epoch, shared with the main loop so a new
-/// hang can trigger a snapshot at once (see `EarlySnapshots`).
+/// hang can trigger a snapshot at once (see `EarlySnapshots`), and with the query server,
+/// whose `hangs` answers from them: they are current as soon as the dataflow has done an
+/// epoch, however far the live graph lags.
 pub(crate) struct LiveSpins {
-    pub(crate) spins: std::sync::Mutex<Vec<Spin>>,
+    at: std::sync::Mutex<Published>,
     /// Open segments (for the status line).
     pub(crate) open: Arc<AtomicI64>,
     /// Woken (`try_send`) whenever the spins change.
     pub(crate) notify: Sender<()>,
 }
 
+/// What a collector published last.
+#[derive(Clone, Default)]
+pub(crate) struct Published {
+    /// The last local epoch done, and its watermark (`None` before the first).
+    pub(crate) done: Option<(u64, Nanos)>,
+    pub(crate) spins: Arc<Vec<Spin>>,
+}
+
 impl LiveSpins {
-    pub(crate) fn publish(&self, spins: Vec<Spin>) {
-        *lock(&self.spins) = spins;
-        let _ = self.notify.try_send(());
+    pub(crate) fn new(notify: Sender<()>) -> Arc<LiveSpins> {
+        Arc::new(LiveSpins {
+            at: std::sync::Mutex::new(Published::default()),
+            open: Arc::new(AtomicI64::new(0)),
+            notify,
+        })
+    }
+
+    /// The end of local epoch `epoch` (watermark `watermark`); `spins` when they changed in it.
+    pub(crate) fn publish(&self, epoch: u64, watermark: Nanos, spins: Option<Vec<Spin>>) {
+        let mut at = lock(&self.at);
+        at.done = Some((epoch, watermark));
+        if let Some(spins) = spins {
+            at.spins = Arc::new(spins);
+            drop(at);
+            let _ = self.notify.try_send(());
+        }
     }
 
     pub(crate) fn get(&self) -> Vec<Spin> {
-        lock(&self.spins).clone()
+        lock(&self.at).spins.to_vec()
+    }
+
+    /// The spins as of the last epoch done.
+    pub(crate) fn latest(&self) -> Published {
+        lock(&self.at).clone()
     }
 }
 
@@ -319,11 +347,7 @@ impl Generation {
         let flow = std::thread::Builder::new()
             .name(format!("argus-flow-g{id}"))
             .spawn(move || dataflow::run(&dcfg, batch_rx, out_tx))?;
-        let live = Arc::new(LiveSpins {
-            spins: std::sync::Mutex::new(Vec::new()),
-            open: Arc::new(AtomicI64::new(0)),
-            notify,
-        });
+        let live = LiveSpins::new(notify);
         let live2 = live.clone();
         let (graph, forward, graph_worker) = LiveGraph::start(
             id,
@@ -424,11 +448,7 @@ mod tests {
         let (out_tx, out_rx) = crossbeam_channel::unbounded();
         let (req_tx, req_rx) = crossbeam_channel::unbounded();
         let (notify, woken) = crossbeam_channel::bounded(1);
-        let live = Arc::new(LiveSpins {
-            spins: std::sync::Mutex::new(Vec::new()),
-            open: Arc::new(AtomicI64::new(0)),
-            notify,
-        });
+        let live = LiveSpins::new(notify);
         let live2 = live.clone();
         let collector = std::thread::spawn(move || collect_live(out_rx, req_rx, live2, None));
         let open = Segment::starting(
@@ -498,11 +518,7 @@ mod tests {
             let (out, out_rx) = crossbeam_channel::unbounded();
             let (requests, req_rx) = crossbeam_channel::unbounded::<SnapRequest>();
             let (notify, _woken) = crossbeam_channel::bounded(1);
-            let live = Arc::new(LiveSpins {
-                spins: std::sync::Mutex::new(Vec::new()),
-                open: Arc::new(AtomicI64::new(0)),
-                notify,
-            });
+            let live = LiveSpins::new(notify);
             let (graph, forward, worker) = LiveGraph::start(0, 0, Nanos(0), None, dormant).unwrap();
             let catching_up = Arc::new(AtomicBool::new(true));
             let wake = Arc::new(AtomicBool::new(!dormant));

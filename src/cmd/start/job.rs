@@ -206,29 +206,43 @@ impl<'a> Job<'a> {
         self.served.set_graphs(
             self.gens
                 .iter()
-                .map(|g| LiveGraph {
-                    start_ns: g.start_ns,
-                    ..g.graph.clone()
+                .map(|g| {
+                    let graph = LiveGraph {
+                        start_ns: g.start_ns,
+                        ..g.graph.clone()
+                    };
+                    (graph, g.live.clone())
                 })
                 .collect(),
         );
     }
 
-    /// For the status line: how far the oldest generation's live graph is behind the epochs
-    /// sent (empty when it keeps up), or that it was given up.
+    /// For the status line: how far the oldest generation's dataflow (its collector) and
+    /// live graph are behind the epochs sent (empty when they keep up), or that the live
+    /// graph was given up.
     pub(crate) fn live_lag(&self) -> String {
         let Some(g) = self.gens.first() else {
             return String::new();
         };
+        let behind = |done: Option<u64>| {
+            self.epoch
+                .saturating_sub(done.map_or(g.first_epoch, |e| g.first_epoch + e + 1))
+        };
+        let mut out = String::new();
+        match behind(g.live.latest().done.map(|(e, _)| e)) {
+            0..=2 => {}
+            n => out.push_str(&format!(", dataflow {n} epochs behind")),
+        }
         let st = g.graph.status();
         if st.fell_behind {
-            return ", live graph given up (fell behind)".into();
+            out.push_str(", live graph given up (fell behind)");
+            return out;
         }
-        let done = st.epochs.back().map_or(0, |(e, _)| g.first_epoch + e + 1);
-        match self.epoch.saturating_sub(done) {
-            0..=2 => String::new(),
-            n => format!(", live graph {n} epochs behind"),
+        match behind(st.epochs.back().map(|(e, _)| *e)) {
+            0..=2 => {}
+            n => out.push_str(&format!(", live graph {n} epochs behind")),
         }
+        out
     }
 
     pub(crate) fn open_segments(&self) -> i64 {

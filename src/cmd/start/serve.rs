@@ -1,6 +1,7 @@
 //! The query server of `argus start`: `DIR/argus.sock` (0600), the protocol of
 //! docs/query-protocol.md (`crate::live::protocol`), answered from the oldest generation's
-//! live graph (`live_graph.rs`), the one snapshots come from.
+//! live graph (`live_graph.rs`), the one snapshots come from; `hangs` from the spins its
+//! collector published at its last epoch ([`LiveSpins`]), which the live graph may lag.
 //!
 //! ```text
 //!  argus-serve: accept ─► argus-query (a thread per client, at most MAX_CLIENTS)
@@ -23,6 +24,7 @@
 //! killed with `kill -9` is replaced at the next start (a socket some live job still answers
 //! on is an error: two jobs in one directory); removed when the job stops.
 
+use super::generations::LiveSpins;
 use super::live_graph::{LiveGraph, ReadError};
 use super::sync::lock;
 use crate::diagnosis;
@@ -50,7 +52,8 @@ pub(crate) const MAX_CLIENTS: usize = 16;
 
 /// What the server reads, shared with the main loop.
 pub(crate) struct Served {
-    graphs: Mutex<Vec<LiveGraph>>,
+    /// The running generations' live graphs and collectors' spins, oldest first.
+    graphs: Mutex<Vec<(LiveGraph, Arc<LiveSpins>)>>,
     /// The tables of the last [`TABLE_EPOCHS`] global epochs, oldest first.
     tables: Mutex<VecDeque<(u64, Tables)>>,
 }
@@ -75,8 +78,8 @@ impl Served {
         }
     }
 
-    /// The running generations' live graphs, oldest first.
-    pub(crate) fn set_graphs(&self, graphs: Vec<LiveGraph>) {
+    /// The running generations' live graphs, with their collectors' spins, oldest first.
+    pub(crate) fn set_graphs(&self, graphs: Vec<(LiveGraph, Arc<LiveSpins>)>) {
         *lock(&self.graphs) = graphs;
     }
 
@@ -113,16 +116,24 @@ impl Served {
             .unwrap_or_default()
     }
 
+    /// The oldest generation's live graph and the spins its collector published last.
+    fn oldest(&self) -> Result<(LiveGraph, Arc<LiveSpins>), Failure> {
+        lock(&self.graphs)
+            .first()
+            .cloned()
+            .ok_or_else(|| Failure::new(Code::NotReady, "no dataflow generation runs"))
+    }
+
     /// The oldest generation's graph, or generation `id`'s.
     fn graph(&self, id: Option<u64>) -> Result<(LiveGraph, usize), Failure> {
         let graphs = lock(&self.graphs);
         let n = graphs.len();
         let g = match id {
             None => graphs.first(),
-            Some(id) => graphs.iter().find(|g| g.generation == id),
+            Some(id) => graphs.iter().find(|(g, _)| g.generation == id),
         };
         match g {
-            Some(g) => Ok((g.clone(), n)),
+            Some((g, _)) => Ok((g.clone(), n)),
             None if id.is_some() => Err(Failure::new(
                 Code::Gone,
                 format!(
@@ -395,9 +406,19 @@ fn status(served: &Served) -> Result<Value, Failure> {
 }
 
 fn hangs(served: &Served, q: &HangsQuery) -> Result<Value, Failure> {
-    let (g, _) = served.graph(None)?;
-    let (local, epoch, watermark) = pick(&g, AsOf::default())?;
-    let spins = g.spins(local).map_err(read_failure)?;
+    // The collector's spins, not the live graph's: the same records, current as soon as the
+    // dataflow has done an epoch however far the live graph's worker lags.
+    let (g, collected) = served.oldest()?;
+    let published = collected.latest();
+    let Some((local, watermark)) = published.done else {
+        return Err(Failure::new(
+            Code::NotReady,
+            "the dataflow has no complete epoch yet",
+        ));
+    };
+    let epoch = g.first_epoch + local;
+    let graph_epoch = g.status().epochs.back().map(|(e, _)| g.first_epoch + e);
+    let spins = published.spins.iter();
     let t = served.tables(epoch);
     let by_tid: HashMap<Tid, &ThreadInfo> = t.threads.iter().map(|t| (t.tid, t)).collect();
     let mut out = Vec::new();
@@ -435,6 +456,7 @@ fn hangs(served: &Served, q: &HangsQuery) -> Result<Value, Failure> {
         "epoch": epoch,
         "generation": g.generation,
         "watermark_ns": watermark,
+        "graph_epoch": graph_epoch,
         "hangs": out,
     }))
 }
@@ -523,4 +545,81 @@ fn fetch_parts(served: &Served, q: FetchQuery) -> Result<Value, Failure> {
         });
     }
     Ok(out)
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use argus_schema::Pid;
+
+    fn thread(tid: i32, comm: &str) -> ThreadInfo {
+        ThreadInfo {
+            tid: Tid(tid),
+            pid: Pid(tid),
+            comm: comm.into(),
+            process: comm.into(),
+            parent: None,
+            start_ns: None,
+            exit_ns: None,
+            kernel: false,
+        }
+    }
+
+    /// `hangs` reads the spins the generation's collector published at its last epoch, with
+    /// the live graph's own epoch beside them: a hang is known as soon as the dataflow has
+    /// seen it, however far the live graph lags (here it is dormant: no epoch at all).
+    #[test]
+    fn hangs_answer_from_the_dataflows_spins_however_far_the_live_graph_lags() {
+        let (graph, forward, worker) = LiveGraph::start(3, 100, Nanos(0), None, true).unwrap();
+        let (notify, woken) = crossbeam_channel::bounded(1);
+        let spins = LiveSpins::new(notify);
+        let served = Served::new();
+        served.set_graphs(vec![(graph.clone(), spins.clone())]);
+        served.set_tables(100, vec![thread(7, "app"), thread(8, "other")], Vec::new());
+        let all = HangsQuery::default();
+        let err = hangs(&served, &all).unwrap_err();
+        assert_eq!(err.code, Code::NotReady, "no epoch done yet");
+
+        let mut closed = crate::cmd::start::watch::tests::spin(8 << 32, 8, 8, 1_000, 5_000);
+        closed.open = false;
+        let open = crate::cmd::start::watch::tests::spin(7 << 32, 7, 7, 2_000, 3_000);
+        spins.publish(5, Nanos(9_000), Some(vec![closed, open]));
+        assert!(
+            woken.try_recv().is_ok(),
+            "a change of spins wakes the main loop"
+        );
+        let v = hangs(&served, &all).unwrap();
+        assert_eq!(
+            v["epoch"], 105,
+            "the generation's first epoch + the local epoch"
+        );
+        assert_eq!(v["watermark_ns"], 9_000);
+        assert!(v["graph_epoch"].is_null(), "the dormant graph has no epoch");
+        let h = v["hangs"].as_array().unwrap();
+        assert_eq!(h.len(), 2);
+        let of = |tid: i32| h.iter().find(|x| x["tid"] == tid).unwrap();
+        assert_eq!(of(7)["comm"], "app");
+        assert_eq!(of(7)["open"], true);
+        assert_eq!(of(7)["end_ns"], 9_000, "an open spin runs to the watermark");
+        assert_eq!(of(7)["duration_ns"], 7_000);
+        assert_eq!(of(8)["duration_ns"], 4_000, "a closed spin keeps its end");
+
+        // A later epoch with the same spins moves the watermark, not the spins.
+        spins.publish(6, Nanos(12_000), None);
+        assert!(woken.try_recv().is_err(), "no change of spins, no wake-up");
+        let only_open: HangsQuery =
+            serde_json::from_value(json!({"open": true, "comm": "app"})).unwrap();
+        let v = hangs(&served, &only_open).unwrap();
+        assert_eq!(v["epoch"], 106);
+        let h = v["hangs"].as_array().unwrap();
+        assert_eq!(h.len(), 1);
+        assert_eq!(h[0]["duration_ns"], 10_000);
+
+        graph.stop.store(true, Ordering::Relaxed);
+        drop(forward);
+        drop(graph);
+        served.set_graphs(Vec::new());
+        worker.join().unwrap();
+    }
 }
