@@ -26,6 +26,11 @@ mod fetch;
 #[path = "../pipeline/benches/common/gen.rs"]
 #[allow(dead_code)]
 mod gen;
+/// The allocator and memory settings `argus start` runs with: the live graph's figures are
+/// the product's only with them.
+#[path = "../src/memory.rs"]
+#[allow(dead_code)]
+mod memory;
 
 use argus_diagnose::{diagnose, rounds, AutoOracle, DiagnoseConfig, Graph, GraphInput, Replay};
 use argus_pipeline::arranged::{ArrangedJob, SliceConfig};
@@ -56,6 +61,7 @@ fn ms(d: Duration) -> f64 {
 }
 
 fn main() {
+    memory::tune(memory::START_PURGE_MS);
     let total = env("ARGUS_BENCH_EVENTS", 10_000_000);
     let epoch = env("ARGUS_BENCH_EPOCH", 100_000);
     let reps = env("ARGUS_BENCH_REPS", 5).max(1);

@@ -9,6 +9,7 @@ mod diagnosis;
 mod duration;
 mod gap_rows;
 mod live;
+mod memory;
 mod progress;
 
 use anyhow::{Context, Result};
@@ -16,10 +17,6 @@ use clap::Parser;
 use cli::{Cli, Command};
 use cmd::{build, bundle, debug, demo, export, follow, record, start};
 use std::process::ExitCode;
-
-/// mimalloc, not glibc malloc: see the comment on the dependency in Cargo.toml.
-#[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -34,34 +31,6 @@ fn main() -> ExitCode {
             ExitCode::from(2)
         }
     }
-}
-
-/// Memory settings for commands that churn through large buffers, where every fresh page
-/// costs the kernel a zeroing (and, on a VM, the host a fault):
-///
-/// - mimalloc keeps freed memory for `purge_delay_ms` before returning it to the kernel
-///   (its default is 10 ms; -1: never): returned memory came back as fresh pages, ~17% of a
-///   build's CPU.
-/// - no transparent huge pages: mimalloc asks for them on its arenas, and a fresh 2 MB page
-///   cost 1.2–2.9 ms to fault on the test VM (its host reclaims freed guest memory) against
-///   0.5 ms for 512 small pages. A 17.2M-event build spent 1.5 s of system time with them
-///   and 0.5 s without (5 s apart so no run reuses another's pages; user time unchanged).
-///
-/// One-shot commands (`argus build`) never return memory. The continuous job (`argus
-/// start`) returns it after 2 s, so its RSS still falls when the load does: with the 10 ms
-/// default, a 25 s profile of its soak at 340k events/s (`cargo bench --bench soak`) spent
-/// 23% of the job's CPU zeroing fresh huge pages (14% in the collectors, whose merges
-/// allocate and free large runs, 7% in the live graphs' arrangements).
-fn tune_memory(purge_delay_ms: i64) {
-    // mimalloc's `mi_option_purge_delay` (the same number in its v2 and v3 headers).
-    const PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
-    // SAFETY: sets a process-wide allocator option; mimalloc reads it at each purge and
-    // documents -1 as "never purge". No memory is touched.
-    unsafe { libmimalloc_sys::mi_option_set(PURGE_DELAY, purge_delay_ms as std::ffi::c_long) };
-    // SAFETY: PR_SET_THP_DISABLE takes no pointer; it sets a flag of this process's memory
-    // map that the kernel checks at each fault (mappings made earlier are covered too).
-    // Failure (a kernel without THP) leaves nothing to undo.
-    let _ = unsafe { libc::prctl(libc::PR_SET_THP_DISABLE, 1, 0, 0, 0) };
 }
 
 fn is_broken_pipe(e: &anyhow::Error) -> bool {
@@ -101,7 +70,7 @@ fn run(cli: Cli) -> Result<u8> {
             Ok(0)
         }
         Command::Build(args) => {
-            tune_memory(-1);
+            memory::tune(memory::NEVER_PURGE);
             let cfg = build::BuildConfig::from_args(&args)?;
             if cfg.dataflow.process_id != 0 {
                 build::serve_cluster(&cfg)?;
@@ -117,7 +86,7 @@ fn run(cli: Cli) -> Result<u8> {
         Command::Debug(args) => debug::run(&args),
         Command::Export(args) => export::run(&args),
         Command::Start(args) => {
-            tune_memory(2000);
+            memory::tune(memory::START_PURGE_MS);
             start::run(&start::StartConfig::from_args(&args)?, cli.quiet)
         }
         Command::Demo(args) => demo::run(&args, cli.quiet),
