@@ -230,18 +230,19 @@ fn start_shows_a_live_hang_runs_the_hook_and_follow_reports_it_within_a_period()
     assert!(workload.wait().expect("workload exits").success());
     // Once the worker wakes the main thread, follow reports the hang resolved.
     let (_, resolved) = wait_for("the hang resolved", Duration::from_secs(15), || {
-        line_rx
-            .try_iter()
-            .map(|(t, l)| (t, change(&l)))
+        lines.extend(line_rx.try_iter().map(|(t, l)| (t, change(&l))));
+        lines
+            .iter()
             .find(|(_, c)| c["change"] == "resolved")
+            .cloned()
     });
     assert_eq!(resolved["source"], "live", "{resolved}");
     assert_eq!(
-        resolved["report"]["hang"]["tid"].as_i64(),
+        resolved["hang"]["tid"].as_i64(),
         Some(pid as i64),
         "{resolved}"
     );
-    assert_eq!(resolved["report"]["hang"]["open"], false, "{resolved}");
+    assert_eq!(resolved["hang"]["open"], false, "{resolved}");
     drop(follow);
 
     // SIGTERM: a clean stop with a last snapshot.

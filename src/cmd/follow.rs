@@ -10,14 +10,21 @@
 //! `--threshold`) and at least every [`RECHECK`] (a root cause may change as the graph grows),
 //! the thread hung now (its latest open spin past the threshold) first when several threads
 //! match. A hang is therefore seen about a tick plus a poll after the job's watermark passes
-//! its threshold, without waiting for a snapshot. The live graph is kept by a worker of its
-//! own that may lag the dataflow under load (`graph_epoch` of `hangs`): a hang it has not
-//! reached within [`WAIT`] is reported at once from the spins, undiagnosed (`new_hang` with
-//! no report), and diagnosed (`diagnosed`) as soon as the graph reaches the epoch that showed
-//! it; an answer older than the state already printed (a live graph behind, after a
-//! generation change; an older snapshot) is never shown. With no job answering, or one with
-//! no live graph (before its first epoch, given up), each new snapshot (`DIR/latest`), as the
-//! job writes them.
+//! its threshold, without waiting for a snapshot.
+//!
+//! The live graph is kept by a worker of its own that may lag the dataflow under load
+//! (`graph_epoch` of `hangs`) and answers reads only between the epochs it applies, so:
+//!
+//! - diagnoses are asked on a second connection by a thread of their own ([`Diagnoser`], one
+//!   at a time): a slow one never stops the polling of `hangs`;
+//! - a hang the graph has not reached is reported from the spins (after up to [`WAIT`] when
+//!   the graph is at most [`NEAR_EPOCHS`] behind), undiagnosed (`new_hang` with no report),
+//!   its end too, and `diagnosed` once the graph reaches the epoch that showed it;
+//! - an answer older than the state already printed (a live graph behind, after a generation
+//!   change; an older snapshot) is never shown.
+//!
+//! With no job answering, or one with no live graph (before its first epoch, given up), each
+//! new snapshot (`DIR/latest`), as the job writes them.
 //!
 //! Output: one line per change, `[epoch <E>] <change>: <details>` (live) or
 //! `[<snapshot>] <change>: <details>`; with `--json`, one JSON object per line (`source`:
@@ -385,12 +392,74 @@ type HangsKey = Vec<(Value, bool, bool)>;
 /// was last diagnosed.
 struct LiveFollow {
     client: Client,
+    /// Diagnoses from the live graph, on a connection and thread of their own.
+    diagnoser: Diagnoser,
     key: Option<HangsKey>,
     diagnosed_at: Option<Instant>,
     /// The first epoch of `hangs` that showed the current `key`.
     seen: u64,
     /// A hang the live graph has not reached yet.
     pending: Option<Pending>,
+}
+
+/// What the diagnosis thread answers: the diagnosis as of the live graph's latest epoch, or
+/// `None` when the job has no live graph to answer from.
+type Diagnosed = Result<Option<crate::cmd::debug::LiveDiagnosis>>;
+
+/// The live graph's diagnoses, asked on a connection of their own by a thread of their own:
+/// a live graph behind under load answers reads only between the epochs it applies, so a
+/// diagnosis can take seconds, and the follower keeps polling `hangs` meanwhile. One at a
+/// time.
+struct Diagnoser {
+    ask: crossbeam_channel::Sender<DebugArgs>,
+    answers: crossbeam_channel::Receiver<Diagnosed>,
+    busy: bool,
+    /// Asked for again while busy: the answer that comes is already stale.
+    again: bool,
+}
+
+impl Diagnoser {
+    fn start(mut client: Client) -> Result<Diagnoser> {
+        let (ask, asked) = crossbeam_channel::bounded::<DebugArgs>(1);
+        let (answer, answers) = crossbeam_channel::bounded(1);
+        std::thread::Builder::new()
+            .name("argus-diagnose".into())
+            .spawn(move || {
+                for args in asked {
+                    let d = crate::cmd::debug::diagnose_live(&args, &mut client);
+                    if answer.send(d).is_err() {
+                        return;
+                    }
+                }
+            })
+            .context("starting the diagnosis thread")?;
+        Ok(Diagnoser {
+            ask,
+            answers,
+            busy: false,
+            again: false,
+        })
+    }
+
+    /// Asks for a diagnosis unless one is under way; `fresh`: the state changed since that
+    /// one was asked for, so it is wanted again once it is in.
+    fn ask(&mut self, args: DebugArgs, fresh: bool) -> Result<()> {
+        self.again |= self.busy && fresh;
+        if !self.busy {
+            self.ask
+                .send(args)
+                .map_err(|_| anyhow::anyhow!("the diagnosis thread stopped"))?;
+            self.busy = true;
+        }
+        Ok(())
+    }
+
+    /// The answer, once there.
+    fn answer(&mut self) -> Option<Diagnosed> {
+        let a = self.answers.try_recv().ok()?;
+        self.busy = false;
+        Some(a)
+    }
 }
 
 /// A hang `hangs` showed at `epoch` before the live graph got there: it is diagnosed as soon
@@ -401,14 +470,21 @@ struct Pending {
     reported: bool,
 }
 
-/// How long a hang waits for the live graph before it is reported undiagnosed: the graph of
-/// a job that keeps up is a tick or two behind its dataflow.
+/// How long a hang waits for the live graph before it is reported undiagnosed, when the graph
+/// is at most [`NEAR_EPOCHS`] behind the epoch that showed it: the graph of a job that keeps
+/// up is a tick or two behind its dataflow. A graph further behind is not waited for.
 pub const WAIT: Duration = Duration::from_millis(400);
+
+/// Epochs (200 ms ticks) a live graph may be behind and still be waited for.
+pub const NEAR_EPOCHS: u64 = 2;
 
 impl LiveFollow {
     /// One poll of the job: `Ok(false)` when it has no live graph to answer from.
     fn poll(&mut self, f: &mut Follower<'_>) -> Result<bool> {
         use crate::live::protocol::Code;
+        if !self.diagnosed(f)? {
+            return Ok(false);
+        }
         let mut q = serde_json::Map::new();
         if let Some(p) = f.args.pid {
             q.insert("pid".into(), p.into());
@@ -514,7 +590,10 @@ impl LiveFollow {
                     reported: false,
                 });
                 p.epoch = self.seen;
-                if p.since.elapsed() < WAIT {
+                // A graph a tick or two behind is worth the wait; one further behind (or
+                // none) would not get there in time.
+                let near = graph_at.is_some_and(|g| g + NEAR_EPOCHS >= self.seen);
+                if near && p.since.elapsed() < WAIT {
                     return Ok(true);
                 }
                 p.reported = true;
@@ -538,13 +617,29 @@ impl LiveFollow {
             args.tid = h["tid"].as_i64().map(|t| t as i32);
             args.comm = None;
         }
-        let Some(live) = crate::cmd::debug::diagnose_live(&args, &mut self.client)? else {
+        self.diagnoser.ask(args, changed || waited)?;
+        Ok(true)
+    }
+
+    /// Shows the diagnosis thread's answer, if one came: `Ok(false)` when the job had no
+    /// live graph to answer from.
+    fn diagnosed(&mut self, f: &mut Follower<'_>) -> Result<bool> {
+        let Some(answer) = self.diagnoser.answer() else {
+            return Ok(true);
+        };
+        let Some(live) = answer? else {
+            // Asked again at the next change or recheck.
+            self.diagnosed_at = None;
             return Ok(false);
         };
-        self.diagnosed_at = Some(Instant::now());
-        self.pending = None;
+        // Asked for again meanwhile: ask at the next poll.
+        self.diagnosed_at = (!std::mem::take(&mut self.diagnoser.again)).then(Instant::now);
+        if live.epoch >= self.seen {
+            self.pending = None;
+        }
         let now = HangState::of(&live.diagnosis).map(|s| (s, Some(&live.diagnosis)));
         let spinning: Vec<SegmentId> = live.spins.iter().map(|s| s.segment).collect();
+        // An answer older than what was shown meanwhile is dropped by `update`.
         f.update(now, &spinning, Source::Live(live.epoch))?;
         Ok(true)
     }
@@ -600,13 +695,16 @@ pub fn run(args: &DebugArgs) -> Result<u8> {
             break;
         }
         if job.is_none() {
-            if let Connect::Job(c) = client::connect(dir)? {
+            if let (Connect::Job(c), Connect::Job(d)) =
+                (client::connect(dir)?, client::connect(dir)?)
+            {
                 tracing::info!(
                     "following the live graph of the job running in {}",
                     dir.display()
                 );
                 job = Some(LiveFollow {
                     client: c,
+                    diagnoser: Diagnoser::start(d)?,
                     key: None,
                     diagnosed_at: None,
                     seen: 0,
@@ -804,10 +902,11 @@ mod tests {
         };
         let state = Arc::new(Mutex::new(
             json!({"epoch": 10, "generation": 0, "watermark_ns": 1,
-            "graph_epoch": 4, "hangs": [hang(true, 3_000_000_000)]}),
+            "graph_epoch": 9, "hangs": [hang(true, 3_000_000_000)]}),
         ));
         let mut live = LiveFollow {
             client: fake_job(state.clone()),
+            diagnoser: Diagnoser::start(fake_job(state.clone())).unwrap(),
             key: None,
             diagnosed_at: None,
             seen: 0,
@@ -827,7 +926,7 @@ mod tests {
         assert!(live.poll(&mut f).unwrap(), "the job answered");
         assert!(
             printed.lines().is_empty(),
-            "it waits a little for the graph"
+            "it waits a little for a graph one epoch behind"
         );
         std::thread::sleep(WAIT);
         assert!(live.poll(&mut f).unwrap());
@@ -846,7 +945,7 @@ mod tests {
 
         // It ends while the graph is still behind.
         *state.lock().unwrap() = json!({"epoch": 12, "generation": 0, "watermark_ns": 2,
-            "graph_epoch": 6, "hangs": [hang(false, 4_000_000_000)]});
+            "graph_epoch": 9, "hangs": [hang(false, 4_000_000_000)]});
         assert!(live.poll(&mut f).unwrap());
         let l = printed.lines();
         assert_eq!(l.len(), 2, "{l:?}");
@@ -868,6 +967,20 @@ mod tests {
         .unwrap();
         assert_eq!(printed.lines().len(), 2, "no going back to epoch 11");
         assert_eq!(f.state.as_ref().map(|s| s.segment), Some(segment));
+
+        // A new hang while the graph is far behind is reported at the first poll.
+        let next = SegmentId::new(Tid(10), 9);
+        *state.lock().unwrap() = json!({"epoch": 40, "generation": 0, "watermark_ns": 4,
+            "graph_epoch": 20, "hangs": [hang(false, 4_000_000_000),
+            {"segment": next, "label": next.to_string(), "tid": 10, "pid": 10, "comm": "app",
+             "process": "app", "class": "LongWait", "start_ns": 9_000,
+             "end_ns": 2_000_009_000, "open": true, "duration_ns": 2_000_000_000}]});
+        assert!(live.poll(&mut f).unwrap());
+        let l = printed.lines();
+        assert_eq!(l.len(), 3, "{l:?}");
+        assert_eq!(l[2]["change"], "new_hang");
+        assert_eq!(l[2]["hang"]["segment"], json!(next));
+        assert_eq!(l[2]["epoch"], 40);
     }
 
     #[test]
