@@ -13,7 +13,9 @@
 //! and the RSS trend (least-squares slope) over the steady part. `ARGUS_SOAK_HANDOFFS`
 //! (default 9000) paces each generator (hand-offs per second; about 250k events/s in all on
 //! the 2-core development machine). `ARGUS_SOAK_BIN` soaks another `argus` binary (to compare
-//! builds, e.g. allocators, with the same harness).
+//! builds, e.g. allocators, with the same harness). With `RUST_LOG=info` the job's own log
+//! lines (generations started and dropped, live graphs woken or given up, snapshots written,
+//! with times) are printed between its status lines.
 //!
 //! Live `--follow`: an `argus debug DIR --follow --comm argus-hang-main --json` runs beside
 //! the job, and every `ARGUS_SOAK_HANG_EVERY` seconds (default 60) the `chain` hang workload
@@ -580,7 +582,12 @@ fn main() {
     let mut d = delays.lock().expect("lock").clone();
     d.sort_by(|a, b| a.total_cmp(b));
     let missing = written.lock().expect("lock").len();
-    for l in lines.iter().filter(|l| l.contains("events/s, lag")) {
+    // The status lines, and the job's own log lines (`RUST_LOG=info`: generations started,
+    // dropped, live graphs woken, given up) to put the stalls beside what the job did.
+    for l in lines
+        .iter()
+        .filter(|l| l.contains("events/s, lag") || l.contains("INFO") || l.contains("WARN"))
+    {
         println!("  {l}");
     }
     println!("soak: exit {status}; {}", last_line);
