@@ -569,56 +569,56 @@ impl LiveFollow {
                             == followed
                 })
             });
-        if !reached(self.seen) {
-            // The live graph has not reached the epoch that showed these spins: it would
-            // answer an older state than the one shown. The spins say what is hung now: a
-            // hang is reported from them (after waiting a little for the graph), and one
-            // followed that ended is resolved; the diagnosis follows when the graph gets
-            // there.
-            let Some(mut hung) = focus.and_then(HangState::of_hang) else {
-                // Nothing hung: nothing to say before the graph gets there.
-                return Ok(graph_at.is_some());
-            };
-            let prev = f.state.as_ref().filter(|p| p.segment == hung.segment);
-            if let Some(prev) = prev {
-                hung.root.clone_from(&prev.root);
-                hung.diagnosed = prev.diagnosed;
-            } else {
-                let p = self.pending.get_or_insert(Pending {
-                    epoch: self.seen,
-                    since: Instant::now(),
-                    reported: false,
-                });
-                p.epoch = self.seen;
-                // A graph a tick or two behind is worth the wait; one further behind (or
-                // none) would not get there in time.
-                let near = graph_at.is_some_and(|g| g + NEAR_EPOCHS >= self.seen);
-                if near && p.since.elapsed() < WAIT {
-                    return Ok(true);
-                }
-                p.reported = true;
-            }
-            if !hung.diagnosed {
-                self.pending.get_or_insert(Pending {
-                    epoch: self.seen,
-                    since: Instant::now(),
-                    reported: true,
-                });
-            }
-            // As of the epoch that showed these spins (the same since: only durations grew).
-            f.update(Some((hung, None)), &spinning, Source::Live(self.seen))?;
-            // With no live graph at all (given up until the job seeds it anew) a new
-            // snapshot may diagnose it meanwhile.
-            return Ok(graph_at.is_some());
-        }
+        // The live graph diagnoses once it has reached the epoch that showed these spins
+        // (before, it would answer an older state than the one shown), on the diagnosis
+        // thread: a slow answer holds nothing up.
         let mut args = f.args.clone();
         if let Some(h) = focus {
             args.pid = h["pid"].as_i64().map(|p| p as i32);
             args.tid = h["tid"].as_i64().map(|t| t as i32);
             args.comm = None;
         }
-        self.diagnoser.ask(args, changed || waited)?;
-        Ok(true)
+        if reached(self.seen) {
+            self.diagnoser.ask(args, changed || waited)?;
+        }
+        // Meanwhile the spins say what is hung now: a hang is reported from them unless its
+        // diagnosis comes first (waited for up to `WAIT` when the graph is at most
+        // `NEAR_EPOCHS` behind), and the end of the one followed as soon as they show it.
+        let Some(mut hung) = focus.and_then(HangState::of_hang) else {
+            // Nothing hung: the diagnosis, if asked for, says the rest.
+            return Ok(graph_at.is_some());
+        };
+        let prev = f.state.as_ref().filter(|p| p.segment == hung.segment);
+        if let Some(prev) = prev {
+            hung.root.clone_from(&prev.root);
+            hung.diagnosed = prev.diagnosed;
+        } else {
+            let p = self.pending.get_or_insert(Pending {
+                epoch: self.seen,
+                since: Instant::now(),
+                reported: false,
+            });
+            p.epoch = self.seen;
+            // A graph a tick or two behind is worth the wait; one further behind (or none)
+            // would not get there in time.
+            let near = graph_at.is_some_and(|g| g + NEAR_EPOCHS >= self.seen);
+            if near && p.since.elapsed() < WAIT {
+                return Ok(true);
+            }
+            p.reported = true;
+        }
+        if !hung.diagnosed {
+            self.pending.get_or_insert(Pending {
+                epoch: self.seen,
+                since: Instant::now(),
+                reported: true,
+            });
+        }
+        // As of the epoch that showed these spins (the same since: only durations grew).
+        f.update(Some((hung, None)), &spinning, Source::Live(self.seen))?;
+        // With no live graph at all (given up until the job seeds it anew) a new snapshot may
+        // diagnose it meanwhile.
+        Ok(graph_at.is_some())
     }
 
     /// Shows the diagnosis thread's answer, if one came: `Ok(false)` when the job had no
@@ -638,6 +638,13 @@ impl LiveFollow {
             self.pending = None;
         }
         let now = HangState::of(&live.diagnosis).map(|s| (s, Some(&live.diagnosis)));
+        // The spins showed a hang going on now; a diagnosis of another, ended one (the walk
+        // picks its own spin of the thread) does not replace it.
+        if let (Some(shown), Some((d, _))) = (f.state.as_ref(), now.as_ref()) {
+            if shown.open && !d.open && d.segment != shown.segment {
+                return Ok(true);
+            }
+        }
         let spinning: Vec<SegmentId> = live.spins.iter().map(|s| s.segment).collect();
         // An answer older than what was shown meanwhile is dropped by `update`.
         f.update(now, &spinning, Source::Live(live.epoch))?;
@@ -843,8 +850,8 @@ mod tests {
     }
 
     /// A fake job on one end of a socket pair: `hangs` answers what `state` holds, any
-    /// other request (the live graph's reads) `not_ready`.
-    fn fake_job(state: Arc<Mutex<Value>>) -> Client {
+    /// other request (the live graph's reads) `not_ready`, after `slow`.
+    fn fake_job(state: Arc<Mutex<Value>>, slow: Duration) -> Client {
         let (ours, theirs) = UnixStream::pair().unwrap();
         std::thread::spawn(move || {
             let mut w = theirs.try_clone().unwrap();
@@ -853,6 +860,7 @@ mod tests {
                 let answer = if req["op"] == "hangs" {
                     json!({"v": 1, "id": req["id"], "ok": true, "result": *state.lock().unwrap()})
                 } else {
+                    std::thread::sleep(slow);
                     json!({"v": 1, "id": req["id"], "ok": false,
                            "error": {"code": "not_ready", "message": "behind"}})
                 };
@@ -905,8 +913,8 @@ mod tests {
             "graph_epoch": 9, "hangs": [hang(true, 3_000_000_000)]}),
         ));
         let mut live = LiveFollow {
-            client: fake_job(state.clone()),
-            diagnoser: Diagnoser::start(fake_job(state.clone())).unwrap(),
+            client: fake_job(state.clone(), Duration::ZERO),
+            diagnoser: Diagnoser::start(fake_job(state.clone(), Duration::ZERO)).unwrap(),
             key: None,
             diagnosed_at: None,
             seen: 0,
@@ -981,6 +989,57 @@ mod tests {
         assert_eq!(l[2]["change"], "new_hang");
         assert_eq!(l[2]["hang"]["segment"], json!(next));
         assert_eq!(l[2]["epoch"], 40);
+    }
+
+    /// A live graph that has reached the hang but is slow to answer its diagnosis (it reads
+    /// between the epochs it applies): the hang is reported from the spins after [`WAIT`],
+    /// and the polling goes on while the diagnosis is under way.
+    #[test]
+    fn a_slow_diagnosis_does_not_hold_up_the_report() {
+        let segment = SegmentId::new(Tid(10), 3);
+        let state = Arc::new(Mutex::new(json!({"epoch": 10, "generation": 0,
+            "watermark_ns": 1, "graph_epoch": 10, "hangs": [
+            {"segment": segment, "label": segment.to_string(), "tid": 10, "pid": 10,
+             "comm": "app", "process": "app", "class": "LongWait", "start_ns": 1_000,
+             "end_ns": 3_000_001_000_u64, "open": true, "duration_ns": 3_000_000_000_u64}]})));
+        let mut live = LiveFollow {
+            client: fake_job(state.clone(), Duration::ZERO),
+            diagnoser: Diagnoser::start(fake_job(state.clone(), Duration::from_secs(30))).unwrap(),
+            key: None,
+            diagnosed_at: None,
+            seen: 0,
+            pending: None,
+        };
+        let printed = Printed::default();
+        let mut a = args(&["--comm", "app", "--json"]);
+        a.auto = true;
+        let mut f = Follower {
+            args: a,
+            named: true,
+            state: None,
+            shown: 0,
+            reported: false,
+            out: Box::new(printed.clone()),
+        };
+        let t = Instant::now();
+        assert!(live.poll(&mut f).unwrap());
+        assert!(live.diagnoser.busy, "the diagnosis was asked for");
+        assert!(
+            printed.lines().is_empty(),
+            "its answer is waited for a little"
+        );
+        std::thread::sleep(WAIT);
+        assert!(live.poll(&mut f).unwrap());
+        let l = printed.lines();
+        assert_eq!(l.len(), 1, "{l:?}");
+        assert_eq!(l[0]["change"], "new_hang");
+        assert_eq!(l[0]["hang"]["segment"], json!(segment));
+        assert!(l[0]["report"].is_null());
+        assert!(live.diagnoser.busy, "still under way");
+        assert!(
+            t.elapsed() < Duration::from_secs(10),
+            "nothing waited for it"
+        );
     }
 
     #[test]
