@@ -896,6 +896,34 @@ mod tests {
         }
     }
 
+    /// A follower of `--comm app --json` on a fake job holding `state`, whose diagnoses
+    /// answer after `slow`; what it prints.
+    fn following(
+        state: &Arc<Mutex<Value>>,
+        slow: Duration,
+    ) -> (LiveFollow, Follower<'static>, Printed) {
+        let live = LiveFollow {
+            client: fake_job(state.clone(), Duration::ZERO),
+            diagnoser: Diagnoser::start(fake_job(state.clone(), slow)).unwrap(),
+            key: None,
+            diagnosed_at: None,
+            seen: 0,
+            pending: None,
+        };
+        let printed = Printed::default();
+        let mut a = args(&["--comm", "app", "--json"]);
+        a.auto = true;
+        let f = Follower {
+            args: a,
+            named: true,
+            state: None,
+            shown: 0,
+            reported: false,
+            out: Box::new(printed.clone()),
+        };
+        (live, f, printed)
+    }
+
     /// The job's `hangs` runs ahead of its live graph (`graph_epoch`): a hang the graph has
     /// not reached is reported from the spins after [`WAIT`], undiagnosed, its end is
     /// reported from them too, and the graph's older state is never asked for; with no
@@ -912,25 +940,7 @@ mod tests {
             json!({"epoch": 10, "generation": 0, "watermark_ns": 1,
             "graph_epoch": 9, "hangs": [hang(true, 3_000_000_000)]}),
         ));
-        let mut live = LiveFollow {
-            client: fake_job(state.clone(), Duration::ZERO),
-            diagnoser: Diagnoser::start(fake_job(state.clone(), Duration::ZERO)).unwrap(),
-            key: None,
-            diagnosed_at: None,
-            seen: 0,
-            pending: None,
-        };
-        let printed = Printed::default();
-        let mut a = args(&["--comm", "app", "--json"]);
-        a.auto = true;
-        let mut f = Follower {
-            args: a,
-            named: true,
-            state: None,
-            shown: 0,
-            reported: false,
-            out: Box::new(printed.clone()),
-        };
+        let (mut live, mut f, printed) = following(&state, Duration::ZERO);
         assert!(live.poll(&mut f).unwrap(), "the job answered");
         assert!(
             printed.lines().is_empty(),
@@ -1002,25 +1012,7 @@ mod tests {
             {"segment": segment, "label": segment.to_string(), "tid": 10, "pid": 10,
              "comm": "app", "process": "app", "class": "LongWait", "start_ns": 1_000,
              "end_ns": 3_000_001_000_u64, "open": true, "duration_ns": 3_000_000_000_u64}]})));
-        let mut live = LiveFollow {
-            client: fake_job(state.clone(), Duration::ZERO),
-            diagnoser: Diagnoser::start(fake_job(state.clone(), Duration::from_secs(30))).unwrap(),
-            key: None,
-            diagnosed_at: None,
-            seen: 0,
-            pending: None,
-        };
-        let printed = Printed::default();
-        let mut a = args(&["--comm", "app", "--json"]);
-        a.auto = true;
-        let mut f = Follower {
-            args: a,
-            named: true,
-            state: None,
-            shown: 0,
-            reported: false,
-            out: Box::new(printed.clone()),
-        };
+        let (mut live, mut f, printed) = following(&state, Duration::from_secs(30));
         let t = Instant::now();
         assert!(live.poll(&mut f).unwrap());
         assert!(live.diagnoser.busy, "the diagnosis was asked for");
