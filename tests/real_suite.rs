@@ -101,6 +101,8 @@ fn chain(truth: &Value) -> Vec<Value> {
 struct IdealUser {
     chain: Vec<Value>,
     asked: usize,
+    /// Every question and the reply, for the failure message.
+    log: Vec<Value>,
 }
 
 impl Oracle for IdealUser {
@@ -110,6 +112,13 @@ impl Oracle for IdealUser {
             let c = serde_json::json!({ "tid": c.tid.0, "comm": c.comm });
             self.chain.iter().any(|e| matches(e, &c))
         });
+        self.log.push(serde_json::json!({
+            "tag": q.tag,
+            "about": q.about_label,
+            "choices": q.choices.iter().map(|c| format!("{}/{} {}", c.comm, c.tid.0, c.description)).collect::<Vec<_>>(),
+            "default": q.default,
+            "chose": hit,
+        }));
         match hit {
             Some(i) => Reply::Choice(i),
             None => Reply::Default,
@@ -251,6 +260,7 @@ fn record_one(name: &'static str, dir: &Path, mariadb: Option<&Path>) -> Result<
     let mut user = IdealUser {
         chain: chain(&truth),
         asked: 0,
+        log: Vec::new(),
     };
     let mut cfg = DiagnoseConfig::default();
     cfg.hang.threshold_ns = 1_000_000_000;
@@ -264,7 +274,8 @@ fn record_one(name: &'static str, dir: &Path, mariadb: Option<&Path>) -> Result<
         &cfg,
     )
     .map_err(|e| format!("interactive diagnosis failed: {e}"))?;
-    let interactive = serde_json::to_value(&d.report).unwrap_or(Value::Null);
+    let mut interactive = serde_json::to_value(&d.report).unwrap_or(Value::Null);
+    interactive["ideal_user_questions"] = Value::Array(user.log);
 
     let row = Row {
         name,

@@ -5,7 +5,9 @@
 
 use super::intake::Intake;
 use super::job::Job;
-use super::snapshots::{snapshot_name, EarlySnapshots, SnapCmd, SnapContext, SnapshotThread};
+use super::snapshots::{
+    snapshot_name, EarlySnapshots, Finisher, SnapCmd, SnapContext, SnapshotThread,
+};
 use super::watch::{HangTracker, Watch};
 use super::{monotonic_ns, StartConfig, TICK};
 use crate::progress::RateLimit;
@@ -20,6 +22,21 @@ use std::time::{Duration, Instant};
 
 /// Ticks of events the snapshot thread may have to write before the job waits for it.
 const SNAPSHOT_BACKLOG: usize = 16;
+
+/// A step of the main loop that took longer than this is logged: while it runs nothing is
+/// decoded and the tap fills.
+const STALL: Duration = Duration::from_millis(500);
+
+/// Logs `step` when it took longer than [`STALL`] since `since`.
+fn stalled(step: &str, since: Instant) {
+    let took = since.elapsed();
+    if took >= STALL {
+        tracing::warn!(
+            "the job's main loop stalled {:.2} s in {step}",
+            took.as_secs_f64()
+        );
+    }
+}
 
 /// Where the snapshots go: the snapshot thread's queue, what every request carries, and the
 /// early-snapshot rule.
@@ -52,6 +69,9 @@ impl Snapshots {
             dir: cfg.dir.clone(),
             writer: None,
             staged: 0,
+        };
+        let finisher = Finisher {
+            dir: cfg.dir.clone(),
             keep: cfg.keep,
             hook: cfg.on_hang.clone(),
             watch: watch.clone(),
@@ -65,7 +85,7 @@ impl Snapshots {
         thread.open()?;
         let handle = std::thread::Builder::new()
             .name("argus-snapshot".into())
-            .spawn(move || thread.run(rx))?;
+            .spawn(move || thread.run(rx, finisher))?;
         let early = EarlySnapshots {
             watch,
             tracker,
@@ -147,11 +167,17 @@ impl Cycle {
                 true
             };
             if tick {
+                let t = Instant::now();
                 self.tick(job, intake, snaps)?;
+                stalled("the tick", t);
             }
+            let t = Instant::now();
             self.early(job, intake, snaps)?;
+            stalled("the early-snapshot check", t);
             if tick {
+                let t = Instant::now();
                 job.rotate(!snaps.early.writing())?;
+                stalled("rotating the generations", t);
                 self.status_line(job, intake);
             }
         }
@@ -171,7 +197,9 @@ impl Cycle {
         }
         // Whatever is already tapped goes in before the watermark moves, and what the tap
         // dropped is read back from the ring.
+        let t = Instant::now();
         let (watermark, events) = intake.tick(monotonic_ns(), job.cfg.lag);
+        stalled("the intake (decoding and merging the tapped pages)", t);
         job.catching_up.store(
             intake.catchup.behind(),
             std::sync::atomic::Ordering::Relaxed,
@@ -191,10 +219,14 @@ impl Cycle {
         self.status_events += events.len() as u64;
         self.errors.extend(intake.merge.take_errors());
         self.errors.truncate(MAX_ERROR_ROWS);
+        let t = Instant::now();
         if !events.is_empty() && snaps.tx.send(SnapCmd::Events(events.clone())).is_err() {
             anyhow::bail!("the snapshot thread stopped");
         }
+        stalled("handing the tick's events to the snapshot thread", t);
+        let t = Instant::now();
         job.send(events, watermark)?;
+        stalled("handing the tick's events to the dataflow", t);
         if intake.closed {
             // Pad to the planned epoch so the last snapshot keeps its name.
             while job.epoch < self.next_snapshot {
@@ -211,6 +243,7 @@ impl Cycle {
             let epoch = self.next_snapshot;
             self.next_snapshot += self.ticks_per_snapshot;
             let errors = std::mem::take(&mut self.errors);
+            let t = Instant::now();
             snaps.ctx.request(
                 job,
                 &intake.merge,
@@ -220,6 +253,7 @@ impl Cycle {
                 !intake.closed,
                 &snaps.tx,
             )?;
+            stalled("requesting the periodic snapshot", t);
             snaps.early.taken(epoch, false);
         }
         Ok(())

@@ -10,8 +10,9 @@
 //!                 generation g (dataflow + collector)     generation g+1 (started when g is
 //!                       │ oldest generation answers                  `--retain` old)
 //!                       ▼ snapshot requests
-//!  snapshot thread: events of the period (streamed) + segments/edges/spins/threads/errors
-//!     → DIR/snapshots/<epoch>/ (atomic) → DIR/latest (symlink, atomic) → --on-hang hooks
+//!  snapshot thread: events of the period (streamed into the snapshot being staged)
+//!     └► finisher thread: + segments/edges/spins/threads/errors
+//!        → DIR/snapshots/<epoch>/ (atomic) → DIR/latest (symlink, atomic) → --on-hang hooks
 //!          ▲ every --snapshot-every, or at once when the oldest generation's collector
 //!          └ publishes a new or grown spin of a watched thread (woken main loop)
 //!
@@ -66,7 +67,8 @@
 //! **Back-pressure.** A generation's input holds at most 8 epochs (1.6 s) and the snapshot
 //! thread 16 ticks of events; beyond that the main loop waits, the tap fills, and pages the
 //! recorder could not hand over are reported as dropped at the end (they are still in the
-//! raw ring).
+//! raw ring). A step of the main loop that takes longer than 500 ms is logged (`WARN the
+//! job's main loop stalled …`, naming the step).
 //!
 //! **Snapshots.** `DIR/snapshots/<epoch>/` (10 digits, the global epoch: one per tick), each
 //! written by `argus_sinks::SnapshotWriter` into a hidden directory, installed under a hidden
@@ -77,7 +79,13 @@
 //! they come, so memory does not hold them); the other tables describe the whole retained
 //! window: the oldest generation's collector hands them over *frozen* (its packed, sorted
 //! runs, shared: no copy, so the collector never stops draining the dataflow for a snapshot)
-//! and the snapshot thread decodes and checks them as it writes. Measured in the soak
+//! and the snapshot's *finisher* thread decodes and checks them as it writes (edges on a
+//! second thread). The snapshot thread only streams events: it hands a requested snapshot to
+//! the finisher and opens the next one's staging at once. When it finished snapshots itself,
+//! the events queued behind a finishing one filled its queue and stopped the main loop for
+//! up to 8 s every period, longest before a rotation (soak, 300k events/s, `--retain 30s`;
+//! logged by the stall warnings above); with the finisher apart, no stall over 1.5 s.
+//! Measured in the soak
 //! (`cargo bench --bench soak`, 320–350k events/s on 2 cores, `--retain 30s`, 150 s): the
 //! collectors took 0.35–0.39 CPUs when they decoded every snapshot's graph themselves (twice:
 //! a check, then the copy), 0.07 now; the marker → snapshot delay median fell from 32 s to

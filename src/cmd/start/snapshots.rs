@@ -95,11 +95,23 @@ pub(crate) struct SnapJob {
     pub(crate) quiet: bool,
 }
 
+/// Writes each tick's events into the snapshot being staged as they come, and hands a
+/// requested snapshot to the [`Finisher`] at once, the next one's staging opened before. The
+/// finisher waits for the dataflow's capture and writes the graph on a thread of its own:
+/// when this thread did both, the events queued behind a finishing snapshot (seconds at
+/// large sizes, longest just before a rotation) filled its queue and stopped the job's main
+/// loop for up to 8 s at every period, so the tap filled and the follower fell behind.
 pub(crate) struct SnapshotThread {
     pub(crate) dir: PathBuf,
     pub(crate) writer: Option<SnapshotWriter>,
     /// Staging directories opened so far (their names).
     pub(crate) staged: u64,
+}
+
+/// Writes a requested snapshot's graph beside its events, installs it, reports its hangs and
+/// runs the hook; one snapshot at a time, in the order requested.
+pub(crate) struct Finisher {
+    pub(crate) dir: PathBuf,
     pub(crate) keep: usize,
     pub(crate) hook: Option<String>,
     pub(crate) watch: Watch,
@@ -134,44 +146,79 @@ impl SnapshotThread {
         Ok(())
     }
 
-    pub(crate) fn run(mut self, rx: Receiver<SnapCmd>) -> Result<u64> {
-        for cmd in rx {
-            match cmd {
-                SnapCmd::Events(evs) => {
-                    if let Some(w) = self.writer.as_mut() {
-                        w.write_events(&evs).context("writing events.parquet")?;
+    /// Takes commands until the main loop hangs up, then waits for the finisher; the number
+    /// of snapshots written, or the first error of either.
+    pub(crate) fn run(mut self, rx: Receiver<SnapCmd>, finisher: Finisher) -> Result<u64> {
+        let (ftx, frx) = crossbeam_channel::unbounded::<(SnapshotWriter, Box<SnapJob>)>();
+        let handle = std::thread::Builder::new()
+            .name("argus-snap-finish".into())
+            .spawn(move || finisher.run(frx))?;
+        let fed = (|| -> Result<()> {
+            for cmd in &rx {
+                match cmd {
+                    SnapCmd::Events(evs) => {
+                        if let Some(w) = self.writer.as_mut() {
+                            w.write_events(&evs).context("writing events.parquet")?;
+                        }
+                    }
+                    SnapCmd::Finish(job) => {
+                        let writer = match self.writer.take() {
+                            Some(w) => w,
+                            None => {
+                                self.open()?;
+                                self.writer
+                                    .take()
+                                    .context("invariant: writer just opened")?
+                            }
+                        };
+                        if job.more {
+                            self.open()?;
+                        }
+                        if ftx.send((writer, job)).is_err() {
+                            // The finisher failed: its error is the one to report.
+                            break;
+                        }
                     }
                 }
-                SnapCmd::Finish(job) => self.finish(*job)?,
             }
+            Ok(())
+        })();
+        drop(ftx);
+        drop(rx);
+        let written = handle
+            .join()
+            .map_err(|_| anyhow::anyhow!("the snapshot finisher panicked"))?;
+        let written = written?;
+        fed?;
+        Ok(written)
+    }
+}
+
+impl Finisher {
+    fn run(mut self, rx: Receiver<(SnapshotWriter, Box<SnapJob>)>) -> Result<u64> {
+        for (writer, job) in rx {
+            self.finish(writer, *job)?;
         }
         Ok(self.written)
     }
 
-    pub(crate) fn finish(&mut self, mut job: SnapJob) -> Result<()> {
-        let mut writer = match self.writer.take() {
-            Some(w) => w,
-            None => {
-                self.open()?;
-                self.writer
-                    .take()
-                    .context("invariant: writer just opened")?
-            }
-        };
+    fn finish(&mut self, mut writer: SnapshotWriter, mut job: SnapJob) -> Result<()> {
         let staged = writer.target().to_path_buf();
         let name = snapshot_name(job.epoch);
         let target = self.dir.join("snapshots").join(&name);
+        let begun = Instant::now();
         let cap = job
             .reply
             .recv()
             .context("the dataflow collector stopped before the snapshot")?;
         let (local_epoch, watermark) = (cap.local_epoch, cap.watermark);
+        let captured = begun.elapsed();
         let cap = cap.contents();
+        let decoded = begun.elapsed();
         if let Err(e) = &cap.check {
             bail!("{e}");
         }
-        writer.write_segments(&cap.segments)?;
-        writer.write_edges(&cap.edges)?;
+        writer.write_segments_and_edges(&cap.segments, &cap.edges)?;
         writer.write_spins(&cap.spins)?;
         writer.write_threads(&job.threads)?;
         let mut errors = job.errors;
@@ -203,6 +250,9 @@ impl SnapshotThread {
             snapshot = %target.display(),
             local_epoch,
             early = job.early,
+            wait_capture_s = captured.as_secs_f64(),
+            decode_s = (decoded - captured).as_secs_f64(),
+            write_s = (begun.elapsed() - decoded).as_secs_f64(),
             segments = manifest.counts.segments,
             edges = manifest.counts.edges,
             spins = manifest.counts.spins,
@@ -252,9 +302,6 @@ impl SnapshotThread {
             for (_, p) in &all[..all.len() - self.keep] {
                 let _ = std::fs::remove_dir_all(p);
             }
-        }
-        if job.more {
-            self.open()?;
         }
         let _ = self.notify.try_send(());
         Ok(())
