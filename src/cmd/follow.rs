@@ -21,8 +21,8 @@
 //!   the graph is at most [`NEAR_EPOCHS`] behind), undiagnosed (`new_hang` with no report),
 //!   its end too, and `diagnosed` once the graph reaches the epoch that showed it;
 //! - an answer older than the state already printed (a live graph behind, after a generation
-//!   change; an older snapshot) is never shown, nor a hang that ended before the one
-//!   followed began (a snapshot's diagnosis picks the longest spin in its window).
+//!   change; an older snapshot) is never shown, nor another hang, ended, in place of one
+//!   going on or older than the one followed (a diagnosis picks its own spin).
 //!
 //! With no job answering, or one with no live graph (before its first epoch, given up), each
 //! new snapshot (`DIR/latest`), as the job writes them.
@@ -313,10 +313,11 @@ impl Follower<'_> {
             return Ok(());
         }
         if let (Some(prev), Some((s, _))) = (&self.state, &now) {
-            if s.segment != prev.segment && !s.open && s.start_ns < prev.start_ns {
-                // An ended hang older than the one followed: history, not news (a snapshot's
-                // diagnosis picks the longest spin in its window, perhaps one reported and
-                // resolved long ago; the soak saw it reported anew 40 s after it ended).
+            if s.segment != prev.segment && !s.open && (prev.open || s.start_ns < prev.start_ns) {
+                // Another hang, ended, does not replace one going on now, nor is one that
+                // ended before the one followed began news: a diagnosis picks its own spin
+                // (the longest in a snapshot's window, perhaps one reported and resolved long
+                // ago; the soak saw one reported anew 40 s after it ended).
                 return Ok(());
             }
         }
@@ -650,15 +651,9 @@ impl LiveFollow {
             self.pending = None;
         }
         let now = HangState::of(&live.diagnosis).map(|s| (s, Some(&live.diagnosis)));
-        // The spins showed a hang going on now; a diagnosis of another, ended one (the walk
-        // picks its own spin of the thread) does not replace it.
-        if let (Some(shown), Some((d, _))) = (f.state.as_ref(), now.as_ref()) {
-            if shown.open && !d.open && d.segment != shown.segment {
-                return Ok(true);
-            }
-        }
         let spinning: Vec<SegmentId> = live.spins.iter().map(|s| s.segment).collect();
-        // An answer older than what was shown meanwhile is dropped by `update`.
+        // An answer older than what was shown meanwhile, or of another hang that ended, is
+        // dropped by `update`.
         f.update(now, &spinning, Source::Live(live.epoch))?;
         Ok(true)
     }
@@ -936,6 +931,29 @@ mod tests {
         (live, f, printed)
     }
 
+    /// Polls: the first poll (after which `first` checks the follower) prints nothing, the
+    /// hang's diagnosis being waited for a little; the poll after [`WAIT`] prints one
+    /// `new_hang`. What was printed.
+    fn new_hang_after_wait(
+        live: &mut LiveFollow,
+        f: &mut Follower<'_>,
+        printed: &Printed,
+        first: impl FnOnce(&LiveFollow),
+    ) -> Vec<Value> {
+        assert!(live.poll(f).unwrap(), "the job answered");
+        first(live);
+        assert!(
+            printed.lines().is_empty(),
+            "the diagnosis is waited for a little"
+        );
+        std::thread::sleep(WAIT);
+        assert!(live.poll(f).unwrap());
+        let l = printed.lines();
+        assert_eq!(l.len(), 1, "{l:?}");
+        assert_eq!(l[0]["change"], "new_hang");
+        l
+    }
+
     /// The job's `hangs` runs ahead of its live graph (`graph_epoch`): a hang the graph has
     /// not reached is reported from the spins after [`WAIT`], undiagnosed, its end is
     /// reported from them too, and the graph's older state is never asked for; with no
@@ -953,16 +971,7 @@ mod tests {
             "graph_epoch": 9, "hangs": [hang(true, 3_000_000_000)]}),
         ));
         let (mut live, mut f, printed) = following(&state, Duration::ZERO);
-        assert!(live.poll(&mut f).unwrap(), "the job answered");
-        assert!(
-            printed.lines().is_empty(),
-            "it waits a little for a graph one epoch behind"
-        );
-        std::thread::sleep(WAIT);
-        assert!(live.poll(&mut f).unwrap());
-        let l = printed.lines();
-        assert_eq!(l.len(), 1, "{l:?}");
-        assert_eq!(l[0]["change"], "new_hang");
+        let l = new_hang_after_wait(&mut live, &mut f, &printed, |_| {});
         assert_eq!(
             (l[0]["source"].as_str(), l[0]["epoch"].as_u64()),
             (Some("live"), Some(10))
@@ -1052,17 +1061,9 @@ mod tests {
              "end_ns": 3_000_001_000_u64, "open": true, "duration_ns": 3_000_000_000_u64}]})));
         let (mut live, mut f, printed) = following(&state, Duration::from_secs(30));
         let t = Instant::now();
-        assert!(live.poll(&mut f).unwrap());
-        assert!(live.diagnoser.busy, "the diagnosis was asked for");
-        assert!(
-            printed.lines().is_empty(),
-            "its answer is waited for a little"
-        );
-        std::thread::sleep(WAIT);
-        assert!(live.poll(&mut f).unwrap());
-        let l = printed.lines();
-        assert_eq!(l.len(), 1, "{l:?}");
-        assert_eq!(l[0]["change"], "new_hang");
+        let l = new_hang_after_wait(&mut live, &mut f, &printed, |live| {
+            assert!(live.diagnoser.busy, "the diagnosis was asked for");
+        });
         assert_eq!(l[0]["hang"]["segment"], json!(segment));
         assert!(l[0]["report"].is_null());
         assert!(live.diagnoser.busy, "still under way");

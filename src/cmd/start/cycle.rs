@@ -167,9 +167,7 @@ impl Cycle {
                 true
             };
             if tick {
-                let t = Instant::now();
                 self.tick(job, intake, snaps)?;
-                stalled("the tick", t);
             }
             let t = Instant::now();
             self.early(job, intake, snaps)?;
@@ -205,6 +203,7 @@ impl Cycle {
             std::sync::atomic::Ordering::Relaxed,
         );
         // The query server's tables, as a snapshot requested now would hold them.
+        let t = Instant::now();
         let oldest = job.gens.first().map_or(Nanos(0), |g| g.start_ns);
         job.served.set_tables(
             job.epoch,
@@ -216,6 +215,7 @@ impl Cycle {
                 .map(|&(_, from, to, _)| (Nanos(from), Nanos(to)))
                 .collect(),
         );
+        stalled("publishing the thread table to the query server", t);
         self.status_events += events.len() as u64;
         self.errors.extend(intake.merge.take_errors());
         self.errors.truncate(MAX_ERROR_ROWS);

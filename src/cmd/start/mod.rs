@@ -87,8 +87,7 @@
 //! logged by the stall warnings above); with the finisher apart, no stall over 1.5 s (10
 //! minutes at 300k events/s: 52 steps over 500 ms, the longest 1.30 s; finishing a
 //! snapshot of the 30–60 s window took a median 4.5 s, p90 7.1 s, on the 2 busy cores;
-//! marker → snapshot delay median 11.5 s, max 23.2 s).
-//! Measured in the soak
+//! marker → snapshot delay median 11.5 s, max 23.2 s). Measured in the soak
 //! (`cargo bench --bench soak`, 320–350k events/s on 2 cores, `--retain 30s`, 150 s): the
 //! collectors took 0.35–0.39 CPUs when they decoded every snapshot's graph themselves (twice:
 //! a check, then the copy), 0.07 now; the marker → snapshot delay median fell from 32 s to

@@ -133,17 +133,20 @@ impl SnapshotThread {
     /// finished (a hang may take it early), so it is written under a hidden staging name
     /// and renamed to `snapshots/<epoch>` once complete.
     pub(crate) fn open(&mut self) -> Result<()> {
+        self.writer = Some(self.staging()?);
+        Ok(())
+    }
+
+    /// A writer into the next staging directory.
+    fn staging(&mut self) -> Result<SnapshotWriter> {
         let target = self.dir.join("snapshots").join(format!(
             ".staged-{}-{}",
             std::process::id(),
             self.staged
         ));
         self.staged += 1;
-        self.writer = Some(
-            SnapshotWriter::new(&target)
-                .with_context(|| format!("creating snapshot {}", target.display()))?,
-        );
-        Ok(())
+        SnapshotWriter::new(&target)
+            .with_context(|| format!("creating snapshot {}", target.display()))
     }
 
     /// Takes commands until the main loop hangs up, then waits for the finisher; the number
@@ -164,12 +167,7 @@ impl SnapshotThread {
                     SnapCmd::Finish(job) => {
                         let writer = match self.writer.take() {
                             Some(w) => w,
-                            None => {
-                                self.open()?;
-                                self.writer
-                                    .take()
-                                    .context("invariant: writer just opened")?
-                            }
+                            None => self.staging()?,
                         };
                         if job.more {
                             self.open()?;
