@@ -622,6 +622,53 @@ fn a_pipe_data_dependency_without_a_wake_up_is_linked_through_fd_identity() {
 }
 
 #[test]
+fn socket_data_dependencies_of_short_lived_connections_need_no_fd_identity() {
+    if !live_or_skip("socket_data_dependencies_of_short_lived_connections_need_no_fd_identity") {
+        return;
+    }
+    let live = record("sock-dep");
+    let server = live.tid("server_tid");
+    let rounds = live.num("rounds") as usize;
+    let deps = |g: &Graph, client: Tid| -> Vec<CausalEdge> {
+        let mut v: Vec<CausalEdge> = between(g, client, server)
+            .into_iter()
+            .filter(|e| (e.kind, e.strength) == (EdgeKind::Message, Strength::Strong))
+            .cloned()
+            .collect();
+        v.sort_by_key(|e| (e.src, e.dst, e.ts));
+        v
+    };
+    // Without fd identity: the socket data events alone link each client's send to the
+    // server's later read, over loopback TCP (delivered in the send's softirq) and over a
+    // unix socket (delivered in the send itself). Each client has rounds / 2 rounds.
+    let g = live.graph(&live.base);
+    let with_ident = live.graph(&live.ident);
+    for key in ["tcp_client_tid", "unix_client_tid"] {
+        let client = live.tid(key);
+        let found = deps(&g, client);
+        assert!(
+            found.len() * 4 >= rounds,
+            "{key}: {} data dependencies in {} rounds: {found:#?}",
+            found.len(),
+            rounds / 2
+        );
+        assert!(
+            found.len() <= rounds.div_ceil(2),
+            "{key}: at most one per round: {found:#?}"
+        );
+        for e in &found {
+            assert!(
+                argus_schema::syscalls::is_send(e.src_syscall),
+                "{key}: from the send: {e:?}"
+            );
+        }
+        // Fd identity, where it caught the descriptors, names the same dependencies: one
+        // edge each, not two.
+        assert_eq!(deps(&with_ident, client), found, "{key} with fd identity");
+    }
+}
+
+#[test]
 fn call_stacks_prune_thread_order_between_callbacks_and_boost_it_across_a_handlers_wait() {
     if !live_or_skip(
         "call_stacks_prune_thread_order_between_callbacks_and_boost_it_across_a_handlers_wait",

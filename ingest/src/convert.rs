@@ -381,6 +381,15 @@ enum Handler {
         ret: Field,
         flock: bool,
     },
+    /// `sock/sk_data_ready`.
+    SockReady {
+        sk: Field,
+    },
+    /// `sock/sock_recv_length`.
+    SockRecv {
+        sk: Field,
+        ret: Field,
+    },
     /// `ftrace/kernel_stack` (`size` = number of entries, `caller` a flexible tail) and
     /// `ftrace/user_stack` (`caller[8]`, unused entries zero).
     Stack {
@@ -543,6 +552,11 @@ impl Handler {
                     flock: ev.name == "flock_lock_inode",
                 }
             }
+            "sk_data_ready" if in_system(ev, "sock") => Handler::SockReady { sk: int("skaddr")? },
+            "sock_recv_length" if in_system(ev, "sock") => Handler::SockRecv {
+                sk: int("sk")?,
+                ret: int("ret")?,
+            },
             "kernel_stack" if in_system(ev, "ftrace") => Handler::Stack {
                 kernel: true,
                 size: Some(int("size")?),
@@ -915,6 +929,13 @@ impl Converter {
                 dev: dev.u64(p).map_err(oob)? as u32,
                 flock: *flock,
                 lock_type: lock_type.u64(p).map_err(oob)? as u8,
+                ret: ret.i32(p).map_err(oob)?,
+            },
+            Handler::SockReady { sk } => EventKind::SockReady {
+                sk: sk.u64(p).map_err(oob)?,
+            },
+            Handler::SockRecv { sk, ret } => EventKind::SockRecv {
+                sk: sk.u64(p).map_err(oob)?,
                 ret: ret.i32(p).map_err(oob)?,
             },
             Handler::Stack {

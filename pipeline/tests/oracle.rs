@@ -16,7 +16,7 @@ use argus_pipeline::dataflow::{collect_epochs, DataflowConfig};
 use argus_pipeline::rules::Counter;
 use argus_pipeline::{reference, Graph};
 use argus_schema::{EdgeKind, Strength};
-use common::{batches, rules, stream};
+use common::{batches, rules, stream, with_sockets};
 
 /// Asserts equality, printing only the records that differ.
 fn same<T: PartialEq + std::fmt::Debug>(got: &[T], want: &[T], table: &str, what: &str) {
@@ -32,7 +32,16 @@ fn same<T: PartialEq + std::fmt::Debug>(got: &[T], want: &[T], table: &str, what
 }
 
 fn check(seed: u64, n: usize, size: usize, workers: usize, shuffle: bool) -> Graph {
-    let evs = stream(seed, n);
+    check_events(stream(seed, n), seed, size, workers, shuffle)
+}
+
+fn check_events(
+    evs: Vec<argus_schema::Event>,
+    seed: u64,
+    size: usize,
+    workers: usize,
+    shuffle: bool,
+) -> Graph {
     let cfg = DataflowConfig {
         workers,
         rules: rules(),
@@ -132,5 +141,31 @@ fn dataflow_equals_reference_every_epoch_two_workers() {
 fn dataflow_equals_reference_with_shuffled_arrival_within_each_epoch() {
     for (seed, size, workers) in [(7, 211, 1), (8, 500, 2)] {
         check(seed, 6000, size, workers, true);
+    }
+}
+
+#[test]
+fn dataflow_equals_reference_with_socket_data_events() {
+    for (seed, size, workers, shuffle) in
+        [(21, 97, 1, false), (22, 1000, 2, false), (24, 300, 2, true)]
+    {
+        let evs = with_sockets(stream(seed, 6000), seed);
+        // Deliveries at a time no other record has: an edge at that time comes from one.
+        let mut at: std::collections::BTreeMap<u64, (usize, usize)> = Default::default();
+        for e in &evs {
+            let n = at.entry(e.ts.0).or_default();
+            match e.kind {
+                argus_schema::EventKind::SockReady { .. } => n.0 += 1,
+                _ => n.1 += 1,
+            }
+        }
+        let g = check_events(evs, seed, size, workers, shuffle);
+        assert!(
+            g.edges.iter().any(|e| e.kind == EdgeKind::Message
+                && at
+                    .get(&e.ts.0)
+                    .is_some_and(|&(d, other)| d > 0 && other == 0)),
+            "seed {seed}: no message edge from a socket delivery"
+        );
     }
 }

@@ -648,6 +648,120 @@ fn fd_identity_links_pipe_and_socket_data_dependencies_across_processes() {
     assert!(edges_between(&graph(&s.evs, &RulesConfig::default()), 611, 621).is_empty());
 }
 
+/// Socket `sk` queued data in `tid`'s context (`ctx`: its own, or a softirq it ran).
+fn sock_ready(s: &mut S, tid: i32, ctx: Context, sk: u64) -> u64 {
+    s.push(0, tid, ctx, EventKind::SockReady { sk })
+}
+
+/// `tid` read `ret` bytes from socket `sk` through its descriptor `fd`, without blocking.
+fn sock_read(s: &mut S, tid: i32, fd: u64, sk: u64, ret: i32) {
+    s.enter(tid, READ, fd);
+    s.task(tid, EventKind::SockRecv { sk, ret });
+    s.exit(tid, READ, i64::from(ret));
+}
+
+#[test]
+fn socket_data_events_link_a_send_to_a_receive_without_fd_identity() {
+    const SK: u64 = 0xffff_8881_0000_4000;
+    // 611 sends on its fd 5; loopback TCP delivers to the peer socket SK in the softirq
+    // the send runs. 621 (another process, running since its timer woke it) reads SK
+    // through its fd 7 without blocking: a data dependency although neither descriptor
+    // has an identity (both closed before the tracker could read /proc).
+    let mut s = S::default();
+    s.run(611);
+    s.enter(611, WRITE, 5);
+    let fed = sock_ready(&mut s, 611, Context::SoftIrq, SK);
+    s.exit(611, WRITE, 9);
+    s.run(621);
+    sock_read(&mut s, 621, 7, SK, 9);
+    let g = graph(&s.evs, &RulesConfig::default());
+    let e = edges_between(&g, 611, 621);
+    assert_eq!(e.len(), 1, "{:#?}", g.edges);
+    assert_eq!(
+        (
+            e[0].src,
+            e[0].dst,
+            e[0].kind,
+            e[0].strength,
+            e[0].src_syscall
+        ),
+        (
+            seg(611, 0),
+            seg(621, 0),
+            EdgeKind::Message,
+            Strength::Strong,
+            WRITE
+        )
+    );
+    assert_eq!(e[0].ts, s.evs[fed as usize].ts, "from the delivery");
+    // With fd identity too (the socket pair known) it is still one edge.
+    let mut cfg = RulesConfig::default();
+    cfg.channels
+        .insert(Pid(610), 5, Nanos(0), ChannelEnd::socket(51, 52));
+    cfg.channels
+        .insert(Pid(620), 7, Nanos(0), ChannelEnd::socket(52, 51));
+    assert_eq!(edges_between(&graph(&s.evs, &cfg), 611, 621).len(), 1);
+}
+
+#[test]
+fn socket_data_queued_outside_a_send_or_read_back_by_its_sender_is_no_dependency() {
+    const SK: u64 = 0xffff_8881_0000_4000;
+    let mut s = S::default();
+    // A packet from elsewhere processed in the softirq of a thread that is not sending
+    // (611 is in a read of another socket): new data on SK, but not 611's.
+    s.run(611);
+    s.enter(611, READ, 3);
+    sock_ready(&mut s, 611, Context::SoftIrq, SK);
+    s.exit(611, READ, -11);
+    s.run(621);
+    sock_read(&mut s, 621, 7, SK, 9);
+    // A receive that found nothing, and one by the thread that queued the data itself.
+    s.enter(611, WRITE, 4);
+    sock_ready(&mut s, 611, Context::Task, SK + 64);
+    s.exit(611, WRITE, 3);
+    s.task(
+        621,
+        EventKind::SockRecv {
+            sk: SK + 64,
+            ret: -11,
+        },
+    );
+    sock_read(&mut s, 611, 4, SK + 64, 3);
+    let g = graph(&s.evs, &RulesConfig::default());
+    assert!(
+        g.edges.iter().all(|e| e.kind != EdgeKind::Message),
+        "{:#?}",
+        g.edges
+    );
+}
+
+#[test]
+fn a_socket_receive_that_blocked_is_linked_by_its_wake_up_only() {
+    const SK: u64 = 0xffff_8881_0000_4000;
+    let mut s = S::default();
+    s.run(621);
+    s.enter(621, READ, 7);
+    s.block(621);
+    s.run(611);
+    s.enter(611, WRITE, 5);
+    sock_ready(&mut s, 611, Context::Task, SK);
+    s.wake(611, 621);
+    s.exit(611, WRITE, 9);
+    s.run(621);
+    s.task(621, EventKind::SockRecv { sk: SK, ret: 9 });
+    s.exit(621, READ, 9);
+    let g = graph(&s.evs, &RulesConfig::default());
+    let e: Vec<_> = edges_between(&g, 611, 621)
+        .into_iter()
+        .filter(|e| e.kind != EdgeKind::WaitWake)
+        .collect();
+    assert_eq!(e.len(), 1, "{:#?}", g.edges);
+    assert_eq!(
+        (e[0].dst, e[0].kind, e[0].strength),
+        (seg(621, 1), EdgeKind::Message, Strength::Strong)
+    );
+}
+
 #[test]
 fn one_write_read_many_times_by_one_thread_is_one_edge() {
     let mut cfg = RulesConfig::default();

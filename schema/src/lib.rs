@@ -438,6 +438,22 @@ pub enum EventKind {
         /// request will wait.
         ret: i32,
     },
+    /// `sock:sk_data_ready`: data (or a connection, on a listening socket) was queued for
+    /// reading on the socket `sk` (the kernel's `struct sock` address). In a sender's
+    /// context it is the delivery of the sender's data: for a unix socket inside its
+    /// `sendmsg`, for loopback TCP in the softirq its own send runs.
+    SockReady {
+        /// The receiving socket (`struct sock *`).
+        sk: u64,
+    },
+    /// `sock:sock_recv_length`: a receive by the current task on socket `sk` (any
+    /// `read`/`recv*` on a socket) returned `ret` (bytes, or a negative errno).
+    SockRecv {
+        /// The socket read (`struct sock *`).
+        sk: u64,
+        /// The receive's result: bytes read, or a negative errno.
+        ret: i32,
+    },
 }
 
 impl EventKind {
@@ -471,6 +487,8 @@ impl EventKind {
             EventKind::Stack { .. } => "stack",
             EventKind::FlagAccess { .. } => "flag_access",
             EventKind::FileLock { .. } => "file_lock",
+            EventKind::SockReady { .. } => "sock_ready",
+            EventKind::SockRecv { .. } => "sock_recv",
         }
     }
 }

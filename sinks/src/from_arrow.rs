@@ -359,6 +359,16 @@ pub(crate) fn decode_events(
                     })?,
                 }
             }
+            EventKindTag::SockReady => EventKind::SockReady { sk: need_arg0()? },
+            EventKindTag::SockRecv => {
+                let ret = need_ret()?;
+                EventKind::SockRecv {
+                    sk: need_arg0()?,
+                    ret: i32::try_from(ret).map_err(|_| {
+                        at.bad(i, "ret", format!("receive result {ret} is not 32-bit"))
+                    })?,
+                }
+            }
         };
         let ctx_name = ctx.value(i);
         out.push(Event {

@@ -146,6 +146,8 @@ pub enum EventKindTag {
     Stack,
     FlagAccess,
     FileLock,
+    SockReady,
+    SockRecv,
 }
 
 impl EventKindTag {
@@ -180,6 +182,8 @@ impl EventKindTag {
             K::Stack { .. } => EventKindTag::Stack,
             K::FlagAccess { .. } => EventKindTag::FlagAccess,
             K::FileLock { .. } => EventKindTag::FileLock,
+            K::SockReady { .. } => EventKindTag::SockReady,
+            K::SockRecv { .. } => EventKindTag::SockRecv,
         }
     }
 }
@@ -215,6 +219,8 @@ pub fn parse_event_kind(name: &str) -> Option<EventKindTag> {
         "stack" => Stack,
         "flag_access" => FlagAccess,
         "file_lock" => FileLock,
+        "sock_ready" => SockReady,
+        "sock_recv" => SockRecv,
         _ => return None,
     })
 }

@@ -460,6 +460,15 @@ impl Encoder for EventEncoder {
                 ret = i64::from(*r);
                 state = if *flock { b'f' } else { b'p' };
             }
+            EventKind::SockReady { sk } => {
+                present = has::ARG0;
+                arg0 = *sk;
+            }
+            EventKind::SockRecv { sk, ret: r } => {
+                present = has::ARG0 | has::RET;
+                arg0 = *sk;
+                ret = i64::from(*r);
+            }
         }
         if let Some(t) = text {
             self.text.extend_from_slice(t.as_bytes());

@@ -15,6 +15,11 @@
 //!   (`flush_to_ldisc`): work-item segments, queue edges, no thread-order chain.
 //! - `pipe-dep`: a writer fills a pipe; a reader that sleeps on a timer reads it later
 //!   without blocking: a data dependency with no wake-up.
+//! - `sock-dep`: two client threads each connect (one over loopback TCP, one over a unix
+//!   socket), send and close at once; a server thread that sleeps on a timer accepts and
+//!   reads later without blocking: data dependencies through sockets whose descriptors
+//!   live for a few milliseconds (the socket data events link them; fd identity mostly
+//!   cannot).
 //! - `stack-loop`: one thread runs an event loop (`poll` on three pipes): callback A and
 //!   callback B (two functions, each blocking inside: `nanosleep`, `clock_nanosleep`) are
 //!   unrelated work, and a handler sends two requests to a backend thread and blocks in
@@ -61,6 +66,11 @@ pub const PATTERNS: &[Workload] = &[
         "pipe-dep",
         "a reader finds a writer's data in a pipe without blocking",
         pipe_dep,
+    ),
+    Workload::rounds(
+        "sock-dep",
+        "a server finds short-lived TCP and unix clients' data without blocking",
+        sock_dep,
     ),
     Workload::rounds(
         "stack-loop",
@@ -491,6 +501,69 @@ fn pipe_dep(rounds: usize) -> Result<()> {
     let reader_tid = join(reader, "reader")?;
     println!(
         "{{\"workload\":\"pipe-dep\",\"pid\":{},\"writer_tid\":{writer_tid},\"reader_tid\":{reader_tid},\"write_fd\":{wfd},\"read_fd\":{rfd},\"rounds\":{rounds}}}",
+        pid()
+    );
+    Ok(())
+}
+
+fn sock_dep(rounds: usize) -> Result<()> {
+    use std::io::{Read, Write};
+    use std::os::linux::net::SocketAddrExt;
+    use std::os::unix::net::{SocketAddr, UnixListener, UnixStream};
+    let tcp = std::net::TcpListener::bind("127.0.0.1:0").context("tcp listener")?;
+    let tcp_addr = tcp.local_addr()?;
+    let unix_addr = SocketAddr::from_abstract_name(format!("argus-sock-dep-{}", pid()))?;
+    let unix = UnixListener::bind_addr(&unix_addr).context("unix listener")?;
+    let start = Instant::now();
+    let period = Duration::from_millis(20);
+    let at = move |k: usize, offset: Duration| {
+        let t = start + period * k as u32 + offset;
+        if let Some(d) = t.checked_duration_since(Instant::now()) {
+            thread::sleep(d);
+        }
+    };
+    // Round k: client k % 2 connects, sends and closes at its start; the server accepts
+    // and reads half a period later, when the data (and the close) are long there.
+    let tcp_client = thread::Builder::new()
+        .name("argus-tcpclient".into())
+        .spawn(move || -> Result<i32> {
+            for k in (0..rounds).step_by(2) {
+                at(k, Duration::ZERO);
+                std::net::TcpStream::connect(tcp_addr)?.write_all(b"data")?;
+            }
+            Ok(tid())
+        })?;
+    let unix_client = thread::Builder::new()
+        .name("argus-unixclient".into())
+        .spawn(move || -> Result<i32> {
+            for k in (1..rounds).step_by(2) {
+                at(k, Duration::ZERO);
+                UnixStream::connect_addr(&unix_addr)?.write_all(b"data")?;
+            }
+            Ok(tid())
+        })?;
+    let server = thread::Builder::new()
+        .name("argus-sockserver".into())
+        .spawn(move || -> Result<i32> {
+            let mut buf = [0u8; 4];
+            for k in 0..rounds {
+                at(k, period / 2);
+                let n = if k % 2 == 0 {
+                    tcp.accept()?.0.read(&mut buf)?
+                } else {
+                    unix.accept()?.0.read(&mut buf)?
+                };
+                if n == 0 {
+                    bail!("round {k}: the client's data was not there");
+                }
+            }
+            Ok(tid())
+        })?;
+    let tcp_tid = join(tcp_client, "tcp client")?;
+    let unix_tid = join(unix_client, "unix client")?;
+    let server_tid = join(server, "server")?;
+    println!(
+        "{{\"workload\":\"sock-dep\",\"pid\":{},\"tcp_client_tid\":{tcp_tid},\"unix_client_tid\":{unix_tid},\"server_tid\":{server_tid},\"rounds\":{rounds}}}",
         pid()
     );
     Ok(())

@@ -120,7 +120,8 @@ use tracefs::Instance;
 
 /// The events recorded when none are configured (`--events default`): scheduling, task
 /// lifetime, syscalls, interrupts, hrtimers, file locks (`filelock/*`: the kernel's record
-/// of every `fcntl`/`flock` lock, unlock and release on close, by inode) and
+/// of every `fcntl`/`flock` lock, unlock and release on close, by inode), socket data
+/// ([`OPTIONAL_EVENTS`]: which socket a send fed and which one a receive drained) and
 /// `trace_marker` writes (`ftrace/print`).
 /// The trade-off against overhead is discussed in `docs/trace-dir.md` ("Event sets").
 pub const DEFAULT_EVENTS: &[&str] = &[
@@ -144,8 +145,16 @@ pub const DEFAULT_EVENTS: &[&str] = &[
     "filelock/posix_lock_inode",
     "filelock/flock_lock_inode",
     "filelock/locks_remove_posix",
+    "sock/sk_data_ready",
+    "sock/sock_recv_length",
     "ftrace/print",
 ];
+
+/// Events recorded when the kernel has them and skipped (with a warning) when it does not:
+/// the socket data events (`sock/sk_data_ready` since Linux 6.5, `sock/sock_recv_length`
+/// since 6.3). Without them a message through a socket is linked only through fd identity,
+/// which misses descriptors closed before the tracker reads `/proc`.
+pub const OPTIONAL_EVENTS: &[&str] = &["sock/sk_data_ready", "sock/sock_recv_length"];
 
 /// What `--events full` adds to [`DEFAULT_EVENTS`]: kernel work items (workqueue), timer
 /// wheel timers and signals.
@@ -588,7 +597,7 @@ impl Recorder {
         let mut events = validate(&config)?;
         check_root()?;
         check_tracefs(&config.tracefs)?;
-        check_events(&config.tracefs, &events)?;
+        check_events(&config.tracefs, &mut events)?;
         prepare_output(&config.output_dir)?;
         tracefs::remove_stale_instances(&config.tracefs);
         uprobe::remove_stale_groups(&config.tracefs);
@@ -603,7 +612,7 @@ impl Recorder {
             &config.dispatch,
         )?;
         events.extend(uprobes.events().iter().cloned());
-        check_events(&config.tracefs, &events)?;
+        check_events(&config.tracefs, &mut events)?;
         let instance = Instance::create(&config.tracefs, &name)?;
         let marker_path = instance.file("trace_marker");
         let (release, machine, hostname) = sysinfo::uname();
@@ -1416,14 +1425,29 @@ fn check_tracefs(tracefs: &Path) -> Result<(), RecordError> {
     Ok(())
 }
 
-fn check_events(tracefs: &Path, events: &[String]) -> Result<(), RecordError> {
-    for event in events {
+/// Checks that the kernel has every event; an absent one of [`OPTIONAL_EVENTS`] is dropped
+/// from `events` with a warning.
+fn check_events(tracefs: &Path, events: &mut Vec<String>) -> Result<(), RecordError> {
+    let needed = |event: &str| {
         let dir = tracefs.join("events").join(event);
-        let needed = if event == PRINT_EVENT {
+        if event == PRINT_EVENT {
             dir.join("format")
         } else {
             dir.join("enable")
-        };
+        }
+    };
+    events.retain(|event| {
+        let keep = !OPTIONAL_EVENTS.contains(&event.as_str()) || needed(event).exists();
+        if !keep {
+            tracing::warn!(
+                event = event.as_str(),
+                "the kernel has no such event: messages through sockets are linked through fd identity only"
+            );
+        }
+        keep
+    });
+    for event in events.iter() {
+        let needed = needed(event);
         if !needed.exists() {
             return Err(RecordError::EventUnavailable {
                 event: event.clone(),

@@ -329,3 +329,39 @@ fn file_locks_granted_refused_and_released() {
         }
     );
 }
+
+#[test]
+fn socket_data_deliveries_and_receives() {
+    let Some(set) = tracefs_formats() else { return };
+    let sk = 0xffff_8881_2345_6780u64;
+    assert_eq!(
+        kind(
+            &set,
+            "sock",
+            "sk_data_ready",
+            31,
+            &[("skaddr", sk), ("family", 2), ("protocol", 6)]
+        ),
+        EventKind::SockReady { sk }
+    );
+    assert_eq!(
+        kind(
+            &set,
+            "sock",
+            "sock_recv_length",
+            32,
+            &[("sk", sk), ("family", 1), ("ret", 38)]
+        ),
+        EventKind::SockRecv { sk, ret: 38 }
+    );
+    assert_eq!(
+        kind(
+            &set,
+            "sock",
+            "sock_recv_length",
+            32,
+            &[("sk", sk), ("ret", (-11i32) as u32 as u64)]
+        ),
+        EventKind::SockRecv { sk, ret: -11 }
+    );
+}

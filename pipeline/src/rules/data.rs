@@ -14,12 +14,41 @@ use serde::{Deserialize, Serialize};
 pub(super) struct Reads {
     /// `seq` of the entry of a read on a channel (fd identity or declared pipe) in flight.
     pipe_read: Option<u64>,
+    /// `seq` of the socket receive that returned data in the syscall in flight
+    /// ([`Reads::sock_received`]).
+    #[serde(default)]
+    sock_read: Option<u64>,
 }
 
 impl Reads {
     /// A syscall entered: no read in flight.
     pub(super) fn syscall(&mut self) {
         self.pipe_read = None;
+        self.sock_read = None;
+    }
+
+    /// The syscall in flight received data from a socket (`seq`: the `SockRecv` record):
+    /// the socket's own channel names the data's sender, so the fd-identity read, a guess
+    /// at the same dependency, is dropped (one edge, not two).
+    pub(super) fn sock_received(&mut self, seq: u64) {
+        self.sock_read = Some(seq);
+        self.pipe_read = None;
+    }
+
+    /// Socket data was queued (`ev`, a `SockReady`) while the thread was in the write
+    /// syscall `nr` in segment `seg`: the write delivered it (a unix socket's `sendmsg`, or
+    /// loopback TCP's softirq run at the end of the send), so it is the action of a data
+    /// dependency on whoever reads that socket next.
+    pub(super) fn sock_fed(ev: &Event, seg: SegmentId, nr: i32) -> Src {
+        Src {
+            seq: ev.seq,
+            seg,
+            ts: ev.ts,
+            syscall: nr,
+            interrupt: false,
+            exiting: false,
+            condvar: false,
+        }
     }
 
     /// Syscall `nr` (entered by `ev`, in segment `seg`) transfers data through a channel: a
@@ -58,7 +87,8 @@ impl Reads {
         seg: Option<SegmentId>,
         out: &mut Vec<Output>,
     ) {
-        if let Some(seq) = self.pipe_read.take() {
+        let sock = self.sock_read.take();
+        if let Some(seq) = self.pipe_read.take().or(sock) {
             if ret > 0 && !waited {
                 // Data was there already: the reader depends on the last write.
                 if let Some(seg) = seg {

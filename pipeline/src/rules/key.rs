@@ -30,6 +30,9 @@ pub enum Key {
     /// A lockable file (`flock` or `fcntl` record locks), by device and inode
     /// ([`lock_key`]).
     Lock(u64),
+    /// A socket by kernel address (`struct sock *`), from the socket data records
+    /// ([`SockState`](super::socket::SockState)).
+    Sock(u64),
 }
 
 impl Key {
@@ -46,6 +49,7 @@ impl Key {
             Key::Flag(p, a) => (8, a ^ ((p.0 as u32 as u64) << 40)),
             Key::ProcSignal(t, s) => (9, (t.0 as u32 as u64) | ((s as u32 as u64) << 32)),
             Key::Lock(f) => (10, f),
+            Key::Sock(sk) => (11, sk),
         };
         // splitmix64 finalizer
         let mut z = v.wrapping_add(tag.wrapping_mul(0x9E37_79B9_7F4A_7C15));

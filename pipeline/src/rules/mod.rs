@@ -5,8 +5,8 @@
 //! interrupt pseudo-thread for interrupt-context work, and one key per kernel object that
 //! joins an action with its later effect: the `struct hrtimer` or `struct timer_list`
 //! address for timers, the `struct work_struct` address for queued work, a pipe or socket
-//! channel (fd identity, or a user-declared pipe) for data dependencies, and a watched
-//! address for data flags. Each key owns a small state machine ([`KeyState`]) fed with
+//! channel (fd identity, or a user-declared pipe) or a socket's address (the socket data
+//! records) for data dependencies, and a watched address for data flags. Each key owns a small state machine ([`KeyState`]) fed with
 //! that key's events in `seq` order. A machine produces:
 //!
 //! - **final** records, emitted once and never retracted: closed segments, thread-order
@@ -93,7 +93,10 @@
 //!   [`EdgeKind::Message`]. Channels come from the fd identity the collector records
 //!   ([`RulesConfig::channels`]: a pipe's two ends share its inode; a socket's writes feed
 //!   its peer's reads) or are declared (`[[pipe]]` in the rules file). A thread reading
-//!   back its own write is not an edge.
+//!   back its own write is not an edge. Sockets need no fd identity when the kernel has
+//!   the socket data events ([`EventKind::SockReady`], [`EventKind::SockRecv`]): the
+//!   delivery a write made to the receiving socket → the receive that drained it, keyed by
+//!   the socket's address ([`Key::Sock`], [`SockState`]).
 //! - **lock file**: file locks (`flock`, `fcntl` record locks) as the kernel records them
 //!   ([`EventKind::FileLock`]: device, inode, type, result; releases on close and exit
 //!   included), keyed by file ([`lock_key`], [`Key::Lock`]). A wake-up of a task blocked in
@@ -205,6 +208,7 @@
 //!   lock.rs      lock file (and LockState)        spins.rs     spinning vertices
 //! irq.rs       IrqState: interrupt cut-out (1.a), bottom halves, timer expiries (2.e)
 //! object.rs    ObjectState: an object's action paired with its effects (timers, work, …)
+//! socket.rs    SockState: socket data deliveries paired with the receives (2.b, no fd identity)
 //! ```
 
 mod callouts;
@@ -221,6 +225,7 @@ mod output;
 mod peers;
 mod route;
 mod signals;
+mod socket;
 pub(crate) mod spins;
 mod sysno;
 #[doc(hidden)]
@@ -241,6 +246,7 @@ pub use lock::LockState;
 pub use object::ObjectState;
 pub use output::{Counter, Counts, Dst, Output, Pair, Src};
 pub use route::route;
+pub use socket::SockState;
 pub use sysno::{is_lock_refused, is_lock_wait, is_retry_result, message_op};
 pub use thread::ThreadState;
 
@@ -261,6 +267,8 @@ pub enum KeyState {
     Object(ObjectState),
     /// A lockable file: each process's latest lock operation on it.
     Lock(LockState),
+    /// A socket: each thread's first delivery since its last receive.
+    Sock(SockState),
 }
 
 impl KeyState {
@@ -277,6 +285,7 @@ impl KeyState {
                 KeyState::Object(ObjectState::sticky())
             }
             Key::Lock(_) => KeyState::Lock(LockState::default()),
+            Key::Sock(_) => KeyState::Sock(SockState::default()),
         }
     }
 
@@ -287,6 +296,7 @@ impl KeyState {
             KeyState::Irq(i) => i.on_event(ev, cfg, out),
             KeyState::Object(t) => t.on_event(ev, role, cfg, out),
             KeyState::Lock(l) => l.on_event(ev, out),
+            KeyState::Sock(s) => s.on_event(ev, role, cfg, out),
         }
     }
 
@@ -296,7 +306,7 @@ impl KeyState {
         match self {
             KeyState::Thread(t) => t.mutable(watermark, cfg, out),
             KeyState::Irq(i) => i.mutable(out),
-            KeyState::Object(_) | KeyState::Lock(_) => {}
+            KeyState::Object(_) | KeyState::Lock(_) | KeyState::Sock(_) => {}
         }
     }
 

@@ -119,6 +119,24 @@ pub fn route(ev: &Event, cfg: &RulesConfig, mut f: impl FnMut(Key, Role)) {
                 f(lock_key(*inode, *dev, *flock), Role::Arm);
             }
         }
+        // Data queued on a socket arms its channel, whoever's context it arrived in (a
+        // packet from elsewhere is new data too); the thread it arrived in says whether it
+        // was its own send.
+        EventKind::SockReady { sk } => {
+            if ev.tid.is_task() && matches!(ev.ctx, Context::Task | Context::SoftIrq) {
+                f(Key::Thread(ev.tid), Role::Own);
+            }
+            f(Key::Sock(*sk), Role::Arm);
+        }
+        // A receive that returned data drains the socket's channel.
+        EventKind::SockRecv { sk, ret } => {
+            if task {
+                f(Key::Thread(ev.tid), Role::Own);
+                if *ret > 0 {
+                    f(Key::Sock(*sk), Role::Fire);
+                }
+            }
+        }
         EventKind::FlagAccess { addr, write } => {
             if *write {
                 f(actor(), Role::Actor);

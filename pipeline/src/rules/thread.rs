@@ -420,9 +420,22 @@ impl ThreadState {
     /// consumes the record whole returns here), then the record itself.
     fn on_own(&mut self, ev: &Event, cfg: &RulesConfig, out: &mut Vec<Output>) {
         let ts = ev.ts;
-        if let EventKind::FileLock { .. } = ev.kind {
-            self.file_lock(ev, out);
-            return;
+        match ev.kind {
+            EventKind::FileLock { .. } => {
+                self.file_lock(ev, out);
+                return;
+            }
+            EventKind::SockReady { .. } => {
+                self.sock_ready(ev, out);
+                return;
+            }
+            EventKind::SockRecv { ret, .. } => {
+                if ret > 0 && self.in_syscall.is_some() && !self.dead {
+                    self.reads.sock_received(ev.seq);
+                }
+                return;
+            }
+            _ => {}
         }
         if self.dead {
             return;
@@ -583,6 +596,20 @@ impl ThreadState {
         self.dead = true;
         self.blocked = false;
         self.callouts.clear();
+    }
+
+    /// Socket data queued in the thread's context (`ev`): the action of a data dependency
+    /// when the thread is in a write (held back with it, like its other endpoints).
+    fn sock_ready(&mut self, ev: &Event, out: &mut Vec<Output>) {
+        let (Some(nr), Some(seg)) = (self.in_syscall, self.open_id()) else {
+            return;
+        };
+        if self.dead || message_op(nr) != Some(true) {
+            return;
+        }
+        if let Some(src) = self.peers.hold(ev, Reads::sock_fed(ev, seg, nr)) {
+            out.push(Output::Src(src));
+        }
     }
 
     /// A file lock operation: a release at exit (the files closed after the thread's exit

@@ -138,6 +138,61 @@ pub fn spin_stream(seed: u64, n: usize) -> Vec<Event> {
     well_formed(generate(seed, n, true))
 }
 
+/// `evs` with socket data events: after a write's entry in task context, most of the time
+/// a delivery to one of two sockets (`SockReady`, in the writer's or a softirq's context);
+/// after a read's entry, a receive from one of them (data or `EAGAIN`); now and then a
+/// delivery in some thread's softirq whatever it is doing. `seq` renumbered.
+pub fn with_sockets(evs: Vec<Event>, seed: u64) -> Vec<Event> {
+    let mut r = Lcg(seed ^ 0x5eed_50c4);
+    let sks = [0xffff_8000_0000_1000u64, 0xffff_8000_0000_2000];
+    let mut out = Vec::with_capacity(evs.len() * 2);
+    for (i, ev) in evs.iter().enumerate() {
+        let after = match ev.kind {
+            EventKind::SysEnter { nr, .. } if ev.ctx == Context::Task && ev.tid.is_task() => {
+                let sk = sks[r.below(2) as usize];
+                match nr {
+                    1 if r.below(4) != 0 => Some((
+                        if r.below(2) == 0 {
+                            Context::Task
+                        } else {
+                            Context::SoftIrq
+                        },
+                        EventKind::SockReady { sk },
+                    )),
+                    0 if r.below(4) != 0 => Some((
+                        Context::Task,
+                        EventKind::SockRecv {
+                            sk,
+                            ret: [5, 64, -11][r.below(3) as usize],
+                        },
+                    )),
+                    _ if r.below(20) == 0 => Some((Context::SoftIrq, EventKind::SockReady { sk })),
+                    _ => None,
+                }
+            }
+            _ => None,
+        };
+        out.push(ev.clone());
+        if let Some((ctx, kind)) = after {
+            // Halfway to the next record: its own time, in order.
+            let next = evs.get(i + 1).map_or(ev.ts.0 + 2, |n| n.ts.0);
+            out.push(Event {
+                ts: Nanos(ev.ts.0 + next.saturating_sub(ev.ts.0) / 2),
+                seq: 0,
+                cpu: ev.cpu,
+                pid: ev.pid,
+                tid: ev.tid,
+                ctx,
+                kind,
+            });
+        }
+    }
+    for (i, ev) in out.iter_mut().enumerate() {
+        ev.seq = i as u64;
+    }
+    out
+}
+
 /// `evs` without what makes a thread's spins depend on more than its segments (see
 /// `argus_pipeline::arranged::spins`): a thread enters no syscall while in one, a syscall
 /// returns as the one it entered, and no file lock attempt is refused. `seq` renumbered.
