@@ -8,7 +8,7 @@ use super::activity::WindowWait;
 use super::asking::Chosen;
 use super::phrases::{sc, src_syscall};
 use super::Walk;
-use super::{at_least, edge_by, overlap, path_edge, plus, wakes};
+use super::{at_least, edge_by, ended_wait_of, overlap, path_edge, plus, wakes};
 use crate::findings::{By, Finding, LogicalWait, Step, WakerState};
 use crate::logical;
 use crate::report::{CauseClass, PathEdge, PathEdgeKind, Role};
@@ -99,7 +99,10 @@ impl<'g> Walk<'g, '_> {
             self.baseline(s, depth);
             return;
         }
-        let mut edges: Vec<&CausalEdge> = g.incoming(next.id).filter(|e| wakes(e.kind)).collect();
+        let mut edges: Vec<&CausalEdge> = g
+            .incoming(next.id)
+            .filter(|e| ended_wait_of(e, next))
+            .collect();
         edges.extend(self.couriered(next, w0, &edges));
         let prompt = self.wake_prompt(self.words().ask_wait_ended(s.tid, &sys, wait, w1), &edges);
         match self.choose("wake", s, prompt, edges) {
@@ -578,7 +581,7 @@ impl<'g> Walk<'g, '_> {
             (None, _) => WakerState::FirstSeenAt { at: w.start_ns },
         };
         self.describe_item(idx, Step::Waker { by, then });
-        let edges: Vec<&CausalEdge> = g.incoming(w.id).filter(|e| wakes(e.kind)).collect();
+        let edges: Vec<&CausalEdge> = g.incoming(w.id).filter(|e| ended_wait_of(e, w)).collect();
         let waited = prev.map(|p| (sc(p.wait_syscall), self.waited_ns(p)));
         let waited_then_woke = |walk_stopped: bool| Finding::WaitedThenWoke {
             woke: woken.tid,

@@ -142,6 +142,14 @@ pub(super) fn wakes(k: EdgeKind) -> bool {
     k.info().ends_wait
 }
 
+/// Whether `e` can have ended the wait that `woken` began after: a kind that ends waits,
+/// and no later than `woken` began (the wake-up itself, or data sent during the wait and
+/// read without blocking). A data dependency read later in `woken` (a reply to what
+/// `woken` itself sent) came after the wait had ended.
+pub(super) fn ended_wait_of(e: &CausalEdge, woken: &Segment) -> bool {
+    wakes(e.kind) && e.ts <= woken.start_ns
+}
+
 /// How much an edge kind says beyond "a wake-up happened"
 /// ([`specificity`](argus_schema::EdgeKindInfo::specificity)).
 pub(super) fn specific(k: EdgeKind) -> u8 {

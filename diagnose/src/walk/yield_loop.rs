@@ -5,7 +5,7 @@
 use super::activity::Activity;
 use super::phrases::sc;
 use super::Walk;
-use super::{at_least, path_edge, plus, wakes};
+use super::{at_least, ended_wait_of, path_edge, plus};
 use crate::findings::{Finding, FlagEvidence, Step};
 use crate::report::{CauseClass, Choice, PathEdge, PathEdgeKind, Role};
 use argus_schema::{CausalEdge, EdgeKind, Nanos, Segment, Spin, Strength, Tid};
@@ -61,7 +61,7 @@ impl<'g> Walk<'g, '_> {
         let mut woke_after: Vec<Tid> = Vec::new();
         let last = g.segment(spin.last).unwrap_or(first);
         if let Some(next) = g.next_in_thread(last.id) {
-            for e in g.incoming(next.id).filter(|e| wakes(e.kind)) {
+            for e in g.incoming(next.id).filter(|e| ended_wait_of(e, next)) {
                 let t = e.src.tid();
                 if t.is_task() && t != first.tid {
                     woke_after.push(t);

@@ -546,6 +546,74 @@ fn data_sent_during_the_wait_and_read_in_the_run_an_interrupt_began_explains_the
     assert_eq!(r.root_causes[0].segment, c0, "{:?}", r.root_causes);
 }
 
+/// Always takes the last choice offered (the least likely by the walk's own order).
+struct LastChoice;
+impl argus_diagnose::Oracle for LastChoice {
+    fn ask(&mut self, q: &argus_diagnose::Question) -> argus_diagnose::Reply {
+        argus_diagnose::Reply::Choice(q.choices.len().saturating_sub(1))
+    }
+}
+
+/// A client blocked on a server's reply; the server got the request from a pusher that
+/// had waited for `sleep` to exit, and the pusher later read the server's reply to its own
+/// request without blocking (a data dependency into the pusher's segment, after its wait
+/// ended). That reply did not end the pusher's wait: it is not offered as what did, even to
+/// a user who would pick it. (`redis-blpop` of the real suite, with socket data edges.)
+#[test]
+fn data_read_after_a_wait_ended_is_not_offered_as_what_ended_it() {
+    let mut b = B::new(5000.0);
+    b.thread(10, 10, "server", "server");
+    b.thread(20, 20, "pusher", "pusher");
+    b.thread(30, 30, "client", "client");
+    b.thread(40, 40, "sleep", "sleep");
+    // The client waits for the reply from 0 to 3100.
+    let c0 = b.task(30, 0.0, 1.0, 3100.0, "recvfrom", 0.5);
+    let c1 = b.open(30, 3100.0, None, "", 0.5);
+    // sleep slept 3 s and exited at 3098, ending the pusher's wait4.
+    let sl = b.task(40, 0.0, 1.0, 3098.0, "clock_nanosleep", 0.5);
+    let sl1 = b.open(40, 3098.0, None, "", 0.1);
+    let p0 = b.task(20, 0.0, 2.0, 3098.0, "wait4", 1.0);
+    let p1 = b.open(20, 3098.0, Some(3101.0), "recvfrom", 2.0);
+    b.edge(
+        sl1,
+        p1,
+        EdgeKind::Exit,
+        Strength::Strong,
+        3098.0,
+        "exit_group",
+    );
+    // The pusher connects (waking the server) and sends its request; the server pushes to
+    // the client and replies to the pusher, which reads the reply without blocking.
+    b.task(10, 0.0, 10.0, 3099.0, "epoll_wait", 5.0);
+    let m1 = b.open(10, 3099.0, Some(3101.0), "epoll_wait", 1.0);
+    b.edge(p1, m1, EdgeKind::Wakeup, Strength::Weak, 3099.0, "connect");
+    b.edge(
+        p1,
+        m1,
+        EdgeKind::Message,
+        Strength::Strong,
+        3099.05,
+        "sendto",
+    );
+    b.edge(m1, c1, EdgeKind::Message, Strength::Strong, 3100.0, "write");
+    b.edge(m1, p1, EdgeKind::Message, Strength::Strong, 3100.2, "write");
+    b.long_wait(c0);
+    let g = b.graph();
+    for r in [run(&g, 30, &mut AutoOracle), run(&g, 30, &mut LastChoice)] {
+        let path: Vec<SegmentId> = r.path.iter().map(|p| p.segment).collect();
+        assert!(path.contains(&m1) && path.contains(&p1), "{:?}", labels(&r));
+        assert_eq!(r.root_causes[0].segment, sl, "{:?}", labels(&r));
+        assert!(
+            r.questions
+                .iter()
+                .filter(|q| q.about == p1 || q.about == p0)
+                .all(|q| q.choices.iter().all(|c| c.segment != m1)),
+            "{:#?}",
+            r.questions
+        );
+    }
+}
+
 #[test]
 fn a_device_interrupt_with_no_cause_ends_the_walk() {
     let mut b = B::new(5000.0);
