@@ -523,6 +523,12 @@ pub fn is_send(nr: i32) -> bool {
     )
 }
 
+/// Syscalls that ask another task for a connection: a `connect` wakes the listener's
+/// `accept` (or its readiness wait on the listening socket).
+pub fn is_connect(nr: i32) -> bool {
+    is_one_of(nr, &["connect"])
+}
+
 /// Syscalls that receive data from another task.
 pub fn is_receive(nr: i32) -> bool {
     is_one_of(

@@ -31,9 +31,11 @@ pub fn wake_edge(src: &Src, dst: &Dst, cfg: &RulesConfig) -> CausalEdge {
                     } else {
                         (EdgeKind::Wakeup, Strength::Strong)
                     }
-                } else if syscalls::is_send(src.syscall)
+                } else if (syscalls::is_send(src.syscall) || syscalls::is_connect(src.syscall))
                     && (syscalls::is_receive(dst.wait) || syscalls::is_poll(dst.wait))
                 {
+                    // Data, or a connection request (a connect wakes whoever waits in
+                    // `accept` or polls the listening socket).
                     (EdgeKind::Message, Strength::Strong)
                 } else if src.interrupt
                     || syscalls::is_send(src.syscall)
@@ -139,6 +141,13 @@ mod tests {
             edge(&src(10, exit), &woke(wait4), &cfg),
             (EdgeKind::Exit, strong)
         );
+        // A connect that wakes a listener in accept or in a readiness wait.
+        for wait in [nr("accept4"), nr("epoll_wait")] {
+            assert_eq!(
+                edge(&src(10, nr("connect")), &woke(wait), &cfg),
+                (EdgeKind::Message, strong)
+            );
+        }
         assert_eq!(
             edge(&src(10, -1), &woke(flock), &cfg),
             (EdgeKind::LockFile, strong)

@@ -86,8 +86,10 @@
 //!   mere mutual exclusion).
 //! - **message** (2.b): a wake-up sent from inside a data-transfer syscall that ends a wait
 //!   in a receive or readiness wait (`read`, `recv*`, `poll`, `epoll_wait`…) is a
-//!   [`EdgeKind::Message`] (strong). A reply sent by another thread than the receiver is
-//!   covered: the edge goes from whichever thread's send woke the client.
+//!   [`EdgeKind::Message`] (strong), and so is a `connect` that wakes a listener in
+//!   `accept` or polling its socket (a connection request). A reply sent by another thread
+//!   than the receiver is covered: the edge goes from whichever thread's send woke the
+//!   client.
 //!   **Data dependency through a pipe or socket** where the reader did not block: the
 //!   last write into the channel → the read that returned data from it, as
 //!   [`EdgeKind::Message`]. Channels come from the fd identity the collector records
