@@ -464,19 +464,25 @@ fn kwork(rounds: usize) -> Result<()> {
     Ok(())
 }
 
+/// A clock of rounds `period` apart from now: `at(k, offset)` sleeps until `offset` into
+/// round `k` (at once when that has passed).
+fn rounds_of(period: Duration) -> impl Fn(usize, Duration) + Copy {
+    let start = Instant::now();
+    move |k: usize, offset: Duration| {
+        let t = start + period * k as u32 + offset;
+        if let Some(d) = t.checked_duration_since(Instant::now()) {
+            thread::sleep(d);
+        }
+    }
+}
+
 fn pipe_dep(rounds: usize) -> Result<()> {
     let mut fds = [0i32; 2];
     // SAFETY: fds has room for both ends.
     check(unsafe { libc::pipe(fds.as_mut_ptr()) }, "pipe")?;
     let (rfd, wfd) = (fds[0], fds[1]);
-    let start = Instant::now();
     let period = Duration::from_millis(20);
-    let at = move |k: usize, offset: Duration| {
-        let t = start + period * k as u32 + offset;
-        if let Some(d) = t.checked_duration_since(Instant::now()) {
-            thread::sleep(d);
-        }
-    };
+    let at = rounds_of(period);
     let writer = thread::Builder::new()
         .name("argus-pipewriter".into())
         .spawn(move || -> Result<i32> {
@@ -514,14 +520,8 @@ fn sock_dep(rounds: usize) -> Result<()> {
     let tcp_addr = tcp.local_addr()?;
     let unix_addr = SocketAddr::from_abstract_name(format!("argus-sock-dep-{}", pid()))?;
     let unix = UnixListener::bind_addr(&unix_addr).context("unix listener")?;
-    let start = Instant::now();
     let period = Duration::from_millis(20);
-    let at = move |k: usize, offset: Duration| {
-        let t = start + period * k as u32 + offset;
-        if let Some(d) = t.checked_duration_since(Instant::now()) {
-            thread::sleep(d);
-        }
-    };
+    let at = rounds_of(period);
     // Round k: client k % 2 connects, sends and closes at its start; the server accepts
     // and reads half a period later, when the data (and the close) are long there.
     let tcp_client = thread::Builder::new()

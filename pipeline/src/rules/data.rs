@@ -40,6 +40,11 @@ impl Reads {
     /// loopback TCP's softirq run at the end of the send), so it is the action of a data
     /// dependency on whoever reads that socket next.
     pub(super) fn sock_fed(ev: &Event, seg: SegmentId, nr: i32) -> Src {
+        Self::write_src(ev, seg, nr)
+    }
+
+    /// The action end of a data dependency: `ev`, in segment `seg`, inside write `nr`.
+    fn write_src(ev: &Event, seg: SegmentId, nr: i32) -> Src {
         Src {
             seq: ev.seq,
             seg,
@@ -64,15 +69,7 @@ impl Reads {
     ) {
         if write {
             // The write is the action of a pipe data dependency.
-            srcs.push(Src {
-                seq: ev.seq,
-                seg,
-                ts: ev.ts,
-                syscall: nr,
-                interrupt: false,
-                exiting: false,
-                condvar: false,
-            });
+            srcs.push(Self::write_src(ev, seg, nr));
         } else {
             self.pipe_read = Some(ev.seq);
         }
