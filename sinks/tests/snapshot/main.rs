@@ -134,6 +134,17 @@ pub fn all_events() -> Vec<Event> {
             lock_type: 2,
             ret: 0,
         },
+        EventKind::SockReady {
+            sk: 0xffff_8881_0a0b_0c00,
+        },
+        EventKind::SockRecv {
+            sk: 0xffff_8881_0a0b_0c00,
+            ret: 38,
+        },
+        EventKind::SockRecv {
+            sk: 0xffff_8881_0a0b_0d00,
+            ret: -11,
+        },
     ];
     let ctxs = [
         Context::Task,
