@@ -35,16 +35,11 @@ impl Reads {
         self.pipe_read = None;
     }
 
-    /// Socket data was queued (`ev`, a `SockReady`) while the thread was in the write
-    /// syscall `nr` in segment `seg`: the write delivered it (a unix socket's `sendmsg`, or
-    /// loopback TCP's softirq run at the end of the send), so it is the action of a data
-    /// dependency on whoever reads that socket next.
-    pub(super) fn sock_fed(ev: &Event, seg: SegmentId, nr: i32) -> Src {
-        Self::write_src(ev, seg, nr)
-    }
-
-    /// The action end of a data dependency: `ev`, in segment `seg`, inside write `nr`.
-    fn write_src(ev: &Event, seg: SegmentId, nr: i32) -> Src {
+    /// The action end of a data dependency: `ev`, in segment `seg`, inside the write
+    /// syscall `nr` — the write's entry on a channel, or socket data queued while the
+    /// thread was in it (a `SockReady`: a unix socket's `sendmsg`, or loopback TCP's softirq
+    /// run at the end of the send), which whoever reads that socket next depends on.
+    pub(super) fn write_src(ev: &Event, seg: SegmentId, nr: i32) -> Src {
         Src {
             seq: ev.seq,
             seg,

@@ -6,8 +6,9 @@
 //! joins an action with its later effect: the `struct hrtimer` or `struct timer_list`
 //! address for timers, the `struct work_struct` address for queued work, a pipe or socket
 //! channel (fd identity, or a user-declared pipe) or a socket's address (the socket data
-//! records) for data dependencies, and a watched address for data flags. Each key owns a small state machine ([`KeyState`]) fed with
-//! that key's events in `seq` order. A machine produces:
+//! records) for data dependencies, and a watched address for data flags. Each key owns a
+//! small state machine ([`KeyState`]) fed with that key's events in `seq` order. A machine
+//! produces:
 //!
 //! - **final** records, emitted once and never retracted: closed segments, thread-order
 //!   edges, edge endpoints ([`Src`], [`Dst`], [`Pair`]), closed spins, rule counters;

@@ -7,7 +7,7 @@
 //! These records need nothing from `/proc`.
 //!
 //! The thread decides whether a delivery is a data dependency's action (it is in a write:
-//! [`Reads::sock_fed`](super::data::Reads)) and whether a receive is one's effect (it
+//! [`Reads::write_src`](super::data::Reads)) and whether a receive is one's effect (it
 //! returned data without blocking); the socket pairs them here. Unlike a pipe, a socket
 //! is also made readable by what no write of the reader's peer sent (a TCP FIN on the
 //! peer's `close`, a packet from another host): such a delivery must not hide the write
@@ -53,14 +53,13 @@ impl SockState {
             }
             Role::Fire => {
                 // Events lost in between: a delivery we never saw may have made this data.
-                let (lost, kept): (Vec<(u64, Nanos, Tid)>, Vec<_>) = self
-                    .pending
-                    .iter()
-                    .partition(|p| cfg.crosses_gap(p.1, ev.ts));
-                for p in lost {
-                    out.push(Output::ArmDone(p.0));
-                }
-                self.pending = kept;
+                self.pending.retain(|p| {
+                    let lost = cfg.crosses_gap(p.1, ev.ts);
+                    if lost {
+                        out.push(Output::ArmDone(p.0));
+                    }
+                    !lost
+                });
                 let mut paired = false;
                 if !self.read_by.contains(&ev.tid) {
                     for &(arm, _, by) in &self.pending {

@@ -607,7 +607,7 @@ impl ThreadState {
         if self.dead || message_op(nr) != Some(true) {
             return;
         }
-        if let Some(src) = self.peers.hold(ev, Reads::sock_fed(ev, seg, nr)) {
+        if let Some(src) = self.peers.hold(ev, Reads::write_src(ev, seg, nr)) {
             out.push(Output::Src(src));
         }
     }
