@@ -20,10 +20,28 @@
 //! pair can name a done action (an actor with a direct target is never reported done), and
 //! nothing can pair an effect that paired with nothing; a later retraction of a forgotten
 //! actor still finds its pairs, which are kept.
+//!
+//! That leaves joined actors, direct targets and the pairs for good: the state grows with
+//! every edge. A continuous job ([`super::DataflowConfig::forget`] = `Some(F)`) also forgets
+//! by time ([`Horizon`]): there, `seq` increases with `ts` (ingest's merger releases events
+//! in time order and they are numbered as released), so a stage learns which `seq`s are old
+//! from the actors it sees (a [`Src`] has both), and forgets every entry keyed below the
+//! *floor*, the `seq` after the newest event it knows to be older than the horizon `h =
+//! (latest time seen) − F` ([`Side::forget_below`]); records that come for such keys later
+//! (a late retraction, a pair naming an old action) are dropped on arrival. No output a
+//! consumer keeps is lost: an edge's `ts` is its action's time, and every key of an edge is
+//! a `seq` at or after its action's (the action itself for `join_seq`, its effect, which
+//! comes later, for `join_fire`), so any edge a forgotten or dropped entry could still
+//! produce or retract has `ts < h`, and the continuous job drops every record older than
+//! its window (shorter than F) anyway. And no multiplicity goes negative: while a key is at
+//! or above the floor its entries are complete, so what was emitted for it is an exact join;
+//! once it is below, nothing more is emitted for it.
 
 use super::Diff;
 use crate::rules::{Dst, Pair, Src};
+use argus_schema::Nanos;
 use serde::{Deserialize, Serialize};
+use std::collections::VecDeque;
 use std::hash::Hash;
 
 /// The input of the first join stage, exchanged by [`SideA::key`].
@@ -177,6 +195,88 @@ impl<K: Hash + Eq + Copy, T: PartialEq> Side<K, T> {
     #[cfg(test)]
     pub(super) fn len(&self) -> usize {
         self.0.len()
+    }
+}
+
+impl<T> Side<u64, T> {
+    /// Forgets every record keyed below `floor` (a [`Horizon`] sweep).
+    pub(super) fn forget_below(&mut self, floor: u64) {
+        self.0.retain(|k, _| *k >= floor);
+    }
+}
+
+/// A join stage's time horizon in a continuous job (see the module doc): which `seq`s are
+/// older than `F` before the latest time the stage has seen, learned from the actors it
+/// sees, and when to sweep.
+pub(super) struct Horizon {
+    /// The horizon F.
+    after: Nanos,
+    /// The latest actor time seen.
+    latest: Nanos,
+    /// This epoch's latest actor time and largest actor `seq`.
+    epoch: Option<(Nanos, u64)>,
+    /// The same per earlier epoch, oldest first, until older than the horizon: one entry
+    /// per epoch of the last F.
+    log: VecDeque<(Nanos, u64)>,
+    /// Every `seq` below this is known to be an event older than the horizon.
+    known: u64,
+    /// Keys below this have been forgotten, and records for them are dropped.
+    floor: u64,
+    /// The horizon at the last sweep.
+    swept: Nanos,
+}
+
+impl Horizon {
+    pub(super) fn new(after: Nanos) -> Horizon {
+        Horizon {
+            after,
+            latest: Nanos(0),
+            epoch: None,
+            log: VecDeque::new(),
+            known: 0,
+            floor: 0,
+            swept: Nanos(0),
+        }
+    }
+
+    /// An actor seen in this epoch (inserted or retracted: its `seq` and `ts` are facts
+    /// either way).
+    pub(super) fn saw(&mut self, src: &Src) {
+        let (ts, seq) = self.epoch.get_or_insert((src.ts, src.seq));
+        *ts = (*ts).max(src.ts);
+        *seq = (*seq).max(src.seq);
+    }
+
+    /// Whether records keyed `k` are still joined (not below the floor).
+    pub(super) fn keeps(&self, k: u64) -> bool {
+        k >= self.floor
+    }
+
+    /// The epoch is over: the new floor when the stage should forget below it. The
+    /// horizon must have advanced by a quarter of F since the last sweep (a sweep looks at
+    /// every entry, so it is not done every epoch): an entry outlives its event by between
+    /// F and about 1.25 F.
+    pub(super) fn sweep(&mut self) -> Option<u64> {
+        if let Some(e) = self.epoch.take() {
+            self.latest = self.latest.max(e.0);
+            self.log.push_back(e);
+        }
+        let h = Nanos(self.latest.0.saturating_sub(self.after.0));
+        // An epoch whose latest actor is older than h: its largest seq is an event older
+        // than h, and so is every seq below it (seq increases with ts).
+        while let Some(&(ts, seq)) = self.log.front() {
+            if ts >= h {
+                break;
+            }
+            self.known = self.known.max(seq.saturating_add(1));
+            self.log.pop_front();
+        }
+        if self.known > self.floor && h.0 >= self.swept.0.saturating_add(self.after.0 / 4) {
+            self.floor = self.known;
+            self.swept = h;
+            return Some(self.floor);
+        }
+        None
     }
 }
 

@@ -1,11 +1,13 @@
 //! The second join stage, `"pipeline::join_fire"`, by effect `seq`: the (effect, actor)
 //! pairs of `join_seq` ⋈ the effect's target give the paired edges (timer, work item, pipe
-//! and other channels). The join semantics and what is forgotten when are in `join.rs`.
+//! and other channels). The join semantics and what is forgotten when are in `join.rs` (in
+//! a continuous job, also by time: [`Horizon`]).
 
 use super::handoff::{Pending, ToOutput};
-use super::join::{spread, Side, SideB};
+use super::join::{spread, Horizon, Side, SideB};
 use super::{Collection, Diff, Update};
 use crate::rules::{join_edges, Dst, RulesConfig, Src};
+use argus_schema::Nanos;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use timely::container::CapacityContainerBuilder;
@@ -15,17 +17,19 @@ use timely::dataflow::operators::Capability;
 
 /// The second join stage over the targets of paired effects and the fired pairs,
 /// exchanged by effect `seq`: the paired edges, through the side channel where there is
-/// one, else on the returned stream.
+/// one, else on the returned stream. `forget`: the horizon of a continuous job
+/// ([`super::DataflowConfig::forget`]).
 pub(super) fn join_fire<'s>(
     side_b: Collection<'s, SideB>,
     rules: Arc<RulesConfig>,
+    forget: Option<Nanos>,
     to_out: ToOutput,
 ) -> Collection<'s, Update> {
     side_b.unary_frontier::<CapacityContainerBuilder<Vec<(Update, Diff)>>, _, _, _>(
         Exchange::new(|x: &(SideB, Diff)| spread(x.0.key())),
         "pipeline::join_fire",
         move |_cap, _info| {
-            let mut stage = StageB::new();
+            let mut stage = StageB::new(forget);
             let mut queued: Pending<Capability<u64>, (SideB, Diff)> = BTreeMap::new();
             move |(input, frontier), output| {
                 input.for_each(|time, data| {
@@ -58,13 +62,19 @@ pub(super) fn join_fire<'s>(
 pub(super) struct StageB {
     srcs: Side<u64, Src>,
     dsts: Side<u64, Dst>,
+    /// Forgetting by time (a continuous job), or keeping what can still join (`None`). It
+    /// learns from the actors re-keyed by their effects: their `seq` and `ts` are the
+    /// action's, a fact about the stream like any other.
+    horizon: Option<Horizon>,
 }
 
 impl StageB {
-    pub(super) fn new() -> StageB {
+    /// `forget`: the horizon of a continuous job, if any.
+    pub(super) fn new(forget: Option<Nanos>) -> StageB {
         StageB {
             srcs: Side::new(),
             dsts: Side::new(),
+            horizon: forget.map(Horizon::new),
         }
     }
 
@@ -78,6 +88,15 @@ impl StageB {
         let mut ddst = Vec::new();
         let mut unpaired = Vec::new();
         for (r, d) in delta {
+            if let Some(h) = self.horizon.as_mut() {
+                if let SideB::Src { src, .. } = &r {
+                    h.saw(src);
+                }
+                // Below the floor: forgotten, nothing more is joined there.
+                if !h.keeps(r.key()) {
+                    continue;
+                }
+            }
             match r {
                 SideB::NoEffect(fire) => unpaired.push(fire),
                 SideB::Src { fire, src } => {
@@ -99,6 +118,10 @@ impl StageB {
         for fire in unpaired {
             self.dsts.forget(&fire);
         }
+        if let Some(floor) = self.horizon.as_mut().and_then(Horizon::sweep) {
+            self.srcs.forget_below(floor);
+            self.dsts.forget_below(floor);
+        }
     }
 
     #[cfg(test)]
@@ -119,8 +142,8 @@ mod tests {
     #[test]
     fn paired_effects_join_through_both_stages_in_any_order() {
         let rules = RulesConfig::default();
-        let mut a = StageA::new();
-        let mut b = StageB::new();
+        let mut a = StageA::new(None);
+        let mut b = StageB::new(None);
         let mut edges = Vec::new();
         let mut fires = Vec::new();
         // The effect's target arrives first, then the pair, then the actor.
@@ -153,8 +176,8 @@ mod tests {
     #[test]
     fn done_actions_and_unpaired_effects_are_forgotten_and_retractions_still_join() {
         let rules = RulesConfig::default();
-        let mut a = StageA::new();
-        let mut b = StageB::new();
+        let mut a = StageA::new(None);
+        let mut b = StageB::new(None);
         let mut edges = Vec::new();
         let mut fires = Vec::new();
         // The actor of action 3 and its pair to effect 9, then "no later pair names 3".
@@ -202,5 +225,47 @@ mod tests {
         assert_eq!(edges.len(), 1);
         assert_eq!(b.dsts.get(&12).count(), 0);
         assert_eq!(b.dsts.get(&9).count(), 1);
+    }
+}
+
+#[cfg(test)]
+mod forgetting {
+    use super::super::join::testing::{dst, src};
+    use super::*;
+
+    /// Actions (time = seq) re-keyed by their effects, and the effects' targets: keeping
+    /// everything holds two entries per effect, a horizon of 1000 those of the last ~1250
+    /// only; the edges are the same.
+    #[test]
+    fn a_horizon_keeps_the_second_stage_bounded() {
+        let rules = RulesConfig::default();
+        let mut kept = StageB::new(None);
+        let mut forgetting = StageB::new(Some(argus_schema::Nanos(1000)));
+        let mut most = 0;
+        for e in 0..200u64 {
+            let delta: Vec<(SideB, Diff)> = (e * 100..e * 100 + 100)
+                .flat_map(|i| {
+                    [
+                        (
+                            SideB::Src {
+                                fire: i + 1,
+                                src: src(i, 0),
+                            },
+                            1,
+                        ),
+                        (SideB::Dst(dst(i + 1, true)), 1),
+                    ]
+                })
+                .collect();
+            let (mut a, mut b) = (Vec::new(), Vec::new());
+            kept.epoch(delta.clone(), &rules, |x, d| a.push((x, d)));
+            forgetting.epoch(delta, &rules, |x, d| b.push((x, d)));
+            assert_eq!(a, b, "epoch {e}");
+            assert_eq!(a.len(), 100, "epoch {e}");
+            most = most.max(forgetting.held());
+        }
+        assert_eq!(kept.held(), 2 * 20_000);
+        assert!(most <= 2 * 1500, "{most} entries held at most");
+        assert!(forgetting.held() >= 2 * 1000, "what is recent is kept");
     }
 }

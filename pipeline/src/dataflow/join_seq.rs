@@ -1,12 +1,13 @@
 //! The first join stage, `"pipeline::join_seq"`, by action/event `seq`: `Src ⋈ Dst` gives
 //! the direct edges (wake-up, fork, signal); `Src ⋈ Pair` re-keys an action's actor by each
 //! effect it caused, for `join_fire`. The join semantics and what is forgotten when are in
-//! `join.rs`.
+//! `join.rs` (in a continuous job, also by time: [`Horizon`]).
 
 use super::handoff::{ship, Pending, Port, ToOutput};
-use super::join::{spread, Side, SideA, SideB};
+use super::join::{spread, Horizon, Side, SideA, SideB};
 use super::{Collection, Diff, Update};
 use crate::rules::{join_edges, Dst, RulesConfig, Src};
+use argus_schema::Nanos;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use timely::dataflow::channels::pact::Exchange;
@@ -16,10 +17,12 @@ use timely::dataflow::operators::Capability;
 
 /// The first join stage over the keyed stage's `side_a`, exchanged by join key: the direct
 /// edges (to the output, through the side channel where there is one) and the fired
-/// (effect, actor) pairs, in that order.
+/// (effect, actor) pairs, in that order. `forget`: the horizon of a continuous job
+/// ([`super::DataflowConfig::forget`]).
 pub(super) fn join_seq<'s>(
     side_a: Collection<'s, SideA>,
     rules: Arc<RulesConfig>,
+    forget: Option<Nanos>,
     to_out: ToOutput,
 ) -> (Collection<'s, Update>, Collection<'s, SideB>) {
     let mut ab = OperatorBuilder::new("pipeline::join_seq".to_owned(), side_a.scope());
@@ -30,7 +33,7 @@ pub(super) fn join_seq<'s>(
     let mut p_fires: Port<SideB> = OutputBuilder::from(p_fires);
     ab.build(move |initial| {
         drop(initial);
-        let mut stage = StageA::new();
+        let mut stage = StageA::new(forget);
         let mut queued: Pending<Vec<Capability<u64>>, (SideA, Diff)> = BTreeMap::new();
         move |frontiers| {
             ain.for_each(|time, data| {
@@ -69,14 +72,18 @@ pub(super) struct StageA {
     srcs: Side<u64, Src>,
     direct: Side<u64, Dst>,
     fires: Side<u64, u64>,
+    /// Forgetting by time (a continuous job), or keeping what can still join (`None`).
+    horizon: Option<Horizon>,
 }
 
 impl StageA {
-    pub(super) fn new() -> StageA {
+    /// `forget`: the horizon of a continuous job, if any.
+    pub(super) fn new(forget: Option<Nanos>) -> StageA {
         StageA {
             srcs: Side::new(),
             direct: Side::new(),
             fires: Side::new(),
+            horizon: forget.map(Horizon::new),
         }
     }
 
@@ -93,6 +100,15 @@ impl StageA {
         let mut rest = Vec::new();
         let mut done = Vec::new();
         for (r, d) in delta {
+            if let Some(h) = self.horizon.as_mut() {
+                if let SideA::Src(s) = &r {
+                    h.saw(s);
+                }
+                // Below the floor: forgotten, nothing more is joined there.
+                if !h.keeps(r.key()) {
+                    continue;
+                }
+            }
             match r {
                 SideA::Src(s) => dsrc.push((s, d)),
                 SideA::ArmDone(arm) => done.push(arm),
@@ -147,6 +163,11 @@ impl StageA {
         for arm in done {
             self.srcs.forget(&arm);
         }
+        if let Some(floor) = self.horizon.as_mut().and_then(Horizon::sweep) {
+            self.srcs.forget_below(floor);
+            self.direct.forget_below(floor);
+            self.fires.forget_below(floor);
+        }
     }
 
     /// Keys held (for tests and diagnostics).
@@ -165,7 +186,7 @@ mod tests {
     #[test]
     fn a_retracted_actor_retracts_its_edge_and_the_state_empties() {
         let rules = RulesConfig::default();
-        let mut a = StageA::new();
+        let mut a = StageA::new(None);
         let mut edges: Vec<(SegmentId, Diff)> = Vec::new();
         let mut fires = Vec::new();
         a.epoch(
@@ -207,5 +228,95 @@ mod tests {
         );
         assert_eq!(a.held(), 0);
         assert!(fires.is_empty());
+    }
+}
+
+#[cfg(test)]
+mod forgetting {
+    use super::super::join::testing::{dst, src};
+    use super::*;
+    use crate::rules::Pair;
+
+    /// The edges and fired pairs a stage emitted.
+    type Emitted = (Vec<(argus_schema::CausalEdge, Diff)>, Vec<(SideB, Diff)>);
+
+    /// Runs `epochs` through a stage; what it emitted, in order.
+    fn run(a: &mut StageA, epochs: impl IntoIterator<Item = Vec<(SideA, Diff)>>) -> Emitted {
+        let rules = RulesConfig::default();
+        let (mut edges, mut fires) = (Vec::new(), Vec::new());
+        for delta in epochs {
+            a.epoch(
+                delta,
+                &rules,
+                |e, d| edges.push((e, d)),
+                |f, d| fires.push((f, d)),
+            );
+        }
+        (edges, fires)
+    }
+
+    /// A long stream of actors (time = seq) with direct targets, and actions paired with
+    /// effects that never report done: keeping everything holds an entry per event, a
+    /// horizon of 1000 holds those of the last ~1250 only; the edges are the same.
+    #[test]
+    fn a_horizon_keeps_the_first_stage_bounded() {
+        let epochs = || {
+            (0..200u64).map(|e| {
+                (e * 100..e * 100 + 100)
+                    .flat_map(|i| {
+                        [
+                            (SideA::Src(src(i, 0)), 1),
+                            (SideA::Direct(dst(i, false)), 1),
+                            (
+                                SideA::Pair(Pair {
+                                    arm: i,
+                                    fire: i + 1,
+                                }),
+                                1,
+                            ),
+                        ]
+                    })
+                    .collect::<Vec<_>>()
+            })
+        };
+        let mut kept = StageA::new(None);
+        let mut forgetting = StageA::new(Some(argus_schema::Nanos(1000)));
+        let mut most = 0;
+        let (mut all_kept, mut all_forgetting) = (Vec::new(), Vec::new());
+        for delta in epochs() {
+            all_kept.push(run(&mut kept, [delta.clone()]));
+            all_forgetting.push(run(&mut forgetting, [delta]));
+            most = most.max(forgetting.held());
+        }
+        assert_eq!(all_kept, all_forgetting);
+        assert_eq!(kept.held(), 3 * 20_000);
+        assert!(most <= 3 * 1500, "{most} entries held at most");
+        assert!(forgetting.held() >= 3 * 1000, "what is recent is kept");
+    }
+
+    /// Below the floor nothing more is joined: a pair naming a forgotten action and a late
+    /// change of that action's actor fire nothing. (Kept, the pair would find no actor and
+    /// the retraction would then fire a -1 that nothing ever fired.)
+    #[test]
+    fn records_below_the_floor_are_dropped_and_nothing_goes_negative() {
+        let mut a = StageA::new(Some(argus_schema::Nanos(1000)));
+        // Actor of action 5 (time 5), then time runs on past the horizon.
+        let mut epochs = vec![vec![(SideA::Src(src(5, 0)), 1)]];
+        epochs.extend((1..40u64).map(|e| vec![(SideA::Src(src(e * 100, 0)), 1)]));
+        let (edges, fires) = run(&mut a, epochs);
+        assert!(edges.is_empty() && fires.is_empty());
+        assert_eq!(a.srcs.get(&5).count(), 0, "the old actor is forgotten");
+        // An effect of action 5 now, and the actor's segment changing: nothing fires.
+        let (edges, fires) = run(
+            &mut a,
+            [
+                vec![(SideA::Pair(Pair { arm: 5, fire: 3950 }), 1)],
+                vec![(SideA::Src(src(5, 0)), -1), (SideA::Src(src(5, 1)), 1)],
+            ],
+        );
+        assert!(edges.is_empty());
+        assert!(fires.is_empty(), "{fires:?}");
+        assert_eq!(a.fires.get(&5).count(), 0);
+        assert_eq!(a.srcs.get(&5).count(), 0);
     }
 }

@@ -11,6 +11,16 @@
 //! Four outputs, so no record is copied to consumers that drop it: graph records (to the
 //! output, through the side channel where there is one), rule counters (summed per epoch),
 //! the joins' first stage ([`SideA`]) and paired targets for the second ([`SideB`]).
+//!
+//! In a continuous job ([`super::DataflowConfig::forget`] = `Some(F)`) the stage forgets
+//! machines that are done with: every time the watermark has advanced by F/4, each key whose
+//! last event is older than `watermark − F`, that has no mutable record out (nothing to
+//! retract later), no spin deadline, and whose machine says it is settled
+//! ([`KeyState::forgettable`]: a thread once it has exited, an object always, a socket or a
+//! lock file when nothing it knows can decide a later link) is removed. Nothing is
+//! retracted: its final records stay in the graph. If the key comes back, its machine starts
+//! afresh, numbering segments from where the forgotten one stopped ([`KeyState::resume`]) so
+//! that segment ids stay unique.
 
 use super::handoff::{ship, ship_all, Chunks, Pending, Port, ToOutput};
 use super::input::{Part, Routed};
@@ -39,9 +49,11 @@ pub(super) struct KeyedStreams<'s> {
 }
 
 /// The keyed stage over the driver's `parts`, exchanged to the workers they name.
+/// `forget`: the horizon of a continuous job ([`super::DataflowConfig::forget`]).
 pub(super) fn keyed<'s>(
     parts: StreamVec<'s, u64, Part>,
     rules: Arc<RulesConfig>,
+    forget: Option<Nanos>,
     to_out: ToOutput,
 ) -> KeyedStreams<'s> {
     let mut kb = OperatorBuilder::new("pipeline::keyed".to_owned(), parts.scope());
@@ -56,7 +68,7 @@ pub(super) fn keyed<'s>(
     let mut p_b: Port<SideB> = OutputBuilder::from(p_b);
     kb.build(move |initial| {
         drop(initial);
-        let mut keyed = Keyed::new(rules);
+        let mut keyed = Keyed::new(rules, forget);
         // Parts are queued as they arrive (no per-event copy).
         let mut queued: Pending<Vec<Capability<u64>>, Part> = BTreeMap::new();
         move |frontiers| {
@@ -123,23 +135,45 @@ impl Outs {
     }
 }
 
+/// One key's state machine.
+struct Slot {
+    key: Key,
+    /// The time of the last event it processed (for [`Forget`]).
+    last: Nanos,
+    state: KeyState,
+}
+
+/// What a continuous job needs to forget idle machines ([`Keyed::sweep`]).
+struct Forget {
+    /// The horizon F: machines idle for longer (by the data's time) may be forgotten.
+    after: Nanos,
+    /// The watermark of the last sweep.
+    swept: Nanos,
+    /// The next segment ordinal of each forgotten machine that numbers segments (threads,
+    /// interrupt contexts): a key that comes back resumes from it, so its segment ids stay
+    /// unique. One entry per thread or CPU that went, bounded by the tids in use.
+    ordinals: FastMap<Key, u32>,
+}
+
 /// The keyed operator's state on one worker.
 struct Keyed {
     rules: Arc<RulesConfig>,
     /// Each key's state machine, by index: a run of one key's events (a thread's records
     /// come in runs) finds its state without hashing the key again.
-    states: Vec<KeyState>,
+    states: Vec<Slot>,
     index: FastMap<Key, usize>,
     emitted: FastMap<Key, Vec<Output>>,
     deadlines: BTreeSet<(Nanos, Key)>,
     deadline_of: FastMap<Key, Nanos>,
+    /// Forgetting idle machines (a continuous job), or keeping every machine (`None`).
+    forget: Option<Forget>,
     /// Reused buffers.
     finals: Vec<Output>,
     now: Vec<Output>,
 }
 
 impl Keyed {
-    fn new(rules: Arc<RulesConfig>) -> Keyed {
+    fn new(rules: Arc<RulesConfig>, forget: Option<Nanos>) -> Keyed {
         Keyed {
             rules,
             states: Vec::new(),
@@ -147,6 +181,11 @@ impl Keyed {
             emitted: FastMap::default(),
             deadlines: BTreeSet::new(),
             deadline_of: FastMap::default(),
+            forget: forget.map(|after| Forget {
+                after,
+                swept: Nanos(0),
+                ordinals: FastMap::default(),
+            }),
             finals: Vec::new(),
             now: Vec::new(),
         }
@@ -154,7 +193,45 @@ impl Keyed {
 
     /// The state of `key`, if it has one.
     fn state(&self, key: &Key) -> Option<&KeyState> {
-        self.index.get(key).and_then(|&at| self.states.get(at))
+        self.index
+            .get(key)
+            .and_then(|&at| self.states.get(at))
+            .map(|s| &s.state)
+    }
+
+    /// Forgets the machines that are done with (see the module doc), when the watermark has
+    /// advanced by a quarter of the horizon since the last sweep: a sweep looks at every
+    /// machine, so it is not done every epoch, and a machine outlives its last event by
+    /// between F and 1.25 F.
+    fn sweep(&mut self, watermark: Nanos) {
+        let Some(f) = self.forget.as_mut() else {
+            return;
+        };
+        if watermark.0 < f.swept.0.saturating_add(f.after.0 / 4) {
+            return;
+        }
+        f.swept = watermark;
+        let before = Nanos(watermark.0.saturating_sub(f.after.0));
+        let mut at = 0;
+        while let Some(slot) = self.states.get(at) {
+            let idle = slot.last < before
+                && !self.emitted.contains_key(&slot.key)
+                && !self.deadline_of.contains_key(&slot.key)
+                && slot.state.forgettable();
+            if !idle {
+                at += 1;
+                continue;
+            }
+            let gone = self.states.swap_remove(at);
+            self.index.remove(&gone.key);
+            // The last machine moved into the hole: its index follows.
+            if let Some(moved) = self.states.get(at) {
+                self.index.insert(moved.key, at);
+            }
+            if let Some(ord) = gone.state.next_ordinal() {
+                f.ordinals.insert(gone.key, ord);
+            }
+        }
     }
 
     /// Processes one closed epoch's parts (as they arrived); the updates at that epoch go to
@@ -189,16 +266,27 @@ impl Keyed {
                 _ => {
                     touched.insert(*key);
                     let states = &mut self.states;
+                    let ordinals = self.forget.as_mut().map(|f| &mut f.ordinals);
                     let at = *self.index.entry(*key).or_insert_with(|| {
-                        states.push(KeyState::new(*key));
+                        // A forgotten machine's key back: numbered on from where it stopped.
+                        let state = match ordinals.and_then(|o| o.remove(key)) {
+                            Some(ord) => KeyState::resume(*key, ord),
+                            None => KeyState::new(*key),
+                        };
+                        states.push(Slot {
+                            key: *key,
+                            last: ev.ts,
+                            state,
+                        });
                         states.len() - 1
                     });
                     last = Some((*key, at));
                     at
                 }
             };
-            if let Some(state) = self.states.get_mut(at) {
-                state.on_event(ev, *role, &self.rules, &mut finals);
+            if let Some(slot) = self.states.get_mut(at) {
+                slot.last = slot.last.max(ev.ts);
+                slot.state.on_event(ev, *role, &self.rules, &mut finals);
             }
         }
         drop(parts);
@@ -267,5 +355,203 @@ impl Keyed {
             }
         }
         self.now = now;
+        self.sweep(watermark);
+    }
+
+    /// Machines held (for tests).
+    #[cfg(test)]
+    fn held(&self) -> usize {
+        self.states.len()
+    }
+
+    /// Every key's index names its machine, and every machine is indexed.
+    #[cfg(test)]
+    fn index_is_consistent(&self) -> bool {
+        self.index.len() == self.states.len()
+            && self
+                .index
+                .iter()
+                .all(|(k, &at)| self.states.get(at).is_some_and(|s| s.key == *k))
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use crate::rules::{route, Dst};
+    use argus_schema::{Context, Cpu, EdgeKind, Event, EventKind, Pid, SegmentId, Tid};
+
+    const MS: u64 = 1_000_000;
+
+    /// A task record of `tid` at `ts` ms, numbered by its position.
+    fn push(evs: &mut Vec<Event>, ts: u64, tid: i32, kind: EventKind) {
+        evs.push(Event {
+            ts: Nanos(ts * MS),
+            seq: evs.len() as u64,
+            cpu: Cpu(0),
+            pid: Pid(tid),
+            tid: Tid(tid),
+            ctx: Context::Task,
+            kind,
+        });
+    }
+
+    /// Thread 1 forks `child` at `ts` ms; the child arms a timer of its own and exits.
+    fn short_life(evs: &mut Vec<Event>, ts: u64, child: i32) {
+        let fork = EventKind::Fork {
+            child: Tid(child),
+            child_pid: Pid(child),
+            thread: false,
+        };
+        push(evs, ts, 1, fork);
+        let timer = 0xffff_0000 + child as u64 * 64;
+        let arm = EventKind::HrtimerStart {
+            timer,
+            function: 7,
+            expires: 0,
+        };
+        push(evs, ts, child, arm);
+        push(evs, ts, child, EventKind::Exit);
+    }
+
+    /// The graph records and the first join stage's records of an epoch.
+    type Emitted = (Vec<(Update, Diff)>, Vec<(SideA, Diff)>);
+
+    /// One epoch of `evs` (one part, as the driver makes it); the records it emits.
+    fn epoch(keyed: &mut Keyed, evs: &[Event]) -> Emitted {
+        let mut items = Vec::new();
+        for ev in evs {
+            let mut sub = 0u8;
+            route(ev, &keyed.rules, |key, role| {
+                items.push(Routed {
+                    key,
+                    role,
+                    sub,
+                    ev: ev.clone(),
+                });
+                sub += 1;
+            });
+        }
+        let watermark = evs.last().map_or(Nanos(0), |e| e.ts);
+        let mut outs = Outs::default();
+        let part = Part {
+            worker: 0,
+            watermark,
+            items,
+        };
+        keyed.epoch(vec![part], &mut outs);
+        (
+            outs.updates.into_containers().flatten().collect(),
+            outs.a.into_containers().flatten().collect(),
+        )
+    }
+
+    /// Thousands of short-lived threads, each with a timer of its own: forgetting keeps a
+    /// bounded number of machines (the recent threads and timers, and thread 1), keeping
+    /// everything holds one per thread and timer ever seen; the graph records are the same.
+    #[test]
+    fn forgetting_keeps_the_machines_of_short_lived_threads_bounded() {
+        let rules = Arc::new(RulesConfig::default());
+        let mut kept = Keyed::new(rules.clone(), None);
+        let mut forgetting = Keyed::new(rules, Some(Nanos(10 * MS)));
+        let mut evs = Vec::new();
+        for child in 0..3000 {
+            short_life(&mut evs, 1 + child as u64, 1000 + child);
+        }
+        let (mut most, mut records) = (0, 0);
+        for (i, chunk) in evs.chunks(30).enumerate() {
+            let (upd_kept, _) = epoch(&mut kept, chunk);
+            let (upd_forgetting, _) = epoch(&mut forgetting, chunk);
+            assert_eq!(upd_kept, upd_forgetting, "epoch {i}");
+            records += upd_kept.len();
+            assert!(forgetting.index_is_consistent(), "epoch {i}");
+            most = most.max(forgetting.held());
+        }
+        assert!(records > 3000, "the threads made segments");
+        // 10 threads per epoch of 10 ms, forgotten 10 to 12.5 ms after their exit: at most
+        // some 25 threads and their timers, and thread 1.
+        assert!(most <= 60, "{most} machines held at most");
+        assert!(
+            forgetting.held() <= 60,
+            "{} machines held",
+            forgetting.held()
+        );
+        assert_eq!(kept.held(), 2 * 3000 + 1);
+        // Each forgotten thread's ordinal is remembered, one entry per tid.
+        let ordinals = forgetting.forget.as_ref().map_or(0, |f| f.ordinals.len());
+        assert!((2900..=3000).contains(&ordinals), "{ordinals} ordinals");
+    }
+
+    /// A tid that comes back after its exited thread was forgotten (the kernel reused it) is
+    /// a new thread: its creation is a fork, and its segments are numbered on from the
+    /// forgotten machine's, so ids stay unique. A kept dead machine ignores it.
+    #[test]
+    fn a_tid_back_after_its_thread_was_forgotten_numbers_its_segments_on() {
+        let mut evs = Vec::new();
+        short_life(&mut evs, 1, 500);
+        let first = evs.len();
+        // Thread 1 goes on (the watermark advances), then forks tid 500 again.
+        for t in 2..100 {
+            push(&mut evs, t, 1, EventKind::Marker { text: "m".into() });
+        }
+        let again = evs.len();
+        short_life(&mut evs, 100, 500);
+        let rules = Arc::new(RulesConfig::default());
+        for forget in [None, Some(Nanos(10 * MS))] {
+            let mut keyed = Keyed::new(rules.clone(), forget);
+            let mut updates = Vec::new();
+            let mut side_a = Vec::new();
+            for chunk in [&evs[..first], &evs[first..again], &evs[again..]] {
+                let (u, a) = epoch(&mut keyed, chunk);
+                updates.extend(u);
+                side_a.extend(a);
+            }
+            let segs: Vec<SegmentId> = updates
+                .iter()
+                .filter_map(|(u, d)| match u {
+                    Update::Segment(s) if s.tid == Tid(500) && *d > 0 => Some(s.id),
+                    _ => None,
+                })
+                .collect();
+            let forks: Vec<SegmentId> = side_a
+                .iter()
+                .filter_map(|(a, _)| match a {
+                    SideA::Direct(Dst {
+                        seg,
+                        kind: EdgeKind::Fork,
+                        ..
+                    }) => Some(*seg),
+                    _ => None,
+                })
+                .collect();
+            let (s0, s1) = (SegmentId::new(Tid(500), 0), SegmentId::new(Tid(500), 1));
+            if forget.is_some() {
+                assert_eq!(segs, [s0, s1]);
+                assert_eq!(forks, [s0, s1]);
+                assert!(keyed.index_is_consistent());
+            } else {
+                assert_eq!(segs, [s0]);
+                assert_eq!(forks, [s0]);
+            }
+        }
+    }
+
+    /// A live thread is never forgotten however idle (nor its open segment retracted).
+    #[test]
+    fn live_threads_are_kept() {
+        let mut evs = Vec::new();
+        push(&mut evs, 1, 7, EventKind::Marker { text: "m".into() });
+        let first = evs.len();
+        for t in 2..200 {
+            push(&mut evs, t, 1, EventKind::Marker { text: "m".into() });
+        }
+        let mut keyed = Keyed::new(Arc::new(RulesConfig::default()), Some(Nanos(10 * MS)));
+        epoch(&mut keyed, &evs[..first]);
+        for chunk in evs[first..].chunks(10) {
+            epoch(&mut keyed, chunk);
+        }
+        assert!(keyed.state(&Key::Thread(Tid(7))).is_some());
+        assert_eq!(keyed.held(), 2);
     }
 }

@@ -38,6 +38,10 @@
 //! work proportional to the epoch's changes, so an epoch costs the same whatever the
 //! history behind it.
 //!
+//! A continuous job runs one dataflow forever: with [`DataflowConfig::forget`] the keyed
+//! stage and the joins forget state older than a horizon (`keyed.rs`, `join.rs`), so their
+//! memory follows the recent trace, not all of it.
+//!
 //! Epoch closing: the driver (worker 0 of process 0) introduces epoch *e*'s events and its
 //! watermark, advances the input to *e+1*, and reads the next batch while *e* is still being
 //! processed (at most one epoch in flight). The output operator on worker 0 holds each
@@ -128,6 +132,20 @@ pub struct DataflowConfig {
     pub process_id: usize,
     /// `host:port` of every process, when `processes > 1`.
     pub hosts: Vec<String>,
+    /// Forget rule state idle for longer than this, by the data's own time (a continuous
+    /// job); `None` keeps everything (a build, the oracle).
+    ///
+    /// A dataflow that runs forever must forget, or its memory grows with the trace. With
+    /// `Some(F)`: the keyed stage drops the machines of keys idle for longer than F that are
+    /// done with (an exited thread, an object, a lock file, a socket; never a live thread,
+    /// nor a key with a mutable record or a spin deadline; `keyed.rs`), and the joins drop
+    /// their entries for events older than F before the latest they saw (`join.rs`). Records
+    /// already emitted stay; what can differ from a dataflow that keeps everything is only
+    /// older than `watermark − F`: edges whose action is older (an old action paired with a
+    /// later effect is not linked, a late change to an old edge is not applied). The job
+    /// must drop records older than a window shorter than F, and feed events in time order
+    /// numbered as released (`seq` increasing with `ts`), as ingest's merger does.
+    pub forget: Option<Nanos>,
 }
 
 impl Default for DataflowConfig {
@@ -138,6 +156,7 @@ impl Default for DataflowConfig {
             processes: 1,
             process_id: 0,
             hosts: Vec::new(),
+            forget: None,
         }
     }
 }
@@ -225,6 +244,7 @@ pub fn run(
     // exchange.
     let (side_tx, side_rx) = crossbeam_channel::unbounded::<(u64, Changes)>();
     let local = cfg.process_id == 0;
+    let forget = cfg.forget;
     let guards = timely::execute(tcfg, move |worker| {
         let index = worker.index();
         let mut handle: InputHandleVec<u64, Part> = InputHandleVec::new();
@@ -233,9 +253,11 @@ pub fn run(
         let to_out = || ToOutput(local.then(|| side_tx.clone()));
         worker.dataflow::<u64, _, _>(|scope| {
             let parts = handle.to_stream(scope);
-            let keyed = keyed::keyed(parts, rules.clone(), to_out());
-            let (edges_a, fires) = join_seq::join_seq(keyed.side_a, rules.clone(), to_out());
-            let edges_b = join_fire::join_fire(keyed.side_b.concat(fires), rules.clone(), to_out());
+            let keyed = keyed::keyed(parts, rules.clone(), forget, to_out());
+            let (edges_a, fires) =
+                join_seq::join_seq(keyed.side_a, rules.clone(), forget, to_out());
+            let edges_b =
+                join_fire::join_fire(keyed.side_b.concat(fires), rules.clone(), forget, to_out());
             output::output(
                 keyed.updates.concat(edges_a).concat(edges_b),
                 keyed.counted,

@@ -52,6 +52,26 @@ impl IrqState {
         }
     }
 
+    /// A fresh machine for `cpu` whose segments are numbered from `next_ord` (see
+    /// [`KeyState::resume`](super::KeyState::resume)).
+    pub(super) fn resume(cpu: Cpu, next_ord: u32) -> IrqState {
+        IrqState {
+            next_ord,
+            ..IrqState::new(cpu)
+        }
+    }
+
+    /// The ordinal of the next interrupt segment.
+    pub(super) fn next_ordinal(&self) -> u32 {
+        self.next_ord
+    }
+
+    /// Whether the machine may be forgotten when idle: no handler open, no bottom-half link
+    /// pending (a fresh machine would then do exactly what this one does).
+    pub(super) fn forgettable(&self) -> bool {
+        self.stack.is_empty() && self.last_hard.is_none()
+    }
+
     fn new_segment(&mut self, ts: Nanos, kind: SegmentKind) -> Segment {
         let tid = Tid::irq(self.cpu);
         let id = SegmentId::new(tid, self.next_ord);

@@ -43,6 +43,18 @@ pub struct LockState {
 }
 
 impl LockState {
+    /// Whether the machine may be forgotten when idle (a continuous job, see
+    /// [`KeyState::forgettable`](super::KeyState::forgettable)): only when it knows of no
+    /// holder, no release and no refusal. Each of them, however old, decides what a later
+    /// operation pairs with: a release by an old holder becomes the release a later grant
+    /// after a refusal is linked to (an edge inside the horizon), an old refusal makes a grant
+    /// now a grant after a refusal, and a grant after a refusal with no release known pairs
+    /// with the holders instead of an old release. So a lock file is kept once a lock on it
+    /// was released: one small machine per file locked during the job.
+    pub fn forgettable(&self) -> bool {
+        self.holders.is_empty() && self.released.is_none() && self.refused.is_empty()
+    }
+
     pub(super) fn on_event(&mut self, ev: &Event, out: &mut Vec<Output>) {
         let EventKind::FileLock { lock_type, ret, .. } = ev.kind else {
             return;

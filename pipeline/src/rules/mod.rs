@@ -292,6 +292,63 @@ impl KeyState {
         }
     }
 
+    /// A fresh machine for `key` whose segments are numbered from `next_ord`: the key's
+    /// earlier machine was forgotten ([`KeyState::forgettable`], a continuous job) after it
+    /// had numbered segments up to there, and segment ids (`SegmentId::new(tid, ordinal)`)
+    /// must stay unique when the thread (a reused tid) or the CPU's interrupt context comes
+    /// back. Keys that number no segments get [`KeyState::new`].
+    pub fn resume(key: Key, next_ord: u32) -> KeyState {
+        match key {
+            Key::Thread(tid) => KeyState::Thread(Box::new(ThreadState::resume(tid, next_ord))),
+            Key::Irq(cpu) => KeyState::Irq(IrqState::resume(cpu, next_ord)),
+            _ => KeyState::new(key),
+        }
+    }
+
+    /// The ordinal the next segment of this machine would get, for the machines that number
+    /// segments (threads and interrupt contexts): what [`KeyState::resume`] needs.
+    pub fn next_ordinal(&self) -> Option<u32> {
+        match self {
+            KeyState::Thread(t) => Some(t.next_ordinal()),
+            KeyState::Irq(i) => Some(i.next_ordinal()),
+            KeyState::Object(_) | KeyState::Lock(_) | KeyState::Sock(_) => None,
+        }
+    }
+
+    /// Whether the machine may be forgotten once its key has been idle longer than the
+    /// horizon of a continuous job (`DataflowConfig::forget`), given that it has no mutable
+    /// record and no spin deadline (the keyed stage checks those): a later event of the key
+    /// then starts from [`KeyState::resume`], and every record that differs from what the
+    /// kept machine would have made is older than the horizon (but for a reused tid, below).
+    ///
+    /// - A thread only once it has exited: a live thread's next event continues its
+    ///   segment, its wait, its thread order. A dead thread's machine only acts for the
+    ///   exit path (a release at close, the exit's wake-up of the parent, from its last
+    ///   segment), which runs within milliseconds of the exit; a tid seen again after the
+    ///   horizon is a new thread (the kernel reused the tid), which a kept dead machine would
+    ///   ignore for good.
+    /// - An interrupt context when no handler is open and no hard interrupt's bottom half is
+    ///   still to be linked: a fresh machine then does what it would do.
+    /// - An object (timer, work item, channel, flag, process signal): always. What it keeps
+    ///   (the last arming, the readers linked to it) pairs a later effect with an action
+    ///   older than the horizon, and such an edge's `ts` is its action's time: older than
+    ///   the horizon too; the next arming replaces it in a kept machine as in a fresh one.
+    /// - A socket only with no delivery pending, a lock file only when it knows of no holder,
+    ///   release or refusal: those old facts decide which *new* action a later event is
+    ///   linked to, inside the horizon ([`SockState::forgettable`],
+    ///   [`LockState::forgettable`]). What is kept grows with the sockets and lock files
+    ///   the system uses (their keys are kernel addresses and inodes, which the kernel
+    ///   reuses), not with the events.
+    pub fn forgettable(&self) -> bool {
+        match self {
+            KeyState::Thread(t) => t.forgettable(),
+            KeyState::Irq(i) => i.forgettable(),
+            KeyState::Object(_) => true,
+            KeyState::Lock(l) => l.forgettable(),
+            KeyState::Sock(s) => s.forgettable(),
+        }
+    }
+
     /// Feeds one event; final records go to `out`.
     pub fn on_event(&mut self, ev: &Event, role: Role, cfg: &RulesConfig, out: &mut Vec<Output>) {
         match self {

@@ -81,6 +81,17 @@ impl SockState {
         }
     }
 
+    /// Whether the machine may be forgotten when idle (a continuous job, see
+    /// [`KeyState::forgettable`](super::KeyState::forgettable)): only with no delivery
+    /// pending. A pending delivery, however old, stands for its thread's later deliveries
+    /// until the next receive: kept, a receive after the horizon pairs with the old one (an
+    /// edge older than the horizon) and not with the thread's new one; forgotten, with the
+    /// new one (an edge inside it). Who the readers were (`read_by`) matters only while
+    /// something is pending.
+    pub fn forgettable(&self) -> bool {
+        self.pending.is_empty()
+    }
+
     /// The deliveries pending can pair no more.
     fn forget(&mut self, out: &mut Vec<Output>) {
         for p in self.pending.drain(..) {

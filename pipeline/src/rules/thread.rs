@@ -99,6 +99,27 @@ impl ThreadState {
         }
     }
 
+    /// A fresh machine for `tid` whose segments are numbered from `next_ord`: the tid's
+    /// earlier machine was forgotten (see [`KeyState::resume`](super::KeyState::resume)).
+    /// It is a new thread in every other respect (a fork of it is still its creation).
+    pub(super) fn resume(tid: Tid, next_ord: u32) -> ThreadState {
+        ThreadState {
+            next_ord,
+            ..ThreadState::new(tid)
+        }
+    }
+
+    /// The ordinal of the thread's next segment.
+    pub(super) fn next_ordinal(&self) -> u32 {
+        self.next_ord
+    }
+
+    /// Whether the machine may be forgotten when idle: once the thread has exited (see
+    /// [`KeyState::forgettable`](super::KeyState::forgettable)).
+    pub(super) fn forgettable(&self) -> bool {
+        self.dead
+    }
+
     fn open(&mut self, ts: Nanos, start: StartCause) -> SegmentId {
         let id = SegmentId::new(self.tid, self.next_ord);
         self.next_ord += 1;
@@ -399,15 +420,17 @@ impl ThreadState {
                     }
                 }
             }
+            // A thread's creation: before its first segment (`last_id`, not `next_ord`: a
+            // resumed machine numbers from where the forgotten one stopped).
             EventKind::Fork { child_pid, .. }
-                if self.cur.is_none() && !self.dead && self.next_ord == 0 =>
+                if self.cur.is_none() && !self.dead && self.last_id.is_none() =>
             {
                 self.pid = child_pid;
                 let id = self.open(ts, StartCause::Created);
                 out.push(dst(id, EdgeKind::Fork, -1, false));
             }
             EventKind::WakeupNew { .. }
-                if self.cur.is_none() && !self.dead && self.next_ord == 0 =>
+                if self.cur.is_none() && !self.dead && self.last_id.is_none() =>
             {
                 let id = self.open(ts, StartCause::Created);
                 out.push(dst(id, EdgeKind::Fork, -1, false));

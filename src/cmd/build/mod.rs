@@ -82,6 +82,8 @@ impl BuildConfig {
                 processes,
                 process_id: args.process_id,
                 hosts,
+                // A build keeps every rule state: its graph is the whole trace's.
+                forget: None,
             },
             last: args.last,
             stats: args.stats,
