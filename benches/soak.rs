@@ -8,14 +8,15 @@
 //! ARGUS_SOAK_SECS=150 ARGUS_SOAK_PERIOD=10 ARGUS_SOAK_RETAIN=30 cargo bench --bench soak
 //! ```
 //! Needs root and tracefs (prints SKIP otherwise). `ARGUS_SOAK_RETAIN` (seconds, default 60) is the
-//! job's `--retain`: memory is steady once two windows have passed, then saw-tooths with the
-//! generation cycle, so besides single samples the bench prints per-cycle peak and mean RSS
-//! and the RSS trend (least-squares slope) over the steady part. `ARGUS_SOAK_HANDOFFS`
+//! job's `--retain`: memory is steady once two windows have passed (the job forgets what
+//! ended more than `--retain` ago, a quarter of `--retain` at a time), so besides single
+//! samples the bench prints per-`retain` cycle peak and mean RSS and the RSS trend
+//! (least-squares slope) over the steady part. `ARGUS_SOAK_HANDOFFS`
 //! (default 9000) paces each generator (hand-offs per second; about 250k events/s in all on
 //! the 2-core development machine). `ARGUS_SOAK_BIN` soaks another `argus` binary (to compare
 //! builds, e.g. allocators, with the same harness). With `RUST_LOG=info` the job's own log
-//! lines (generations started and dropped, live graphs woken or given up, snapshots written,
-//! with times) are printed between its status lines.
+//! lines (retention cuts, live graphs given up or seeded anew, snapshots written, with
+//! times) are printed between its status lines.
 //!
 //! Live `--follow`: an `argus debug DIR --follow --comm argus-hang-main --json` runs beside
 //! the job, and every `ARGUS_SOAK_HANG_EVERY` seconds (default 60) the `chain` hang workload
@@ -164,11 +165,10 @@ fn os_pipe() -> (std::fs::File, std::fs::File) {
     }
 }
 
-/// Resident memory follows the generation cycle: the oldest generation covers between one
-/// and two `--retain`, the newest up to one, so the job holds 1 to 3 windows of events and
-/// RSS saw-tooths with period `retain`. Single samples therefore say little; this prints, for
-/// each full cycle after `steady_after`, the peak and mean RSS, the last cycle against the
-/// first, and the least-squares slope over the whole steady part.
+/// Resident memory rises and falls with the retention cuts (between one and 1.25 `--retain`
+/// held) and with the snapshot writers, so single samples say little; this prints, for each
+/// full `retain` cycle after `steady_after`, the peak and mean RSS, the last cycle against
+/// the first, and the least-squares slope over the whole steady part.
 fn flatness(samples: &[(f64, u64)], steady_after: f64, cycle: f64) {
     let steady: Vec<(f64, f64)> = samples
         .iter()
@@ -292,7 +292,7 @@ fn machine_cpu() -> (f64, f64) {
 }
 
 /// Where the job's CPU went between two samples: per thread name (digits dropped, so the
-/// per-CPU and per-generation threads add up), and the machine's busy share.
+/// per-CPU and per-worker threads add up), and the machine's busy share.
 fn cpu_figures(
     who: &str,
     wall: f64,
@@ -484,11 +484,11 @@ fn main() {
     let soak_start_ns = mono_ns();
     let me = std::process::id();
     let cpu_start = (process_cpu(pid), machine_cpu(), process_cpu(me));
-    // RSS every second, to see the generation cycle (see `flatness`).
+    // RSS every second (see `flatness`).
     let samples: Arc<Mutex<Vec<(f64, u64)>>> = Arc::new(Mutex::new(Vec::new()));
     let sampling = Arc::new(AtomicBool::new(true));
-    // Thread CPU times every second too: threads of a generation end during the run, and
-    // their time would be missing from a final sample.
+    // Thread CPU times every second too: threads that end during the run (snapshot
+    // writers, a live graph's seeding) would be missing from a final sample.
     let thread_times: Arc<Mutex<HashMap<u64, (String, f64)>>> =
         Arc::new(Mutex::new(HashMap::new()));
     let sampler = {
@@ -582,8 +582,8 @@ fn main() {
     let mut d = delays.lock().expect("lock").clone();
     d.sort_by(|a, b| a.total_cmp(b));
     let missing = written.lock().expect("lock").len();
-    // The status lines, and the job's own log lines (`RUST_LOG=info`: generations started,
-    // dropped, live graphs woken, given up) to put the stalls beside what the job did.
+    // The status lines, and the job's own log lines (`RUST_LOG=info`: retention cuts, live
+    // graphs given up) to put the stalls beside what the job did.
     for l in lines
         .iter()
         .filter(|l| l.contains("events/s, lag") || l.contains("INFO") || l.contains("WARN"))

@@ -84,22 +84,12 @@ impl GraphSink {
 
     /// Applies updates at `epoch`, each to its table (moved, no per-table copy).
     pub(crate) fn update(&mut self, epoch: Epoch, updates: Vec<(Update, i64)>) -> Changed {
-        let mut changed = Changed::default();
-        for (u, d) in updates {
-            match u {
-                Update::Segment(s) => {
-                    if s.end == EndCause::Open {
-                        changed.open_segments += d;
-                    }
-                    self.segments.update(s, d)
-                }
-                Update::Edge(e) => self.edges.update(e, d),
-                Update::Spin(s) => {
-                    changed.spins = true;
-                    self.spins.update(s, d)
-                }
-            }
-        }
+        let changed = dispatch(
+            updates,
+            |s, d| self.segments.update(s, d),
+            |e, d| self.edges.update(e, d),
+            |s, d| self.spins.update(s, d),
+        );
         // Records the epoch (the updates went in above).
         self.segments.apply(epoch, &mut std::iter::empty());
         self.edges.apply(epoch, &mut std::iter::empty());
@@ -110,11 +100,42 @@ impl GraphSink {
     /// Every update of `epoch` has been applied: it is the last done, and its rule
     /// counters are added up.
     pub(crate) fn epoch_done(&mut self, epoch: Epoch, watermark: Nanos, counts: &Counts) {
-        for (total, n) in self.counts.values.iter_mut().zip(counts.values) {
-            *total += n;
-        }
+        add_counts(&mut self.counts, counts);
         self.epochs += 1;
         self.done = Some((epoch, watermark));
+    }
+}
+
+/// Hands each update to its table's function (moved); says what changed besides the tables.
+pub(crate) fn dispatch(
+    updates: Vec<(Update, i64)>,
+    mut segment: impl FnMut(Segment, i64),
+    mut edge: impl FnMut(CausalEdge, i64),
+    mut spin: impl FnMut(Spin, i64),
+) -> Changed {
+    let mut changed = Changed::default();
+    for (u, d) in updates {
+        match u {
+            Update::Segment(s) => {
+                if s.end == EndCause::Open {
+                    changed.open_segments += d;
+                }
+                segment(s, d)
+            }
+            Update::Edge(e) => edge(e, d),
+            Update::Spin(s) => {
+                changed.spins = true;
+                spin(s, d)
+            }
+        }
+    }
+    changed
+}
+
+/// Adds one epoch's rule counters to the totals.
+pub(crate) fn add_counts(total: &mut Counts, counts: &Counts) {
+    for (t, n) in total.values.iter_mut().zip(counts.values) {
+        *t += n;
     }
 }
 

@@ -323,6 +323,27 @@ mod live {
         crate::common::debug_json(snapshot, pid).1
     }
 
+    /// The job's `status` once its live graph has a complete epoch (60 s at most).
+    fn first_epoch(c: &mut Conn) -> Value {
+        wait_for("a complete epoch", Duration::from_secs(60), || {
+            let s = c.ask(json!({"v": 1, "id": 1, "op": "status"}));
+            (s["ok"] == true && s["result"]["epoch"].is_u64()).then_some(s)
+        })
+    }
+
+    /// Runs the `chain` hang workload for `secs` (its main thread waits on a worker blocked
+    /// on `sleep`); its main thread's id.
+    fn chain(secs: u32) -> i32 {
+        let out = argus()
+            .args(["workload", "chain", "--secs", &secs.to_string()])
+            .stderr(Stdio::null())
+            .output()
+            .expect("the workload runs");
+        assert!(out.status.success());
+        let truth = crate::common::recorded_truth(&out);
+        truth["main_tid"].as_i64().expect("main_tid") as i32
+    }
+
     /// `argus start -o TMP/job ARGS`, its stderr in `TMP/start.log`, once its socket is
     /// there: the job's guard, its directory and its socket.
     fn start_job(tmp: &Path, args: &[&str]) -> (Guard, PathBuf, PathBuf) {
@@ -344,71 +365,121 @@ mod live {
         (guard, job, sock)
     }
 
-    /// Through rotations (`--retain 3s`): the oldest generation always answers from a live
-    /// graph that was seeded when the job woke it (a younger generation's is dormant: nothing
-    /// copied to it), never from a dormant one; a younger generation asked by number is not
-    /// readable while dormant and answers once woken.
+    /// Retention by retraction (`--retain 3s`): one generation answers throughout; a hang
+    /// that ended is in the live graph (`hangs`, `diagnose`) and the snapshots while it is
+    /// inside the window, and gone from all three once the window has passed it, while the
+    /// window start (`trace_start_ns`) follows the watermark. Every snapshot holds only
+    /// what ended inside its window or is still open, and no edge names a segment it lacks.
     #[test]
-    fn through_rotations_the_oldest_answers_from_a_woken_live_graph() {
-        if !live_or_skip("through_rotations_the_oldest_answers_from_a_woken_live_graph") {
+    fn what_ended_before_the_window_leaves_the_live_graph_and_the_snapshots() {
+        if !live_or_skip("what_ended_before_the_window_leaves_the_live_graph_and_the_snapshots") {
             return;
         }
         let _lock = recording_lock();
         let tmp = tempfile::tempdir().expect("tempdir");
-        let (_start, _job, sock) = start_job(
+        let (_start, job, sock) = start_job(
             tmp.path(),
             &[
                 "--snapshot-every",
                 "1",
                 "--retain",
                 "3s",
+                "--watch-comm",
+                "argus-hang-main",
                 "--duration",
                 "60",
             ],
         );
         let mut c = Conn::open(&sock);
-        let (mut younger_not_ready, mut younger_answered) = (0, 0);
-        let mut seeded_oldest: Option<Value> = None;
-        let t = std::time::Instant::now();
-        while seeded_oldest.is_none() || younger_not_ready == 0 || younger_answered == 0 {
-            let log = std::fs::read_to_string(tmp.path().join("start.log")).unwrap_or_default();
+        first_epoch(&mut c);
+        // The chain workload: its main thread waits ~2 s on a worker blocked on `sleep`.
+        let pid = chain(2);
+        // Inside the window: the live graph has the ended hang.
+        wait_for(
+            "the ended hang in the live graph",
+            Duration::from_secs(30),
+            || {
+                let h = c.ask(json!({"v": 1, "id": 2, "op": "hangs", "pid": pid, "open": false}));
+                let found = h["result"]["hangs"]
+                    .as_array()
+                    .is_some_and(|a| a.iter().any(|x| x["tid"] == pid));
+                let d = c.ask(json!({"v": 1, "id": 3, "op": "diagnose", "pid": pid}));
+                (found && d["result"]["diagnosis"]["outcome"] == "hang_diagnosed").then_some(())
+            },
+        );
+        let ended_at = std::time::Instant::now();
+        // Past the window (3 s, cut every 1 s, plus the lag): gone from the live graph.
+        let gone = wait_for(
+            "the hang forgotten by the live graph",
+            Duration::from_secs(30),
+            || {
+                let h = c.ask(json!({"v": 1, "id": 4, "op": "hangs", "pid": pid}));
+                let none = h["result"]["hangs"]
+                    .as_array()
+                    .is_some_and(|a| a.is_empty());
+                // Not found, or (the thread table keeps exited threads) no hang of it.
+                let d = c.ask(json!({"v": 1, "id": 5, "op": "diagnose", "pid": pid}));
+                let no_hang = d["error"]["code"] == "not_found"
+                    || (d["ok"] == true && d["result"]["diagnosis"]["outcome"] != "hang_diagnosed");
+                (none && no_hang).then_some(d)
+            },
+        );
+        assert!(
+            ended_at.elapsed() >= Duration::from_secs(1),
+            "forgotten only once the window passed it: {gone}"
+        );
+        let s = c.ask(json!({"v": 1, "id": 6, "op": "status"}));
+        let r = &s["result"];
+        assert_eq!(
+            (r["generation"].as_u64(), r["generations"].as_u64()),
+            (Some(0), Some(1)),
+            "{r}"
+        );
+        assert!(r.get("dormant").is_none(), "{r}");
+        let (start, watermark) = (
+            r["trace_start_ns"].as_u64().expect("trace_start_ns"),
+            r["watermark_ns"].as_u64().expect("watermark_ns"),
+        );
+        assert!(
+            watermark - start <= 4_000_000_000 + 1_500_000_000,
+            "the window follows the watermark ({start} .. {watermark}): {r}"
+        );
+        assert!(watermark - start >= 2_500_000_000, "{r}");
+        // The snapshots: the latest has no record of the workload, and holds only its window.
+        let snap = wait_for(
+            "a snapshot without the workload",
+            Duration::from_secs(30),
+            || {
+                let snap = latest(&job)?;
+                let t = argus_sinks::read_snapshot_tables(&snap, false).ok()?;
+                (!t.segments.iter().any(|s| s.pid.0 == pid)).then_some(snap)
+            },
+        );
+        let t = argus_sinks::read_snapshot_tables(&snap, false).expect("snapshot tables");
+        let start = t.manifest.trace_start_ns.expect("trace_start_ns");
+        let w = t.manifest.watermark_ns;
+        assert!(
+            start.0 > 0 && start.until(w) <= 4_000_000_000 + 1_500_000_000,
+            "{start:?} {w:?}"
+        );
+        let ids: std::collections::HashSet<_> = t.segments.iter().map(|s| s.id).collect();
+        for s in &t.segments {
             assert!(
-                t.elapsed() < Duration::from_secs(50),
-                "oldest seeded: {seeded_oldest:?}; younger not ready {younger_not_ready} times, answered {younger_answered} times; log: {log}"
+                s.end == argus_schema::EndCause::Open || s.end_ns >= start,
+                "a segment that ended before the window {start:?}: {s:?}"
             );
-            let s = c.ask(json!({"v": 1, "id": 1, "op": "status"}));
-            if s["ok"] != true {
-                std::thread::sleep(Duration::from_millis(50));
-                continue;
-            }
-            let r = &s["result"];
-            assert_eq!(
-                r["dormant"], false,
-                "the oldest's live graph is never dormant: {r}"
-            );
-            let g = r["generation"].as_u64().expect("generation");
-            if g >= 2 && r["epoch"].is_u64() {
-                assert!(
-                    r["reseeded"].as_u64().is_some_and(|n| n >= 1),
-                    "generation {g} was a younger one: its live graph was seeded when woken: {r}"
-                );
-                assert_eq!(r["fell_behind"], false, "{r}");
-                seeded_oldest = Some(r.clone());
-            }
-            if r["generations"] == 2 {
-                let a = c
-                    .ask(json!({"v": 1, "id": 2, "op": "diagnose", "pid": 1, "generation": g + 1}));
-                match a["error"]["code"].as_str() {
-                    Some("not_ready") => younger_not_ready += 1,
-                    // Answered from its live graph (init may have no hang).
-                    None | Some("not_found") => younger_answered += 1,
-                    // Rotated in between.
-                    Some("gone") => {}
-                    Some(_) => panic!("{a}"),
-                }
-            }
-            std::thread::sleep(Duration::from_millis(100));
         }
+        for e in &t.edges {
+            assert!(e.ts >= start, "an edge before the window {start:?}: {e:?}");
+            assert!(
+                ids.contains(&e.src) && ids.contains(&e.dst),
+                "an edge naming a segment the snapshot lacks: {e:?}"
+            );
+        }
+        for sp in &t.spins {
+            assert!(sp.open || sp.end_ns >= start, "{sp:?}");
+        }
+        assert!(!t.segments.is_empty() && !t.edges.is_empty());
     }
 
     /// (a) the diagnosis the job answers over its socket equals `argus debug`'s on a snapshot
@@ -441,24 +512,14 @@ mod live {
         assert_eq!(meta.uid(), unsafe { libc::geteuid() });
 
         let mut c = Conn::open(&sock);
-        let status = wait_for("a complete epoch", Duration::from_secs(60), || {
-            let s = c.ask(json!({"v": 1, "id": 1, "op": "status"}));
-            (s["ok"] == true && s["result"]["epoch"].is_u64()).then_some(s)
-        });
+        let status = first_epoch(&mut c);
         assert_eq!(status["result"]["protocol"], 1, "{status}");
         let bad = c.ask(json!({"v": 1, "id": "x", "op": "frobnicate"}));
         assert_eq!(bad["ok"], false);
         assert_eq!(bad["error"]["code"], "unknown_op", "{bad}");
 
         // The chain workload: its main thread waits ~3 s on a worker blocked on `sleep`.
-        let out = argus()
-            .args(["workload", "chain", "--secs", "3"])
-            .stderr(Stdio::null())
-            .output()
-            .expect("the workload runs");
-        assert!(out.status.success());
-        let truth = crate::common::recorded_truth(&out);
-        let pid = truth["main_tid"].as_i64().expect("main_tid") as i32;
+        let pid = chain(3);
 
         // A snapshot holding the hang, closed: then ask the job as of that snapshot's epoch
         // (its watermark names it).

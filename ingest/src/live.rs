@@ -42,7 +42,7 @@ use crate::format::{FormatSet, HeaderPage};
 use crate::merge::ThreadTable;
 use crate::page::{parse_page, Missed};
 use crate::tracedir::ProcEntry;
-use argus_schema::{ErrorRecord, Event, Nanos, ThreadInfo};
+use argus_schema::{ErrorRecord, Event, Nanos, Pid, ThreadInfo, Tid};
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap, VecDeque};
 use std::time::{Duration, Instant};
@@ -404,6 +404,32 @@ impl LiveMerge {
         self.table.threads()
     }
 
+    /// An exit the trace cannot show, of a thread hidden from tracing (`argus start`'s own
+    /// short-lived threads: the recorder excludes a thread of its process once it sees it,
+    /// so its first records are traced and its exit is not), at `ts`, which must be at or
+    /// after every record released so far (the last watermark) and before the next: the
+    /// event numbered in the stream's order, and the thread table notes the exit.
+    pub fn untraced_exit(&mut self, tid: Tid, pid: Pid, ts: Nanos) -> Event {
+        self.table.note_exit(tid.0, ts);
+        let ev = Event {
+            ts,
+            seq: self.next_seq,
+            cpu: argus_schema::Cpu(0),
+            pid,
+            tid,
+            ctx: argus_schema::Context::Task,
+            kind: argus_schema::EventKind::Exit,
+        };
+        self.next_seq += 1;
+        ev
+    }
+
+    /// Forgets the threads that exited before `cutoff` (the start of a continuous job's
+    /// retained window); returns how many.
+    pub fn forget_threads_exited_before(&mut self, cutoff: Nanos) -> usize {
+        self.table.forget_exited_before(cutoff)
+    }
+
     /// The error rows collected since the last call.
     pub fn take_errors(&mut self) -> Vec<ErrorRecord> {
         std::mem::take(&mut self.errors)
@@ -477,6 +503,30 @@ mod tests {
             vec![104, 105]
         );
         assert_eq!(m.released(), Some(Nanos(1_000)));
+    }
+
+    /// An exit no record showed goes into the stream numbered between what was released
+    /// and what comes next, the thread table notes it, and the thread leaves the table once
+    /// its exit is before the cutoff given.
+    #[test]
+    fn an_untraced_exit_is_numbered_in_the_stream_and_its_thread_forgotten_later() {
+        let mut m = merge_with(&[(0, &[10, 30, 50])]);
+        let mut out = Vec::new();
+        m.release(Nanos(30), &mut out);
+        assert_eq!(out.last().map(|e| e.seq), Some(101));
+        let exit = m.untraced_exit(Tid(7), Pid(7), Nanos(30));
+        assert_eq!((exit.seq, exit.ts, exit.tid), (102, Nanos(30), Tid(7)));
+        assert_eq!(exit.kind, argus_schema::EventKind::Exit);
+        let seven = |m: &LiveMerge| m.threads().into_iter().find(|t| t.tid == Tid(7));
+        assert_eq!(seven(&m).and_then(|t| t.exit_ns), Some(Nanos(30)));
+        out.clear();
+        m.release(Nanos(60), &mut out);
+        assert_eq!(out.iter().map(|e| e.seq).collect::<Vec<_>>(), vec![103]);
+        let n = m.threads().len();
+        assert_eq!(m.forget_threads_exited_before(Nanos(30)), 0);
+        assert_eq!(m.forget_threads_exited_before(Nanos(31)), 1);
+        assert_eq!(m.threads().len(), n - 1);
+        assert!(seven(&m).is_none());
     }
 
     #[test]

@@ -225,6 +225,23 @@ impl ThreadTable {
         out
     }
 
+    /// Forgets the threads that exited before `cutoff`: a continuous job keeps only what
+    /// its retained window can name (`argus start`). Returns how many went.
+    pub fn forget_exited_before(&mut self, cutoff: Nanos) -> usize {
+        let n = self.threads.len();
+        self.threads
+            .retain(|_, e| e.exit_ns.is_none_or(|x| x >= cutoff));
+        n - self.threads.len()
+    }
+
+    /// Notes an exit at `ts` that no record showed (see
+    /// [`crate::live::LiveMerge::untraced_exit`]); a thread not known stays unknown.
+    pub fn note_exit(&mut self, tid: i32, ts: Nanos) {
+        if let Some(e) = self.threads.get_mut(&tid) {
+            e.exit_ns.get_or_insert(ts);
+        }
+    }
+
     /// Number of threads known.
     pub fn len(&self) -> usize {
         self.threads.len()

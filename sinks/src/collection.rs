@@ -509,6 +509,23 @@ pub struct Frozen<T> {
 }
 
 impl<T: Ord + Clone + Debug + Pack> Frozen<T> {
+    /// One view of several frozen collections (their runs side by side, merged when read):
+    /// `argus start` keeps a table in time buckets, each a sink of its own, and a snapshot
+    /// reads them as one. A record in two parts counts in both (its net count is the sum).
+    pub fn concat(name: impl Into<String>, parts: impl IntoIterator<Item = Frozen<T>>) -> Self {
+        Frozen {
+            name: name.into(),
+            runs: parts.into_iter().flat_map(|p| p.runs).collect(),
+            _t: PhantomData,
+        }
+    }
+
+    /// Updates held (records of the runs, before merging them: an upper bound of the
+    /// records).
+    pub fn updates(&self) -> usize {
+        self.runs.iter().map(|r| r.len).sum()
+    }
+
     /// The records, sorted, each repeated by its positive net count (as
     /// [`CollectionSink::contents`]), and in the same pass the check of
     /// [`CollectionSink::check`]: an error when some record's net count is not 1.

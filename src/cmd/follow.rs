@@ -20,8 +20,8 @@
 //! - a hang the graph has not reached is reported from the spins (after up to [`WAIT`] when
 //!   the graph is at most [`NEAR_EPOCHS`] behind), undiagnosed (`new_hang` with no report),
 //!   its end too, and `diagnosed` once the graph reaches the epoch that showed it;
-//! - an answer older than the state already printed (a live graph behind, after a generation
-//!   change; an older snapshot) is never shown, nor another hang, ended, in place of one
+//! - an answer older than the state already printed (a live graph behind, after it was given
+//!   up and seeded anew; an older snapshot) is never shown, nor another hang, ended, in place of one
 //!   going on or older than the one followed (a diagnosis picks its own spin).
 //!
 //! With no job answering, or one with no live graph (before its first epoch, given up), each

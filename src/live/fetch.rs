@@ -13,8 +13,7 @@
 //!  Slice{spin}          slices_by_spin point query, + each member and its incoming edges
 //! ```
 //!
-//! One worker holds the whole graph here (the live job runs its arrangements in one worker per
-//! generation), so a shard's answer is the answer.
+//! One worker holds the whole graph here (the live job runs its arrangements in one worker), so a shard's answer is the answer.
 //!
 //! Used by the live job's query server and, through a `#[path]` include, by
 //! `benches/live_query.rs`: it depends on the library crates only.

@@ -212,8 +212,8 @@ pub enum Code {
     /// The epoch asked for is compacted away (older than the last few seconds): ask again
     /// without one.
     Compacted,
-    /// The generation asked for has been dropped (retention) or the job is stopping: ask
-    /// again without one.
+    /// The generation asked for is not the running one, the live graph was given up, or the
+    /// job is stopping: ask again without one.
     Gone,
     /// Too many clients at once.
     Busy,

@@ -293,3 +293,46 @@ fn a_frozen_view_reads_the_contents_and_check_of_its_moment() {
     assert_eq!(contents, vec![1, 3]);
     check.unwrap();
 }
+
+#[test]
+fn frozen_parts_read_as_one_collection() {
+    // Three sinks (settled runs, chunks, the open chunk), records spread over them, one
+    // record in two of them: the concatenated view gives the sorted union with net counts,
+    // and its check names the record counted twice.
+    let mut parts = [
+        CollectionSink::new("segments"),
+        CollectionSink::new("segments"),
+        CollectionSink::new("segments"),
+    ];
+    let mut model = std::collections::BTreeMap::<u32, i64>::new();
+    let mut rng = XorShift(0x2545_f491_4f6c_dd1d);
+    for i in 0..120_000u32 {
+        let record = (rng.step() % 60_000) as u32;
+        // A record always goes to the same part, as a time bucket would.
+        let part = (record % 3) as usize;
+        let diff = if i % 5 == 0 { -1 } else { 1 };
+        parts[part].update(record, diff);
+        *model.entry(record).or_insert(0) += diff;
+    }
+    model.retain(|_, c| *c != 0);
+    let frozen: Vec<_> = parts.iter_mut().map(|p| p.freeze()).collect();
+    assert!(frozen.iter().map(|f| f.updates()).sum::<usize>() >= model.len());
+    let (got, check) = argus_sinks::Frozen::concat("segments", frozen).contents_checked();
+    assert_eq!(got, multiset(&model));
+    assert_eq!(check.is_ok(), model.values().all(|&c| c == 1));
+    // One record in two parts.
+    let mut a = CollectionSink::new("edges");
+    let mut b = CollectionSink::new("edges");
+    a.update(5u32, 1);
+    a.update(9, 1);
+    b.update(5, 1);
+    let (got, check) =
+        argus_sinks::Frozen::concat("edges", [a.freeze(), b.freeze()]).contents_checked();
+    assert_eq!(got, vec![5, 5, 9]);
+    match check {
+        Err(SinkError::Multiplicity { first, count, .. }) => {
+            assert_eq!((first.as_str(), count), ("5", 2))
+        }
+        other => panic!("expected a multiplicity error, got {other:?}"),
+    }
+}

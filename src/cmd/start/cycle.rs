@@ -8,12 +8,12 @@ use super::job::Job;
 use super::snapshots::{
     snapshot_name, EarlySnapshots, Finisher, SnapCmd, SnapContext, SnapshotThread,
 };
-use super::watch::{HangTracker, Watch};
+use super::watch::{HangTracker, OwnExits, Watch};
 use super::{monotonic_ns, StartConfig, TICK};
 use crate::progress::RateLimit;
 use anyhow::Result;
 use argus_ingest::live::MAX_ERROR_ROWS;
-use argus_schema::{ErrorRecord, Nanos};
+use argus_schema::{ErrorRecord, Nanos, Pid, Tid};
 use crossbeam_channel::{select, Receiver, Sender};
 use std::path::Path;
 use std::sync::Arc;
@@ -119,6 +119,8 @@ pub(crate) struct Cycle {
     errors: Vec<ErrorRecord>,
     /// Periodic snapshots skipped because the previous one was still being written.
     skipped: u64,
+    /// The exits of the job's own threads, added to the stream.
+    own_exits: OwnExits,
     quiet: bool,
 }
 
@@ -139,6 +141,7 @@ impl Cycle {
             status_events: 0,
             errors: Vec::new(),
             skipped: 0,
+            own_exits: OwnExits::default(),
             quiet,
         }
     }
@@ -173,9 +176,6 @@ impl Cycle {
             self.early(job, intake, snaps)?;
             stalled("the early-snapshot check", t);
             if tick {
-                let t = Instant::now();
-                job.rotate(!snaps.early.writing())?;
-                stalled("rotating the generations", t);
                 self.status_line(job, intake);
             }
         }
@@ -204,7 +204,7 @@ impl Cycle {
         );
         // The query server's tables, as a snapshot requested now would hold them.
         let t = Instant::now();
-        let oldest = job.gens.first().map_or(Nanos(0), |g| g.start_ns);
+        let oldest = job.window_start(Nanos(0));
         job.served.set_tables(
             job.epoch,
             intake.merge.threads(),
@@ -224,6 +224,16 @@ impl Cycle {
             anyhow::bail!("the snapshot thread stopped");
         }
         stalled("handing the tick's events to the snapshot thread", t);
+        // The exits of the job's own threads, which the trace does not show (`OwnExits`);
+        // then the threads that exited before the retained window leave the thread table.
+        let mut events = events;
+        let me = Pid(std::process::id() as i32);
+        for tid in self.own_exits.due(Nanos(monotonic_ns()), watermark) {
+            events.push(intake.merge.untraced_exit(Tid(tid), me, watermark));
+        }
+        intake
+            .merge
+            .forget_threads_exited_before(job.window_start(Nanos(0)));
         let t = Instant::now();
         job.send(events, watermark)?;
         stalled("handing the tick's events to the dataflow", t);
@@ -303,7 +313,7 @@ impl Cycle {
             .map_or(0, |r| now.saturating_sub(r.0));
         let s = &merge.stats;
         eprintln!(
-            "argus start: {:.0} events/s, lag {:.2} s (readers {:.2} s), {} open segments, lost {} (kernel {}, late {}, malformed {}), {} lost-events gaps, {} pages + {} records waiting, {} generation(s){}{}",
+            "argus start: {:.0} events/s, lag {:.2} s (readers {:.2} s), {} open segments, lost {} (kernel {}, late {}, malformed {}), {} lost-events gaps, {} pages + {} records waiting{}{}",
             events as f64 / elapsed.as_secs_f64(),
             lag as f64 / 1e9,
             readers as f64 / 1e9,
@@ -315,7 +325,6 @@ impl Cycle {
             s.gaps,
             intake.tap.len(),
             merge.queued(),
-            job.gens.len(),
             job.live_lag(),
             if self.skipped > 0 {
                 format!(

@@ -1,16 +1,15 @@
-//! Dataflow generations: each runs the graph dataflow over the events released since it
-//! started, with a collector thread that keeps its consolidated graph (a [`GraphSink`], as
-//! `argus build` does) and answers snapshot requests; the oldest publishes its spins (woken
-//! main loop) as soon as they change.
-//! Retention is by generation (module docs of [`super`]).
+//! The job's dataflow generation: the graph dataflow over the events released since it
+//! started, with a collector thread that keeps its consolidated graph (a [`WindowGraph`]:
+//! what `argus build` keeps, in time buckets), forgets what ended before the retained window ([`Retention`]),
+//! answers snapshot requests and publishes its spins (woken main loop) as soon as they
+//! change. One generation runs for the whole job (module docs of [`super`]).
 
-use crate::collect::GraphSink;
 use anyhow::{Context, Result};
 use argus_pipeline::dataflow::{self, Batch, DataflowConfig, Message};
 use argus_schema::{CausalEdge, Nanos, Spin};
 use argus_sinks::Frozen;
 use crossbeam_channel::{select, Receiver, Sender};
-use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -19,6 +18,7 @@ use std::time::{Duration, Instant};
 pub(crate) const INPUT_EPOCHS: usize = 8;
 use super::live_graph::{Forward, LiveGraph, Seed};
 use super::sync::lock;
+use super::window::{Forgotten, WindowGraph};
 use argus_pipeline::arranged::SliceConfig;
 
 /// The consolidated graph of a generation at an epoch boundary, frozen
@@ -31,6 +31,9 @@ pub(crate) struct Captured {
     pub(crate) spins: Frozen<Spin>,
     pub(crate) local_epoch: u64,
     pub(crate) watermark: Nanos,
+    /// The cutoff of the collector's last cut (0 before the first): what ended before it
+    /// is not in the tables.
+    pub(crate) forgotten_before: Nanos,
 }
 
 /// A [`Captured`] graph, decoded.
@@ -89,9 +92,9 @@ pub(crate) struct SnapRequest {
     pub(crate) reply: Sender<Captured>,
 }
 
-/// A generation's graph ([`GraphSink`]) and what a live job adds to it.
+/// A generation's graph ([`WindowGraph`]) and what a live job adds to it.
 pub(crate) struct Collector {
-    pub(crate) graph: GraphSink,
+    pub(crate) graph: WindowGraph,
     /// Updates of an epoch not done yet came: snapshots wait for its end.
     pub(crate) dirty: bool,
     pub(crate) open: Arc<AtomicI64>,
@@ -111,7 +114,24 @@ impl Collector {
             spins: g.spins.freeze(),
             local_epoch,
             watermark,
+            forgotten_before: g.window_start(),
         }
+    }
+
+    /// A retention cut at `cutoff` ([`Retention`]): what it forgot, frozen.
+    fn cut(&mut self, cutoff: Nanos) -> Forgotten {
+        let t = Instant::now();
+        let gone = self.graph.forget_before(cutoff);
+        self.spins_changed |= gone.spins.updates() > 0;
+        let start = self.graph.window_start();
+        self.live.window_start.store(start.0, Ordering::Release);
+        tracing::info!(
+            window_start = start.0,
+            forgotten = gone.updates(),
+            us = t.elapsed().as_micros() as u64,
+            "retention cut"
+        );
+        gone
     }
 
     pub(crate) fn serve(&mut self, pending: &mut Vec<SnapRequest>, closed: bool) {
@@ -133,40 +153,42 @@ impl Collector {
 /// When a given-up live graph is seeded anew from the collector's graph: at the end of an
 /// epoch, with nothing more queued for the collector, the job not reading pages back from
 /// the ring (`catching_up`), and a wait passed since it was given up (10 s, doubling at each
-/// give-up up to 10 min, so an overloaded job does not keep copying its graph).
-///
-/// A dormant live graph (a younger generation's) is seeded at the end of the first epoch
-/// after the job sets `wake`, whatever the load: its generation is about to be the oldest.
+/// give-up up to `--retain`, so an overloaded job does not keep copying its graph; a seed
+/// arranges the whole retained graph in one batch, so seeding once per `--retain` costs
+/// about what keeping it up to date does).
 pub(crate) struct Revive {
     pub(crate) catching_up: Arc<AtomicBool>,
-    pub(crate) wake: Arc<AtomicBool>,
     /// When the current give-up was noticed.
     since: Option<Instant>,
     wait: Duration,
+    max: Duration,
 }
 
 const REVIVE_FIRST: Duration = Duration::from_secs(10);
 const REVIVE_MAX: Duration = Duration::from_secs(600);
 
 impl Revive {
-    pub(crate) fn new(catching_up: Arc<AtomicBool>, wake: Arc<AtomicBool>) -> Revive {
-        Revive::waiting(catching_up, wake, REVIVE_FIRST)
+    /// Waits of at most `max` (`--retain`; without one, 10 minutes).
+    pub(crate) fn new(catching_up: Arc<AtomicBool>, max: Option<Duration>) -> Revive {
+        let mut r = Revive::waiting(catching_up, REVIVE_FIRST);
+        r.max = max.unwrap_or(REVIVE_MAX).max(REVIVE_FIRST);
+        r
     }
 
     /// With a first wait of `first` (tests).
-    fn waiting(catching_up: Arc<AtomicBool>, wake: Arc<AtomicBool>, first: Duration) -> Revive {
+    fn waiting(catching_up: Arc<AtomicBool>, first: Duration) -> Revive {
         Revive {
             catching_up,
-            wake,
             since: None,
             wait: first / 2,
+            max: REVIVE_MAX,
         }
     }
 
     /// At the end of an epoch, for a live graph that is given up: whether to seed it now.
     fn due(&mut self, now: Instant, idle: bool) -> bool {
         let since = *self.since.get_or_insert_with(|| {
-            self.wait = (self.wait * 2).min(REVIVE_MAX);
+            self.wait = (self.wait * 2).min(self.max);
             now
         });
         let due = idle
@@ -181,7 +203,7 @@ impl Revive {
 
 /// The collector's consolidated graph at its last finished epoch, frozen, as a seed for its
 /// live graph (decoded by the live graph's worker, not the collector).
-fn seed(graph: &mut GraphSink) -> Seed {
+fn seed(graph: &mut WindowGraph) -> Seed {
     let (epoch, watermark) = graph.done.map_or((0, Nanos(0)), |(e, w)| (e.0, w));
     Seed {
         epoch,
@@ -192,17 +214,50 @@ fn seed(graph: &mut GraphSink) -> Seed {
     }
 }
 
+/// A generation's retention (`--retain`): the collector's graph is kept in buckets of a
+/// quarter of `retain` (at least a second) by end time ([`WindowGraph`]); whenever the
+/// watermark passes `retain` beyond the end of the oldest bucket, the buckets that ended
+/// before `watermark − retain` leave the graph and the live graph gets their records as
+/// retractions. The graph holds between `retain` and 1.25 `retain` of history, plus what is
+/// still open (a thread blocked for longer shows whole).
+pub(crate) struct Retention {
+    retain: u64,
+    step: u64,
+    floor: u64,
+}
+
+impl Retention {
+    pub(crate) fn new(retain: Duration) -> Retention {
+        let retain = retain.as_nanos() as u64;
+        Retention {
+            retain,
+            step: (retain / 4).max(1_000_000_000),
+            floor: 0,
+        }
+    }
+
+    /// At the end of an epoch with `watermark`: the cutoff when a bucket can go.
+    fn due(&mut self, watermark: Nanos) -> Option<Nanos> {
+        let c = watermark.0.saturating_sub(self.retain);
+        (c / self.step > self.floor).then(|| {
+            self.floor = c / self.step;
+            Nanos(c)
+        })
+    }
+}
+
 /// The collector of one generation; `forward` gets a copy of every message (the
 /// generation's live graph, `live_graph.rs`) until it ends; while it is given up, `revive`
-/// says when to seed it anew.
+/// says when to seed it anew. With `retention`, what ends before the window goes.
 pub(crate) fn collect_live(
     out: Receiver<Message>,
     requests: Receiver<SnapRequest>,
     live: Arc<LiveSpins>,
     mut forward: Option<(Forward, Revive)>,
+    mut retention: Option<Retention>,
 ) {
     let mut c = Collector {
-        graph: GraphSink::new(),
+        graph: WindowGraph::new(retention.as_ref().map_or(u64::MAX, |r| r.step)),
         dirty: false,
         open: live.open.clone(),
         spins_changed: false,
@@ -211,40 +266,20 @@ pub(crate) fn collect_live(
     let mut pending: Vec<SnapRequest> = Vec::new();
     let mut requests = Some(requests);
     let never = crossbeam_channel::never();
+    // A copy of every message to the live graph, until it ends.
+    let pass = |forward: &mut Option<(Forward, Revive)>, m: &Message| {
+        if forward
+            .as_mut()
+            .is_some_and(|(f, _)| !f.send(m) && !f.given_up())
+        {
+            *forward = None;
+        }
+    };
     loop {
         let req_rx = requests.as_ref().unwrap_or(&never);
         select! {
-            recv(out) -> msg => match msg.inspect(|m| {
-                if forward.as_mut().is_some_and(|(f, _)| !f.send(m) && !f.given_up()) {
-                    forward = None;
-                }
-            }) {
-                Ok(Message::Updates { epoch, updates }) => {
-                    c.dirty = true;
-                    let changed = c.graph.update(epoch, updates);
-                    if changed.open_segments != 0 {
-                        c.open.fetch_add(changed.open_segments, Ordering::Relaxed);
-                    }
-                    c.spins_changed |= changed.spins;
-                }
-                Ok(Message::EpochDone { epoch, watermark, counts, .. }) => {
-                    c.dirty = false;
-                    c.graph.epoch_done(epoch, watermark, &counts);
-                    let changed = std::mem::take(&mut c.spins_changed);
-                    c.live.publish(epoch.0, watermark, changed.then(|| c.graph.spins.contents()));
-                    c.serve(&mut pending, false);
-                    if let Some((f, revive)) = forward.as_mut() {
-                        let now = if f.dormant() {
-                            revive.wake.load(Ordering::Acquire)
-                        } else {
-                            f.given_up() && revive.due(Instant::now(), out.is_empty())
-                        };
-                        if now && !f.reseed(seed(&mut c.graph)) {
-                            forward = None;
-                        }
-                    }
-                }
-                Err(_) => {
+            recv(out) -> msg => {
+                let Ok(msg) = msg else {
                     c.serve(&mut pending, true);
                     // Requests still arriving get the final state.
                     if let Some(rx) = requests.take() {
@@ -253,6 +288,50 @@ pub(crate) fn collect_live(
                         }
                     }
                     return;
+                };
+                let msg = match msg {
+                    Message::Updates { epoch, mut updates } => {
+                        c.graph.keep(&mut updates);
+                        Message::Updates { epoch, updates }
+                    }
+                    Message::EpochDone { epoch, watermark, .. } => {
+                        if let Some(cutoff) = retention.as_mut().and_then(|r| r.due(watermark)) {
+                            let gone = c.cut(cutoff);
+                            if forward
+                                .as_mut()
+                                .is_some_and(|(f, _)| !f.cut(epoch.0, gone) && !f.given_up())
+                            {
+                                forward = None;
+                            }
+                        }
+                        msg
+                    }
+                };
+                pass(&mut forward, &msg);
+                match msg {
+                    Message::Updates { updates, .. } => {
+                        c.dirty = true;
+                        let changed = c.graph.update(updates);
+                        if changed.open_segments != 0 {
+                            c.open.fetch_add(changed.open_segments, Ordering::Relaxed);
+                        }
+                        c.spins_changed |= changed.spins;
+                    }
+                    Message::EpochDone { epoch, watermark, counts, .. } => {
+                        c.dirty = false;
+                        c.graph.epoch_done(epoch, watermark, &counts);
+                        let changed = std::mem::take(&mut c.spins_changed);
+                        c.live.publish(epoch.0, watermark, changed.then(|| c.graph.spins.contents()));
+                        c.serve(&mut pending, false);
+                        if let Some((f, revive)) = forward.as_mut() {
+                            if f.given_up()
+                                && revive.due(Instant::now(), out.is_empty())
+                                && !f.reseed(seed(&mut c.graph))
+                            {
+                                forward = None;
+                            }
+                        }
+                    }
                 }
             },
             recv(req_rx) -> r => match r {
@@ -276,6 +355,8 @@ pub(crate) struct LiveSpins {
     pub(crate) open: Arc<AtomicI64>,
     /// Woken (`try_send`) whenever the spins change.
     pub(crate) notify: Sender<()>,
+    /// The collector's last cutoff ([`Retention`]; 0 before the first cut), in ns.
+    pub(crate) window_start: AtomicU64,
 }
 
 /// What a collector published last.
@@ -292,6 +373,7 @@ impl LiveSpins {
             at: std::sync::Mutex::new(Published::default()),
             open: Arc::new(AtomicI64::new(0)),
             notify,
+            window_start: AtomicU64::new(0),
         })
     }
 
@@ -310,20 +392,24 @@ impl LiveSpins {
         lock(&self.at).spins.to_vec()
     }
 
+    /// Where the retained window starts: at the collector's last cutoff, or at `start` (the
+    /// generation's) before the first.
+    pub(crate) fn window_start(&self, start: Nanos) -> Nanos {
+        start.max(Nanos(self.window_start.load(Ordering::Acquire)))
+    }
+
     /// The spins as of the last epoch done.
     pub(crate) fn latest(&self) -> Published {
         lock(&self.at).clone()
     }
 }
 
-/// One dataflow and its collector, fed from `first_epoch` (global) on.
+/// The dataflow and its collector, fed from `first_epoch` (global) on.
 pub(crate) struct Generation {
     pub(crate) id: u64,
     pub(crate) first_epoch: u64,
     pub(crate) start_ns: Nanos,
     pub(crate) input: Sender<Batch>,
-    /// The input's other end, to discard what a dropped generation has not read yet.
-    pub(crate) queued: Receiver<Batch>,
     pub(crate) requests: Sender<SnapRequest>,
     pub(crate) live: Arc<LiveSpins>,
     pub(crate) flow: JoinHandle<std::result::Result<(), argus_pipeline::dataflow::PipelineError>>,
@@ -331,8 +417,6 @@ pub(crate) struct Generation {
     /// The generation's live graph (what the query server reads) and its worker.
     pub(crate) graph: LiveGraph,
     pub(crate) graph_worker: JoinHandle<()>,
-    /// Set by the job to wake a dormant live graph (see [`Revive`]).
-    pub(crate) wake_live: Arc<AtomicBool>,
 }
 
 /// How a generation's live graph starts.
@@ -341,8 +425,8 @@ pub(crate) struct LiveSetup {
     pub(crate) slices: bool,
     /// Set while the job reads pages back from the ring ([`Revive`]).
     pub(crate) catching_up: Arc<AtomicBool>,
-    /// Dormant until the job wakes it (a younger generation's).
-    pub(crate) dormant: bool,
+    /// `--retain` ([`Retention`]; `None`: keep everything, tests).
+    pub(crate) retain: Option<Duration>,
 }
 
 impl Generation {
@@ -357,13 +441,12 @@ impl Generation {
         let LiveSetup {
             slices: live_slices,
             catching_up,
-            dormant,
+            retain,
         } = setup;
         let (input, batch_rx) = crossbeam_channel::bounded::<Batch>(INPUT_EPOCHS);
         let (out_tx, out_rx) = crossbeam_channel::unbounded::<Message>();
         let (requests, req_rx) = crossbeam_channel::unbounded::<SnapRequest>();
         let dcfg = cfg.clone();
-        let queued = batch_rx.clone();
         let flow = std::thread::Builder::new()
             .name(format!("argus-flow-g{id}"))
             .spawn(move || dataflow::run(&dcfg, batch_rx, out_tx))?;
@@ -374,10 +457,7 @@ impl Generation {
             first_epoch,
             start_ns,
             live_slices.then(|| SliceConfig::from_rules(&cfg.rules)),
-            dormant,
         )?;
-        let wake_live = Arc::new(AtomicBool::new(!dormant));
-        let wake = wake_live.clone();
         let collector = std::thread::Builder::new()
             .name(format!("argus-collect-g{id}"))
             .spawn(move || {
@@ -385,7 +465,8 @@ impl Generation {
                     out_rx,
                     req_rx,
                     live2,
-                    Some((forward, Revive::new(catching_up, wake))),
+                    Some((forward, Revive::new(catching_up, retain))),
+                    retain.map(Retention::new),
                 )
             })?;
         Ok(Generation {
@@ -393,24 +474,20 @@ impl Generation {
             first_epoch,
             start_ns,
             input,
-            queued,
             requests,
             live,
             flow,
             collector,
             graph,
             graph_worker,
-            wake_live,
         })
     }
 
-    /// Closes the input and waits for the dataflow (in the background when `background`).
-    /// With `discard`, the batches it has not started are thrown away (nobody asks it for
-    /// its graph any more), so it ends and frees its memory sooner under load.
-    pub(crate) fn stop(self, background: bool, discard: bool) -> Result<()> {
+    /// Closes the input and waits for the dataflow, its collector and its live graph's
+    /// worker (which ends without applying what is left: nobody reads it any more).
+    pub(crate) fn stop(self) -> Result<()> {
         let Generation {
             input,
-            queued,
             requests,
             flow,
             collector,
@@ -419,35 +496,16 @@ impl Generation {
             id,
             ..
         } = self;
-        // Its live graph is read no more: the worker ends without applying what is left.
         graph.stop.store(true, std::sync::atomic::Ordering::Relaxed);
         drop(graph);
         drop(input);
         drop(requests);
-        if discard {
-            for _ in queued.try_iter() {}
-        }
-        drop(queued);
-        let join = move || -> Result<()> {
-            let r = flow
-                .join()
-                .map_err(|_| anyhow::anyhow!("dataflow generation {id} panicked"))?;
-            let _ = collector.join();
-            let _ = graph_worker.join();
-            r.with_context(|| format!("dataflow generation {id}"))
-        };
-        if background {
-            std::thread::Builder::new()
-                .name(format!("argus-drop-g{id}"))
-                .spawn(move || {
-                    if let Err(e) = join() {
-                        tracing::warn!("{e:#}");
-                    }
-                })?;
-            Ok(())
-        } else {
-            join()
-        }
+        let r = flow
+            .join()
+            .map_err(|_| anyhow::anyhow!("dataflow generation {id} panicked"))?;
+        let _ = collector.join();
+        let _ = graph_worker.join();
+        r.with_context(|| format!("dataflow generation {id}"))
     }
 }
 
@@ -460,7 +518,7 @@ mod tests {
     use argus_schema::{EndCause, Epoch, Pid, Segment, SegmentId, SegmentKind, StartCause, Tid};
     use std::time::Duration;
 
-    /// The live extras on top of the shared [`GraphSink`]: a snapshot request waits for the
+    /// The live extras on top of the [`WindowGraph`]: a snapshot request waits for the
     /// end of the epoch being applied, the open segments are counted for the status line,
     /// and spins that changed are published when their epoch ends.
     #[test]
@@ -470,7 +528,7 @@ mod tests {
         let (notify, woken) = crossbeam_channel::bounded(1);
         let live = LiveSpins::new(notify);
         let live2 = live.clone();
-        let collector = std::thread::spawn(move || collect_live(out_rx, req_rx, live2, None));
+        let collector = std::thread::spawn(move || collect_live(out_rx, req_rx, live2, None, None));
         let open = Segment::starting(
             SegmentId::new(Tid(7), 0),
             Pid(7),
@@ -527,28 +585,29 @@ mod tests {
         requests: Sender<SnapRequest>,
         graph: LiveGraph,
         catching_up: Arc<AtomicBool>,
-        wake: Arc<AtomicBool>,
+        live: Arc<LiveSpins>,
         collector: JoinHandle<()>,
         worker: JoinHandle<()>,
     }
 
     impl Harness {
-        /// A live graph given up past `backlog` queued updates, `dormant` or not.
-        fn start(dormant: bool, backlog: usize) -> Harness {
+        /// A live graph given up past `backlog` queued updates; a collector keeping `retain`.
+        fn start(backlog: usize, retain: Option<Duration>) -> Harness {
             let (out, out_rx) = crossbeam_channel::unbounded();
             let (requests, req_rx) = crossbeam_channel::unbounded::<SnapRequest>();
             let (notify, _woken) = crossbeam_channel::bounded(1);
             let live = LiveSpins::new(notify);
-            let (graph, forward, worker) = LiveGraph::start(0, 0, Nanos(0), None, dormant).unwrap();
+            let (graph, forward, worker) = LiveGraph::start(0, 0, Nanos(0), None).unwrap();
             let catching_up = Arc::new(AtomicBool::new(true));
-            let wake = Arc::new(AtomicBool::new(!dormant));
-            let revive = Revive::waiting(catching_up.clone(), wake.clone(), Duration::ZERO);
+            let revive = Revive::waiting(catching_up.clone(), Duration::ZERO);
+            let live2 = live.clone();
             let collector = std::thread::spawn(move || {
                 collect_live(
                     out_rx,
                     req_rx,
-                    live,
+                    live2,
                     Some((forward.with_backlog(backlog), revive)),
+                    retain.map(Retention::new),
                 )
             });
             Harness {
@@ -556,7 +615,7 @@ mod tests {
                 requests,
                 graph,
                 catching_up,
-                wake,
+                live,
                 collector,
                 worker,
             }
@@ -564,6 +623,11 @@ mod tests {
 
         /// Epoch `e` with `updates`, then its end (watermark `10 (e + 1)`).
         fn epoch(&self, e: u64, updates: Vec<(Update, i64)>) {
+            self.epoch_at(e, Nanos(10 * (e + 1)), updates);
+        }
+
+        /// Epoch `e` with `updates`, then its end with `watermark`.
+        fn epoch_at(&self, e: u64, watermark: Nanos, updates: Vec<(Update, i64)>) {
             self.out
                 .send(Message::Updates {
                     epoch: Epoch(e),
@@ -573,7 +637,7 @@ mod tests {
             self.out
                 .send(Message::EpochDone {
                     epoch: Epoch(e),
-                    watermark: Nanos(10 * (e + 1)),
+                    watermark,
                     events: 1,
                     counts: Counts::default(),
                 })
@@ -591,6 +655,18 @@ mod tests {
                 );
                 std::thread::sleep(Duration::from_millis(5));
             }
+        }
+
+        /// The collector's graph once it has done epoch `e`.
+        fn capture(&self, e: u64) -> Contents {
+            let (reply, rx) = crossbeam_channel::bounded(1);
+            self.requests
+                .send(SnapRequest {
+                    min_local_epoch: e,
+                    reply,
+                })
+                .unwrap();
+            rx.recv_timeout(Duration::from_secs(30)).unwrap().contents()
         }
 
         fn end(self) {
@@ -622,7 +698,7 @@ mod tests {
     /// what the collector holds, the updates it skipped included, and goes on from there.
     #[test]
     fn a_given_up_live_graph_is_seeded_anew_from_the_collector_and_goes_on() {
-        let h = Harness::start(false, 3);
+        let h = Harness::start(3, None);
         h.epoch(
             0,
             vec![(Update::Segment(seg(1, 1)), 1), (Update::Spin(spin(1)), 1)],
@@ -670,44 +746,108 @@ mod tests {
         h.end();
     }
 
-    /// A dormant live graph (a younger generation's) gets nothing and answers no reads,
-    /// whatever the load, until the job wakes it; at the end of the next epoch it is seeded
-    /// with the collector's whole graph and follows the messages from there.
+    fn closed(tid: i32, start: u64, end: u64) -> Segment {
+        Segment {
+            end: EndCause::Woken,
+            end_ns: Nanos(end),
+            ..seg(tid, start)
+        }
+    }
+
+    fn edge(src: i32, dst: i32, ts: u64) -> CausalEdge {
+        CausalEdge {
+            src: SegmentId::new(Tid(src), 0),
+            dst: SegmentId::new(Tid(dst), 0),
+            kind: argus_schema::EdgeKind::Wakeup,
+            strength: argus_schema::Strength::Strong,
+            ts: Nanos(ts),
+            src_syscall: -1,
+        }
+    }
+
+    /// Retention: once the watermark is `retain` past the end of the oldest time bucket (a
+    /// quarter of `retain` wide), what ended in it leaves the collector's graph and, as retractions at that
+    /// epoch, the live graph (earlier epochs still read it); open segments and spins stay
+    /// however old; later updates of forgotten records (a retraction, a late insertion) are
+    /// dropped, so the tables stay consistent.
     #[test]
-    fn a_dormant_live_graph_is_seeded_when_woken_and_goes_on() {
-        let h = Harness::start(true, usize::MAX);
-        // Not catching up, far below the backlog: still nothing until woken.
-        h.catching_up.store(false, Ordering::Relaxed);
-        h.epoch(
+    fn what_ended_before_the_window_is_forgotten_by_the_collector_and_the_live_graph() {
+        let s = 1_000_000_000u64;
+        let h = Harness::start(usize::MAX, Some(Duration::from_secs(4)));
+        let old_seg = closed(1, s / 10, s / 2);
+        let open_seg = seg(2, s / 5);
+        let old_edge = edge(1, 2, 2 * s / 5);
+        let mut old_spin = spin(1);
+        old_spin.end_ns = Nanos(s / 2);
+        old_spin.open = false;
+        let mut open_spin = spin(2);
+        open_spin.open = true;
+        h.epoch_at(
             0,
-            vec![(Update::Segment(seg(1, 1)), 1), (Update::Spin(spin(1)), 1)],
+            Nanos(s),
+            vec![
+                (Update::Segment(old_seg.clone()), 1),
+                (Update::Segment(open_seg.clone()), 1),
+                (Update::Edge(old_edge.clone()), 1),
+                (Update::Spin(old_spin.clone()), 1),
+                (Update::Spin(open_spin.clone()), 1),
+            ],
         );
-        h.epoch(1, vec![(Update::Segment(seg(2, 2)), 1)]);
-        std::thread::sleep(Duration::from_millis(200));
+        // Watermark 4.9 s: the cutoff would be 0.9 s, less than a step (1 s) past 0: no cut.
+        let young = closed(3, 4 * s, 4 * s + s / 2);
+        h.epoch_at(
+            1,
+            Nanos(4 * s + 9 * s / 10),
+            vec![(Update::Segment(young.clone()), 1)],
+        );
+        let c = h.capture(1);
+        assert_eq!(c.segments.len(), 3);
+        assert_eq!(h.live.window_start(Nanos(0)), Nanos(0));
+        // Watermark 5.6 s: cut at 1.6 s.
+        let recent = edge(3, 2, 5 * s);
+        h.epoch_at(
+            2,
+            Nanos(5 * s + 6 * s / 10),
+            vec![(Update::Edge(recent.clone()), 1)],
+        );
+        let c = h.capture(2);
+        assert!(c.check.is_ok(), "{:?}", c.check);
+        let mut want_segs = vec![open_seg.clone(), young.clone()];
+        want_segs.sort();
+        assert_eq!(c.segments, want_segs);
+        assert_eq!(c.edges, vec![recent.clone()]);
+        assert_eq!(c.spins, vec![open_spin.clone()]);
+        // The bucket holding the cutoff (1.6 s) stays: the window starts at its start.
+        assert_eq!(h.live.window_start(Nanos(0)), Nanos(s));
+        h.wait("epoch 2", &|st| st.epochs.back().is_some_and(|e| e.0 == 2));
         let st = h.graph.status();
-        assert!(
-            st.dormant && st.epochs.is_empty() && st.reseeded == 0,
-            "{st:?}"
+        assert_eq!((st.segments, st.edges, st.spins), (2, 1, 1), "{st:?}");
+        assert_eq!(h.graph.spins(2).unwrap(), vec![open_spin.clone()]);
+        let mut before = h.graph.spins(1).unwrap();
+        before.sort();
+        let mut want = vec![old_spin.clone(), open_spin.clone()];
+        want.sort();
+        assert_eq!(before, want, "as of epoch 1 the live graph still has it");
+        // The dataflow retracts a forgotten record and inserts one over before the cutoff:
+        // both dropped, the tables stay consistent.
+        h.epoch_at(
+            3,
+            Nanos(5 * s + 8 * s / 10),
+            vec![
+                (Update::Segment(old_seg), -1),
+                (Update::Edge(old_edge), -1),
+                (Update::Edge(edge(1, 3, s / 2)), 1),
+                (Update::Spin(old_spin), -1),
+            ],
         );
-        assert_eq!((st.segments, st.spins), (0, 0), "nothing was copied to it");
-        assert!(
-            h.graph.spins(1).is_err(),
-            "a dormant live graph answers no reads"
-        );
-        h.wake.store(true, Ordering::Release);
-        h.epoch(2, vec![(Update::Spin(spin(2)), 1)]);
-        h.wait("seeded at epoch 2", &|st| {
-            st.reseeded == 1 && st.epochs.back().is_some_and(|e| e.0 == 2)
-        });
-        let st = h.graph.status();
-        assert!(!st.dormant && !st.fell_behind, "{st:?}");
-        assert_eq!((st.segments, st.spins), (2, 2));
-        let mut spins = h.graph.spins(2).unwrap();
-        spins.sort_by_key(|s| s.tid);
-        assert_eq!(spins, vec![spin(1), spin(2)]);
-        h.epoch(3, vec![(Update::Spin(spin(1)), -1)]);
+        let c = h.capture(3);
+        assert!(c.check.is_ok(), "{:?}", c.check);
+        assert_eq!(c.segments, want_segs);
+        assert_eq!(c.edges, vec![recent]);
+        assert_eq!(c.spins, vec![open_spin]);
         h.wait("epoch 3", &|st| st.epochs.back().is_some_and(|e| e.0 == 3));
-        assert_eq!(h.graph.spins(3).unwrap(), vec![spin(2)]);
+        let st = h.graph.status();
+        assert_eq!((st.segments, st.edges, st.spins), (2, 1, 1), "{st:?}");
         h.end();
     }
 
@@ -716,7 +856,7 @@ mod tests {
     /// exactly the updates of epochs up to e.
     #[test]
     fn epochs_applied_together_stay_readable_one_by_one() {
-        let h = Harness::start(false, usize::MAX);
+        let h = Harness::start(usize::MAX, None);
         for e in 0..40u64 {
             h.epoch(e, vec![(Update::Spin(spin(e as i32 + 1)), 1)]);
         }

@@ -1,5 +1,5 @@
-//! The running job ([`Job`]): its dataflow generations, the batches sent to them, their
-//! rotation by `--retain`; and the start of a run: the previous run's ring moved aside and
+//! The running job ([`Job`]): its dataflow generation and the batches sent to it; and the
+//! start of a run: the previous run's ring moved aside and
 //! replayed, the live trace's formats and processes.
 
 use anyhow::{Context, Result};
@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 pub(crate) const REPLAY_BATCH: usize = 100_000;
 use super::config::*;
 use super::generations::*;
-use super::live_graph::{wake_ahead, LiveGraph};
+use super::live_graph::LiveGraph;
 use super::serve::Served;
 use std::sync::Arc;
 
@@ -42,26 +42,34 @@ pub(crate) fn take_previous_trace(dir: &Path) -> Result<Option<PathBuf>> {
 /// The state of the running job.
 pub(crate) struct Job<'a> {
     pub(crate) cfg: &'a StartConfig,
+    /// The dataflow generation: one for the whole run (its collector forgets what ended
+    /// before the retained window), none once the job is stopping.
     pub(crate) gens: Vec<Generation>,
-    pub(crate) next_gen: u64,
     /// Batches sent so far: the next batch is this global epoch.
     pub(crate) epoch: u64,
     /// Each generation's next local epoch is `epoch - first_epoch`.
     pub(crate) watermark: Nanos,
-    /// Given to every generation's collector: woken when its spins change.
-    pub(crate) notify: Sender<()>,
-    /// What the query server reads: the generations' live graphs are published here as
-    /// they start and stop.
+    /// What the query server reads: the generation's live graph is published here when it
+    /// starts and withdrawn when it stops.
     pub(crate) served: Arc<Served>,
     /// Set while the intake reads pages back from the ring: a given-up live graph is not
     /// seeded anew then (`generations.rs`).
     pub(crate) catching_up: Arc<AtomicBool>,
 }
 
+/// The dataflow settings of `argus start`: rule state idle for twice `--retain` is
+/// forgotten (the collector keeps only `--retain` of the graph, so nothing it holds can
+/// change by that).
+pub(crate) fn continuous(cfg: &StartConfig) -> argus_pipeline::dataflow::DataflowConfig {
+    let mut d = cfg.dataflow.clone();
+    d.forget = Some(Nanos(2 * cfg.retain.as_nanos() as u64));
+    d
+}
+
 impl<'a> Job<'a> {
-    /// The job's first generation from `first_epoch`, with the last `--retain` of `prev` (an
-    /// earlier run's ring) replayed into it; the generation's window starts at the first
-    /// replayed event, else at `live_start`.
+    /// The job's generation from `first_epoch`, with the last `--retain` of `prev` (an
+    /// earlier run's ring) replayed into it; the generation starts at the first replayed
+    /// event, else at `live_start`.
     pub(crate) fn open(
         cfg: &'a StartConfig,
         first_epoch: u64,
@@ -74,23 +82,21 @@ impl<'a> Job<'a> {
         let catching_up = Arc::new(AtomicBool::new(false));
         let first = Generation::start(
             0,
-            &cfg.dataflow,
+            &continuous(cfg),
             first_epoch,
             Nanos(0),
-            notify.clone(),
+            notify,
             LiveSetup {
                 slices: cfg.live_slices,
                 catching_up: catching_up.clone(),
-                dormant: false,
+                retain: Some(cfg.retain),
             },
         )?;
         let mut job = Job {
             cfg,
             gens: vec![first],
-            next_gen: 1,
             epoch: first_epoch,
             watermark: Nanos(0),
-            notify,
             served,
             catching_up,
         };
@@ -122,73 +128,21 @@ impl<'a> Job<'a> {
 
     pub(crate) fn send(&mut self, events: Vec<Event>, watermark: Nanos) -> Result<()> {
         self.watermark = self.watermark.max(watermark);
-        let n = self.gens.len();
-        let mut events = Some(events);
-        for (i, g) in self.gens.iter().enumerate() {
-            let evs = if i + 1 == n {
-                events.take().unwrap_or_default()
-            } else {
-                events.clone().unwrap_or_default()
-            };
-            g.input
-                .send(Batch {
-                    events: evs,
-                    watermark: self.watermark,
-                })
-                .map_err(|_| anyhow::anyhow!("dataflow generation {} stopped", g.id))?;
-        }
+        let g = self
+            .gens
+            .first()
+            .context("invariant: the generation runs")?;
+        g.input
+            .send(Batch {
+                events,
+                watermark: self.watermark,
+            })
+            .map_err(|_| anyhow::anyhow!("dataflow generation {} stopped", g.id))?;
         self.epoch += 1;
         Ok(())
     }
 
-    /// Starts and drops generations so the oldest covers between `retain` and 2×`retain`.
-    /// `idle`: no snapshot is being taken (so a dropped generation's unread input can go).
-    pub(crate) fn rotate(&mut self, idle: bool) -> Result<()> {
-        let retain = self.cfg.retain.as_nanos() as u64;
-        let age = |g: &Generation, w: Nanos| g.start_ns.until(w);
-        if self
-            .gens
-            .last()
-            .is_some_and(|g| age(g, self.watermark) >= retain)
-        {
-            let g = Generation::start(
-                self.next_gen,
-                &self.cfg.dataflow,
-                self.epoch,
-                self.watermark,
-                self.notify.clone(),
-                LiveSetup {
-                    slices: self.cfg.live_slices,
-                    catching_up: self.catching_up.clone(),
-                    dormant: true,
-                },
-            )?;
-            tracing::info!(generation = g.id, "new dataflow generation");
-            self.next_gen += 1;
-            self.gens.push(g);
-            self.publish();
-        }
-        while self.gens.len() > 1 && age(&self.gens[1], self.watermark) >= retain {
-            let old = self.gens.remove(0);
-            self.publish();
-            tracing::info!(
-                generation = old.id,
-                "dropping the oldest dataflow generation"
-            );
-            old.stop(true, idle)?;
-        }
-        // A younger generation's live graph is woken ahead of its turn as the oldest (the
-        // oldest's, always).
-        let wake_at = retain.saturating_sub(wake_ahead(self.cfg.retain).as_nanos() as u64);
-        for g in &self.gens {
-            if age(g, self.watermark) >= wake_at && !g.wake_live.swap(true, Ordering::AcqRel) {
-                tracing::info!(generation = g.id, "waking the live graph");
-            }
-        }
-        Ok(())
-    }
-
-    /// Asks the oldest generation for its state once it has done the last epoch sent.
+    /// Asks the generation for its state once it has done the last epoch sent.
     pub(crate) fn request(&self) -> Result<Receiver<Captured>> {
         let g = self.gens.first().context("invariant: a generation runs")?;
         let (tx, rx) = crossbeam_channel::bounded(1);
@@ -201,7 +155,7 @@ impl<'a> Job<'a> {
         Ok(rx)
     }
 
-    /// Shows the query server the running generations' live graphs, oldest first.
+    /// Shows the query server the generation's live graph.
     pub(crate) fn publish(&self) {
         self.served.set_graphs(
             self.gens
@@ -217,7 +171,14 @@ impl<'a> Job<'a> {
         );
     }
 
-    /// For the status line: how far the oldest generation's dataflow (its collector) and
+    /// Where the retained window starts now (the collector's last cutoff).
+    pub(crate) fn window_start(&self, before_any: Nanos) -> Nanos {
+        self.gens
+            .first()
+            .map_or(before_any, |g| g.live.window_start(g.start_ns))
+    }
+
+    /// For the status line: how far the generation's dataflow (its collector) and
     /// live graph are behind the epochs sent (empty when they keep up), or that the live
     /// graph was given up.
     pub(crate) fn live_lag(&self) -> String {

@@ -3,25 +3,15 @@
 //! worker of its own, which answers the query server's reads as of any recent epoch.
 //!
 //! ```text
-//!  dataflow g ─► collector g (GraphSink: snapshots) ──clone of each Message──►
+//!  dataflow g ─► collector g (WindowGraph: snapshots) ──clone of each Message, cuts──►
 //!     argus-graph-g{id}: ArrangedJob ─ step until the epoch is done, compact, publish
 //!        ▲ GraphRequest (fetch needs, spins) as of epoch e ─┘ reply
 //!  query server (a thread per client) ─┘
 //! ```
 //!
-//! **One worker per generation**, not one for the job: a generation's arrangements are
-//! built from its own graph, so the oldest generation's live graph holds exactly what its
-//! snapshots hold (the same retention, `--retain`), and when it is dropped the next one
-//! already holds its own history.
-//!
-//! **Dormant until needed.** Only the oldest generation's live graph is read, so a younger
-//! generation's starts *dormant*: nothing is copied to it until the job wakes it, a quarter
-//! of `--retain` before its generation becomes the oldest (`job.rs`, [`wake_ahead`]); its
-//! collector then seeds it with its consolidated graph (one epoch holding the whole graph,
-//! as after a give-up, below) and it follows the messages from there. Arranging the graph
-//! in one batch costs a fraction of maintaining it epoch by epoch: under the soak's load
-//! (`cargo bench --bench soak`, 330k events/s) the live graphs took 0.49 CPUs when both
-//! generations maintained theirs from the start.
+//! **One worker, fed by the collector.** The live graph is built from the collector's
+//! messages, so it holds exactly what the snapshots hold: the same retention (`--retain`:
+//! the collector passes on what it forgets as retractions, `generations.rs`).
 //!
 //! **Reads are served on the worker's thread** (a trace handle is not `Send`), between
 //! epochs: the worker applies an epoch, steps until its probe passes it, then answers what
@@ -57,6 +47,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
 use super::sync::lock;
+use super::window::Forgotten;
 
 /// Epochs a read may ask for, counting back from the last one done.
 pub(crate) const QUERY_EPOCHS: u64 = 25;
@@ -103,23 +94,45 @@ pub(crate) struct GraphStatus {
     /// It is given up: more than [`LIVE_BACKLOG`] updates waited for it (until the collector
     /// seeds it anew).
     pub(crate) fell_behind: bool,
-    /// Times it was seeded: woken from dormancy, or anew after being given up.
+    /// Times it was seeded anew after being given up.
     pub(crate) reseeded: u64,
-    /// It is dormant: its generation is not the oldest yet and it has not been woken.
-    pub(crate) dormant: bool,
 }
 
-/// How long before a younger generation becomes the oldest (at `--retain` of age) its
-/// dormant live graph is woken and seeded: a quarter of `retain`, enough for the seed to be
-/// arranged before the rotation even on a loaded machine.
-pub(crate) fn wake_ahead(retain: std::time::Duration) -> std::time::Duration {
-    retain / 4
+/// Nice levels the live graph's worker runs below the rest of the job: on a busy machine
+/// the decoding, the dataflow and the collector (whose spins `--follow`, `hangs` and the
+/// early snapshots read) come first, and the live graph falls behind and is given up and
+/// seeded anew rather than delaying them. In the soak (300k events/s on 2 cores, one run
+/// each, noisy) the `--follow` report of a new hang came a median 1.76 s after it was
+/// detectable with the worker at the job's priority, 0.97 s with it 5 levels below (it still
+/// took 0.33 CPUs; fewer hangs were diagnosed from it, 7 of 20 against 12).
+const LIVE_NICE: i32 = 5;
+
+/// Lowers the calling thread's priority by [`LIVE_NICE`] (no further than 19); a thread
+/// whose priority cannot be read or changed keeps it.
+fn below_the_job() {
+    // SAFETY: errno is thread-local; clearing it tells getpriority's -1 error from a nice
+    // of -1. gettid and getpriority on our own thread take no pointers.
+    let nice = unsafe {
+        *libc::__errno_location() = 0;
+        libc::getpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t)
+    };
+    if nice == -1 && std::io::Error::last_os_error().raw_os_error().unwrap_or(0) != 0 {
+        return;
+    }
+    if let Err(e) = argus_ingest::linux::set_thread_nice((nice + LIVE_NICE).min(19)) {
+        tracing::debug!("the live graph keeps the job's priority: {e}");
+    }
 }
 
 /// What the collector sends its live graph's worker.
 pub(crate) enum Feed {
     /// The dataflow's next message.
     Msg(Message),
+    /// What the collector forgot at the end of an epoch ([`super::generations::Retention`]),
+    /// frozen: retracted at that epoch, decoded on the worker's thread. Not counted against
+    /// [`LIVE_BACKLOG`] (a quarter of the retained window at once, bounded by it like a
+    /// seed).
+    Cut(u64, Forgotten),
     /// Start again from this graph (the collector's consolidated one at a finished epoch):
     /// after the live graph was given up.
     Reset(Seed),
@@ -163,8 +176,6 @@ pub(crate) struct Forward {
     /// given up; `0`: none to skip).
     skip_until: Arc<AtomicU64>,
     given_up: bool,
-    /// Not woken yet: nothing is copied until the first seed.
-    dormant: bool,
     /// [`LIVE_BACKLOG`], or less in tests.
     backlog: usize,
 }
@@ -177,9 +188,9 @@ impl Forward {
         self
     }
 
-    /// Copies `m` to the live graph; `false` while it is dormant, given up or has ended.
+    /// Copies `m` to the live graph; `false` while it is given up or has ended.
     pub(crate) fn send(&mut self, m: &Message) -> bool {
-        if self.given_up || self.dormant {
+        if self.given_up {
             return false;
         }
         let n = match m {
@@ -202,15 +213,18 @@ impl Forward {
         self.tx.send(Feed::Msg(m.clone())).is_ok()
     }
 
-    /// Whether the live graph gets no copies now: dormant, or given up (and not started
-    /// again yet).
-    pub(crate) fn given_up(&self) -> bool {
-        self.given_up || self.dormant
+    /// Passes what the collector forgot at the end of `epoch` (before that epoch's end);
+    /// `false` while the live graph is given up or has ended.
+    pub(crate) fn cut(&mut self, epoch: u64, gone: Forgotten) -> bool {
+        if self.given_up {
+            return false;
+        }
+        self.tx.send(Feed::Cut(epoch, gone)).is_ok()
     }
 
-    /// Whether the live graph is dormant (never seeded yet).
-    pub(crate) fn dormant(&self) -> bool {
-        self.dormant
+    /// Whether the live graph gets no copies now: given up (and not started again yet).
+    pub(crate) fn given_up(&self) -> bool {
+        self.given_up
     }
 
     /// Starts the live graph (again) from `seed`; the messages after its epoch follow.
@@ -219,7 +233,6 @@ impl Forward {
         // LIVE_BACKLOG records), applied in one step.
         self.resets += 1;
         self.given_up = false;
-        self.dormant = false;
         self.tx.send(Feed::Reset(seed)).is_ok()
     }
 }
@@ -239,22 +252,17 @@ pub(crate) struct LiveGraph {
 }
 
 impl LiveGraph {
-    /// Starts the worker of generation `generation` (`dormant`: fed nothing until its first
-    /// seed); returns the handle, the collector's [`Forward`] that feeds it, and the thread.
+    /// Starts the worker of generation `generation`; returns the handle, the collector's [`Forward`] that feeds it, and the thread.
     pub(crate) fn start(
         generation: u64,
         first_epoch: u64,
         start_ns: Nanos,
         slices: Option<SliceConfig>,
-        dormant: bool,
     ) -> Result<(LiveGraph, Forward, JoinHandle<()>)> {
         let (tx, messages) = crossbeam_channel::unbounded::<Feed>();
         let queued = Arc::new(AtomicUsize::new(0));
         let (requests, rx) = crossbeam_channel::unbounded::<GraphRequest>();
-        let status = Arc::new(Mutex::new(GraphStatus {
-            dormant,
-            ..GraphStatus::default()
-        }));
+        let status = Arc::new(Mutex::new(GraphStatus::default()));
         let stop = Arc::new(AtomicBool::new(false));
         let skip_until = Arc::new(AtomicU64::new(0));
         let worker = Worker {
@@ -268,7 +276,10 @@ impl LiveGraph {
         };
         let thread = std::thread::Builder::new()
             .name(format!("argus-graph-g{generation}"))
-            .spawn(move || worker.serve())?;
+            .spawn(move || {
+                below_the_job();
+                worker.serve()
+            })?;
         let forward = Forward {
             tx,
             queued,
@@ -276,7 +287,6 @@ impl LiveGraph {
             resets: 0,
             skip_until,
             given_up: false,
-            dormant,
             backlog: LIVE_BACKLOG,
         };
         Ok((
@@ -408,6 +418,13 @@ impl Worker {
             select! {
                 recv(self.messages) -> msg => match msg {
                     Ok(Feed::Reset(seed)) => return RunEnd::Reset(seed),
+                    // Given up: the seed will hold the graph after the cut.
+                    Ok(Feed::Cut(..)) if self.skip_until.load(Ordering::Acquire) > resets => {}
+                    Ok(Feed::Cut(epoch, gone)) => {
+                        let updates = gone.retractions();
+                        count(&mut counts, &updates);
+                        job.send(epoch, updates);
+                    }
                     Ok(Feed::Msg(m)) if self.skip_until.load(Ordering::Acquire) > resets => {
                         if let Message::Updates { updates, .. } = m {
                             self.queued.fetch_sub(updates.len(), Ordering::Relaxed);
@@ -464,7 +481,6 @@ impl Worker {
         if fresh {
             st.epochs.clear();
             st.fell_behind = false;
-            st.dormant = false;
             st.reseeded += 1;
         }
         st.epochs.extend(done.iter().copied());

@@ -6,18 +6,19 @@
 //!  recorder readers (cpuN) ──► DIR/trace/cpuN/*.chunk.zst          (the raw ring, as `record`)
 //!          └── tap (page) ──► LiveMerge: per-CPU decode → queues ──► release ts ≤ watermark
 //!                                                                    │ Batch every tick (200 ms)
-//!                       ┌────────────────────────────────────────────┤
-//!                 generation g (dataflow + collector)     generation g+1 (started when g is
-//!                       │ oldest generation answers                  `--retain` old)
+//!                                                                    ▼
+//!                 the dataflow (one for the whole job; its rule state forgets what is idle
+//!                       │        for twice `--retain`)
+//!                 collector: the graph; cuts what ended more than `--retain` ago
 //!                       ▼ snapshot requests
 //!  snapshot thread: events of the period (streamed into the snapshot being staged)
 //!     └► finisher thread: + segments/edges/spins/threads/errors
 //!        → DIR/snapshots/<epoch>/ (atomic) → DIR/latest (symlink, atomic) → --on-hang hooks
-//!          ▲ every --snapshot-every, or at once when the oldest generation's collector
+//!          ▲ every --snapshot-every, or at once when the collector
 //!          └ publishes a new or grown spin of a watched thread (woken main loop)
 //!
-//!  each generation's collector ──copy──► its live graph (arrangements, timely worker)
-//!                                           ▲ reads as of an epoch (the oldest generation's)
+//!  the collector ──copy (its cuts as retractions)──► the live graph (arrangements, timely worker)
+//!                                           ▲ reads as of an epoch
 //!  DIR/argus.sock ◄── argus debug DIR, scripts ─┘ query server: a thread per client
 //! ```
 //!
@@ -42,29 +43,30 @@
 //! CPU's last record before it (or the job's start) to the page's first record.
 //! [`LiveMerge::push_page`](argus_ingest::live::LiveMerge::push_page) hands it to the job's
 //! gap sink ([`intake::live_merge`]), which adds it to the rules' [`GapSet`] (shared by every
-//! generation and worker, kept for later generations), before it queues any record of the
+//! worker), before it queues any record of the
 //! page, so every event released afterwards is processed with the gap known and no
 //! timer/queue pair or thread-order edge is made across it, as in `argus build`. Events of
 //! other CPUs inside the gap released *before* the page came (only when the watermark passed
 //! the CPU's last record: its hold expired, or its last page was partial) were processed
 //! without it; an edge made then stays (`docs/start.md`, "Lost events").
 //!
-//! **Retention.** The dataflow only accepts insertions of events, so old events cannot be
-//! retracted from it. Instead the job runs *generations*: a new dataflow starts whenever the
-//! newest one has covered `--retain`; the oldest is dropped once the next one covers
-//! `--retain`. At most two run at once (one in the first `--retain`), snapshots come from
-//! the oldest, so a snapshot covers between `--retain` and twice `--retain` of history and
-//! memory stays bounded: between one and three windows of events are held, so resident
-//! memory saw-tooths with period `--retain`. A spin that began before the window (a thread
-//! blocked longer than `--retain`) shows from the window's start: the job forgets what is
-//! older. A dropped generation's unread input is discarded (when no snapshot waits on it) so
-//! it ends quickly. Measured (`cargo bench --bench soak`, 290k events/s, `--retain 15s`):
-//! about 180 bytes of resident memory per event held (dataflow state plus the collected
-//! graph), flat from cycle to cycle with mimalloc as the global allocator (glibc malloc kept
-//! the memory of dropped generations in its arenas: +20% in 10 minutes). Size `--retain` to
-//! the event rate.
+//! **Retention.** One dataflow runs for the whole job and forgets by retraction
+//! ([`generations::Retention`]): its collector keeps the graph in time buckets a quarter of
+//! `--retain` wide, by when each record ended ([`window`]: closed segments and spins by
+//! their end, edges by their action's time, open ones apart); a bucket that ended more than
+//! `--retain` before the watermark is dropped whole and passed to the live graph as
+//! retractions; later updates of its records are dropped as they come (they are over for
+//! good, so the tables stay consistent). What is
+//! still open stays whole, however old. The dataflow's rule state forgets what has been idle
+//! for twice `--retain` ([`job::continuous`]; `DataflowConfig::forget`), which nothing the
+//! collector holds depends on. A snapshot covers between `--retain` and 1.25 `--retain`, and
+//! memory follows the event rate and `--retain`, not the job's age. (Before, the job ran
+//! *generations*: a new dataflow every `--retain`, two at once most of the time, each event
+//! processed twice and each new generation's live graph arranged anew in one batch; the soak
+//! measured the difference: docs/start.md.) mimalloc is the global allocator: glibc malloc
+//! kept freed memory in its arenas.
 //!
-//! **Back-pressure.** A generation's input holds at most 8 epochs (1.6 s) and the snapshot
+//! **Back-pressure.** The dataflow's input holds at most 8 epochs (1.6 s) and the snapshot
 //! thread 16 ticks of events; beyond that the main loop waits, the tap fills, and pages the
 //! recorder could not hand over are reported as dropped at the end (they are still in the
 //! raw ring). A step of the main loop that takes longer than 500 ms is logged (`WARN the
@@ -77,7 +79,7 @@
 //! A `kill -9` at any point leaves `latest` on a complete snapshot. `events.parquet` of a
 //! live snapshot holds the events released since the previous snapshot (streamed to disk as
 //! they come, so memory does not hold them); the other tables describe the whole retained
-//! window: the oldest generation's collector hands them over *frozen* (its packed, sorted
+//! window: the collector hands them over *frozen* (its packed, sorted
 //! runs, shared: no copy, so the collector never stops draining the dataflow for a snapshot)
 //! and the snapshot's *finisher* thread decodes and checks them as it writes (edges on a
 //! second thread). The snapshot thread only streams events: it hands a requested snapshot to
@@ -105,7 +107,7 @@
 //! event-loop call (poll, epoll, select).
 //!
 //! A hang does not wait for the periodic cycle: the dataflow reports an open spin as soon as
-//! the watermark passes its start + `--threshold`, the oldest generation's collector
+//! the watermark passes its start + `--threshold`, the collector
 //! publishes its spins at the end of that epoch and wakes the main loop, which takes a
 //! snapshot **at once** (named by the current epoch, off the cycle) when one of them is of a
 //! watched thread and would be reported (new, or doubled). The hook then runs on that
@@ -115,18 +117,18 @@
 //! about `--lag` + a tick + one snapshot write after it became detectable (measured by
 //! `tests/continuous.rs`: well within one period).
 //!
-//! **Live queries.** Each generation's dataflow output is also copied to a timely worker of its
-//! own ([`live_graph`]) that keeps it as differential arrangements, compacted as epochs complete;
-//! [`serve`] answers queries about the oldest generation's (the snapshots' generation) on
-//! `DIR/argus.sock` (0600; docs/query-protocol.md), a thread per client. The main loop publishes
-//! the generations' handles as they start and stop and, every tick, the merge's thread table and
+//! **Live queries.** The collector's graph is also copied to a timely worker of its own
+//! ([`live_graph`]) that keeps it as differential arrangements, compacted as epochs complete;
+//! [`serve`] answers queries about it on `DIR/argus.sock` (0600; docs/query-protocol.md), a
+//! thread per client. The main loop publishes its handle when it starts and stops and, every
+//! tick, the merge's thread table and
 //! lost-events ranges for the epoch it sends, so a live answer reads the tables a snapshot of that
 //! epoch holds. The socket is removed when the job stops.
 //!
 //! **Stop and restart.** SIGINT/SIGTERM stop the recorder (its signal handler), which closes
 //! the tap; the job releases everything queued, writes a last snapshot and exits 0. On start,
 //! a non-empty `DIR/trace` from an earlier run is moved to `DIR/trace.prev` and its last
-//! `--retain` is replayed into the first generation before live events (the gap between the
+//! `--retain` is replayed into the dataflow before live events (the gap between the
 //! runs is not recorded; spins that began before this run do not run hooks).
 
 mod catchup;
@@ -140,6 +142,7 @@ mod serve;
 mod snapshots;
 mod sync;
 mod watch;
+mod window;
 
 pub use config::{JobPriority, StartArgs, StartConfig};
 pub use snapshots::list_snapshots;
@@ -171,7 +174,7 @@ type Tapped = argus_ingest::linux::TappedPage;
 
 /// Runs the job until the recorder stops (signal, `--duration`).
 pub fn run(cfg: &StartConfig, quiet: bool) -> Result<u8> {
-    // This run's own gap set: the merge adds to it, every generation's rules read it.
+    // This run's own gap set: the merge adds to it, the dataflow's rules read it.
     let mut owned = cfg.clone();
     owned.dataflow.rules.gaps = GapSet::new();
     let cfg = &owned;
@@ -184,7 +187,7 @@ pub fn run(cfg: &StartConfig, quiet: bool) -> Result<u8> {
     let trace_dir = cfg.dir.join("trace");
     let (recording, tap) = start_recording(cfg, &trace_dir)?;
     sample_own_threads()?;
-    // From here on every thread this one starts (decoding, dataflow generations, snapshot
+    // From here on every thread this one starts (decoding, the dataflow, snapshot
     // writers) inherits the job's priority; the recorder's threads already run.
     set_job_priority(cfg.nice);
     let live_start = Nanos(monotonic_ns());
@@ -250,13 +253,13 @@ pub fn run(cfg: &StartConfig, quiet: bool) -> Result<u8> {
     job.served.set_graphs(Vec::new());
 
     // The recorder has ended (or the loop failed): the last snapshot is requested; close
-    // the snapshot queue, let the generations finish and the writer install it.
+    // the snapshot queue, let the dataflow finish and the writer install it.
     drop(snaps);
     let rec_summary = recorder
         .join()
         .map_err(|_| anyhow::anyhow!("the recorder thread panicked"))?;
     for g in std::mem::take(&mut job.gens) {
-        if let Err(e) = g.stop(false, false) {
+        if let Err(e) = g.stop() {
             result = result.and(Err(e));
         }
     }
@@ -578,18 +581,16 @@ pub(crate) mod tests {
                 &cfg.dataflow,
                 0,
                 Nanos(0),
-                notify.clone(),
+                notify,
                 super::generations::LiveSetup {
                     slices: false,
                     catching_up: Default::default(),
-                    dormant: false,
+                    retain: None,
                 },
             )
             .unwrap()],
-            next_gen: 1,
             epoch: 0,
             watermark: Nanos(0),
-            notify,
             served: Arc::new(Served::new()),
             catching_up: Default::default(),
         };
@@ -611,7 +612,7 @@ pub(crate) mod tests {
         let watermark = Nanos(BASE + 2_000);
         let last = tick(&mut job, &mut merge, watermark.0);
         for g in std::mem::take(&mut job.gens) {
-            g.stop(false, false).unwrap();
+            g.stop().unwrap();
         }
         assert!(first.check.is_ok() && last.check.is_ok());
         LiveRun {

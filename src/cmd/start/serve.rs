@@ -1,6 +1,6 @@
 //! The query server of `argus start`: `DIR/argus.sock` (0600), the protocol of
-//! docs/query-protocol.md (`crate::live::protocol`), answered from the oldest generation's
-//! live graph (`live_graph.rs`), the one snapshots come from; `hangs` from the spins its
+//! docs/query-protocol.md (`crate::live::protocol`), answered from the job's live
+//! graph (`live_graph.rs`), fed by the collector the snapshots come from; `hangs` from the spins its
 //! collector published at its last epoch ([`LiveSpins`]), which the live graph may lag.
 //!
 //! ```text
@@ -8,7 +8,7 @@
 //!                           line ─► parse ─► status | hangs | diagnose | fetch ─► line
 //!                                               │ reads as of an epoch
 //!                                               ▼
-//!                           Served: the generations' LiveGraph handles (oldest first),
+//!                           Served: the generation's LiveGraph handle,
 //!                                   the live merge's thread table and lost ranges
 //!                                   (published by the main loop every tick)
 //! ```
@@ -52,7 +52,8 @@ pub(crate) const MAX_CLIENTS: usize = 16;
 
 /// What the server reads, shared with the main loop.
 pub(crate) struct Served {
-    /// The running generations' live graphs and collectors' spins, oldest first.
+    /// The running generation's live graph and its collector's spins (none before it
+    /// starts and once it stops).
     graphs: Mutex<Vec<(LiveGraph, Arc<LiveSpins>)>>,
     /// The tables of the last [`TABLE_EPOCHS`] global epochs, oldest first.
     tables: Mutex<VecDeque<(u64, Tables)>>,
@@ -78,7 +79,7 @@ impl Served {
         }
     }
 
-    /// The running generations' live graphs, with their collectors' spins, oldest first.
+    /// The running generation's live graph, with its collector's spins.
     pub(crate) fn set_graphs(&self, graphs: Vec<(LiveGraph, Arc<LiveSpins>)>) {
         *lock(&self.graphs) = graphs;
     }
@@ -116,7 +117,7 @@ impl Served {
             .unwrap_or_default()
     }
 
-    /// The oldest generation's live graph and the spins its collector published last.
+    /// The generation's live graph and the spins its collector published last.
     fn oldest(&self) -> Result<(LiveGraph, Arc<LiveSpins>), Failure> {
         lock(&self.graphs)
             .first()
@@ -124,7 +125,7 @@ impl Served {
             .ok_or_else(|| Failure::new(Code::NotReady, "no dataflow generation runs"))
     }
 
-    /// The oldest generation's graph, or generation `id`'s.
+    /// The running generation's graph; with `id`, only if it is that one.
     fn graph(&self, id: Option<u64>) -> Result<(LiveGraph, usize), Failure> {
         let graphs = lock(&self.graphs);
         let n = graphs.len();
@@ -320,12 +321,6 @@ fn pick(g: &LiveGraph, as_of: AsOf) -> Result<(u64, u64, Nanos), Failure> {
     if st.ended {
         return Err(read_failure(ReadError::Gone));
     }
-    if st.dormant {
-        return Err(Failure::new(
-            Code::NotReady,
-            "this generation's live graph is dormant: it is built shortly before its generation becomes the oldest (ask without a generation)",
-        ));
-    }
     let (Some(&(first, _)), Some(&(last, last_w))) = (st.epochs.front(), st.epochs.back()) else {
         return Err(Failure::new(
             Code::NotReady,
@@ -390,9 +385,8 @@ fn status(served: &Served) -> Result<Value, Failure> {
         "epoch": last.map(|(e, _)| g.first_epoch + e),
         "watermark_ns": last.map(|(_, w)| w.0),
         "readable_epochs": st.epochs.front().zip(last).map(|(a, b)| [g.first_epoch + a.0, g.first_epoch + b.0]),
-        "trace_start_ns": g.start_ns.0,
+        "trace_start_ns": served.oldest()?.1.window_start(g.start_ns).0,
         "fell_behind": st.fell_behind,
-        "dormant": st.dormant,
         "reseeded": st.reseeded,
         "counts": {
             "segments": st.segments,
@@ -568,10 +562,10 @@ mod tests {
 
     /// `hangs` reads the spins the generation's collector published at its last epoch, with
     /// the live graph's own epoch beside them: a hang is known as soon as the dataflow has
-    /// seen it, however far the live graph lags (here it is dormant: no epoch at all).
+    /// seen it, however far the live graph lags (here it was fed nothing: no epoch at all).
     #[test]
     fn hangs_answer_from_the_dataflows_spins_however_far_the_live_graph_lags() {
-        let (graph, forward, worker) = LiveGraph::start(3, 100, Nanos(0), None, true).unwrap();
+        let (graph, forward, worker) = LiveGraph::start(3, 100, Nanos(0), None).unwrap();
         let (notify, woken) = crossbeam_channel::bounded(1);
         let spins = LiveSpins::new(notify);
         let served = Served::new();
@@ -595,7 +589,7 @@ mod tests {
             "the generation's first epoch + the local epoch"
         );
         assert_eq!(v["watermark_ns"], 9_000);
-        assert!(v["graph_epoch"].is_null(), "the dormant graph has no epoch");
+        assert!(v["graph_epoch"].is_null(), "the live graph has no epoch");
         let h = v["hangs"].as_array().unwrap();
         assert_eq!(h.len(), 2);
         let of = |tid: i32| h.iter().find(|x| x["tid"] == tid).unwrap();

@@ -210,6 +210,8 @@ impl Finisher {
             .recv()
             .context("the dataflow collector stopped before the snapshot")?;
         let (local_epoch, watermark) = (cap.local_epoch, cap.watermark);
+        // The collector may have cut since the request: the window starts at its cutoff.
+        let window_start = cap.forgotten_before;
         let captured = begun.elapsed();
         let cap = cap.contents();
         let decoded = begun.elapsed();
@@ -220,6 +222,7 @@ impl Finisher {
         writer.write_spins(&cap.spins)?;
         writer.write_threads(&job.threads)?;
         let mut errors = job.errors;
+        job.gaps.retain(|&(_, _, to, _)| to >= window_start.0);
         job.info.lost_ranges = job
             .gaps
             .iter()
@@ -234,6 +237,7 @@ impl Finisher {
             std::thread::sleep(self.delay);
         }
         let mut info = job.info;
+        info.trace_start_ns = info.trace_start_ns.max(Some(window_start));
         info.watermark_ns = watermark.max(info.watermark_ns);
         info.trace_end_ns = Some(info.watermark_ns);
         let manifest = writer
@@ -316,7 +320,7 @@ pub(crate) struct SnapContext {
 }
 
 impl SnapContext {
-    /// Asks the oldest generation for its graph and the snapshot thread to write snapshot
+    /// Asks the collector for its graph and the snapshot thread to write snapshot
     /// `epoch` with it.
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn request(
@@ -330,7 +334,7 @@ impl SnapContext {
         tx: &Sender<SnapCmd>,
     ) -> Result<()> {
         let reply = job.request()?;
-        let oldest = job.gens.first().map_or(self.live_start, |g| g.start_ns);
+        let oldest = job.window_start(self.live_start);
         let cmd = SnapJob {
             epoch,
             early,
@@ -359,8 +363,7 @@ impl SnapContext {
 }
 
 /// When a hang earns a snapshot out of the periodic cycle: a watched thread's spin that
-/// the hook has not been told of (new, or doubled since), in the oldest generation (the one
-/// snapshots come from), while no snapshot is being written, at most one per half period.
+/// the hook has not been told of (new, or doubled since), in the collector's spins, while no snapshot is being written, at most one per half period.
 pub(crate) struct EarlySnapshots {
     pub(crate) watch: Watch,
     pub(crate) tracker: Arc<std::sync::Mutex<HangTracker>>,

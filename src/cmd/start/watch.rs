@@ -130,6 +130,55 @@ pub(crate) fn own_threads() -> std::collections::HashSet<i32> {
     set.clone()
 }
 
+/// The exits of the job's own threads, which the trace does not show: the recorder excludes
+/// a thread of its process from tracing once it sees it, so a short-lived one (a snapshot
+/// writer, a query's thread) leaves its first records and no exit, and its last segment and
+/// spin would stay open for good. The job adds the exit ([`LiveMerge::untraced_exit`]) once
+/// the released stream has passed the moment it noticed the thread gone (so every record the
+/// thread left comes first).
+///
+/// [`LiveMerge::untraced_exit`]: argus_ingest::live::LiveMerge::untraced_exit
+#[derive(Default)]
+pub(crate) struct OwnExits {
+    /// Threads whose exit was noticed (each once).
+    noticed: std::collections::HashSet<i32>,
+    /// Noticed, not added yet: the thread and when (trace clock).
+    pending: Vec<(i32, Nanos)>,
+}
+
+impl OwnExits {
+    /// The job's threads gone since they were last looked at, noticed at `now`; those whose
+    /// exit the stream released up to `watermark` has passed are returned (and forgotten).
+    pub(crate) fn due(&mut self, now: Nanos, watermark: Nanos) -> Vec<i32> {
+        let seen = own_threads();
+        let alive: std::collections::HashSet<i32> = std::fs::read_dir("/proc/self/task")
+            .map(|rd| {
+                rd.flatten()
+                    .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+                    .collect()
+            })
+            .unwrap_or_default();
+        if alive.is_empty() {
+            // No view of our own threads: none is taken for gone.
+            return Vec::new();
+        }
+        for &t in seen.difference(&alive) {
+            if self.noticed.insert(t) {
+                self.pending.push((t, now));
+            }
+        }
+        let mut due = Vec::new();
+        self.pending.retain(|&(t, at)| {
+            let passed = at <= watermark;
+            if passed {
+                due.push(t);
+            }
+            !passed
+        });
+        due
+    }
+}
+
 /// Whether `tid` is one of this job's threads: seen in `/proc/self/task` ([`own_threads`]),
 /// of this process, or created by one of them (a thread that exited between two looks, or
 /// a hook's shell), following creators up to 8 steps.
@@ -232,6 +281,40 @@ pub(crate) mod tests {
             wait_syscall: 202,
             timeouts: 0,
         }
+    }
+
+    /// A thread of the job that exited is reported once, and only when the released
+    /// stream has passed the moment its exit was noticed; a live one never.
+    #[test]
+    fn an_own_thread_gone_is_reported_once_after_the_stream_passed_its_exit() {
+        let mut exits = OwnExits::default();
+        let _ = exits.due(Nanos(0), Nanos(0));
+        let (tx, rx) = std::sync::mpsc::channel::<()>();
+        let (tid_tx, tid_rx) = std::sync::mpsc::channel();
+        let alive = std::thread::spawn(move || {
+            let _ = own_threads();
+            // SAFETY: gettid has no preconditions.
+            tid_tx.send(unsafe { libc::gettid() }).unwrap();
+            let _ = rx.recv();
+        });
+        let alive_tid = tid_rx.recv().unwrap();
+        let gone = std::thread::spawn(|| {
+            let _ = own_threads();
+            // SAFETY: gettid has no preconditions.
+            unsafe { libc::gettid() }
+        })
+        .join()
+        .unwrap();
+        // Noticed at 1000, the stream released up to 999: not yet.
+        let due = exits.due(Nanos(1_000), Nanos(999));
+        assert!(!due.contains(&gone) && !due.contains(&alive_tid), "{due:?}");
+        // The stream passed it: reported, once.
+        let due = exits.due(Nanos(2_000), Nanos(1_000));
+        assert!(due.contains(&gone) && !due.contains(&alive_tid), "{due:?}");
+        assert!(!exits.due(Nanos(3_000), Nanos(3_000)).contains(&gone));
+        tx.send(()).unwrap();
+        alive.join().unwrap();
+        assert!(exits.due(Nanos(5_000), Nanos(5_000)).contains(&alive_tid));
     }
 
     #[test]
