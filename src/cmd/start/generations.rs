@@ -1,6 +1,6 @@
 //! The job's dataflow generation: the graph dataflow over the events released since it
 //! started, with a collector thread that keeps its consolidated graph (a [`WindowGraph`]:
-//! what `argus build` keeps, in time buckets), forgets what ended before the retained window ([`Retention`]),
+//! what `argus build` keeps, in time buckets), forgets what ended before the retained window ([`WindowGraph`]),
 //! answers snapshot requests and publishes its spins (woken main loop) as soon as they
 //! change. One generation runs for the whole job (module docs of [`super`]).
 
@@ -118,10 +118,11 @@ impl Collector {
         }
     }
 
-    /// A retention cut at `cutoff` ([`Retention`]): what it forgot, frozen.
-    fn cut(&mut self, cutoff: Nanos) -> Forgotten {
+    /// At the end of an epoch with `watermark`: what the retention cut forgot, frozen, when
+    /// a bucket was due ([`WindowGraph::forget_due`]).
+    fn cut(&mut self, watermark: Nanos) -> Option<Forgotten> {
         let t = Instant::now();
-        let gone = self.graph.forget_before(cutoff);
+        let gone = self.graph.forget_due(watermark)?;
         self.spins_changed |= gone.spins.updates() > 0;
         let start = self.graph.window_start();
         self.live.window_start.store(start.0, Ordering::Release);
@@ -131,7 +132,7 @@ impl Collector {
             us = t.elapsed().as_micros() as u64,
             "retention cut"
         );
-        gone
+        Some(gone)
     }
 
     pub(crate) fn serve(&mut self, pending: &mut Vec<SnapRequest>, closed: bool) {
@@ -214,50 +215,18 @@ fn seed(graph: &mut WindowGraph) -> Seed {
     }
 }
 
-/// A generation's retention (`--retain`): the collector's graph is kept in buckets of a
-/// quarter of `retain` (at least a second) by end time ([`WindowGraph`]); whenever the
-/// watermark passes `retain` beyond the end of the oldest bucket, the buckets that ended
-/// before `watermark − retain` leave the graph and the live graph gets their records as
-/// retractions. The graph holds between `retain` and 1.25 `retain` of history, plus what is
-/// still open (a thread blocked for longer shows whole).
-pub(crate) struct Retention {
-    retain: u64,
-    step: u64,
-    floor: u64,
-}
-
-impl Retention {
-    pub(crate) fn new(retain: Duration) -> Retention {
-        let retain = retain.as_nanos() as u64;
-        Retention {
-            retain,
-            step: (retain / 4).max(1_000_000_000),
-            floor: 0,
-        }
-    }
-
-    /// At the end of an epoch with `watermark`: the cutoff when a bucket can go.
-    fn due(&mut self, watermark: Nanos) -> Option<Nanos> {
-        let c = watermark.0.saturating_sub(self.retain);
-        (c / self.step > self.floor).then(|| {
-            self.floor = c / self.step;
-            Nanos(c)
-        })
-    }
-}
-
 /// The collector of one generation; `forward` gets a copy of every message (the
 /// generation's live graph, `live_graph.rs`) until it ends; while it is given up, `revive`
-/// says when to seed it anew. With `retention`, what ends before the window goes.
+/// says when to seed it anew. With `retain`, what ended before the window goes.
 pub(crate) fn collect_live(
     out: Receiver<Message>,
     requests: Receiver<SnapRequest>,
     live: Arc<LiveSpins>,
     mut forward: Option<(Forward, Revive)>,
-    mut retention: Option<Retention>,
+    retain: Option<Duration>,
 ) {
     let mut c = Collector {
-        graph: WindowGraph::new(retention.as_ref().map_or(u64::MAX, |r| r.step)),
+        graph: WindowGraph::new(retain),
         dirty: false,
         open: live.open.clone(),
         spins_changed: false,
@@ -295,8 +264,7 @@ pub(crate) fn collect_live(
                         Message::Updates { epoch, updates }
                     }
                     Message::EpochDone { epoch, watermark, .. } => {
-                        if let Some(cutoff) = retention.as_mut().and_then(|r| r.due(watermark)) {
-                            let gone = c.cut(cutoff);
+                        if let Some(gone) = c.cut(watermark) {
                             if forward
                                 .as_mut()
                                 .is_some_and(|(f, _)| !f.cut(epoch.0, gone) && !f.given_up())
@@ -355,7 +323,8 @@ pub(crate) struct LiveSpins {
     pub(crate) open: Arc<AtomicI64>,
     /// Woken (`try_send`) whenever the spins change.
     pub(crate) notify: Sender<()>,
-    /// The collector's last cutoff ([`Retention`]; 0 before the first cut), in ns.
+    /// Where the collector's retained window starts ([`WindowGraph::window_start`]; 0
+    /// before the first cut), in ns.
     pub(crate) window_start: AtomicU64,
 }
 
@@ -425,7 +394,7 @@ pub(crate) struct LiveSetup {
     pub(crate) slices: bool,
     /// Set while the job reads pages back from the ring ([`Revive`]).
     pub(crate) catching_up: Arc<AtomicBool>,
-    /// `--retain` ([`Retention`]; `None`: keep everything, tests).
+    /// `--retain` ([`WindowGraph`]; `None`: keep everything, tests).
     pub(crate) retain: Option<Duration>,
 }
 
@@ -466,7 +435,7 @@ impl Generation {
                     req_rx,
                     live2,
                     Some((forward, Revive::new(catching_up, retain))),
-                    retain.map(Retention::new),
+                    retain,
                 )
             })?;
         Ok(Generation {
@@ -607,7 +576,7 @@ mod tests {
                     req_rx,
                     live2,
                     Some((forward.with_backlog(backlog), revive)),
-                    retain.map(Retention::new),
+                    retain,
                 )
             });
             Harness {

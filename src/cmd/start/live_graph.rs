@@ -128,7 +128,7 @@ fn below_the_job() {
 pub(crate) enum Feed {
     /// The dataflow's next message.
     Msg(Message),
-    /// What the collector forgot at the end of an epoch ([`super::generations::Retention`]),
+    /// What the collector forgot at the end of an epoch ([`super::window::WindowGraph`]),
     /// frozen: retracted at that epoch, decoded on the worker's thread. Not counted against
     /// [`LIVE_BACKLOG`] (a quarter of the retained window at once, bounded by it like a
     /// seed).

@@ -51,7 +51,7 @@
 //! without it; an edge made then stays (`docs/start.md`, "Lost events").
 //!
 //! **Retention.** One dataflow runs for the whole job and forgets by retraction
-//! ([`generations::Retention`]): its collector keeps the graph in time buckets a quarter of
+//! ([`window::WindowGraph`]): its collector keeps the graph in time buckets a quarter of
 //! `--retain` wide, by when each record ended ([`window`]: closed segments and spins by
 //! their end, edges by their action's time, open ones apart); a bucket that ended more than
 //! `--retain` before the watermark is dropped whole and passed to the live graph as

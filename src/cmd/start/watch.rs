@@ -117,17 +117,28 @@ impl HangTracker {
 /// them here. The set only grows: snapshot writers and dataflow workers of earlier
 /// generations have exited by the time a later snapshot names their spins.
 pub(crate) fn own_threads() -> std::collections::HashSet<i32> {
+    look_at_own_threads().0
+}
+
+/// Every thread of this job seen so far ([`own_threads`]) and those alive now, from one
+/// look at `/proc/self/task` (alive is empty when it cannot be read).
+fn look_at_own_threads() -> (
+    std::collections::HashSet<i32>,
+    std::collections::HashSet<i32>,
+) {
     static SEEN: std::sync::Mutex<Option<std::collections::HashSet<i32>>> =
         std::sync::Mutex::new(None);
+    let alive: std::collections::HashSet<i32> = std::fs::read_dir("/proc/self/task")
+        .map(|rd| {
+            rd.flatten()
+                .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+                .collect()
+        })
+        .unwrap_or_default();
     let mut seen = lock(&SEEN);
     let set = seen.get_or_insert_with(Default::default);
-    if let Ok(rd) = std::fs::read_dir("/proc/self/task") {
-        set.extend(
-            rd.flatten()
-                .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok()),
-        );
-    }
-    set.clone()
+    set.extend(alive.iter().copied());
+    (set.clone(), alive)
 }
 
 /// The exits of the job's own threads, which the trace does not show: the recorder excludes
@@ -150,14 +161,7 @@ impl OwnExits {
     /// The job's threads gone since they were last looked at, noticed at `now`; those whose
     /// exit the stream released up to `watermark` has passed are returned (and forgotten).
     pub(crate) fn due(&mut self, now: Nanos, watermark: Nanos) -> Vec<i32> {
-        let seen = own_threads();
-        let alive: std::collections::HashSet<i32> = std::fs::read_dir("/proc/self/task")
-            .map(|rd| {
-                rd.flatten()
-                    .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
-                    .collect()
-            })
-            .unwrap_or_default();
+        let (seen, alive) = look_at_own_threads();
         if alive.is_empty() {
             // No view of our own threads: none is taken for gone.
             return Vec::new();

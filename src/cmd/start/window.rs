@@ -127,7 +127,11 @@ impl<T: Timed + Ord + Clone + Debug + Pack> Windowed<T> {
 }
 
 /// The collector's graph (as [`crate::collect::GraphSink`] for a build), each table
-/// [`Windowed`].
+/// [`Windowed`], and its retention (`--retain`): buckets are a quarter of `retain` wide (at
+/// least a second), and whenever the watermark passes `retain` beyond the end of the oldest
+/// bucket, the buckets that ended before `watermark − retain` leave
+/// ([`WindowGraph::forget_due`]). The graph holds between `retain` and 1.25 `retain` of
+/// history, plus what is still open (a thread blocked for longer shows whole).
 pub(crate) struct WindowGraph {
     pub(crate) segments: Windowed<Segment>,
     pub(crate) edges: Windowed<CausalEdge>,
@@ -136,6 +140,8 @@ pub(crate) struct WindowGraph {
     pub(crate) done: Option<(Epoch, Nanos)>,
     /// What the rules split, pruned and culled, summed over the epochs done.
     pub(crate) counts: Counts,
+    /// `--retain` in ns (`u64::MAX`: keep everything).
+    retain: u64,
 }
 
 /// What a cut took out of the graph, frozen.
@@ -165,10 +171,17 @@ impl Forgotten {
 }
 
 impl WindowGraph {
-    /// An empty graph whose buckets are `step` ns wide (`u64::MAX`: one bucket, nothing is
-    /// ever forgotten).
-    pub(crate) fn new(step: u64) -> WindowGraph {
+    /// An empty graph keeping `retain` (`None`: everything, in one bucket).
+    pub(crate) fn new(retain: Option<std::time::Duration>) -> WindowGraph {
+        let (retain, step) = match retain {
+            Some(r) => {
+                let r = r.as_nanos() as u64;
+                (r, (r / 4).max(1_000_000_000))
+            }
+            None => (u64::MAX, u64::MAX),
+        };
         WindowGraph {
+            retain,
             segments: Windowed::new("segments", step),
             edges: Windowed::new("edges", step),
             spins: Windowed::new("spins", step),
@@ -180,6 +193,10 @@ impl WindowGraph {
     /// Drops from `updates` those of records over before the window (before they are
     /// copied to the live graph, which must not get them either).
     pub(crate) fn keep(&self, updates: &mut Vec<(Update, i64)>) {
+        if self.segments.floor == 0 {
+            // Nothing dropped yet (every table is cut at once).
+            return;
+        }
         updates.retain(|(u, _)| match u {
             Update::Segment(s) => self.segments.keeps(s),
             Update::Edge(e) => self.edges.keeps(e),
@@ -205,9 +222,16 @@ impl WindowGraph {
         self.done = Some((epoch, watermark));
     }
 
+    /// At the end of an epoch with `watermark`: when the bucket holding `watermark −
+    /// retain` is past the oldest one, drops the buckets below it and returns them.
+    pub(crate) fn forget_due(&mut self, watermark: Nanos) -> Option<Forgotten> {
+        let cutoff = Nanos(watermark.0.saturating_sub(self.retain));
+        (cutoff.0 / self.segments.step > self.segments.floor).then(|| self.forget_before(cutoff))
+    }
+
     /// Drops what ended before the bucket holding `cutoff` (every record of the buckets
     /// below it); returns it.
-    pub(crate) fn forget_before(&mut self, cutoff: Nanos) -> Forgotten {
+    fn forget_before(&mut self, cutoff: Nanos) -> Forgotten {
         Forgotten {
             segments: self.segments.forget_before(cutoff),
             edges: self.edges.forget_before(cutoff),
@@ -258,7 +282,12 @@ mod tests {
     /// afterwards (also from the message), and a snapshot reads every bucket as one table.
     #[test]
     fn a_cut_drops_whole_buckets_and_later_updates_of_their_records() {
-        let mut g = WindowGraph::new(10);
+        let mut g = WindowGraph::new(None);
+        // Buckets of 10 ns (a retain of 40 ns, were it one).
+        g.retain = 40;
+        for t in [&mut g.segments.step, &mut g.edges.step, &mut g.spins.step] {
+            *t = 10;
+        }
         let open = seg(1, 0, 2, None);
         let (a, b, c) = (
             seg(2, 0, 1, Some(5)),
@@ -280,8 +309,10 @@ mod tests {
         let mut want = vec![open.clone(), a.clone(), b.clone(), c.clone()];
         want.sort();
         assert_eq!(g.segments.contents(), want);
-        // Cutoff 17: bucket 1 ([10, 20)) holds it and stays; bucket 0 goes.
-        let gone = g.forget_before(Nanos(17));
+        // Watermark 56, cutoff 16: not past bucket 1 ([10, 20)), which holds it: bucket 0
+        // goes. Watermark 59: still in bucket 1, nothing more.
+        let gone = g.forget_due(Nanos(56)).unwrap();
+        assert!(g.forget_due(Nanos(59)).is_none());
         assert_eq!(g.window_start(), Nanos(10));
         let r = gone.retractions();
         assert_eq!(
@@ -317,13 +348,12 @@ mod tests {
         assert_eq!(edges, vec![edge(21)]);
     }
 
-    /// With one bucket (`u64::MAX`) nothing is ever dropped.
+    /// With no retention (one bucket) nothing is ever dropped.
     #[test]
     fn one_bucket_keeps_everything() {
-        let mut g = WindowGraph::new(u64::MAX);
+        let mut g = WindowGraph::new(None);
         g.update(vec![(Update::Edge(edge(4)), 1)]);
-        let gone = g.forget_before(Nanos(1_000_000));
-        assert_eq!(gone.updates(), 0);
+        assert!(g.forget_due(Nanos(u64::MAX)).is_none());
         assert_eq!(g.edges.contents(), vec![edge(4)]);
         assert_eq!(g.window_start(), Nanos(0));
     }
