@@ -9,7 +9,7 @@
 //! ```
 //! Needs root and tracefs (prints SKIP otherwise). `ARGUS_SOAK_RETAIN` (seconds, default 60) is the
 //! job's `--retain`: memory is steady once two windows have passed (the job forgets what
-//! ended more than `--retain` ago, a quarter of `--retain` at a time), so besides single
+//! ended more than `--retain` ago, a second at a time), so besides single
 //! samples the bench prints per-`retain` cycle peak and mean RSS and the RSS trend
 //! (least-squares slope) over the steady part. `ARGUS_SOAK_HANDOFFS`
 //! (default 9000) paces each generator (hand-offs per second; about 250k events/s in all on
@@ -165,8 +165,8 @@ fn os_pipe() -> (std::fs::File, std::fs::File) {
     }
 }
 
-/// Resident memory rises and falls with the retention cuts (between one and 1.25 `--retain`
-/// held) and with the snapshot writers, so single samples say little; this prints, for each
+/// Resident memory rises and falls with the retention cuts (between `--retain` and a second
+/// more held) and with the snapshot writers, so single samples say little; this prints, for each
 /// full `retain` cycle after `steady_after`, the peak and mean RSS, the last cycle against
 /// the first, and the least-squares slope over the whole steady part.
 fn flatness(samples: &[(f64, u64)], steady_after: f64, cycle: f64) {

@@ -94,4 +94,4 @@ pub use table::{
     parse_context, parse_edge_kind, parse_end_cause, parse_event_kind, parse_segment_kind,
     parse_spin_class, parse_start_cause, parse_strength, EventKindTag, SegmentKindTag, Table,
 };
-pub use writer::{write_snapshot, SnapshotData, SnapshotWriter, WriterOptions};
+pub use writer::{write_snapshot, EncodedPart, SnapshotData, SnapshotWriter, WriterOptions};

@@ -19,7 +19,9 @@ use parquet::arrow::arrow_writer::{
 };
 use parquet::arrow::ArrowWriter;
 use parquet::basic::{Compression, Encoding, ZstdLevel};
+use parquet::column::writer::ColumnCloseResult;
 use parquet::errors::ParquetError;
+use parquet::file::metadata::{PageIndexPolicy, ParquetMetaData, ParquetMetaDataReader};
 use parquet::file::properties::{EnabledStatistics, WriterProperties};
 use parquet::file::writer::SerializedFileWriter;
 use parquet::schema::types::ColumnPath;
@@ -28,7 +30,7 @@ use std::fs::{self, File};
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 /// Tuning of the Parquet output. The defaults suit every table; tests shrink them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -141,28 +143,34 @@ fn high_cardinality_columns(table: Table) -> &'static [(&'static str, bool)] {
 /// encoding is ~75% of the cost of writing events. The large tables (events, segments,
 /// edges) encode on a thread of their own, so filling the next batch (decoding, for
 /// events) overlaps the encoding of the previous one.
-struct TableWriter<E: Encoder> {
+struct TableWriter<E: Encoder, W: Write + Send + 'static = BufWriter<File>> {
     path: PathBuf,
     schema: SchemaRef,
     enc: E,
     batch_rows: usize,
     rows: u64,
-    columns: Columns,
+    columns: Columns<W>,
+}
+
+/// What reaches a table's Parquet side, in order: rows to encode, or a part encoded before.
+enum Piece {
+    Batch(RecordBatch),
+    Part(Arc<EncodedPart>),
 }
 
 /// Where finished batches go: encoded on this thread, or sent to the table's encoder.
-enum Columns {
-    Inline(Option<Box<ColumnSink>>),
+enum Columns<W: Write + Send + 'static> {
+    Inline(Option<Box<ColumnSink<W>>>),
     Thread {
-        tx: Option<std::sync::mpsc::SyncSender<RecordBatch>>,
-        handle: Option<std::thread::JoinHandle<Result<ColumnSink, SinkError>>>,
+        tx: Option<std::sync::mpsc::SyncSender<Piece>>,
+        handle: Option<std::thread::JoinHandle<Result<ColumnSink<W>, SinkError>>>,
     },
 }
 
-impl Columns {
+impl<W: Write + Send + 'static> Columns<W> {
     /// Takes the sink: stops the encoder thread (after the batches already sent) and
     /// returns its sink or the error that stopped it. `None` once taken.
-    fn join(&mut self) -> Option<Result<ColumnSink, SinkError>> {
+    fn join(&mut self) -> Option<Result<ColumnSink<W>, SinkError>> {
         match self {
             Columns::Inline(sink) => sink.take().map(|s| Ok(*s)),
             Columns::Thread { tx, handle } => {
@@ -177,7 +185,7 @@ impl Columns {
     }
 }
 
-impl Drop for Columns {
+impl<W: Write + Send + 'static> Drop for Columns<W> {
     fn drop(&mut self) {
         // A writer dropped without close: let the encoder finish before the temporary
         // directory goes.
@@ -186,10 +194,10 @@ impl Drop for Columns {
 }
 
 /// The Parquet side of a table: the file and the column writers of its current row group.
-struct ColumnSink {
+struct ColumnSink<W: Write + Send> {
     path: PathBuf,
     schema: SchemaRef,
-    file: SerializedFileWriter<BufWriter<File>>,
+    file: SerializedFileWriter<W>,
     factory: ArrowRowGroupWriterFactory,
     /// Column writers of the row group being filled.
     group: Option<Vec<ArrowColumnWriter>>,
@@ -201,11 +209,30 @@ struct ColumnSink {
 impl<E: Encoder> TableWriter<E> {
     fn create(dir: &Path, options: &WriterOptions) -> Result<Self, SinkError> {
         let path = dir.join(E::TABLE.file_name());
+        let file = File::create(&path).map_err(|e| SinkError::io(&path, "creating", e))?;
+        TableWriter::with_output(path, BufWriter::with_capacity(1 << 20, file), options)
+    }
+
+    /// Writes the footer and fsyncs; returns the number of rows.
+    fn close(self) -> Result<u64, SinkError> {
+        let path = self.path.clone();
+        let (rows, buf) = self.finish()?;
+        let file = buf
+            .into_inner()
+            .map_err(|e| SinkError::io(&path, "writing", e.into_error()))?;
+        file.sync_all()
+            .map_err(|e| SinkError::io(&path, "syncing", e))?;
+        Ok(rows)
+    }
+}
+
+impl<E: Encoder, W: Write + Send + 'static> TableWriter<E, W> {
+    /// A table written to `out` (`path` names it in errors).
+    fn with_output(path: PathBuf, out: W, options: &WriterOptions) -> Result<Self, SinkError> {
         let pq = |source| SinkError::Parquet {
             path: path.clone(),
             source,
         };
-        let file = File::create(&path).map_err(|e| SinkError::io(&path, "creating", e))?;
         let level = ZstdLevel::try_new(options.zstd_level).map_err(pq)?;
         let row_group_rows = options.row_group_rows.max(1);
         let mut props = WriterProperties::builder()
@@ -245,13 +272,9 @@ impl<E: Encoder> TableWriter<E> {
         }
         // ArrowWriter embeds the Arrow schema in the footer metadata (readers get the exact
         // types back: UInt32, Utf8...); then its lower-level parts do the writing.
-        let (file, factory) = ArrowWriter::try_new(
-            BufWriter::with_capacity(1 << 20, file),
-            schema.clone(),
-            Some(props.build()),
-        )
-        .and_then(|w| w.into_serialized_writer())
-        .map_err(pq)?;
+        let (file, factory) = ArrowWriter::try_new(out, schema.clone(), Some(props.build()))
+            .and_then(|w| w.into_serialized_writer())
+            .map_err(pq)?;
         let batch_rows = options.batch_rows.max(1);
         // Small tables (threads, errors) do not need a full batch of capacity up front.
         let capacity = if E::TABLE == Table::Events {
@@ -272,13 +295,13 @@ impl<E: Encoder> TableWriter<E> {
         let columns = if matches!(E::TABLE, Table::Events | Table::Segments | Table::Edges) {
             // Two batches in flight: bounded memory, and the encoder never waits for the
             // producer while it has work.
-            let (tx, rx) = std::sync::mpsc::sync_channel::<RecordBatch>(2);
+            let (tx, rx) = std::sync::mpsc::sync_channel::<Piece>(2);
             let mut sink = sink;
             let handle = std::thread::Builder::new()
                 .name(format!("argus-write-{}", E::TABLE.file_name()))
                 .spawn(move || {
-                    for batch in rx {
-                        sink.write_batch(&batch)?;
+                    for piece in rx {
+                        sink.take(piece)?;
                     }
                     Ok(sink)
                 })
@@ -320,8 +343,35 @@ impl<E: Encoder> TableWriter<E> {
                     source,
                 }
             })?;
+        self.send(Piece::Batch(batch))?;
+        self.rows += n as u64;
+        Ok(())
+    }
+
+    /// Appends a part encoded before (after the rows pushed so far): its row groups are
+    /// copied as they are, nothing is decoded or encoded again.
+    fn append(&mut self, part: Arc<EncodedPart>) -> Result<(), SinkError> {
+        if part.table != E::TABLE {
+            return Err(SinkError::Parquet {
+                path: self.path.clone(),
+                source: ParquetError::General(format!(
+                    "a part of {} appended to {}",
+                    part.table.file_name(),
+                    E::TABLE.file_name()
+                )),
+            });
+        }
+        self.flush_batch()?;
+        let rows = part.rows;
+        self.send(Piece::Part(part))?;
+        self.rows += rows;
+        Ok(())
+    }
+
+    /// Hands a piece to the Parquet side.
+    fn send(&mut self, piece: Piece) -> Result<(), SinkError> {
         match &mut self.columns {
-            Columns::Inline(Some(sink)) => sink.write_batch(&batch)?,
+            Columns::Inline(Some(sink)) => sink.take(piece)?,
             Columns::Inline(None) => {
                 return Err(SinkError::Parquet {
                     path: self.path.clone(),
@@ -329,7 +379,7 @@ impl<E: Encoder> TableWriter<E> {
                 })
             }
             Columns::Thread { tx, .. } => {
-                let sent = tx.as_ref().is_some_and(|tx| tx.send(batch).is_ok());
+                let sent = tx.as_ref().is_some_and(|tx| tx.send(piece).is_ok());
                 if !sent {
                     // The encoder stopped: it returns why.
                     return Err(match self.columns.join() {
@@ -342,12 +392,11 @@ impl<E: Encoder> TableWriter<E> {
                 }
             }
         }
-        self.rows += n as u64;
         Ok(())
     }
 
-    /// Writes the footer and fsyncs; returns the number of rows.
-    fn close(mut self) -> Result<u64, SinkError> {
+    /// Writes the footer; returns the number of rows and the output.
+    fn finish(mut self) -> Result<(u64, W), SinkError> {
         self.flush_batch()?;
         let rows = self.rows;
         let sink = match self.columns.join() {
@@ -359,12 +408,44 @@ impl<E: Encoder> TableWriter<E> {
                 })
             }
         };
-        sink.close()?;
-        Ok(rows)
+        Ok((rows, sink.close()?))
     }
 }
 
-impl ColumnSink {
+impl<W: Write + Send> ColumnSink<W> {
+    fn take(&mut self, piece: Piece) -> Result<(), SinkError> {
+        match piece {
+            Piece::Batch(batch) => self.write_batch(&batch),
+            Piece::Part(part) => self.append(&part),
+        }
+    }
+
+    /// Closes the row group being filled, then copies the part's row groups.
+    fn append(&mut self, part: &EncodedPart) -> Result<(), SinkError> {
+        self.flush_group()?;
+        let mut copy = || -> Result<(), ParquetError> {
+            for (g, rg) in part.meta.row_groups().iter().enumerate() {
+                let index = part.meta.page_index_for_row_group(g);
+                let mut group = self.file.next_row_group()?;
+                for (c, chunk) in rg.columns().iter().enumerate() {
+                    let close = ColumnCloseResult {
+                        bytes_written: chunk.compressed_size() as u64,
+                        rows_written: rg.num_rows() as u64,
+                        metadata: chunk.clone(),
+                        bloom_filter: None,
+                        column_index: index.column_index(c).cloned(),
+                        offset_index: index.offset_index(c).cloned(),
+                    };
+                    group.append_column(&part.bytes, close)?;
+                }
+                group.close()?;
+            }
+            Ok(())
+        };
+        let r = copy();
+        r.map_err(|e| self.parquet_error(e))
+    }
+
     fn parquet_error(&self, source: ParquetError) -> SinkError {
         SinkError::Parquet {
             path: self.path.clone(),
@@ -454,23 +535,13 @@ impl ColumnSink {
         close().map_err(|e| self.parquet_error(e))
     }
 
-    /// Writes the footer and fsyncs.
-    fn close(mut self) -> Result<(), SinkError> {
+    /// Writes the footer; returns the output.
+    fn close(mut self) -> Result<W, SinkError> {
         self.flush_group()?;
         let path = self.path;
-        let buf = self
-            .file
+        self.file
             .into_inner()
-            .map_err(|source| SinkError::Parquet {
-                path: path.clone(),
-                source,
-            })?;
-        let file = buf
-            .into_inner()
-            .map_err(|e| SinkError::io(&path, "writing", e.into_error()))?;
-        file.sync_all()
-            .map_err(|e| SinkError::io(&path, "syncing", e))?;
-        Ok(())
+            .map_err(|source| SinkError::Parquet { path, source })
     }
 }
 
@@ -528,6 +599,80 @@ fn encode_parallel(
         }
         result
     })
+}
+
+/// Rows of one table encoded once, to be copied into any number of snapshots: a complete
+/// Parquet file in memory (row groups, footer, page indexes), whose row groups
+/// [`SnapshotWriter::append_segment_part`] and [`SnapshotWriter::append_edge_part`] copy
+/// without decoding or encoding them again. `argus start` keeps its graph in time buckets:
+/// a bucket that did not change since the last snapshot is not encoded again.
+pub struct EncodedPart {
+    table: Table,
+    bytes: bytes::Bytes,
+    meta: ParquetMetaData,
+    rows: u64,
+}
+
+impl std::fmt::Debug for EncodedPart {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EncodedPart")
+            .field("table", &self.table)
+            .field("rows", &self.rows)
+            .field("bytes", &self.bytes.len())
+            .finish()
+    }
+}
+
+impl EncodedPart {
+    /// Segments encoded as `segments.parquet` is (same columns, encodings, row groups).
+    pub fn segments<I>(rows: I, options: &WriterOptions) -> Result<EncodedPart, SinkError>
+    where
+        I: IntoIterator,
+        I::Item: Borrow<Segment>,
+    {
+        EncodedPart::encode::<SegmentEncoder, I>(rows, options)
+    }
+
+    /// Edges encoded as `edges.parquet` is.
+    pub fn edges<I>(rows: I, options: &WriterOptions) -> Result<EncodedPart, SinkError>
+    where
+        I: IntoIterator,
+        I::Item: Borrow<CausalEdge>,
+    {
+        EncodedPart::encode::<EdgeEncoder, I>(rows, options)
+    }
+
+    fn encode<E: Encoder, I>(rows: I, options: &WriterOptions) -> Result<EncodedPart, SinkError>
+    where
+        I: IntoIterator,
+        I::Item: Borrow<E::Row>,
+    {
+        let path = PathBuf::from(format!("(a part of {} in memory)", E::TABLE.file_name()));
+        let mut tw = TableWriter::<E, Vec<u8>>::with_output(path.clone(), Vec::new(), options)?;
+        write_all(&mut tw, rows)?;
+        let (rows, out) = tw.finish()?;
+        let bytes = bytes::Bytes::from(out);
+        let meta = ParquetMetaDataReader::new()
+            .with_page_index_policy(PageIndexPolicy::Optional)
+            .parse_and_finish(&bytes)
+            .map_err(|source| SinkError::Parquet { path, source })?;
+        Ok(EncodedPart {
+            table: E::TABLE,
+            bytes,
+            meta,
+            rows,
+        })
+    }
+
+    /// Rows it holds.
+    pub fn rows(&self) -> u64 {
+        self.rows
+    }
+
+    /// Bytes it takes (encoded and compressed).
+    pub fn bytes(&self) -> usize {
+        self.bytes.len()
+    }
 }
 
 /// Writes one snapshot directory, table by table, then installs it atomically.
@@ -809,6 +954,23 @@ impl SnapshotWriter {
         self.poison_on_err(r)
     }
 
+    /// Appends segments encoded before ([`EncodedPart::segments`]), after the rows written
+    /// so far; returns the rows appended.
+    pub fn append_segment_part(&mut self, part: Arc<EncodedPart>) -> Result<u64, SinkError> {
+        self.check_alive()?;
+        let rows = part.rows;
+        let r = self.segments.append(part).map(|()| rows);
+        self.poison_on_err(r)
+    }
+
+    /// Appends edges encoded before ([`EncodedPart::edges`]); returns the rows appended.
+    pub fn append_edge_part(&mut self, part: Arc<EncodedPart>) -> Result<u64, SinkError> {
+        self.check_alive()?;
+        let rows = part.rows;
+        let r = self.edges.append(part).map(|()| rows);
+        self.poison_on_err(r)
+    }
+
     /// Appends spinning vertices. Returns the number of rows written.
     pub fn write_spins<I>(&mut self, rows: I) -> Result<u64, SinkError>
     where
@@ -936,9 +1098,10 @@ impl SnapshotWriter {
     }
 }
 
-fn write_all<E, I>(tw: &mut TableWriter<E>, rows: I) -> Result<u64, SinkError>
+fn write_all<E, W, I>(tw: &mut TableWriter<E, W>, rows: I) -> Result<u64, SinkError>
 where
     E: Encoder,
+    W: Write + Send + 'static,
     I: IntoIterator,
     I::Item: Borrow<E::Row>,
 {

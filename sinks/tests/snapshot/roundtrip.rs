@@ -3,8 +3,8 @@
 use crate::*;
 use argus_schema::SCHEMA_VERSION;
 use argus_sinks::{
-    read_events, read_snapshot, read_snapshot_tables, write_snapshot, Manifest, SnapshotWriter,
-    TableCounts, WriterOptions,
+    read_events, read_snapshot, read_snapshot_tables, write_snapshot, EncodedPart, Manifest,
+    SnapshotWriter, TableCounts, WriterOptions,
 };
 
 #[test]
@@ -208,4 +208,65 @@ fn streaming_reader_crosses_batches() {
         count += 1;
     }
     assert_eq!(count, n);
+}
+
+#[test]
+fn encoded_parts_are_copied_into_any_number_of_snapshots_with_rows_written_around_them() {
+    for (encode_threads, row_group_rows) in [(1, 5), (3, 1 << 20)] {
+        let options = WriterOptions {
+            batch_rows: 3,
+            row_group_rows,
+            zstd_level: 1,
+            encode_threads,
+        };
+        let data = sample();
+        let (seg_a, seg_rest) = data.segments.split_at(data.segments.len() / 3);
+        let (seg_b, seg_c) = seg_rest.split_at(seg_rest.len() / 2);
+        let (edge_a, edge_b) = data.edges.split_at(data.edges.len() / 2);
+        let segs_a = std::sync::Arc::new(EncodedPart::segments(seg_a, &options).unwrap());
+        let segs_c = std::sync::Arc::new(EncodedPart::segments(seg_c, &options).unwrap());
+        let edges_b = std::sync::Arc::new(EncodedPart::edges(edge_b, &options).unwrap());
+        assert_eq!(segs_a.rows(), seg_a.len() as u64);
+        // Parts of the wrong table are refused.
+        let dir = tempfile::tempdir().unwrap();
+        let mut w = SnapshotWriter::with_options(dir.path().join("bad"), options).unwrap();
+        assert!(w.append_edge_part(segs_a.clone()).is_err());
+        drop(w);
+        // The same parts in two snapshots, each time between rows written afresh.
+        for name in ["one", "two"] {
+            let target = dir.path().join(name);
+            let mut w = SnapshotWriter::with_options(&target, options).unwrap();
+            assert_eq!(
+                w.append_segment_part(segs_a.clone()).unwrap(),
+                seg_a.len() as u64
+            );
+            w.write_segments(seg_b).unwrap();
+            w.append_segment_part(segs_c.clone()).unwrap();
+            w.write_edges(edge_a).unwrap();
+            w.append_edge_part(edges_b.clone()).unwrap();
+            let m = w.finish(data.info.clone()).unwrap();
+            assert_eq!(m.counts.segments, data.segments.len() as u64);
+            assert_eq!(m.counts.edges, data.edges.len() as u64);
+            let snap = read_snapshot(&target).unwrap();
+            assert_eq!(snap.segments, data.segments, "{name} {encode_threads}");
+            assert_eq!(snap.edges, data.edges, "{name} {encode_threads}");
+            // Row groups stop at each part's edges; the page indexes stay readable.
+            let file = std::fs::File::open(target.join("segments.parquet")).unwrap();
+            let options = parquet::file::serialized_reader::ReadOptionsBuilder::new()
+                .with_page_index()
+                .build();
+            let reader =
+                parquet::file::reader::SerializedFileReader::new_with_options(file, options)
+                    .unwrap();
+            let meta = parquet::file::reader::FileReader::metadata(&reader).clone();
+            let groups: Vec<i64> = meta.row_groups().iter().map(|g| g.num_rows()).collect();
+            assert_eq!(groups.iter().sum::<i64>(), data.segments.len() as i64);
+            if row_group_rows > data.segments.len() {
+                let want = [seg_a.len(), seg_b.len(), seg_c.len()].map(|n| n as i64);
+                assert_eq!(groups, want);
+            }
+            let index = meta.page_index_for_row_group(groups.len() - 1);
+            assert!(index.offset_index(0).is_some(), "page indexes are kept");
+        }
+    }
 }

@@ -3,10 +3,11 @@
 //! while the previous one is still being written), an early snapshot when a watched hang
 //! appears or grows, the rotation of generations by `--retain`, and the status line.
 
+use super::generations::SnapRequest;
 use super::intake::Intake;
 use super::job::Job;
 use super::snapshots::{
-    snapshot_name, EarlySnapshots, Finisher, SnapCmd, SnapContext, SnapshotThread,
+    snapshot_name, EarlySnapshots, Finisher, PartCache, SnapCmd, SnapContext, SnapshotThread,
 };
 use super::watch::{HangTracker, OwnExits, Watch};
 use super::{monotonic_ns, StartConfig, TICK};
@@ -55,6 +56,7 @@ impl Snapshots {
         trace_dir: &Path,
         live_start: Nanos,
         notify: Sender<()>,
+        collector: Sender<SnapRequest>,
         quiet: bool,
     ) -> Result<(Snapshots, JoinHandle<Result<u64>>)> {
         let (tx, rx) = crossbeam_channel::bounded::<SnapCmd>(SNAPSHOT_BACKLOG);
@@ -81,6 +83,8 @@ impl Snapshots {
             installed: installed.clone(),
             notify,
             gaps: cfg.dataflow.rules.gaps.clone(),
+            parts: PartCache::default(),
+            collector: Some(collector),
         };
         thread.open()?;
         let handle = std::thread::Builder::new()

@@ -18,16 +18,17 @@ use std::time::{Duration, Instant};
 pub(crate) const INPUT_EPOCHS: usize = 8;
 use super::live_graph::{Forward, LiveGraph, Seed};
 use super::sync::lock;
-use super::window::{Forgotten, WindowGraph};
+use super::window::{Forgotten, Part, WindowGraph};
 use argus_pipeline::arranged::SliceConfig;
 
 /// The consolidated graph of a generation at an epoch boundary, frozen
 /// ([`CollectionSink::freeze`](argus_sinks::CollectionSink::freeze)): taking it costs the
-/// collector no copy of the graph; whoever reads it (the snapshot thread) decodes it and
-/// checks it ([`Captured::contents`]).
+/// collector no copy of the graph; whoever reads it (the snapshot finisher) decodes and
+/// checks it, bucket by bucket.
 pub(crate) struct Captured {
-    pub(crate) segments: Frozen<argus_schema::Segment>,
-    pub(crate) edges: Frozen<CausalEdge>,
+    /// By time bucket (see [`Part`]): a snapshot encodes again only the buckets that changed.
+    pub(crate) segments: Vec<Part<argus_schema::Segment>>,
+    pub(crate) edges: Vec<Part<CausalEdge>>,
     pub(crate) spins: Frozen<Spin>,
     pub(crate) local_epoch: u64,
     pub(crate) watermark: Nanos,
@@ -36,7 +37,8 @@ pub(crate) struct Captured {
     pub(crate) forgotten_before: Nanos,
 }
 
-/// A [`Captured`] graph, decoded.
+/// A [`Captured`] graph, decoded (the tests read it whole; snapshots by part).
+#[cfg(test)]
 pub(crate) struct Contents {
     pub(crate) segments: Vec<argus_schema::Segment>,
     pub(crate) edges: Vec<CausalEdge>,
@@ -45,6 +47,7 @@ pub(crate) struct Contents {
     pub(crate) check: std::result::Result<(), String>,
 }
 
+#[cfg(test)]
 impl Captured {
     /// Decodes the tables and checks them, in one pass over each; the edges (the largest
     /// table) on a second thread while this one does the segments and spins (the snapshot
@@ -56,6 +59,8 @@ impl Captured {
             spins,
             ..
         } = self;
+        let segments = Frozen::concat("segments", segments.into_iter().map(|p| p.frozen));
+        let edges = Frozen::concat("edges", edges.into_iter().map(|p| p.frozen));
         let ((segments, s), (spins, p), (edges, e)) = std::thread::scope(|scope| {
             // A clone of a frozen table shares its runs.
             let shared = edges.clone();
@@ -109,8 +114,8 @@ impl Collector {
         let g = &mut self.graph;
         let (local_epoch, watermark) = g.done.map_or((0, Nanos(0)), |(e, w)| (e.0, w));
         Captured {
-            segments: g.segments.freeze(),
-            edges: g.edges.freeze(),
+            segments: g.segments.parts(),
+            edges: g.edges.parts(),
             spins: g.spins.freeze(),
             local_epoch,
             watermark,
@@ -735,7 +740,7 @@ mod tests {
     }
 
     /// Retention: once the watermark is `retain` past the end of the oldest time bucket (a
-    /// quarter of `retain` wide), what ended in it leaves the collector's graph and, as retractions at that
+    /// second wide), what ended in it leaves the collector's graph and, as retractions at that
     /// epoch, the live graph (earlier epochs still read it); open segments and spins stay
     /// however old; later updates of forgotten records (a retraction, a late insertion) are
     /// dropped, so the tables stay consistent.

@@ -98,18 +98,19 @@ pub(crate) struct GraphStatus {
     pub(crate) reseeded: u64,
 }
 
-/// Nice levels the live graph's worker runs below the rest of the job: on a busy machine
-/// the decoding, the dataflow and the collector (whose spins `--follow`, `hangs` and the
-/// early snapshots read) come first, and the live graph falls behind and is given up and
-/// seeded anew rather than delaying them. In the soak (300k events/s on 2 cores, one run
+/// Nice levels the live graph's worker and the snapshot finisher (with the encoder threads it
+/// starts) run below the rest of the job: on a busy machine the decoding, the dataflow and
+/// the collector (whose spins `--follow`, `hangs` and the early snapshots read) come first,
+/// the live graph falls behind and is given up and seeded anew, and a snapshot takes longer,
+/// rather than delaying them. In the soak (300k events/s on 2 cores, one run
 /// each, noisy) the `--follow` report of a new hang came a median 1.76 s after it was
 /// detectable with the worker at the job's priority, 0.97 s with it 5 levels below (it still
 /// took 0.33 CPUs; fewer hangs were diagnosed from it, 7 of 20 against 12).
-const LIVE_NICE: i32 = 5;
+const BACKGROUND_NICE: i32 = 5;
 
-/// Lowers the calling thread's priority by [`LIVE_NICE`] (no further than 19); a thread
-/// whose priority cannot be read or changed keeps it.
-fn below_the_job() {
+/// Lowers the calling thread's priority by [`BACKGROUND_NICE`] (no further than 19; threads
+/// it starts later inherit it); a thread whose priority cannot be read or changed keeps it.
+pub(crate) fn below_the_job() {
     // SAFETY: errno is thread-local; clearing it tells getpriority's -1 error from a nice
     // of -1. gettid and getpriority on our own thread take no pointers.
     let nice = unsafe {
@@ -119,8 +120,8 @@ fn below_the_job() {
     if nice == -1 && std::io::Error::last_os_error().raw_os_error().unwrap_or(0) != 0 {
         return;
     }
-    if let Err(e) = argus_ingest::linux::set_thread_nice((nice + LIVE_NICE).min(19)) {
-        tracing::debug!("the live graph keeps the job's priority: {e}");
+    if let Err(e) = argus_ingest::linux::set_thread_nice((nice + BACKGROUND_NICE).min(19)) {
+        tracing::debug!("a background thread keeps the job's priority: {e}");
     }
 }
 
@@ -130,8 +131,7 @@ pub(crate) enum Feed {
     Msg(Message),
     /// What the collector forgot at the end of an epoch ([`super::window::WindowGraph`]),
     /// frozen: retracted at that epoch, decoded on the worker's thread. Not counted against
-    /// [`LIVE_BACKLOG`] (a quarter of the retained window at once, bounded by it like a
-    /// seed).
+    /// [`LIVE_BACKLOG`] (a second of the retained window at once).
     Cut(u64, Forgotten),
     /// Start again from this graph (the collector's consolidated one at a finished epoch):
     /// after the live graph was given up.

@@ -51,15 +51,14 @@
 //! without it; an edge made then stays (`docs/start.md`, "Lost events").
 //!
 //! **Retention.** One dataflow runs for the whole job and forgets by retraction
-//! ([`window::WindowGraph`]): its collector keeps the graph in time buckets a quarter of
-//! `--retain` wide, by when each record ended ([`window`]: closed segments and spins by
+//! ([`window::WindowGraph`]): its collector keeps the graph in time buckets a second wide, by when each record ended ([`window`]: closed segments and spins by
 //! their end, edges by their action's time, open ones apart); a bucket that ended more than
 //! `--retain` before the watermark is dropped whole and passed to the live graph as
 //! retractions; later updates of its records are dropped as they come (they are over for
 //! good, so the tables stay consistent). What is
 //! still open stays whole, however old. The dataflow's rule state forgets what has been idle
 //! for twice `--retain` ([`job::continuous`]; `DataflowConfig::forget`), which nothing the
-//! collector holds depends on. A snapshot covers between `--retain` and 1.25 `--retain`, and
+//! collector holds depends on. A snapshot covers between `--retain` and `--retain` + 1 s, and
 //! memory follows the event rate and `--retain`, not the job's age. (Before, the job ran
 //! *generations*: a new dataflow every `--retain`, two at once most of the time, each event
 //! processed twice and each new generation's live graph arranged anew in one batch; the soak
@@ -81,8 +80,10 @@
 //! they come, so memory does not hold them); the other tables describe the whole retained
 //! window: the collector hands them over *frozen* (its packed, sorted
 //! runs, shared: no copy, so the collector never stops draining the dataflow for a snapshot)
-//! and the snapshot's *finisher* thread decodes and checks them as it writes (edges on a
-//! second thread). The snapshot thread only streams events: it hands a requested snapshot to
+//! and the snapshot's *finisher* thread (5 nice levels below the job) decodes, checks and
+//! encodes them, by time bucket: a bucket encoded before at the same version (between
+//! snapshots the finisher encodes the buckets that settled) is copied, not encoded again
+//! (`snapshots::PartCache`; docs/start.md, "How a snapshot is written"). The snapshot thread only streams events: it hands a requested snapshot to
 //! the finisher and opens the next one's staging at once. When it finished snapshots itself,
 //! the events queued behind a finishing one filled its queue and stopped the main loop for
 //! up to 8 s every period, longest before a rotation (soak, 300k events/s, `--retain 30s`;
@@ -245,7 +246,13 @@ pub fn run(cfg: &StartConfig, quiet: bool) -> Result<u8> {
         gaps,
         live_start,
     )?;
-    let (mut snaps, snapshots) = Snapshots::start(cfg, &trace_dir, live_start, notify, quiet)?;
+    let collector = job
+        .gens
+        .first()
+        .map(|g| g.requests.clone())
+        .context("invariant: a generation runs")?;
+    let (mut snaps, snapshots) =
+        Snapshots::start(cfg, &trace_dir, live_start, notify, collector, quiet)?;
     let mut cycle = Cycle::new(job.epoch, cfg.snapshot_every, cfg.status_every, quiet);
     let mut result = cycle.run(&mut job, &mut intake, &mut snaps, &woken);
     // The job is stopping: no more queries (the socket is removed).
