@@ -484,8 +484,9 @@ struct Pending {
 /// is at most [`NEAR_EPOCHS`] behind the epoch that showed it: the graph of a job that keeps
 /// up is a tick or two behind its dataflow. A graph further behind is not waited for. One
 /// poll: the report is due within 1 s of the hang crossing the threshold, of which the
-/// job's `--lag` (500 ms) and its tick take most; with 400 ms the soak's reports came a
-/// median 1.20 s after (max 1.56 s), 0.77 s when the graph was too far behind to wait for.
+/// job's `--lag` and its tick take most; with 400 ms (and a 500 ms lag) the soak's reports
+/// came a median 1.20 s after (max 1.56 s), 0.77 s when the graph was too far behind to
+/// wait for.
 pub const WAIT: Duration = Duration::from_millis(100);
 
 /// Epochs (200 ms ticks) a live graph may be behind and still be waited for.

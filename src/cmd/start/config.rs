@@ -19,8 +19,10 @@ pub struct StartArgs {
     /// History kept in the dataflow (`90s`, `10m`, `1h`; a bare number is seconds).
     #[arg(long, default_value = "10m")]
     pub retain: String,
-    /// Seconds the watermark stays behind the clock (how late a record may arrive).
-    #[arg(long, default_value_t = 0.5)]
+    /// Seconds the watermark stays at least behind the clock. It never passes what the
+    /// recorder has read of each CPU either, so a record is not late however long its reader
+    /// takes; a larger lag only delays every report.
+    #[arg(long, default_value_t = 0.1)]
     pub lag: f64,
     /// Snapshots kept on disk (the newest).
     #[arg(long, default_value_t = 3)]
@@ -50,8 +52,10 @@ pub struct StartArgs {
     /// it per 100 ms. 0: normal priority.
     #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u8).range(0..=99))]
     pub drain_priority: u8,
-    /// Priority of the job's decoding, dataflow and snapshot threads: `idle` (`SCHED_IDLE`:
-    /// only CPU time no other thread wants) or a nice value (-20..19). On a machine whose
+    /// Priority of the job's decoding, dataflow and snapshot threads: `idle` (its decoding,
+    /// dataflow and collector at nice 19, its snapshot encoding and live graph in
+    /// `SCHED_IDLE`: only CPU time no other thread wants) or a nice value (-20..19; the
+    /// background threads 5 below). On a machine whose
     /// CPUs the traced load needs, the live graph lags (counted, visible in the status line)
     /// rather than slowing the load; the recorder keeps its own priority and loses nothing.
     #[arg(long, default_value = "idle", allow_negative_numbers = true, value_parser = parse_job_priority)]
@@ -76,11 +80,19 @@ pub struct StartArgs {
 /// How the job's own threads are scheduled (`--nice`).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum JobPriority {
-    /// `SCHED_IDLE`. The default: under the saturating load of issue 14 (`cargo bench
-    /// --bench overhead`, `ARGUS_BENCH_SATURATE`) the load kept 0.41 of its untraced speed
-    /// against 0.33 at nice 10 and 0.39 at nice 19 (15 s runs, `argus record` alone: 0.48):
-    /// the ping-pong load is slowed by every wake-up it has to wait for, and only the idle
-    /// class is preempted at once.
+    /// The default: the job's decoding, dataflow and collector at nice 19, its background
+    /// threads (snapshot encoding, the live graph) in `SCHED_IDLE`. Under the saturating
+    /// load of issue 14 (`cargo bench --bench overhead`, `ARGUS_BENCH_SATURATE`) the load
+    /// kept 0.41 of its untraced speed with the whole job in `SCHED_IDLE`, against 0.33 at
+    /// nice 10 and 0.39 at nice 19 (15 s runs, `argus record` alone: 0.48): the ping-pong
+    /// load is slowed by every wake-up it has to wait for, and only the idle class is
+    /// preempted at once. But in the idle class every thread of the job weighs the same, and
+    /// nice values do not count there: the snapshot encoding and the live graph (0.3–0.4
+    /// CPUs) competed as equals with the decoding and the dataflow whose spins `--follow`
+    /// reads. In the soak (300 s, ~290k events/s, one run each) `--follow` reported a new
+    /// hang a median 0.63 s after it was detectable with the whole job idle, 0.47 s with
+    /// this split (max 2.56 s and 2.19 s), and the marker → snapshot delay's max fell from
+    /// 2.19 to 1.34 periods; the load's CPU time was the same (0.72 and 0.71 CPUs).
     Idle,
     /// A nice value, -20..19.
     Nice(i32),

@@ -102,14 +102,13 @@ pub(crate) struct GraphStatus {
 /// starts) run below the rest of the job: on a busy machine the decoding, the dataflow and
 /// the collector (whose spins `--follow`, `hangs` and the early snapshots read) come first,
 /// the live graph falls behind and is given up and seeded anew, and a snapshot takes longer,
-/// rather than delaying them. In the soak (300k events/s on 2 cores, one run
-/// each, noisy) the `--follow` report of a new hang came a median 1.76 s after it was
-/// detectable with the worker at the job's priority, 0.97 s with it 5 levels below (it still
-/// took 0.33 CPUs; fewer hangs were diagnosed from it, 7 of 20 against 12).
+/// rather than delaying them. Past nice 19 (the job at `--nice idle` runs at 19) they go
+/// to `SCHED_IDLE` instead.
 const BACKGROUND_NICE: i32 = 5;
 
-/// Lowers the calling thread's priority by [`BACKGROUND_NICE`] (no further than 19; threads
-/// it starts later inherit it); a thread whose priority cannot be read or changed keeps it.
+/// Lowers the calling thread's priority by [`BACKGROUND_NICE`], or puts it in `SCHED_IDLE`
+/// when that passes 19 (threads it starts later inherit either); a thread whose priority
+/// cannot be read or changed keeps it.
 pub(crate) fn below_the_job() {
     // SAFETY: errno is thread-local; clearing it tells getpriority's -1 error from a nice
     // of -1. gettid and getpriority on our own thread take no pointers.
@@ -120,7 +119,17 @@ pub(crate) fn below_the_job() {
     if nice == -1 && std::io::Error::last_os_error().raw_os_error().unwrap_or(0) != 0 {
         return;
     }
-    if let Err(e) = argus_ingest::linux::set_thread_nice((nice + BACKGROUND_NICE).min(19)) {
+    // SAFETY: sched_getscheduler on the calling thread (0) takes no pointers.
+    if unsafe { libc::sched_getscheduler(0) } == libc::SCHED_IDLE {
+        // Nothing is lower (a nice value does not weigh in the idle class).
+        return;
+    }
+    let set = if nice + BACKGROUND_NICE > 19 {
+        argus_ingest::linux::set_thread_sched_idle()
+    } else {
+        argus_ingest::linux::set_thread_nice(nice + BACKGROUND_NICE)
+    };
+    if let Err(e) = set {
         tracing::debug!("a background thread keeps the job's priority: {e}");
     }
 }
@@ -522,5 +531,44 @@ fn answer(req: GraphRequest, job: &mut ArrangedJob) {
         GraphRequest::Spins { as_of, reply } => {
             let _ = reply.send(job.traces().spins(as_of));
         }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    /// The calling thread's nice value and whether it is in `SCHED_IDLE`.
+    fn sched() -> (i32, bool) {
+        // SAFETY: getpriority and sched_getscheduler on the calling thread take no pointers.
+        unsafe {
+            (
+                libc::getpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t),
+                libc::sched_getscheduler(0) == libc::SCHED_IDLE,
+            )
+        }
+    }
+
+    /// Background threads go 5 nice levels below the thread that starts them, and to
+    /// `SCHED_IDLE` past 19 (the job at `--nice idle` runs at 19); one in `SCHED_IDLE` stays.
+    #[test]
+    fn background_threads_run_below_the_job() {
+        let run = |job: Option<i32>| {
+            std::thread::spawn(move || {
+                match job {
+                    Some(n) => argus_ingest::linux::set_thread_nice(n).unwrap(),
+                    None => argus_ingest::linux::set_thread_sched_idle().unwrap(),
+                }
+                below_the_job();
+                sched()
+            })
+            .join()
+            .unwrap()
+        };
+        assert_eq!(run(Some(19)), (19, true));
+        assert_eq!(run(Some(15)), (15, true));
+        assert_eq!(run(Some(10)), (15, false));
+        assert!(run(None).1, "SCHED_IDLE stays");
     }
 }

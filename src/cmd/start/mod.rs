@@ -24,11 +24,13 @@
 //!
 //! **Watermark.** Every tick the main loop first drains the tap, then releases the queued
 //! records with `ts ≤ now − --lag` (the trace clock is `CLOCK_MONOTONIC`, the same clock the
-//! job reads), merged by `(ts, cpu)`. A CPU that produced nothing lately has nothing queued
-//! and does not hold the watermark back: the watermark follows the clock, not the streams.
-//! The recorder reads every CPU at least every 100 ms (its poll timeout) and the tap is
-//! drained before each release, so with the default 500 ms lag a record is only late when the
-//! recorder itself fell behind. That case is recognised too: a CPU whose last tapped page was
+//! job reads), merged by `(ts, cpu)`, and never past the recorder's **read frontier**: per
+//! CPU, the time of its reader's last read that reached the kernel's write position (loaded
+//! before the tap is drained, so every page stamped up to it is in hand; the recorder reads
+//! every CPU at least every 100 ms, its poll timeout). A CPU that produced nothing lately
+//! has nothing queued and does not hold the watermark back beyond that. The frontier, not
+//! the lag, keeps records from being late, so the default lag is 100 ms: with 500 ms (the
+//! default before), a hang reached `--follow` 0.4 s later. A CPU whose last tapped page was
 //! *full* had more to read, so the watermark stays at that CPU's last record until a partial
 //! page (the reader reached the end of the buffer) arrives, for at most 5 s unless the job
 //! itself is behind the recorder (pages wait in the tap, or are read back from the ring:
@@ -324,7 +326,9 @@ fn sample_own_threads() -> Result<()> {
 /// warns when the system refuses.
 fn set_job_priority(priority: JobPriority) {
     let set = match priority {
-        JobPriority::Idle => argus_ingest::linux::set_thread_sched_idle(),
+        // The decoding, dataflow and collector at nice 19; the background threads
+        // (`live_graph::below_the_job`) go to SCHED_IDLE below them.
+        JobPriority::Idle => argus_ingest::linux::set_thread_nice(19),
         JobPriority::Nice(0) => Ok(()),
         JobPriority::Nice(n) => argus_ingest::linux::set_thread_nice(n),
     };
