@@ -114,10 +114,27 @@ pub fn recorded_truth(out: &Output) -> Value {
         .unwrap_or_else(|| panic!("the workload printed no JSON line: {stdout}"))
 }
 
-/// The chain workload, recorded once for every test that needs a real trace.
+/// The chain workload recorded once (see [`chain`]).
+static CHAIN: OnceLock<Recorded> = OnceLock::new();
+
+/// Removes the shared chain recording's directory: a static is never dropped, so its
+/// `TempDir` alone left a trace and a snapshot in /tmp after every run of the tests.
+extern "C" fn remove_chain_recording() {
+    if let Some(rec) = CHAIN.get() {
+        let _ = std::fs::remove_dir_all(rec._dir.path());
+    }
+}
+
+/// The chain workload, recorded once for every test that needs a real trace; its directory
+/// is removed when the test binary exits.
 pub fn chain() -> &'static Recorded {
-    static CHAIN: OnceLock<Recorded> = OnceLock::new();
-    CHAIN.get_or_init(|| record_workload("chain"))
+    CHAIN.get_or_init(|| {
+        let rec = record_workload("chain");
+        // SAFETY: registers a plain function, run once by `exit` (the test harness exits
+        // through it).
+        unsafe { libc::atexit(remove_chain_recording) };
+        rec
+    })
 }
 
 /// `argus debug SNAPSHOT --pid P --auto --json`: exit code and report.
