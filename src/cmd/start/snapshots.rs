@@ -656,21 +656,8 @@ pub(crate) mod tests {
     fn a_snapshot_reuses_the_encoded_buckets_that_did_not_change() {
         use super::super::window::WindowGraph;
         use argus_pipeline::dataflow::Update;
-        use argus_schema::{EndCause, Pid, Segment, SegmentId, SegmentKind, StartCause, Tid};
-        let seg = |tid: i32, end: Option<u64>| {
-            let mut s = Segment::starting(
-                SegmentId::new(Tid(tid), 0),
-                Pid(tid),
-                SegmentKind::Task,
-                Nanos(0),
-                StartCause::Created,
-            );
-            if let Some(e) = end {
-                s.end = EndCause::Woken;
-                s.end_ns = Nanos(e);
-            }
-            s
-        };
+        use argus_schema::Segment;
+        let seg = |tid: i32, end: Option<u64>| super::super::window::tests::seg(tid, 0, 0, end);
         let sec = 1_000_000_000;
         let mut g = WindowGraph::new(Some(Duration::from_secs(4)));
         let (a, b, open) = (seg(1, Some(sec / 2)), seg(2, Some(sec + 1)), seg(3, None));

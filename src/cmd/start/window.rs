@@ -291,11 +291,12 @@ impl WindowGraph {
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use argus_schema::{EdgeKind, Pid, SegmentId, SegmentKind, StartCause, Strength, Tid};
 
-    fn seg(tid: i32, ord: u32, start: u64, end: Option<u64>) -> Segment {
+    /// A task segment of `tid`, closed (woken) at `end` or open.
+    pub(crate) fn seg(tid: i32, ord: u32, start: u64, end: Option<u64>) -> Segment {
         let mut s = Segment::starting(
             SegmentId::new(Tid(tid), ord),
             Pid(tid),
