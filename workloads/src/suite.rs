@@ -426,21 +426,14 @@ fn lockf_retry(h: &Hang<'_>) -> Result<()> {
     let s = format!("{}", h.secs);
     let lock = h.dir.join("lock");
     let path = lock.display().to_string();
-    let holder = spawn(
-        &mut python(&format!(
-            r#"import fcntl, subprocess
+    // The waiter starts (Python and its imports) first and begins retrying only when the
+    // holder says it holds the lock: two Python start-ups on a busy machine differ by more
+    // than the hang's margin over the threshold, and the hang is `secs` by construction.
+    let mut waiter = spawn(
+        python(&format!(
+            r#"import fcntl, sys, time
 f = open({path:?}, 'a')
-fcntl.lockf(f, fcntl.LOCK_EX)
-subprocess.run(['sleep', '{s}'])
-"#
-        )),
-        "python3 holder",
-    )?;
-    sleep(0.2);
-    let waiter = spawn(
-        &mut python(&format!(
-            r#"import fcntl, time
-f = open({path:?}, 'a')
+sys.stdin.readline()
 while True:
     try:
         fcntl.lockf(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -448,12 +441,36 @@ while True:
     except OSError:
         time.sleep(0.02)
 "#
-        )),
+        ))
+        .stdin(Stdio::piped()),
         "python3 waiter",
     )?;
+    let mut holder = spawn(
+        python(&format!(
+            r#"import fcntl, subprocess
+f = open({path:?}, 'a')
+fcntl.lockf(f, fcntl.LOCK_EX)
+print('locked', flush=True)
+subprocess.run(['sleep', '{s}'])
+"#
+        ))
+        .stdout(Stdio::piped()),
+        "python3 holder",
+    )?;
+    let mut said = String::new();
+    let out = holder.stdout.take().context("holder stdout")?;
+    let mut out = std::io::BufReader::new(out);
+    std::io::BufRead::read_line(&mut out, &mut said).context("reading the holder")?;
+    if said.trim() != "locked" {
+        bail!("python3 holder did not take the lock: {said:?}");
+    }
+    let mut go = waiter.stdin.take().context("waiter stdin")?;
+    std::io::Write::write_all(&mut go, b"go\n").context("starting the waiter")?;
+    drop(go);
     let pid = waiter.id();
     wait(holder, "python3 holder")?;
     wait(waiter, "python3 waiter")?;
+    drop(out);
     truth(name, pid, "RepeatedYield", "sleep", &["python3", "sleep"]);
     Ok(())
 }
