@@ -287,7 +287,6 @@ enum Source<'a> {
 struct Follower<'a> {
     /// `argus debug`'s flags, with `--auto`.
     args: DebugArgs,
-    named: bool,
     state: Option<HangState>,
     /// The latest epoch a state was read at (live, or a snapshot's): an answer as of an
     /// older one is not shown, so the state never goes back in time.
@@ -375,22 +374,91 @@ impl Follower<'_> {
         Ok(())
     }
 
-    /// Diagnoses a snapshot.
-    fn snapshot(&mut self, snap: &Path) -> Result<()> {
-        let graph = crate::cmd::debug::load_graph(snap)?;
-        let target = target_of(&self.args, &graph);
-        let diagnosis = if self.named && target.is_none() {
-            None // the named thread is not in the trace yet
+    /// Shows what a snapshot's diagnosis ([`SnapshotReader`]) found.
+    fn snapshot(&mut self, read: &SnapshotRead, snap: &Path) -> Result<()> {
+        let now = read.hang.as_ref().map(|(s, d)| (s.clone(), Some(d)));
+        self.update(now, &read.spinning, Source::Snapshot(snap))
+    }
+}
+
+/// What a snapshot says: the hang its diagnosis found (with the diagnosis) and the spinning
+/// segments.
+struct SnapshotRead {
+    hang: Option<(HangState, Diagnosis)>,
+    spinning: Vec<SegmentId>,
+}
+
+/// Loads and diagnoses a snapshot (`named`: the watched thread was named, and is not
+/// diagnosed until it is in the trace).
+fn read_snapshot(args: &DebugArgs, named: bool, snap: &Path) -> Result<SnapshotRead> {
+    let graph = crate::cmd::debug::load_graph(snap)?;
+    let target = target_of(args, &graph);
+    let diagnosis = if named && target.is_none() {
+        None // the named thread is not in the trace yet
+    } else {
+        Some(crate::cmd::export::diagnose_with(args, &graph, target)?)
+    };
+    let hang = diagnosis.and_then(|d| HangState::of(&d).map(|s| (s, d)));
+    let spinning = graph.spins().iter().map(|s| s.segment).collect();
+    Ok(SnapshotRead { hang, spinning })
+}
+
+/// Snapshots loaded and diagnosed on a thread of their own, one at a time: a snapshot of a
+/// large window takes a second or more to load, and meanwhile the follower goes on polling
+/// the job's `hangs` (the soak saw a hang reported 3.7 s late while `latest` was being
+/// loaded in the polling loop, with the live graph given up).
+struct SnapshotReader {
+    ask: crossbeam_channel::Sender<PathBuf>,
+    answers: crossbeam_channel::Receiver<(PathBuf, Result<SnapshotRead>)>,
+    busy: bool,
+}
+
+impl SnapshotReader {
+    /// Starts the thread, which reads each snapshot asked for with `read`.
+    fn start(
+        read: impl Fn(&Path) -> Result<SnapshotRead> + Send + 'static,
+    ) -> Result<SnapshotReader> {
+        let (ask, asked) = crossbeam_channel::bounded::<PathBuf>(1);
+        let (answer, answers) = crossbeam_channel::bounded(1);
+        std::thread::Builder::new()
+            .name("argus-snapshot".into())
+            .spawn(move || {
+                for snap in asked {
+                    let got = read(&snap);
+                    if answer.send((snap, got)).is_err() {
+                        return;
+                    }
+                }
+            })
+            .context("starting the snapshot thread")?;
+        Ok(SnapshotReader {
+            ask,
+            answers,
+            busy: false,
+        })
+    }
+
+    /// Starts reading `snap`; `false` while another one is being read.
+    fn ask(&mut self, snap: PathBuf) -> Result<bool> {
+        if self.busy {
+            return Ok(false);
+        }
+        self.ask
+            .send(snap)
+            .map_err(|_| anyhow::anyhow!("the snapshot thread stopped"))?;
+        self.busy = true;
+        Ok(true)
+    }
+
+    /// The answer, once there (`wait`: until it is, if one is being read).
+    fn answer(&mut self, wait: bool) -> Option<(PathBuf, Result<SnapshotRead>)> {
+        let a = if wait && self.busy {
+            self.answers.recv().ok()
         } else {
-            Some(crate::cmd::export::diagnose_with(
-                &self.args, &graph, target,
-            )?)
-        };
-        let now = diagnosis
-            .as_ref()
-            .and_then(|d| HangState::of(d).map(|s| (s, Some(d))));
-        let spinning: Vec<SegmentId> = graph.spins().iter().map(|s| s.segment).collect();
-        self.update(now, &spinning, Source::Snapshot(snap))
+            self.answers.try_recv().ok()
+        }?;
+        self.busy = false;
+        Some(a)
     }
 }
 
@@ -493,6 +561,17 @@ pub const WAIT: Duration = Duration::from_millis(100);
 pub const NEAR_EPOCHS: u64 = 2;
 
 impl LiveFollow {
+    fn new(client: Client, diagnoser: Diagnoser) -> LiveFollow {
+        LiveFollow {
+            client,
+            diagnoser,
+            key: None,
+            diagnosed_at: None,
+            seen: 0,
+            pending: None,
+        }
+    }
+
     /// One poll of the job: `Ok(false)` when it has no live graph to answer from.
     fn poll(&mut self, f: &mut Follower<'_>) -> Result<bool> {
         use crate::live::protocol::Code;
@@ -685,84 +764,117 @@ fn targeted(args: &DebugArgs, h: &Value) -> bool {
     }
 }
 
-/// Runs the follow loop.
-pub fn run(args: &DebugArgs) -> Result<u8> {
-    let dir = &args.snapshot;
-    let latest = dir.join("latest");
-    let deadline = args
-        .follow_for
-        .map(|s| Instant::now() + Duration::from_secs_f64(s.max(0.0)));
-    let mut auto = args.clone();
-    auto.auto = true;
-    let mut f = Follower {
-        named: args.pid.is_some() || args.tid.is_some() || args.comm.is_some(),
-        args: auto,
-        state: None,
-        shown: 0,
-        reported: false,
-        out: Box::new(std::io::stdout().lock()),
-    };
-    let mut job: Option<LiveFollow> = None;
-    let mut seen: Option<PathBuf> = None;
-    let mut warned = false;
-    loop {
-        if deadline.is_some_and(|d| Instant::now() >= d) {
-            break;
-        }
-        if job.is_none() {
+/// The follow loop's sources: the job (once it answers), the snapshots, and the last
+/// snapshot asked for.
+struct Following {
+    dir: PathBuf,
+    job: Option<LiveFollow>,
+    snapshots: SnapshotReader,
+    seen: Option<PathBuf>,
+    warned: bool,
+}
+
+impl Following {
+    /// One round: the job's answer (or, with no live graph, a new `latest` snapshot, read on
+    /// the snapshot thread while the rounds go on), and any snapshot diagnosis that came in.
+    fn round(&mut self, f: &mut Follower<'_>) -> Result<()> {
+        if self.job.is_none() {
             if let (Connect::Job(c), Connect::Job(d)) =
-                (client::connect(dir)?, client::connect(dir)?)
+                (client::connect(&self.dir)?, client::connect(&self.dir)?)
             {
                 tracing::info!(
                     "following the live graph of the job running in {}",
-                    dir.display()
+                    self.dir.display()
                 );
-                job = Some(LiveFollow {
-                    client: c,
-                    diagnoser: Diagnoser::start(d)?,
-                    key: None,
-                    diagnosed_at: None,
-                    seen: 0,
-                    pending: None,
-                });
+                self.job = Some(LiveFollow::new(c, Diagnoser::start(d)?));
             }
         }
+        let answer = self.snapshots.answer(false);
+        self.show(f, answer)?;
+        let latest = self.dir.join("latest");
         let current = std::fs::canonicalize(&latest).ok();
-        let live = match job.as_mut().map(|j| j.poll(&mut f)) {
+        let live = match self.job.as_mut().map(|j| j.poll(f)) {
             Some(Ok(answered)) => answered,
             Some(Err(e)) => {
                 // The job stopped (or broke the connection): snapshots from here on.
-                tracing::info!("the job in {} stopped answering: {e:#}", dir.display());
-                job = None;
+                tracing::info!("the job in {} stopped answering: {e:#}", self.dir.display());
+                self.job = None;
                 false
             }
             None => false,
         };
         if live {
             // Snapshots written meanwhile hold nothing newer than the live graph.
-            seen = current;
-        } else if current.is_some() && current != seen {
+            self.seen = current;
+        } else if current.is_some() && current != self.seen {
             let snap = current.clone().context("invariant: checked")?;
-            match f.snapshot(&snap) {
-                Ok(()) => seen = current,
-                Err(e) => {
-                    // The job may have pruned it meanwhile; the next `latest` will do.
-                    if !warned {
-                        tracing::warn!("{e:#}");
-                        warned = true;
-                    }
-                }
+            if self.snapshots.ask(snap)? {
+                self.seen = current;
             }
-        } else if current.is_none() && !warned && seen.is_none() && job.is_none() {
+        } else if current.is_none() && !self.warned && self.seen.is_none() && self.job.is_none() {
             eprintln!(
                 "argus debug: waiting for {} (is `argus start -o {}` running?)",
                 latest.display(),
-                dir.display()
+                self.dir.display()
             );
-            warned = true;
+            self.warned = true;
         }
+        Ok(())
+    }
+
+    /// Shows a snapshot's diagnosis once it is in; a snapshot that could not be read (the job
+    /// may have pruned it meanwhile) is tried again, or the next `latest`.
+    fn show(
+        &mut self,
+        f: &mut Follower<'_>,
+        answer: Option<(PathBuf, Result<SnapshotRead>)>,
+    ) -> Result<()> {
+        match answer {
+            Some((snap, Ok(read))) => f.snapshot(&read, &snap)?,
+            Some((snap, Err(e))) => {
+                if !self.warned {
+                    tracing::warn!("{e:#}");
+                    self.warned = true;
+                }
+                if self.seen.as_ref() == Some(&snap) {
+                    self.seen = None;
+                }
+            }
+            None => {}
+        }
+        Ok(())
+    }
+}
+
+/// Runs the follow loop.
+pub fn run(args: &DebugArgs) -> Result<u8> {
+    let deadline = args
+        .follow_for
+        .map(|s| Instant::now() + Duration::from_secs_f64(s.max(0.0)));
+    let mut auto = args.clone();
+    auto.auto = true;
+    let named = args.pid.is_some() || args.tid.is_some() || args.comm.is_some();
+    let mut f = Follower {
+        args: auto.clone(),
+        state: None,
+        shown: 0,
+        reported: false,
+        out: Box::new(std::io::stdout().lock()),
+    };
+    let mut following = Following {
+        dir: args.snapshot.clone(),
+        job: None,
+        snapshots: SnapshotReader::start(move |snap| read_snapshot(&auto, named, snap))?,
+        seen: None,
+        warned: false,
+    };
+    while deadline.is_none_or(|d| Instant::now() < d) {
+        following.round(&mut f)?;
         std::thread::sleep(POLL);
     }
+    // A snapshot being read when the time was up is still shown.
+    let answer = following.snapshots.answer(true);
+    following.show(&mut f, answer)?;
     Ok(if f.reported { 1 } else { 0 })
 }
 
@@ -923,7 +1035,6 @@ mod tests {
         a.auto = true;
         let f = Follower {
             args: a,
-            named: true,
             state: None,
             shown: 0,
             reported: false,
@@ -1071,6 +1182,88 @@ mod tests {
         assert!(
             t.elapsed() < Duration::from_secs(10),
             "nothing waited for it"
+        );
+    }
+
+    /// With the live graph given up, the follower reads `latest` on its snapshot thread: a
+    /// hang the job's spins show meanwhile is reported at once, however long the snapshot
+    /// takes; the snapshot's older answer, when it comes, changes nothing.
+    #[test]
+    fn a_snapshot_being_read_does_not_hold_up_the_report() {
+        let dir = tempfile::tempdir().unwrap();
+        let snap = dir.path().join("snapshots").join("0000000050");
+        std::fs::create_dir_all(&snap).unwrap();
+        std::os::unix::fs::symlink(&snap, dir.path().join("latest")).unwrap();
+        // A hang that ended: nothing hung now, nothing the spins can say; a snapshot might.
+        let old = SegmentId::new(Tid(10), 1);
+        let ended = json!({"segment": old, "label": old.to_string(), "tid": 10, "pid": 10,
+            "comm": "app", "process": "app", "class": "LongWait", "start_ns": 500,
+            "end_ns": 4_000_000_500_u64, "open": false, "duration_ns": 4_000_000_000_u64});
+        let state = Arc::new(Mutex::new(json!({"epoch": 60, "generation": 0,
+            "watermark_ns": 1, "graph_epoch": null, "hangs": [ended.clone()]})));
+        let (live, mut f, printed) = following(&state, Duration::ZERO);
+        // The snapshot's read waits for the test (or, should a round wait for it, for a
+        // watchdog, which the test then sees).
+        let (open, gate) = crossbeam_channel::bounded::<bool>(2);
+        let watchdog = open.clone();
+        std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_secs(30));
+            let _ = watchdog.send(true);
+        });
+        let mut following = Following {
+            dir: dir.path().to_path_buf(),
+            job: Some(live),
+            snapshots: SnapshotReader::start(move |_| {
+                let by_watchdog = gate.recv().unwrap_or(true);
+                anyhow::ensure!(!by_watchdog, "a round waited for the snapshot");
+                Ok(SnapshotRead {
+                    hang: None,
+                    spinning: Vec::new(),
+                })
+            })
+            .unwrap(),
+            seen: None,
+            warned: false,
+        };
+        following.round(&mut f).unwrap();
+        assert!(
+            following.snapshots.busy,
+            "no live graph: the snapshot is read"
+        );
+        assert_eq!(
+            following.seen.as_deref(),
+            Some(std::fs::canonicalize(&snap).unwrap().as_path())
+        );
+        assert!(printed.lines().is_empty());
+
+        // A hang while the snapshot is read: the next round reports it.
+        let segment = SegmentId::new(Tid(10), 3);
+        *state.lock().unwrap() = json!({"epoch": 61, "generation": 0, "watermark_ns": 2,
+            "graph_epoch": null, "hangs": [ended,
+            {"segment": segment, "label": segment.to_string(), "tid": 10, "pid": 10,
+             "comm": "app", "process": "app", "class": "LongWait", "start_ns": 5_000_000_000_u64,
+             "end_ns": 8_000_000_000_u64, "open": true, "duration_ns": 3_000_000_000_u64}]});
+        following.round(&mut f).unwrap();
+        let l = printed.lines();
+        assert_eq!(l.len(), 1, "{l:?}");
+        assert_eq!(l[0]["change"], "new_hang");
+        assert_eq!(l[0]["hang"]["segment"], json!(segment));
+        assert!(following.snapshots.busy, "the snapshot is still being read");
+
+        // The snapshot (through epoch 49) answers: older than what was shown, so no change.
+        open.send(false).unwrap();
+        let answer = following.snapshots.answer(true);
+        assert!(
+            matches!(&answer, Some((_, Ok(_)))),
+            "read by the test's leave"
+        );
+        following.show(&mut f, answer).unwrap();
+        following.round(&mut f).unwrap();
+        assert_eq!(printed.lines().len(), 1, "{:?}", printed.lines());
+        assert_eq!(f.state.as_ref().map(|s| s.segment), Some(segment));
+        assert!(
+            !following.snapshots.busy,
+            "the same snapshot is not read again"
         );
     }
 
