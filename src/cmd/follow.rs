@@ -381,6 +381,29 @@ impl Follower<'_> {
     }
 }
 
+/// Nice value of the follower's snapshot and diagnosis threads: the job's own under its
+/// default `--nice idle`. Loading and diagnosing a snapshot takes a CPU for a second or more;
+/// at the user's priority it took that CPU from the job being followed, whose decoding (at
+/// nice 19) waited up to 1.8 s to run on the soak's two busy cores, and the hangs the
+/// follower polls for came that much later. The polling itself keeps the user's priority.
+pub const READ_NICE: i32 = 19;
+
+/// Lowers the calling thread to [`READ_NICE`] (a thread already lower stays).
+fn at_the_jobs_priority() {
+    // SAFETY: errno is thread-local; clearing it tells getpriority's -1 error from a nice
+    // of -1. gettid and getpriority on our own thread take no pointers.
+    let nice = unsafe {
+        *libc::__errno_location() = 0;
+        libc::getpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t)
+    };
+    if nice >= READ_NICE {
+        return;
+    }
+    if let Err(e) = argus_ingest::linux::set_thread_nice(READ_NICE) {
+        tracing::debug!("the follower's reads keep the user's priority: {e}");
+    }
+}
+
 /// What a snapshot says: the hang its diagnosis found (with the diagnosis) and the spinning
 /// segments.
 struct SnapshotRead {
@@ -423,6 +446,7 @@ impl SnapshotReader {
         std::thread::Builder::new()
             .name("argus-snapshot".into())
             .spawn(move || {
+                at_the_jobs_priority();
                 for snap in asked {
                     let got = read(&snap);
                     if answer.send((snap, got)).is_err() {
@@ -503,6 +527,7 @@ impl Diagnoser {
         std::thread::Builder::new()
             .name("argus-diagnose".into())
             .spawn(move || {
+                at_the_jobs_priority();
                 for args in asked {
                     let d = crate::cmd::debug::diagnose_live(&args, &mut client);
                     if answer.send(d).is_err() {
@@ -1183,6 +1208,25 @@ mod tests {
             t.elapsed() < Duration::from_secs(10),
             "nothing waited for it"
         );
+    }
+
+    /// The snapshot and diagnosis threads run at the job's priority, the polling at the
+    /// user's.
+    #[test]
+    fn the_followers_reads_run_at_the_jobs_priority() {
+        // SAFETY: gettid and getpriority on the calling thread take no pointers.
+        let nice =
+            || unsafe { libc::getpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t) };
+        let (tx, rx) = crossbeam_channel::unbounded();
+        let mut reader = SnapshotReader::start(move |_| {
+            tx.send(nice()).unwrap();
+            anyhow::bail!("no snapshot")
+        })
+        .unwrap();
+        assert!(reader.ask(PathBuf::from("/nowhere")).unwrap());
+        assert!(matches!(reader.answer(true), Some((_, Err(_)))));
+        assert_eq!(rx.recv().unwrap(), READ_NICE);
+        assert!(nice() < READ_NICE, "the calling thread keeps its priority");
     }
 
     /// With the live graph given up, the follower reads `latest` on its snapshot thread: a
