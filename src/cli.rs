@@ -191,6 +191,15 @@ pub struct DebugArgs {
     /// walk recurses on its own and asks only where the graph is ambiguous.
     #[arg(long)]
     pub confirm: bool,
+    /// When it froze: the watched thread's hang going on then (else the nearest one) is
+    /// diagnosed instead of the longest. A local time (14:03:12, 14:03:12.5), a date and
+    /// time (2026-11-27T14:03:12, with Z or +01:00 for another zone), Unix seconds
+    /// (@1795788192.5) or a time before the trace's end (-30s, "30s ago").
+    #[arg(long, conflicts_with = "follow", allow_hyphen_values = true)]
+    pub at: Option<String>,
+    /// `--at` on the trace clock, once resolved against the trace (not a flag).
+    #[arg(skip)]
+    pub at_ns: Option<u64>,
 }
 
 /// `argus demo`.

@@ -10,6 +10,7 @@ mod duration;
 mod gap_rows;
 mod live;
 mod memory;
+mod moment;
 mod progress;
 
 use anyhow::{Context, Result};

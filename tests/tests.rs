@@ -22,6 +22,7 @@ mod hang_suite;
 mod identity;
 mod live;
 mod live_query;
+mod moment;
 mod notebook;
 mod oracle_real;
 mod real_suite;

@@ -19,7 +19,10 @@
 
 use crate::graph::{Graph, Marker};
 use crate::logical::{self, Logical};
-use argus_schema::{syscalls, EdgeKind, EndCause, Nanos, Pid, Segment, Spin, SpinClass, Tid};
+use argus_schema::{
+    syscalls, EdgeKind, EndCause, Nanos, Pid, Segment, SegmentId, Spin, SpinClass, Tid,
+};
+use std::cmp::Reverse;
 
 /// Tuning of hang finding.
 #[derive(Clone, Debug, PartialEq)]
@@ -31,6 +34,9 @@ pub struct HangConfig {
     pub loop_wait: Option<i32>,
     /// `sched_yield` calls per second from which a busy segment is a yield loop.
     pub yields_per_sec: u64,
+    /// The moment the user names (`argus debug --at`, trace clock): the hang going on then,
+    /// else the one nearest to it, is picked instead of the longest.
+    pub at_ns: Option<Nanos>,
 }
 
 impl Default for HangConfig {
@@ -39,6 +45,7 @@ impl Default for HangConfig {
             threshold_ns: 2_000_000_000,
             loop_wait: None,
             yields_per_sec: 50,
+            at_ns: None,
         }
     }
 }
@@ -534,14 +541,33 @@ pub fn find_hangs(g: &Graph, tid: Tid, cfg: &HangConfig) -> Vec<Hang> {
             loop_wait: lw,
         });
     }
-    out.sort_by_key(|h| {
-        (
-            h.source != HangSource::Marker,
-            std::cmp::Reverse(h.spin.start_ns.until(h.spin.end_ns)),
-            std::cmp::Reverse(h.spin.segment),
-        )
-    });
+    out.sort_by_key(|h| rank(h, cfg.at_ns));
     out
+}
+
+/// A hang's place in the picking order ([`rank`]): smaller first.
+pub type Rank = (u64, bool, Reverse<u64>, Reverse<SegmentId>);
+
+/// How far `at` lies from a hang: 0 while it goes on, else the time to its start or since its
+/// end.
+pub fn distance(h: &Hang, at: Nanos) -> u64 {
+    if at < h.spin.start_ns {
+        at.until(h.spin.start_ns)
+    } else {
+        h.spin.end_ns.until(at)
+    }
+}
+
+/// The order hangs are picked in, first is best: with a moment (`at`), the hang going on
+/// then, else the nearest; then marked hangs (an application's own `argus:hang` markers)
+/// before the others, the longest first.
+pub fn rank(h: &Hang, at: Option<Nanos>) -> Rank {
+    (
+        at.map_or(0, |t| distance(h, t)),
+        h.source != HangSource::Marker,
+        Reverse(h.spin.start_ns.until(h.spin.end_ns)),
+        Reverse(h.spin.segment),
+    )
 }
 
 /// Whether a long wait in the event-loop syscall was a round trip rather than idleness: the

@@ -375,14 +375,8 @@ pub fn diagnose_watched(
     let mut best: Option<Hang> = None;
     for &tid in tids {
         if let Some(h) = find_hangs(graph, tid, &config.hang).into_iter().next() {
-            let key = |h: &Hang| {
-                (
-                    h.source == HangSource::Marker,
-                    h.spin.start_ns.until(h.spin.end_ns),
-                    h.spin.segment,
-                )
-            };
-            if best.as_ref().is_none_or(|b| key(&h) > key(b)) {
+            let key = |h: &Hang| hangs::rank(h, config.hang.at_ns);
+            if best.as_ref().is_none_or(|b| key(&h) < key(b)) {
                 best = Some(h);
             }
         }

@@ -49,6 +49,11 @@ pub struct TraceMeta {
     pub lost: BTreeMap<u32, u64>,
     /// Chunk files written per CPU.
     pub chunks: BTreeMap<u32, u32>,
+    /// `CLOCK_REALTIME − CLOCK_MONOTONIC` when recording started, in ns: a trace time plus
+    /// this is the wall-clock time (ns since the Unix epoch), which `argus debug --at`
+    /// takes. Absent in traces recorded before the field existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wall_offset_ns: Option<i64>,
 }
 
 /// One line of `proc.json`: a thread alive when recording started.

@@ -87,6 +87,11 @@ pub struct Manifest {
     pub threshold_ns: u64,
     /// Dataflow workers used.
     pub workers: u32,
+    /// `CLOCK_REALTIME − CLOCK_MONOTONIC` of the recording, in ns: a trace time plus this is
+    /// the wall-clock time (ns since the Unix epoch). Absent (`null`) when the trace did not
+    /// record it.
+    #[serde(default)]
+    pub wall_offset_ns: Option<i64>,
 }
 
 /// What the caller tells [`crate::SnapshotWriter::finish`] about the snapshot; the writer
@@ -115,6 +120,8 @@ pub struct SnapshotInfo {
     pub threshold_ns: u64,
     /// Dataflow workers used.
     pub workers: u32,
+    /// The recording's wall-clock offset ([`Manifest::wall_offset_ns`]).
+    pub wall_offset_ns: Option<i64>,
 }
 
 impl Default for SnapshotInfo {
@@ -131,6 +138,7 @@ impl Default for SnapshotInfo {
             unknown_events: 0,
             threshold_ns: 0,
             workers: 1,
+            wall_offset_ns: None,
         }
     }
 }

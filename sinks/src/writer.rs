@@ -1076,6 +1076,7 @@ impl SnapshotWriter {
             unknown_events: info.unknown_events,
             threshold_ns: info.threshold_ns,
             workers: info.workers,
+            wall_offset_ns: info.wall_offset_ns,
         };
         let path = temp.path.join(MANIFEST_FILE);
         let json = serde_json::to_vec_pretty(&manifest).map_err(|source| SinkError::Manifest {

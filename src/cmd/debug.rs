@@ -54,12 +54,54 @@ pub(crate) fn run(args: &DebugArgs) -> Result<u8> {
         }
     }
     let snapshot = follow::resolve_snapshot(&args.snapshot)?;
+    let mut args = args.clone();
+    if args.at.is_some() {
+        let m = argus_sinks::Manifest::read(&snapshot)
+            .with_context(|| format!("reading snapshot {}", snapshot.display()))?;
+        resolve_at(
+            &mut args,
+            m.trace_start_ns.unwrap_or_default(),
+            m.trace_end_ns.unwrap_or_default(),
+            m.wall_offset_ns,
+        )?;
+    }
+    let args = &args;
     let mut graph = load_graph(&snapshot)?;
     export::attach_app_events(&mut graph, &snapshot)?;
     let target =
         crate::diagnosis::resolve_target(&graph, args.pid, args.tid, args.comm.as_deref())?;
     let diagnosis = export::diagnose_with(args, &graph, target)?;
     print(args, &diagnosis)
+}
+
+/// Resolves `--at` (if given) to `args.at_ns` for a trace spanning `start..=end` with the
+/// wall-clock offset `wall`; says on stderr which moment it took.
+fn resolve_at(
+    args: &mut DebugArgs,
+    start: argus_schema::Nanos,
+    end: argus_schema::Nanos,
+    wall: Option<i64>,
+) -> Result<()> {
+    let Some(text) = &args.at else {
+        return Ok(());
+    };
+    let at = crate::moment::parse(text)
+        .and_then(|m| crate::moment::resolve(m, start, end, wall))
+        .map_err(|e| anyhow::anyhow!(e))?;
+    let local = match wall {
+        Some(w) => format!(
+            "{} local time, ",
+            crate::moment::local_text(i128::from(at.0) + i128::from(w))
+        ),
+        None => String::new(),
+    };
+    eprintln!(
+        "argus debug: --at {text}: {local}{:.3} s before the trace's end (trace time {} ns)",
+        end.0 as f64 / 1e9 - at.0 as f64 / 1e9,
+        at.0
+    );
+    args.at_ns = Some(at.0);
+    Ok(())
 }
 
 /// Prints the report (text and picture, or JSON) and returns the exit code.
@@ -152,6 +194,17 @@ pub(crate) fn diagnose_live(
                 .context("the job's lost ranges")?,
         };
         let seed = live::seed_for(&whole, args.pid, args.tid, args.comm.as_deref());
+        // `--at` against the job: its clocks are this machine's, its end the watermark.
+        let mut args = args.clone();
+        if args.at.is_some() {
+            resolve_at(
+                &mut args,
+                argus_schema::Nanos(0),
+                whole.trace_end_ns,
+                Some(argus_ingest::linux::wall_offset_ns()),
+            )?;
+        }
+        let args = &args;
         let result = export::with_oracle(args, |oracle, config| {
             argus_diagnose::rounds(
                 &whole,

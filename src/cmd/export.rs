@@ -70,6 +70,7 @@ pub fn with_oracle<T>(
         args.top,
     )?;
     config.confirm_recursion = args.confirm;
+    config.hang.at_ns = args.at_ns.map(argus_schema::Nanos);
     let mut saved = match &args.save_answers {
         Some(f) if f.exists() => {
             let text = std::fs::read_to_string(f)

@@ -96,7 +96,7 @@ pub use perf::{
     default_stack_syscalls, parse_stacks, PerfConfig, PerfSummary, StackSet, WatchProcess,
     WatchSpec, WatchTarget, DEFAULT_STACK_BYTES, PERF_SHARE_DIVISOR,
 };
-pub use sysinfo::{cannot_trace, monotonic_ns};
+pub use sysinfo::{cannot_trace, monotonic_ns, wall_offset_ns};
 pub use uprobe::{symbol_file_offset, DispatchSpec, OffsetError};
 
 use crate::format::HeaderPage;
@@ -635,6 +635,7 @@ impl Recorder {
             command_status: None,
             lost: BTreeMap::new(),
             chunks: BTreeMap::new(),
+            wall_offset_ns: None,
         };
         // SAFETY: eventfd has no memory-safety preconditions.
         let wake = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
@@ -926,7 +927,11 @@ impl Recording {
             self.config.flush_interval,
             self.config.ring_size,
         )?;
-        self.shared.lock().meta.start_ns = sysinfo::monotonic_ns();
+        {
+            let mut shared = self.shared.lock();
+            shared.meta.start_ns = sysinfo::monotonic_ns();
+            shared.meta.wall_offset_ns = Some(sysinfo::wall_offset_ns());
+        }
         self.started = Instant::now();
         tracefs::write(&self.file("tracing_on"), "1")?;
         if let Some(start) = self.fd_start.take() {

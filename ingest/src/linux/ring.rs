@@ -291,6 +291,7 @@ mod tests {
             command_status: None,
             lost: BTreeMap::new(),
             chunks: BTreeMap::new(),
+            wall_offset_ns: None,
         }
     }
 

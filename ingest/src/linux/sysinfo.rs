@@ -105,6 +105,25 @@ pub fn monotonic_ns() -> u64 {
         .saturating_add(ts.tv_nsec as u64)
 }
 
+/// `CLOCK_REALTIME − CLOCK_MONOTONIC` now, in nanoseconds: a trace time plus it is the
+/// wall-clock time (ns since the Unix epoch). The realtime clock is read between two
+/// monotonic reads and set against their midpoint.
+pub fn wall_offset_ns() -> i64 {
+    let read = |clock: libc::clockid_t| {
+        let mut ts = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: `ts` is a valid, writable timespec; both clocks always exist on Linux.
+        unsafe { libc::clock_gettime(clock, &mut ts) };
+        i128::from(ts.tv_sec) * 1_000_000_000 + i128::from(ts.tv_nsec)
+    };
+    let before = read(libc::CLOCK_MONOTONIC);
+    let wall = read(libc::CLOCK_REALTIME);
+    let after = read(libc::CLOCK_MONOTONIC);
+    (wall - (before + after) / 2) as i64
+}
+
 /// `uname`: (release, machine, nodename).
 pub(crate) fn uname() -> (String, String, String) {
     // SAFETY: utsname is plain old data; all-zero is a valid value.

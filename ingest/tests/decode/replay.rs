@@ -49,6 +49,7 @@ fn meta(cpus: &[u32], chunks: BTreeMap<u32, u32>) -> TraceMeta {
         command_status: None,
         lost: cpus.iter().map(|&c| (c, 0)).collect(),
         chunks,
+        wall_offset_ns: None,
     }
 }
 

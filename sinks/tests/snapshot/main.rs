@@ -352,6 +352,7 @@ pub fn sample_info() -> SnapshotInfo {
         unknown_events: 12,
         threshold_ns: 1_000_000_000,
         workers: 4,
+        wall_offset_ns: Some(1_764_000_000_000_000_000),
         ..SnapshotInfo::default()
     }
 }

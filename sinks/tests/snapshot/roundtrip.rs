@@ -81,6 +81,7 @@ fn manifest_holds_the_callers_facts_and_the_counts() {
         unknown_events: 12,
         threshold_ns: 1_000_000_000,
         workers: 4,
+        wall_offset_ns: Some(1_764_000_000_000_000_000),
     };
     assert_eq!(m, expected);
     // The JSON is plain numbers and strings, for notebooks.

@@ -392,6 +392,7 @@ pub fn build(cfg: &BuildConfig) -> Result<BuildSummary> {
     let mut seq_base = 0u64;
     let mut trace_start: Option<Nanos> = None;
     let mut trace_end = Nanos(0);
+    let mut wall_offset: Option<i64> = None;
     let mut batch: Vec<Event> = Vec::with_capacity(cfg.batch);
     let mut feed_failed = false;
     let progress = crate::progress::BuildProgress::new();
@@ -400,6 +401,8 @@ pub fn build(cfg: &BuildConfig) -> Result<BuildSummary> {
     for reader in readers {
         let dir = reader.dir().to_path_buf();
         let meta = reader.meta().clone();
+        // The first trace's wall-clock offset (traces of one machine share their clocks).
+        wall_offset = wall_offset.or(meta.wall_offset_ns);
         let start = Nanos(reader.start_ns());
         trace_start = Some(trace_start.map_or(start, |s| s.min(start)));
         for (cpu, from) in reader.complete_from() {
@@ -634,6 +637,7 @@ pub fn build(cfg: &BuildConfig) -> Result<BuildSummary> {
             unknown_events: unknown,
             threshold_ns: cfg.dataflow.rules.spin_threshold_ns,
             workers: cfg.dataflow.workers as u32,
+            wall_offset_ns: wall_offset,
             ..SnapshotInfo::default()
         })
         .with_context(|| format!("writing snapshot {}", cfg.output.display()))?;

@@ -102,6 +102,8 @@ impl Snapshots {
         };
         let ctx = SnapContext {
             sources: vec![trace_dir.to_path_buf()],
+            // The job's clocks are the recording's (one machine): its offset now.
+            wall_offset_ns: argus_ingest::linux::wall_offset_ns(),
             live_start,
             threshold_ns: cfg.dataflow.rules.spin_threshold_ns,
             workers: cfg.dataflow.workers as u32,

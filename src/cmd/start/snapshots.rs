@@ -501,6 +501,8 @@ impl Finisher {
 /// What every snapshot request carries besides the graph.
 pub(crate) struct SnapContext {
     pub(crate) sources: Vec<PathBuf>,
+    /// `CLOCK_REALTIME − CLOCK_MONOTONIC` when the job started (the snapshots' manifests).
+    pub(crate) wall_offset_ns: i64,
     pub(crate) live_start: Nanos,
     pub(crate) threshold_ns: u64,
     pub(crate) workers: u32,
@@ -541,6 +543,7 @@ impl SnapContext {
                 unknown_events: 0,
                 threshold_ns: self.threshold_ns,
                 workers: self.workers,
+                wall_offset_ns: Some(self.wall_offset_ns),
                 ..SnapshotInfo::default()
             },
             quiet: self.quiet,
