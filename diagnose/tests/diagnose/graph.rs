@@ -256,3 +256,51 @@ fn a_spin_naming_a_missing_segment_is_an_error() {
         "spin names segment 10#99 that is not in the segments table"
     );
 }
+
+/// `--at`: the hang going on at the moment, else the nearest; without one, the longest.
+#[test]
+fn a_moment_picks_the_hang_going_on_then_or_the_nearest() {
+    let mut b = B::new(9000.0);
+    b.thread(10, 10, "main", "app");
+    let first = b.task(10, 0.0, 1.0, 3001.0, "wait4", 0.5);
+    b.task(10, 3001.0, 3001.5, 3100.0, "read", 0.5);
+    let second = b.task(10, 3100.0, 3101.0, 7101.0, "futex", 0.5);
+    b.open(10, 7101.0, None, "", 0.5);
+    b.long_wait(first);
+    b.long_wait(second);
+    let g = b.graph();
+    let pick = |at_ms: Option<f64>| {
+        let cfg = argus_diagnose::HangConfig {
+            at_ns: at_ms.map(ms),
+            ..Default::default()
+        };
+        let hangs = argus_diagnose::find_hangs(&g, Tid(10), &cfg);
+        assert_eq!(hangs.len(), 2, "{hangs:#?}");
+        hangs[0].spin.segment
+    };
+    assert_eq!(pick(None), second, "the longest");
+    assert_eq!(pick(Some(2000.0)), first, "going on then");
+    assert_eq!(pick(Some(5000.0)), second, "going on then");
+    assert_eq!(pick(Some(3050.0)), first, "between them: the nearer end");
+    assert_eq!(pick(Some(8500.0)), second, "after both: the nearer");
+    // The same through `diagnose`.
+    let cfg = DiagnoseConfig {
+        hang: argus_diagnose::HangConfig {
+            at_ns: Some(ms(2000.0)),
+            ..Default::default()
+        },
+        ..DiagnoseConfig::default()
+    };
+    let d = diagnose(
+        &g,
+        Some(Target {
+            pid: Pid(10),
+            tid: None,
+        }),
+        &mut AutoOracle,
+        &cfg,
+    )
+    .unwrap();
+    let hang = d.report.expect("a hang").hang;
+    assert!(hang.end_ns <= ms(3001.0), "the first wait: {hang:?}");
+}
