@@ -426,56 +426,58 @@ fn read_snapshot(args: &DebugArgs, named: bool, snap: &Path) -> Result<SnapshotR
     Ok(SnapshotRead { hang, spinning })
 }
 
-/// Snapshots loaded and diagnosed on a thread of their own, one at a time: a snapshot of a
-/// large window takes a second or more to load, and meanwhile the follower goes on polling
-/// the job's `hangs` (the soak saw a hang reported 3.7 s late while `latest` was being
-/// loaded in the polling loop, with the live graph given up).
-struct SnapshotReader {
-    ask: crossbeam_channel::Sender<PathBuf>,
-    answers: crossbeam_channel::Receiver<(PathBuf, Result<SnapshotRead>)>,
+/// Work the follower does on a thread of its own (at the job's priority), one item at a
+/// time, while its polling goes on.
+struct Background<Q, A> {
+    ask: crossbeam_channel::Sender<Q>,
+    answers: crossbeam_channel::Receiver<A>,
     busy: bool,
+    /// What the thread does, for the error when it has stopped.
+    what: &'static str,
 }
 
-impl SnapshotReader {
-    /// Starts the thread, which reads each snapshot asked for with `read`.
+impl<Q: Send + 'static, A: Send + 'static> Background<Q, A> {
+    /// Starts thread `name`, which answers each item asked for with `work`.
     fn start(
-        read: impl Fn(&Path) -> Result<SnapshotRead> + Send + 'static,
-    ) -> Result<SnapshotReader> {
-        let (ask, asked) = crossbeam_channel::bounded::<PathBuf>(1);
+        name: &str,
+        what: &'static str,
+        mut work: impl FnMut(Q) -> A + Send + 'static,
+    ) -> Result<Background<Q, A>> {
+        let (ask, asked) = crossbeam_channel::bounded::<Q>(1);
         let (answer, answers) = crossbeam_channel::bounded(1);
         std::thread::Builder::new()
-            .name("argus-snapshot".into())
+            .name(name.into())
             .spawn(move || {
                 at_the_jobs_priority();
-                for snap in asked {
-                    let got = read(&snap);
-                    if answer.send((snap, got)).is_err() {
+                for q in asked {
+                    if answer.send(work(q)).is_err() {
                         return;
                     }
                 }
             })
-            .context("starting the snapshot thread")?;
-        Ok(SnapshotReader {
+            .with_context(|| format!("starting the {what} thread"))?;
+        Ok(Background {
             ask,
             answers,
             busy: false,
+            what,
         })
     }
 
-    /// Starts reading `snap`; `false` while another one is being read.
-    fn ask(&mut self, snap: PathBuf) -> Result<bool> {
+    /// Asks for `q`; `false` while another item is under way.
+    fn ask(&mut self, q: Q) -> Result<bool> {
         if self.busy {
             return Ok(false);
         }
         self.ask
-            .send(snap)
-            .map_err(|_| anyhow::anyhow!("the snapshot thread stopped"))?;
+            .send(q)
+            .map_err(|_| anyhow::anyhow!("the {} thread stopped", self.what))?;
         self.busy = true;
         Ok(true)
     }
 
-    /// The answer, once there (`wait`: until it is, if one is being read).
-    fn answer(&mut self, wait: bool) -> Option<(PathBuf, Result<SnapshotRead>)> {
+    /// The answer, once there (`wait`: until it is, if an item is under way).
+    fn answer(&mut self, wait: bool) -> Option<A> {
         let a = if wait && self.busy {
             self.answers.recv().ok()
         } else {
@@ -483,6 +485,24 @@ impl SnapshotReader {
         }?;
         self.busy = false;
         Some(a)
+    }
+}
+
+/// Snapshots loaded and diagnosed on a thread of their own, one at a time: a snapshot of a
+/// large window takes a second or more to load, and meanwhile the follower goes on polling
+/// the job's `hangs` (the soak saw a hang reported 3.7 s late while `latest` was being
+/// loaded in the polling loop, with the live graph given up).
+type SnapshotReader = Background<PathBuf, (PathBuf, Result<SnapshotRead>)>;
+
+impl SnapshotReader {
+    /// Starts the thread, which reads each snapshot asked for with `read`.
+    fn reading(
+        read: impl Fn(&Path) -> Result<SnapshotRead> + Send + 'static,
+    ) -> Result<SnapshotReader> {
+        Background::start("argus-snapshot", "snapshot", move |snap: PathBuf| {
+            let got = read(&snap);
+            (snap, got)
+        })
     }
 }
 
@@ -513,55 +533,30 @@ type Diagnosed = Result<Option<crate::cmd::debug::LiveDiagnosis>>;
 /// diagnosis can take seconds, and the follower keeps polling `hangs` meanwhile. One at a
 /// time.
 struct Diagnoser {
-    ask: crossbeam_channel::Sender<DebugArgs>,
-    answers: crossbeam_channel::Receiver<Diagnosed>,
-    busy: bool,
+    work: Background<DebugArgs, Diagnosed>,
     /// Asked for again while busy: the answer that comes is already stale.
     again: bool,
 }
 
 impl Diagnoser {
     fn start(mut client: Client) -> Result<Diagnoser> {
-        let (ask, asked) = crossbeam_channel::bounded::<DebugArgs>(1);
-        let (answer, answers) = crossbeam_channel::bounded(1);
-        std::thread::Builder::new()
-            .name("argus-diagnose".into())
-            .spawn(move || {
-                at_the_jobs_priority();
-                for args in asked {
-                    let d = crate::cmd::debug::diagnose_live(&args, &mut client);
-                    if answer.send(d).is_err() {
-                        return;
-                    }
-                }
-            })
-            .context("starting the diagnosis thread")?;
-        Ok(Diagnoser {
-            ask,
-            answers,
-            busy: false,
-            again: false,
-        })
+        let work = Background::start("argus-diagnose", "diagnosis", move |args: DebugArgs| {
+            crate::cmd::debug::diagnose_live(&args, &mut client)
+        })?;
+        Ok(Diagnoser { work, again: false })
     }
 
     /// Asks for a diagnosis unless one is under way; `fresh`: the state changed since that
     /// one was asked for, so it is wanted again once it is in.
     fn ask(&mut self, args: DebugArgs, fresh: bool) -> Result<()> {
-        self.again |= self.busy && fresh;
-        if !self.busy {
-            self.ask
-                .send(args)
-                .map_err(|_| anyhow::anyhow!("the diagnosis thread stopped"))?;
-            self.busy = true;
-        }
+        self.again |= self.work.busy && fresh;
+        self.work.ask(args)?;
         Ok(())
     }
 
     /// The answer, once there.
     fn answer(&mut self) -> Option<Diagnosed> {
-        let a = self.answers.try_recv().ok()?;
-        self.busy = false;
-        Some(a)
+        self.work.answer(false)
     }
 }
 
@@ -889,7 +884,7 @@ pub fn run(args: &DebugArgs) -> Result<u8> {
     let mut following = Following {
         dir: args.snapshot.clone(),
         job: None,
-        snapshots: SnapshotReader::start(move |snap| read_snapshot(&auto, named, snap))?,
+        snapshots: SnapshotReader::reading(move |snap| read_snapshot(&auto, named, snap))?,
         seen: None,
         warned: false,
     };
@@ -1199,11 +1194,11 @@ mod tests {
         let (mut live, mut f, printed) = following(&state, Duration::from_secs(30));
         let t = Instant::now();
         let l = new_hang_after_wait(&mut live, &mut f, &printed, |live| {
-            assert!(live.diagnoser.busy, "the diagnosis was asked for");
+            assert!(live.diagnoser.work.busy, "the diagnosis was asked for");
         });
         assert_eq!(l[0]["hang"]["segment"], json!(segment));
         assert!(l[0]["report"].is_null());
-        assert!(live.diagnoser.busy, "still under way");
+        assert!(live.diagnoser.work.busy, "still under way");
         assert!(
             t.elapsed() < Duration::from_secs(10),
             "nothing waited for it"
@@ -1218,7 +1213,7 @@ mod tests {
         let nice =
             || unsafe { libc::getpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t) };
         let (tx, rx) = crossbeam_channel::unbounded();
-        let mut reader = SnapshotReader::start(move |_| {
+        let mut reader = SnapshotReader::reading(move |_| {
             tx.send(nice()).unwrap();
             anyhow::bail!("no snapshot")
         })
@@ -1257,7 +1252,7 @@ mod tests {
         let mut following = Following {
             dir: dir.path().to_path_buf(),
             job: Some(live),
-            snapshots: SnapshotReader::start(move |_| {
+            snapshots: SnapshotReader::reading(move |_| {
                 let by_watchdog = gate.recv().unwrap_or(true);
                 anyhow::ensure!(!by_watchdog, "a round waited for the snapshot");
                 Ok(SnapshotRead {

@@ -92,35 +92,29 @@ pub fn cannot_trace() -> Option<String> {
     None
 }
 
-/// `CLOCK_MONOTONIC` now, in nanoseconds (the clock of `trace_clock=mono`, the trace clock).
-pub fn monotonic_ns() -> u64 {
+/// `clock` now, in nanoseconds.
+fn clock_ns(clock: libc::clockid_t) -> i128 {
     let mut ts = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,
     };
-    // SAFETY: `ts` is a valid, writable timespec; CLOCK_MONOTONIC always exists on Linux.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    (ts.tv_sec as u64)
-        .saturating_mul(1_000_000_000)
-        .saturating_add(ts.tv_nsec as u64)
+    // SAFETY: `ts` is a valid, writable timespec; the clocks asked for always exist on Linux.
+    unsafe { libc::clock_gettime(clock, &mut ts) };
+    i128::from(ts.tv_sec) * 1_000_000_000 + i128::from(ts.tv_nsec)
+}
+
+/// `CLOCK_MONOTONIC` now, in nanoseconds (the clock of `trace_clock=mono`, the trace clock).
+pub fn monotonic_ns() -> u64 {
+    clock_ns(libc::CLOCK_MONOTONIC).clamp(0, i128::from(u64::MAX)) as u64
 }
 
 /// `CLOCK_REALTIME − CLOCK_MONOTONIC` now, in nanoseconds: a trace time plus it is the
 /// wall-clock time (ns since the Unix epoch). The realtime clock is read between two
 /// monotonic reads and set against their midpoint.
 pub fn wall_offset_ns() -> i64 {
-    let read = |clock: libc::clockid_t| {
-        let mut ts = libc::timespec {
-            tv_sec: 0,
-            tv_nsec: 0,
-        };
-        // SAFETY: `ts` is a valid, writable timespec; both clocks always exist on Linux.
-        unsafe { libc::clock_gettime(clock, &mut ts) };
-        i128::from(ts.tv_sec) * 1_000_000_000 + i128::from(ts.tv_nsec)
-    };
-    let before = read(libc::CLOCK_MONOTONIC);
-    let wall = read(libc::CLOCK_REALTIME);
-    let after = read(libc::CLOCK_MONOTONIC);
+    let before = clock_ns(libc::CLOCK_MONOTONIC);
+    let wall = clock_ns(libc::CLOCK_REALTIME);
+    let after = clock_ns(libc::CLOCK_MONOTONIC);
     (wall - (before + after) / 2) as i64
 }
 
