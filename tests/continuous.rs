@@ -516,3 +516,113 @@ fn start_under_a_saturating_load_loses_nothing_finds_a_hang_and_never_reports_it
         }
     }
 }
+
+/// The job's own short-lived threads (a snapshot's encoders, a query's thread) are hidden
+/// from the trace once the recorder finds them, so the trace has their first records and no
+/// exit: the job adds the exit when the recorder reports the thread gone. In the last
+/// snapshot of a run with a snapshot every second, no thread of the job that was gone well
+/// before the end has an open segment, and the long-lived ones the recorder hid are the
+/// job's threads in the threads table.
+#[test]
+fn the_jobs_gone_threads_leave_no_open_segment() {
+    if !live_or_skip("the_jobs_gone_threads_leave_no_open_segment") {
+        return;
+    }
+    let _lock = recording_lock();
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let job = tmp.path().join("job");
+    let mut start = Guard(Some(
+        argus()
+            .args(["start", "-o"])
+            .arg(&job)
+            .args([
+                "--snapshot-every",
+                "1",
+                "--duration",
+                "14",
+                "--retain",
+                "60",
+            ])
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("argus start runs"),
+    ));
+    let child = start.0.as_mut().expect("running");
+    let job_pid = child.id() as i32;
+    // Every thread of the job: first and last seen (trace clock), every 2 ms until it
+    // exits.
+    let mut seen = std::collections::BTreeMap::<i32, (u64, u64)>::new();
+    let begun = mono_ns();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while child.try_wait().expect("waiting").is_none() {
+        assert!(
+            Instant::now() < deadline,
+            "argus start --duration 14 runs on"
+        );
+        let now = mono_ns();
+        if let Ok(rd) = std::fs::read_dir(format!("/proc/{job_pid}/task")) {
+            for t in rd
+                .flatten()
+                .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+            {
+                seen.entry(t).or_insert((now, now)).1 = now;
+            }
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    let out = start
+        .0
+        .take()
+        .expect("ran")
+        .wait_with_output()
+        .expect("argus start exits");
+    assert!(out.status.success(), "argus start: {:?}", out.status);
+    let snap = latest(&job).expect("a last snapshot");
+    let tables = argus_sinks::read_snapshot_tables(&snap, false).expect("the snapshot reads");
+    let end = tables.manifest.watermark_ns.0;
+    // Gone 1.5 s before the end: the recorder's look (250 ms) and the job's release (a few
+    // ticks) have long passed.
+    let gone_early: Vec<i32> = seen
+        .iter()
+        .filter(|(_, &(_, last))| last + 1_500_000_000 < end)
+        .map(|(&t, _)| t)
+        .collect();
+    let traced: Vec<i32> = gone_early
+        .iter()
+        .copied()
+        .filter(|t| tables.segments.iter().any(|s| s.tid.0 == *t))
+        .collect();
+    assert!(
+        traced.len() >= 3,
+        "too few gone threads of the job in the trace to tell: {} gone, {traced:?} traced",
+        gone_early.len()
+    );
+    let open: Vec<&argus_schema::Segment> = tables
+        .segments
+        .iter()
+        .filter(|s| gone_early.contains(&s.tid.0) && s.end == argus_schema::EndCause::Open)
+        .collect();
+    assert!(
+        open.is_empty(),
+        "{} of the job's threads gone before {end} keep an open segment: {:?}",
+        open.len(),
+        open.iter()
+            .map(|s| (s.tid.0, seen[&s.tid.0], s.start_ns.0))
+            .collect::<Vec<_>>()
+    );
+    // Threads created 3 s into the run that lived 0.6 s (across two of the recorder's
+    // looks) were hidden and noted as the job's, whoever created them.
+    let hidden_late: Vec<&argus_schema::ThreadInfo> = tables
+        .threads
+        .iter()
+        .filter(|t| {
+            seen.get(&t.tid.0).is_some_and(|&(first, last)| {
+                first > begun + 3_000_000_000 && last - first > 600_000_000
+            })
+        })
+        .collect();
+    assert!(
+        hidden_late.iter().all(|t| t.pid.0 == job_pid),
+        "job threads with another pid: {hidden_late:?}"
+    );
+}

@@ -424,6 +424,12 @@ impl LiveMerge {
         ev
     }
 
+    /// Notes that `tid` is a thread of process `pid` (its creation was not traced: the
+    /// recorder had hidden its creator); a thread not known stays unknown.
+    pub fn note_process(&mut self, tid: Tid, pid: Pid) {
+        self.table.note_process(tid.0, pid.0);
+    }
+
     /// Forgets the threads that exited before `cutoff` (the start of a continuous job's
     /// retained window); returns how many.
     pub fn forget_threads_exited_before(&mut self, cutoff: Nanos) -> usize {

@@ -242,6 +242,14 @@ impl ThreadTable {
         }
     }
 
+    /// Notes that `tid` belongs to process `pid`, which no record showed (see
+    /// [`crate::live::LiveMerge::note_process`]); a thread not known stays unknown.
+    pub fn note_process(&mut self, tid: i32, pid: i32) {
+        if let Some(e) = self.threads.get_mut(&tid) {
+            e.pid = pid;
+        }
+    }
+
     /// Number of threads known.
     pub fn len(&self) -> usize {
         self.threads.len()

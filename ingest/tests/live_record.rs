@@ -785,3 +785,83 @@ fn no_record_arrives_at_or_below_the_read_frontier_loaded_before_it() {
         "the frontier {last} stopped before the last record {max_ts}"
     );
 }
+
+/// The recorder hides this process's threads as it finds them, says so, says when a hidden
+/// one is gone (after its end: the trace cannot show that exit), and drops gone tids from
+/// `set_event_notrace_pid` so a later thread given the same tid is traced.
+#[test]
+fn own_threads_are_reported_hidden_then_gone_and_unlisted() {
+    use argus_ingest::linux::{monotonic_ns, OwnThread};
+    let Some(_lock) = live() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let mut config = config(tmp.path());
+    let (tx, rx) = crossbeam_channel::unbounded();
+    config.own_threads = Some(tx);
+    let recording = Recorder::new(config).start().unwrap();
+    let list = Path::new(TRACEFS)
+        .join("instances")
+        .join(recording.instance_name())
+        .join("set_event_notrace_pid");
+    let listed = || -> BTreeSet<i32> {
+        fs::read_to_string(&list)
+            .unwrap()
+            .split_ascii_whitespace()
+            .map(|t| t.parse().unwrap())
+            .collect()
+    };
+    let stop = recording.stop_handle();
+    let waiter = std::thread::spawn(move || recording.wait());
+
+    // Three threads one after the other, each alive across a look (every 250 ms).
+    let mut ended = BTreeMap::new();
+    for _ in 0..3 {
+        let (tid, end) = std::thread::spawn(|| {
+            // SAFETY: gettid has no preconditions.
+            let tid = unsafe { libc::gettid() };
+            std::thread::sleep(Duration::from_millis(600));
+            (tid, monotonic_ns())
+        })
+        .join()
+        .unwrap();
+        ended.insert(tid, end);
+    }
+    let mut hidden = BTreeSet::new();
+    let mut gone = BTreeMap::new();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while gone.len() < ended.len() && Instant::now() < deadline {
+        let Ok(report) = rx.recv_timeout(Duration::from_millis(100)) else {
+            continue;
+        };
+        match report {
+            OwnThread::Hidden(t) => {
+                hidden.insert(t);
+            }
+            OwnThread::Gone { tid, noticed_ns } if ended.contains_key(&tid) => {
+                assert!(hidden.contains(&tid), "{tid} gone before it was hidden");
+                assert!(gone.insert(tid, noticed_ns).is_none(), "{tid} gone twice");
+            }
+            OwnThread::Gone { .. } => {}
+        }
+    }
+    for (tid, end) in &ended {
+        let noticed = gone.get(tid).copied();
+        assert!(
+            noticed.is_some_and(|n| n >= *end && n - end < 1_000_000_000),
+            "thread {tid} ended at {end}: noticed gone at {noticed:?}"
+        );
+    }
+    // Within a relisting period the gone tids leave the list; this process stays in it.
+    let deadline = Instant::now() + Duration::from_secs(3);
+    let mut now = listed();
+    while ended.keys().any(|t| now.contains(t)) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+        now = listed();
+    }
+    assert!(ended.keys().all(|t| !now.contains(t)), "{now:?}");
+    assert!(now.contains(&(std::process::id() as i32)), "{now:?}");
+
+    stop.stop();
+    let summary = waiter.join().unwrap().unwrap();
+    // The summary names every thread ever hidden.
+    assert!(ended.keys().all(|t| summary.excluded_tids.contains(t)));
+}

@@ -271,6 +271,11 @@ const PRINT_EVENT: &str = "ftrace/print";
 const CONTROL_TICK: Duration = Duration::from_millis(10);
 /// How often new threads of this process are added to `set_event_notrace_pid`.
 const EXCLUDE_RESCAN: Duration = Duration::from_millis(250);
+/// How often at most `set_event_notrace_pid` is rewritten to drop the tids of gone threads
+/// (which would hide whatever thread the kernel gives the tid next). A rewrite clears the
+/// list before setting it (`O_TRUNC`), so the writing thread's own `openat` exit is traced:
+/// rewrites are kept rare; a tid comes back only after `pid_max` (32768 and up) new tasks.
+const RELIST_EVERY: Duration = Duration::from_secs(1);
 /// How long the command gets to exit after SIGTERM before SIGKILL.
 const COMMAND_GRACE: Duration = Duration::from_secs(2);
 
@@ -312,6 +317,11 @@ pub struct RecordConfig {
     /// [`Recording::tap_dropped`], never waited for). The tap ends when the receiver is
     /// dropped.
     pub tap: Option<crossbeam_channel::Sender<TappedPage>>,
+    /// Also tell this channel when a thread of this process is hidden from the trace and
+    /// when a hidden one is gone ([`OwnThread`]): the trace cannot show such a thread's exit,
+    /// so a consumer of the tap that follows the process's own threads (`argus start`) adds
+    /// it. Sent without waiting; the reports end when the receiver is dropped.
+    pub own_threads: Option<crossbeam_channel::Sender<OwnThread>>,
     /// tracefs instance name; `None` picks `argus-<pid>` (then `argus-<pid>-<n>` for further
     /// recorders in the same process). Names starting with `argus-<pid>` are removed at the
     /// start of a later recording once that pid is dead.
@@ -358,6 +368,7 @@ impl RecordConfig {
             chunk_pages: DEFAULT_CHUNK_PAGES,
             ring_size: Some(DEFAULT_RING_SIZE),
             tap: None,
+            own_threads: None,
             instance: None,
             handle_signals: false,
             flush_interval: Some(DEFAULT_FLUSH_INTERVAL),
@@ -372,14 +383,21 @@ impl RecordConfig {
 }
 
 impl PartialEq for RecordConfig {
-    /// Field by field; two taps are equal when they send into the same channel.
+    /// Field by field; two taps (or own-thread reports) are equal when they send into the
+    /// same channel.
     fn eq(&self, other: &Self) -> bool {
         let taps = match (&self.tap, &other.tap) {
             (None, None) => true,
             (Some(a), Some(b)) => a.same_channel(b),
             _ => false,
         };
-        taps && self.output_dir == other.output_dir
+        let own = match (&self.own_threads, &other.own_threads) {
+            (None, None) => true,
+            (Some(a), Some(b)) => a.same_channel(b),
+            _ => false,
+        };
+        taps && own
+            && self.output_dir == other.output_dir
             && self.duration == other.duration
             && self.command == other.command
             && self.events == other.events
@@ -396,6 +414,23 @@ impl PartialEq for RecordConfig {
             && self.dispatch == other.dispatch
             && self.drain_priority == other.drain_priority
     }
+}
+
+/// What the recorder tells [`RecordConfig::own_threads`] of this process's threads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OwnThread {
+    /// The thread is hidden from the trace from now on (`set_event_notrace_pid`): records it
+    /// left before are in the trace, its exit will not be.
+    Hidden(i32),
+    /// A hidden thread was found gone at `noticed_ns` (trace clock, `CLOCK_MONOTONIC`): it
+    /// exited before then, after every record it left. Its tid no longer hides anything
+    /// (a later thread given the same tid, in any process, is traced).
+    Gone {
+        /// The thread.
+        tid: i32,
+        /// When it was found gone.
+        noticed_ns: u64,
+    },
 }
 
 /// Stops a recording from another thread: the recording closes cleanly at the next control
@@ -672,6 +707,9 @@ impl Recorder {
             child: None,
             command_status: None,
             excluded: BTreeSet::new(),
+            hidden: BTreeSet::new(),
+            listed: BTreeSet::new(),
+            listed_at: Instant::now(),
             marker_path,
             instance_name: name,
             instance_dir: instance.path().to_path_buf(),
@@ -712,7 +750,15 @@ pub struct Recording {
     wake: OwnedFd,
     child: Option<Child>,
     command_status: Option<i32>,
+    /// Every thread of this process ever hidden (the summary's `excluded_tids`).
     excluded: BTreeSet<i32>,
+    /// The threads hidden and alive at the last look.
+    hidden: BTreeSet<i32>,
+    /// What `set_event_notrace_pid` holds: the hidden threads and gone ones until the list
+    /// is next rewritten ([`RELIST_EVERY`]).
+    listed: BTreeSet<i32>,
+    /// When `set_event_notrace_pid` was last written whole.
+    listed_at: Instant,
     marker_path: PathBuf,
     instance_name: String,
     instance_dir: PathBuf,
@@ -1088,37 +1134,69 @@ impl Recording {
     }
 
     /// Adds threads of this process not yet in `set_event_notrace_pid` (the first call
-    /// replaces the list, later calls append).
+    /// replaces the list, later calls append), reports them and those gone since the last
+    /// look ([`RecordConfig::own_threads`]), and rewrites the list without the gone ones at
+    /// most every [`RELIST_EVERY`].
     fn exclude_own_threads(&mut self) -> Result<(), RecordError> {
         let task_dir = Path::new("/proc/self/task");
         let entries = fs::read_dir(task_dir)
             .map_err(|source| RecordError::io("reading", task_dir, source))?;
-        let new: Vec<i32> = entries
+        let alive: BTreeSet<i32> = entries
             .flatten()
             .filter_map(|e| e.file_name().to_str()?.parse().ok())
-            .filter(|tid| !self.excluded.contains(tid))
             .collect();
-        if new.is_empty() {
-            return Ok(());
-        }
-        let list = new.iter().map(i32::to_string).collect::<Vec<_>>().join(" ");
+        // Taken after the look: every thread not seen in it had exited by now.
+        let now = sysinfo::monotonic_ns();
+        let new: Vec<i32> = alive.difference(&self.hidden).copied().collect();
+        let gone: Vec<i32> = self.hidden.difference(&alive).copied().collect();
         let path = self.file("set_event_notrace_pid");
-        if self.excluded.is_empty() {
+        let joined = |tids: &mut dyn Iterator<Item = &i32>| {
+            tids.map(i32::to_string).collect::<Vec<_>>().join(" ")
+        };
+        let stale = self.listed.iter().any(|t| !alive.contains(t));
+        if self.listed.is_empty() {
+            let list = joined(&mut alive.iter());
             tracefs::write(&path, &list)?;
             let own = std::process::id().to_string();
-            let listed = tracefs::read(&path)?;
-            if !listed.split_ascii_whitespace().any(|p| p == own) {
+            let read = tracefs::read(&path)?;
+            if !read.split_ascii_whitespace().any(|p| p == own) {
                 return Err(RecordError::TracefsMismatch {
                     path,
                     expected: list,
-                    actual: listed.trim().to_string(),
+                    actual: read.trim().to_string(),
                 });
             }
+            self.listed = alive.clone();
+            self.listed_at = Instant::now();
+            tracing::debug!(tids = %list, "excluded own threads from tracing");
+        } else if stale && self.listed_at.elapsed() >= RELIST_EVERY {
+            let list = joined(&mut alive.iter());
+            tracefs::write(&path, &list)?;
+            self.listed = alive.clone();
+            self.listed_at = Instant::now();
+            tracing::debug!(tids = %list, "relisted own threads (gone ones dropped)");
         } else {
-            tracefs::append(&path, &list)?;
+            let unlisted: Vec<i32> = alive.difference(&self.listed).copied().collect();
+            if !unlisted.is_empty() {
+                let list = joined(&mut unlisted.iter());
+                tracefs::append(&path, &list)?;
+                self.listed.extend(unlisted);
+                tracing::debug!(tids = %list, "excluded own threads from tracing");
+            }
         }
-        tracing::debug!(tids = %list, "excluded own threads from tracing");
-        self.excluded.extend(new);
+        if let Some(tx) = &self.config.own_threads {
+            for &tid in &new {
+                let _ = tx.try_send(OwnThread::Hidden(tid));
+            }
+            for &tid in &gone {
+                let _ = tx.try_send(OwnThread::Gone {
+                    tid,
+                    noticed_ns: now,
+                });
+            }
+        }
+        self.excluded.extend(&new);
+        self.hidden = alive;
         Ok(())
     }
 

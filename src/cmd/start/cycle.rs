@@ -13,6 +13,7 @@ use super::watch::{HangTracker, OwnExits, Watch};
 use super::{monotonic_ns, StartConfig, TICK};
 use crate::progress::RateLimit;
 use anyhow::Result;
+use argus_ingest::linux::OwnThread;
 use argus_ingest::live::MAX_ERROR_ROWS;
 use argus_schema::{ErrorRecord, Nanos, Pid, Tid};
 use crossbeam_channel::{select, Receiver, Sender};
@@ -136,6 +137,7 @@ impl Cycle {
         first_epoch: u64,
         snapshot_every: Duration,
         status_every: Duration,
+        own_threads: Receiver<OwnThread>,
         quiet: bool,
     ) -> Cycle {
         let ticks_per_snapshot = (snapshot_every.as_nanos() / TICK.as_nanos()).max(1) as u64;
@@ -147,7 +149,7 @@ impl Cycle {
             status_events: 0,
             errors: Vec::new(),
             skipped: 0,
-            own_exits: OwnExits::default(),
+            own_exits: OwnExits::new(own_threads),
             quiet,
         }
     }
@@ -233,8 +235,15 @@ impl Cycle {
         // The exits of the job's own threads, which the trace does not show (`OwnExits`);
         // then the threads that exited before the retained window leave the thread table.
         let mut events = events;
+        // Threads the recorder hid are this process's, whatever their first records said
+        // (a thread created by a hidden one looks like a process of its own).
         let me = Pid(std::process::id() as i32);
-        for tid in self.own_exits.due(Nanos(monotonic_ns()), watermark) {
+        let own = self.own_exits.due(watermark);
+        for &tid in &own.hidden {
+            intake.merge.note_process(Tid(tid), me);
+        }
+        for tid in own.exited {
+            intake.merge.note_process(Tid(tid), me);
             events.push(intake.merge.untraced_exit(Tid(tid), me, watermark));
         }
         intake

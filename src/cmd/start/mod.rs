@@ -188,7 +188,7 @@ pub fn run(cfg: &StartConfig, quiet: bool) -> Result<u8> {
     let first_epoch = list_snapshots(&cfg.dir).last().map_or(0, |(e, _)| e + 1);
 
     let trace_dir = cfg.dir.join("trace");
-    let (recording, tap) = start_recording(cfg, &trace_dir)?;
+    let (recording, tap, own_reports) = start_recording(cfg, &trace_dir)?;
     sample_own_threads()?;
     // From here on every thread this one starts (decoding, the dataflow, snapshot
     // writers) inherits the job's priority; the recorder's threads already run.
@@ -255,7 +255,13 @@ pub fn run(cfg: &StartConfig, quiet: bool) -> Result<u8> {
         .context("invariant: a generation runs")?;
     let (mut snaps, snapshots) =
         Snapshots::start(cfg, &trace_dir, live_start, notify, collector, quiet)?;
-    let mut cycle = Cycle::new(job.epoch, cfg.snapshot_every, cfg.status_every, quiet);
+    let mut cycle = Cycle::new(
+        job.epoch,
+        cfg.snapshot_every,
+        cfg.status_every,
+        own_reports,
+        quiet,
+    );
     let mut result = cycle.run(&mut job, &mut intake, &mut snaps, &woken);
     // The job is stopping: no more queries (the socket is removed).
     drop(server);
@@ -285,12 +291,19 @@ pub fn run(cfg: &StartConfig, quiet: bool) -> Result<u8> {
     Ok(0)
 }
 
-/// Starts the recorder into `trace_dir`, tapping every page it reads to the returned channel.
+/// Starts the recorder into `trace_dir`, tapping every page it reads to the returned channel;
+/// the second channel has its reports of the job's own threads (`OwnExits`).
 fn start_recording(
     cfg: &StartConfig,
     trace_dir: &Path,
-) -> Result<(argus_ingest::linux::Recording, Receiver<Tapped>)> {
+) -> Result<(
+    argus_ingest::linux::Recording,
+    Receiver<Tapped>,
+    Receiver<argus_ingest::linux::OwnThread>,
+)> {
     let (tap_tx, tap_rx) = crossbeam_channel::bounded::<Tapped>(TAP_CAPACITY);
+    // Unbounded: a few reports per 250 ms, drained every tick.
+    let (own_tx, own_rx) = crossbeam_channel::unbounded();
     let mut rcfg = argus_ingest::linux::RecordConfig::new(trace_dir);
     rcfg.duration = cfg.duration;
     rcfg.buffer_size_kb = cfg.buffer_kb;
@@ -300,10 +313,11 @@ fn start_recording(
     // reads back from it what the tap dropped (`catchup.rs`).
     rcfg.flush_interval = Some(cfg.snapshot_every.min(Duration::from_secs(1)));
     rcfg.tap = Some(tap_tx);
+    rcfg.own_threads = Some(own_tx);
     let recording = argus_ingest::linux::Recorder::new(rcfg)
         .start()
         .with_context(|| format!("recording into {}", trace_dir.display()))?;
-    Ok((recording, tap_rx))
+    Ok((recording, tap_rx, own_rx))
 }
 
 /// The job's own threads, looked at every 20 ms for the hang filter (`own_threads`); briefer

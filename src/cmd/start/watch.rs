@@ -3,6 +3,7 @@
 //! across lost-events gaps (not reported), and the `--on-hang` hook.
 
 use super::sync::lock;
+use argus_ingest::linux::OwnThread;
 use argus_pipeline::gaps::GapSet;
 use argus_schema::{Nanos, SegmentId, Spin, ThreadInfo};
 use std::collections::HashMap;
@@ -117,69 +118,88 @@ impl HangTracker {
 /// them here. The set only grows: snapshot writers and dataflow workers of earlier
 /// generations have exited by the time a later snapshot names their spins.
 pub(crate) fn own_threads() -> std::collections::HashSet<i32> {
-    look_at_own_threads().0
+    look_at_own_threads(&[])
 }
 
-/// Every thread of this job seen so far ([`own_threads`]) and those alive now, from one
-/// look at `/proc/self/task` (alive is empty when it cannot be read).
-fn look_at_own_threads() -> (
-    std::collections::HashSet<i32>,
-    std::collections::HashSet<i32>,
-) {
+/// Every thread of this job seen so far ([`own_threads`]), after one look at
+/// `/proc/self/task` and adding `more`.
+fn look_at_own_threads(more: &[i32]) -> std::collections::HashSet<i32> {
     static SEEN: std::sync::Mutex<Option<std::collections::HashSet<i32>>> =
         std::sync::Mutex::new(None);
-    let alive: std::collections::HashSet<i32> = std::fs::read_dir("/proc/self/task")
+    let alive = std::fs::read_dir("/proc/self/task")
         .map(|rd| {
             rd.flatten()
                 .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
-                .collect()
+                .collect::<Vec<_>>()
         })
         .unwrap_or_default();
     let mut seen = lock(&SEEN);
     let set = seen.get_or_insert_with(Default::default);
-    set.extend(alive.iter().copied());
-    (set.clone(), alive)
+    set.extend(alive);
+    set.extend(more.iter().copied());
+    set.clone()
 }
 
-/// The exits of the job's own threads, which the trace does not show: the recorder excludes
-/// a thread of its process from tracing once it sees it, so a short-lived one (a snapshot
-/// writer, a query's thread) leaves its first records and no exit, and its last segment and
-/// spin would stay open for good. The job adds the exit ([`LiveMerge::untraced_exit`]) once
-/// the released stream has passed the moment it noticed the thread gone (so every record the
-/// thread left comes first).
+/// Notes threads of this job that a look at `/proc/self/task` may have missed (the
+/// recorder hid them).
+fn note_own_threads(tids: &[i32]) {
+    let _ = look_at_own_threads(tids);
+}
+
+/// The exits of the job's own threads, which the trace does not show: the recorder hides a
+/// thread of its process once it finds it (every 250 ms), so a short-lived one (a snapshot
+/// encoder, a query's thread) leaves its first records and no exit, and its last segment and
+/// spin would stay open for good. The recorder says which threads it hid and when it found
+/// one gone ([`OwnThread`]); the job adds the exit ([`LiveMerge::untraced_exit`]) once the
+/// released stream has passed that moment (so every record the thread left comes first).
+/// A thread that ended before it was hidden has its exit in the trace and is not reported.
 ///
 /// [`LiveMerge::untraced_exit`]: argus_ingest::live::LiveMerge::untraced_exit
-#[derive(Default)]
 pub(crate) struct OwnExits {
-    /// Threads whose exit was noticed (each once).
-    noticed: std::collections::HashSet<i32>,
-    /// Noticed, not added yet: the thread and when (trace clock).
+    reports: crossbeam_channel::Receiver<OwnThread>,
+    /// Found gone, not added yet: the thread and when (trace clock).
     pending: Vec<(i32, Nanos)>,
 }
 
+/// What [`OwnExits::due`] found in the recorder's reports.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub(crate) struct OwnChanges {
+    /// Threads hidden since the last call: threads of this process.
+    pub(crate) hidden: Vec<i32>,
+    /// Threads whose exit the stream released up to the watermark has passed.
+    pub(crate) exited: Vec<i32>,
+}
+
 impl OwnExits {
-    /// The job's threads gone since they were last looked at, noticed at `now`; those whose
-    /// exit the stream released up to `watermark` has passed are returned (and forgotten).
-    pub(crate) fn due(&mut self, now: Nanos, watermark: Nanos) -> Vec<i32> {
-        let (seen, alive) = look_at_own_threads();
-        if alive.is_empty() {
-            // No view of our own threads: none is taken for gone.
-            return Vec::new();
+    pub(crate) fn new(reports: crossbeam_channel::Receiver<OwnThread>) -> OwnExits {
+        OwnExits {
+            reports,
+            pending: Vec::new(),
         }
-        for &t in seen.difference(&alive) {
-            if self.noticed.insert(t) {
-                self.pending.push((t, now));
+    }
+
+    /// The recorder's reports since the last call: the threads it hid (also noted as the
+    /// job's own, [`own_threads`]) and, of those found gone, the ones whose exit the stream
+    /// released up to `watermark` has passed (returned once).
+    pub(crate) fn due(&mut self, watermark: Nanos) -> OwnChanges {
+        let mut changes = OwnChanges::default();
+        for report in self.reports.try_iter() {
+            match report {
+                OwnThread::Hidden(tid) => changes.hidden.push(tid),
+                OwnThread::Gone { tid, noticed_ns } => self.pending.push((tid, Nanos(noticed_ns))),
             }
         }
-        let mut due = Vec::new();
+        if !changes.hidden.is_empty() {
+            note_own_threads(&changes.hidden);
+        }
         self.pending.retain(|&(t, at)| {
             let passed = at <= watermark;
             if passed {
-                due.push(t);
+                changes.exited.push(t);
             }
             !passed
         });
-        due
+        changes
     }
 }
 
@@ -287,38 +307,31 @@ pub(crate) mod tests {
         }
     }
 
-    /// A thread of the job that exited is reported once, and only when the released
-    /// stream has passed the moment its exit was noticed; a live one never.
+    /// A thread the recorder found gone is reported once, and only when the released stream
+    /// has passed the moment it was found gone; a hidden thread is known as the job's own.
     #[test]
     fn an_own_thread_gone_is_reported_once_after_the_stream_passed_its_exit() {
-        let mut exits = OwnExits::default();
-        let _ = exits.due(Nanos(0), Nanos(0));
-        let (tx, rx) = std::sync::mpsc::channel::<()>();
-        let (tid_tx, tid_rx) = std::sync::mpsc::channel();
-        let alive = std::thread::spawn(move || {
-            let _ = own_threads();
-            // SAFETY: gettid has no preconditions.
-            tid_tx.send(unsafe { libc::gettid() }).unwrap();
-            let _ = rx.recv();
-        });
-        let alive_tid = tid_rx.recv().unwrap();
-        let gone = std::thread::spawn(|| {
-            let _ = own_threads();
-            // SAFETY: gettid has no preconditions.
-            unsafe { libc::gettid() }
+        let (tx, rx) = crossbeam_channel::unbounded();
+        let mut exits = OwnExits::new(rx);
+        // A tid no thread of this process has: known as own only through the report.
+        let hidden = i32::MAX - 7;
+        assert!(!own_threads().contains(&hidden));
+        tx.send(OwnThread::Hidden(hidden)).unwrap();
+        tx.send(OwnThread::Hidden(12)).unwrap();
+        let first = exits.due(Nanos(0));
+        assert_eq!(first.hidden, vec![hidden, 12]);
+        assert!(first.exited.is_empty());
+        assert!(own_threads().contains(&hidden));
+        tx.send(OwnThread::Gone {
+            tid: hidden,
+            noticed_ns: 1_000,
         })
-        .join()
         .unwrap();
-        // Noticed at 1000, the stream released up to 999: not yet.
-        let due = exits.due(Nanos(1_000), Nanos(999));
-        assert!(!due.contains(&gone) && !due.contains(&alive_tid), "{due:?}");
+        // Found gone at 1000, the stream released up to 999: not yet.
+        assert_eq!(exits.due(Nanos(999)), OwnChanges::default());
         // The stream passed it: reported, once.
-        let due = exits.due(Nanos(2_000), Nanos(1_000));
-        assert!(due.contains(&gone) && !due.contains(&alive_tid), "{due:?}");
-        assert!(!exits.due(Nanos(3_000), Nanos(3_000)).contains(&gone));
-        tx.send(()).unwrap();
-        alive.join().unwrap();
-        assert!(exits.due(Nanos(5_000), Nanos(5_000)).contains(&alive_tid));
+        assert_eq!(exits.due(Nanos(1_000)).exited, vec![hidden]);
+        assert_eq!(exits.due(Nanos(5_000)), OwnChanges::default());
     }
 
     #[test]
