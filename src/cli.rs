@@ -200,6 +200,17 @@ pub struct DebugArgs {
     /// `--at` on the trace clock, once resolved against the trace (not a flag).
     #[arg(skip)]
     pub at_ns: Option<u64>,
+    /// Run the interactive session's commands from this file (one per line, exactly as typed
+    /// at the prompt, answers to the walk's questions included), echoing each after the
+    /// prompt; the first failing command ends it (exit 2, naming the line). See
+    /// docs/session.md.
+    #[arg(long, conflicts_with_all = ["follow", "json", "auto", "answers"])]
+    pub script: Option<PathBuf>,
+    /// Run the interactive session even when standard input is not a terminal (commands are
+    /// read from it). On a terminal the session is the default unless --auto, --answers,
+    /// --json or --follow asks for a one-shot answer.
+    #[arg(long, conflicts_with_all = ["follow", "json", "auto", "answers"])]
+    pub session: bool,
 }
 
 /// `argus demo`.

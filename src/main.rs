@@ -12,6 +12,7 @@ mod live;
 mod memory;
 mod moment;
 mod progress;
+mod session;
 
 use anyhow::{Context, Result};
 use clap::Parser;

@@ -26,4 +26,5 @@ mod moment;
 mod notebook;
 mod oracle_real;
 mod real_suite;
+mod session;
 mod stacks;

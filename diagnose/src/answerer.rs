@@ -84,7 +84,9 @@ impl ScriptedOracle {
     }
 }
 
-fn parse_reply(s: &str) -> Option<Reply> {
+/// One answer as typed or written in an answers file: a 1-based choice number, `s`/`stop`,
+/// or `d`/`default`.
+pub fn parse_reply(s: &str) -> Option<Reply> {
     match s.to_ascii_lowercase().as_str() {
         "s" | "stop" => Some(Reply::Stop),
         "d" | "default" => Some(Reply::Default),
@@ -123,30 +125,50 @@ impl<R: BufRead, W: Write> TerminalOracle<R, W> {
     }
 }
 
+/// Writes a question as [`TerminalOracle`] asks it: the prompt, the blocking stack, the
+/// numbered choices (kind, strength, description, default marked, stack) and the stop line.
+/// Write errors are ignored (a closed terminal; the read then decides).
+pub fn write_question(output: &mut dyn Write, q: &Question) {
+    let _ = writeln!(output, "\n? {}", q.prompt);
+    if !q.stack.is_empty() {
+        let _ = writeln!(output, "  (blocked at: {})", stack_line(&q.stack));
+    }
+    for (i, c) in q.choices.iter().enumerate() {
+        let mark = if i == q.default { " (default)" } else { "" };
+        let _ = writeln!(
+            output,
+            "  {}) [{} {}] {}{}",
+            i + 1,
+            c.kind,
+            c.strength.name(),
+            c.description,
+            mark
+        );
+        if !c.stack.is_empty() {
+            let _ = writeln!(output, "       at: {}", stack_line(&c.stack));
+        }
+    }
+    let _ = writeln!(output, "  s) stop here");
+}
+
+/// The answer a typed line gives to a question with `n` choices: an empty line is the
+/// default; `None` for anything that is not an answer (ask again).
+pub fn answer_of(line: &str, n: usize) -> Option<Reply> {
+    let line = line.trim();
+    if line.is_empty() {
+        return Some(Reply::Default);
+    }
+    match parse_reply(line) {
+        Some(Reply::Choice(i)) if i < n => Some(Reply::Choice(i)),
+        Some(r @ (Reply::Stop | Reply::Default)) => Some(r),
+        _ => None,
+    }
+}
+
 impl<R: BufRead, W: Write> Oracle for TerminalOracle<R, W> {
     fn ask(&mut self, q: &Question) -> Reply {
         let n = q.choices.len();
-        // Write errors (a closed terminal) are not fatal: the read then decides.
-        let _ = writeln!(self.output, "\n? {}", q.prompt);
-        if !q.stack.is_empty() {
-            let _ = writeln!(self.output, "  (blocked at: {})", stack_line(&q.stack));
-        }
-        for (i, c) in q.choices.iter().enumerate() {
-            let mark = if i == q.default { " (default)" } else { "" };
-            let _ = writeln!(
-                self.output,
-                "  {}) [{} {}] {}{}",
-                i + 1,
-                c.kind,
-                c.strength.name(),
-                c.description,
-                mark
-            );
-            if !c.stack.is_empty() {
-                let _ = writeln!(self.output, "       at: {}", stack_line(&c.stack));
-            }
-        }
-        let _ = writeln!(self.output, "  s) stop here");
+        write_question(&mut self.output, q);
         loop {
             let _ = write!(
                 self.output,
@@ -162,15 +184,9 @@ impl<R: BufRead, W: Write> Oracle for TerminalOracle<R, W> {
                 }
                 Ok(_) => {}
             }
-            let line = line.trim();
-            if line.is_empty() {
-                return Reply::Default;
-            }
-            match parse_reply(line) {
-                Some(Reply::Choice(i)) if i < n => return Reply::Choice(i),
-                Some(Reply::Stop) => return Reply::Stop,
-                Some(Reply::Default) => return Reply::Default,
-                _ => {
+            match answer_of(&line, n) {
+                Some(r) => return r,
+                None => {
                     let _ = writeln!(
                         self.output,
                         "please answer a number from 1 to {n}, s to stop, or enter for the default"

@@ -292,6 +292,26 @@ impl Graph {
         Ok(g)
     }
 
+    /// The same graph without the edges `drop` picks (a person marked them wrong): markers,
+    /// flag accesses, stacks and lost ranges are kept. A partial graph is refused.
+    pub fn without_edges(&self, drop: impl Fn(&CausalEdge) -> bool) -> Result<Graph, Error> {
+        if self.partial.is_some() {
+            return Err(Error::Partial);
+        }
+        let mut g = Graph::new(GraphInput {
+            segments: self.segments.clone(),
+            edges: self.edges.iter().filter(|e| !drop(e)).cloned().collect(),
+            spins: self.spins.clone(),
+            threads: self.threads.clone(),
+            trace_end_ns: self.trace_end_ns,
+        })?;
+        g.app = self.app.clone();
+        g.stacks = self.stacks.clone();
+        g.lost = self.lost.clone();
+        g.dropped_edges = self.dropped_edges;
+        Ok(g)
+    }
+
     /// A partial graph: `input` holds part of a larger graph, `coverage` says which part.
     /// Its reads record what they lacked ([`Graph::needs`]; module `partial`).
     pub fn partial(input: GraphInput, coverage: Coverage) -> Result<Graph, Error> {

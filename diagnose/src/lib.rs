@@ -113,7 +113,10 @@ mod report;
 pub mod stacks;
 mod walk;
 
-pub use answerer::{AutoOracle, Oracle, Reply, ScriptedOracle, TerminalOracle};
+pub use answerer::{
+    answer_of, parse_reply, write_question, AutoOracle, Oracle, Reply, ScriptedOracle,
+    TerminalOracle,
+};
 pub use answers::{RuleOracle, SavedAnswers, SavedPick, SavedRule};
 pub use beam::{BeamConfig, Penalties};
 pub use findings::{By, During, Finding, FlagEvidence, LogicalWait, RunStart, Step, WakerState};
@@ -173,6 +176,10 @@ pub enum Error {
         /// The line.
         text: String,
     },
+    /// Edges cannot be dropped from a partial graph ([`Graph::without_edges`]): it holds part
+    /// of a graph that lives elsewhere.
+    #[error("edges cannot be dropped from a partial graph; load a snapshot instead")]
+    Partial,
 }
 
 /// The thread to diagnose: `tid`, else the main thread of `pid` (tid == pid).
@@ -400,6 +407,16 @@ pub fn diagnose_watched(
         subject,
         report,
     })
+}
+
+/// Diagnoses one hang found by [`find_hangs`] (a person picked it from the list).
+pub fn diagnose_hang(
+    graph: &Graph,
+    hang: &Hang,
+    oracle: &mut dyn Oracle,
+    config: &DiagnoseConfig,
+) -> Result<Report, Error> {
+    walk::run(graph, hang, oracle, config)
 }
 
 /// Diagnoses one spinning vertex.

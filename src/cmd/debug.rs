@@ -27,6 +27,11 @@ pub(crate) fn load_graph(snapshot: &Path) -> Result<argus_diagnose::Graph> {
 }
 
 pub(crate) fn run(args: &DebugArgs) -> Result<u8> {
+    if crate::session::wanted(args) {
+        // The session works on a snapshot (a job directory's latest).
+        let snapshot = follow::resolve_snapshot(&args.snapshot)?;
+        return crate::session::run(args, &snapshot);
+    }
     let dir = &args.snapshot;
     let job_dir = !dir.join(argus_sinks::MANIFEST_FILE).is_file()
         && (dir.join(live::SOCKET).exists() || dir.join("latest").exists());
