@@ -30,7 +30,9 @@ pub(crate) fn run(args: &DebugArgs) -> Result<u8> {
     if crate::session::wanted(args) {
         // The session works on a snapshot (a job directory's latest).
         let snapshot = follow::resolve_snapshot(&args.snapshot)?;
-        return crate::session::run(args, &snapshot);
+        let mut graph = load_graph(&snapshot)?;
+        export::attach_app_events(&mut graph, &snapshot)?;
+        return crate::session::run(args, &snapshot, graph);
     }
     let dir = &args.snapshot;
     let job_dir = !dir.join(argus_sinks::MANIFEST_FILE).is_file()

@@ -38,15 +38,16 @@ pub(crate) fn wanted(args: &DebugArgs) -> bool {
             && std::io::stdout().is_terminal())
 }
 
-/// Runs the session on `snapshot` until `quit` or the end of input; the exit code is the
-/// last diagnosis's (1 when a hang was diagnosed, 0 when none).
-pub(crate) fn run(args: &DebugArgs, snapshot: &Path) -> Result<u8> {
+/// Runs the session on `graph` (loaded from `snapshot` with its markers and stacks) until
+/// `quit` or the end of input; the exit code is the last diagnosis's (1 when a hang was
+/// diagnosed, 0 when none).
+pub(crate) fn run(args: &DebugArgs, snapshot: &Path, graph: Graph) -> Result<u8> {
     let input = match &args.script {
         Some(s) => Input::script(s)?,
         None if std::io::stdin().is_terminal() => Input::terminal(commands::names())?,
         None => Input::stdin(),
     };
-    let mut s = Session::open(args, snapshot, input)?;
+    let mut s = Session::open(args, snapshot, graph, input)?;
     s.start()?;
     loop {
         let Some(line) = s.input.read("argus> ")? else {
@@ -101,11 +102,9 @@ pub(crate) struct Session {
 }
 
 impl Session {
-    fn open(args: &DebugArgs, snapshot: &Path, input: Input) -> Result<Session> {
+    fn open(args: &DebugArgs, snapshot: &Path, graph: Graph, input: Input) -> Result<Session> {
         let manifest = argus_sinks::Manifest::read(snapshot)
             .with_context(|| format!("reading snapshot {}", snapshot.display()))?;
-        let mut graph = crate::cmd::debug::load_graph(snapshot)?;
-        crate::cmd::export::attach_app_events(&mut graph, snapshot)?;
         let target =
             crate::diagnosis::resolve_target(&graph, args.pid, args.tid, args.comm.as_deref())?;
         let (watched, subject) = match target {
