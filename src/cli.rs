@@ -30,6 +30,9 @@ pub enum Command {
     Debug(DebugArgs),
     /// Write a snapshot (and its diagnosed hang) as Perfetto JSON or Graphviz DOT.
     Export(ExportArgs),
+    /// Where the graph is likely wrong, each with the next step (a rule, or what to record)
+    /// and what applying it changes.
+    Inspect(InspectArgs),
     /// The continuous job: record, feed the dataflow live, write periodic snapshots.
     Start(crate::cmd::start::StartArgs),
     /// Record a bundled hang, diagnose it and explain it.
@@ -45,6 +48,32 @@ pub enum Command {
         /// The bundle file to write.
         out: PathBuf,
     },
+}
+
+/// `argus inspect`.
+#[derive(Clone, Debug, Args)]
+pub struct InspectArgs {
+    /// Snapshot directory (or an `argus start` directory: its latest snapshot).
+    pub snapshot: PathBuf,
+    /// Process whose main thread's hangs are checked for weak paths (default: every main
+    /// thread).
+    #[arg(long)]
+    pub pid: Option<i32>,
+    /// Its thread (default: the main thread).
+    #[arg(long)]
+    pub tid: Option<i32>,
+    /// Process name, when the pid is not known.
+    #[arg(long)]
+    pub comm: Option<String>,
+    /// Hang threshold in seconds; also the length of a wait worth explaining.
+    #[arg(long, default_value_t = 2.0)]
+    pub threshold: f64,
+    /// Print the suspects as JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// Do not rebuild the snapshot's traces with each suggested rule to show what it changes.
+    #[arg(long)]
+    pub no_effects: bool,
 }
 
 /// `argus record`.

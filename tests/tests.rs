@@ -20,6 +20,7 @@ mod fds;
 mod graph_rules;
 mod hang_suite;
 mod identity;
+mod inspect;
 mod live;
 mod live_query;
 mod moment;

@@ -105,6 +105,7 @@ mod coverage;
 mod findings;
 mod graph;
 pub mod hangs;
+pub mod inspect;
 mod logical;
 pub mod partial;
 mod path_edge;

@@ -1,6 +1,6 @@
 //! The verbs of `argus`, one module each (`src/main.rs` dispatches to them): `record`,
 //! `build` (with its stacks table and cluster flags), `debug` (and `debug --follow` in
-//! `follow`), `export`, `start` (the continuous job), `demo`, and `bundle` (the demo's
+//! `follow`), `export`, `inspect`, `start` (the continuous job), `demo`, and `bundle` (the demo's
 //! packed recording).
 
 pub mod build;
@@ -9,5 +9,6 @@ pub mod debug;
 pub mod demo;
 pub mod export;
 pub mod follow;
+pub mod inspect;
 pub mod record;
 pub mod start;

@@ -69,6 +69,15 @@ const COMMANDS: &[Command] = &[
         run: show,
     },
     Command {
+        name: "thread",
+        what: "list a thread's vertices",
+        args: "[TID] [FROM-TO]",
+        help: "list a thread's vertices (default: the selected vertex's thread), optionally \
+               only those overlapping FROM-TO seconds since the trace's start, with what each \
+               waited in and how many edges leave it",
+        run: thread,
+    },
+    Command {
         name: "back",
         what: "step back along an edge",
         args: "[N]",
@@ -157,6 +166,15 @@ const COMMANDS: &[Command] = &[
         run: inputs,
     },
     Command {
+        name: "inspect",
+        what: "where the graph is likely wrong, with the next step",
+        args: "",
+        help: "where the graph is likely wrong (argus inspect without the rebuilds): segments \
+               that reach several processes, long waits ended by nothing, hangs resting on \
+               weak edges, lock-like hand-offs; each with the rule to add or what to record",
+        run: inspect,
+    },
+    Command {
         name: "save",
         what: "save the answers as rules",
         args: "[FILE]",
@@ -225,7 +243,7 @@ fn help(_: &mut Session, args: &[&str]) -> Result<Flow> {
         None => {
             for c in COMMANDS {
                 let head = format!("{} {}", c.name, c.args);
-                println!("  {head:<18} {}", c.what);
+                println!("  {head:<24} {}", c.what);
             }
             println!(
                 "  (a unique prefix is enough: `sh` is show, `bac` back; help COMMAND says more)"
@@ -299,6 +317,53 @@ fn show(s: &mut Session, args: &[&str]) -> Result<Flow> {
     if s.cursor != Some(id) {
         s.trail.clear();
         s.cursor = Some(id);
+    }
+    Ok(Flow::Go)
+}
+
+fn thread(s: &mut Session, args: &[&str]) -> Result<Flow> {
+    let mut tid = s.cursor.map(|c| c.tid());
+    let mut window = None;
+    for a in args {
+        if let Some((from, to)) = a.split_once('-') {
+            let secs = |t: &str| -> Result<u64> {
+                let v: f64 = t
+                    .parse()
+                    .with_context(|| format!("{a:?}: FROM-TO in seconds"))?;
+                Ok(s.trace_start.0 + (v.max(0.0) * 1e9) as u64)
+            };
+            window = Some((secs(from)?, secs(to)?));
+        } else {
+            let t: i32 = a
+                .parse()
+                .with_context(|| format!("{a:?} is not a thread id"))?;
+            tid = Some(argus_schema::Tid(t));
+        }
+    }
+    let tid = tid.context("which thread? give its tid")?;
+    if s.graph.thread(tid).is_none() && s.graph.thread_ids().all(|t| t != tid) {
+        bail!("thread {} is not in the snapshot", tid.0);
+    }
+    println!("{}:", s.graph.describe(tid));
+    for seg in s.graph.thread_segments(tid) {
+        let end = s.graph.end_of(seg);
+        if window.is_some_and(|(from, to)| end.0 < from || seg.start_ns.0 > to) {
+            continue;
+        }
+        let wait = seg.wait_start_ns.map_or(String::new(), |w| {
+            format!(
+                ", waited {} in {}",
+                argus_diagnose::secs(w.until(end)),
+                argus_schema::syscalls::name(seg.wait_syscall)
+            )
+        });
+        println!(
+            "  {} {} – {}{wait}, {} edge(s) out",
+            seg.id,
+            s.t(seg.start_ns),
+            s.t(end),
+            s.graph.outgoing(seg.id).count()
+        );
     }
     Ok(Flow::Go)
 }
@@ -660,6 +725,43 @@ fn inputs(s: &mut Session, args: &[&str]) -> Result<Flow> {
     }
     for (_, l) in lines {
         println!("{l}");
+    }
+    Ok(Flow::Go)
+}
+
+fn inspect(s: &mut Session, _: &[&str]) -> Result<Flow> {
+    use argus_diagnose::inspect::NextStep;
+    let cfg = argus_diagnose::inspect::InspectConfig {
+        diagnose: s.config.clone(),
+        watched: s.watched.clone(),
+    };
+    let suspects = argus_diagnose::inspect::inspect(&s.graph, &cfg);
+    if suspects.is_empty() {
+        println!("no likely mistake found in the graph");
+    }
+    for (i, x) in suspects.iter().enumerate() {
+        let kind = serde_json::to_value(x.kind)?;
+        println!(
+            "{}. {}: {} — {}",
+            i + 1,
+            kind.as_str().unwrap_or(""),
+            s.graph.describe(x.tid),
+            x.evidence
+        );
+        let labels: Vec<String> = x.segments.iter().map(|id| id.to_string()).collect();
+        println!("   e.g. {}", labels.join(", "));
+        for n in &x.next {
+            match n {
+                NextStep::Rule { toml } => {
+                    println!("   next: a rule (argus build --rules FILE):");
+                    for l in toml.lines() {
+                        println!("     {l}");
+                    }
+                }
+                NextStep::Record { options } => println!("   next: argus record {options} …"),
+                NextStep::Nothing { why } => println!("   nothing to add: {why}"),
+            }
+        }
     }
     Ok(Flow::Go)
 }

@@ -1,0 +1,167 @@
+//! `argus inspect` on recordings made to have what it looks for: a thread that signals two
+//! processes in one segment (batching) and a polling loop recorded without a
+//! watchpoint on its flag (a missing flag edge); applying each suggestion (the rule, the
+//! re-recording with the watchpoint) removes the suspect, and the latter fixes the
+//! diagnosis.
+
+use crate::common::{live_or_skip, record_command, record_with, run};
+use serde_json::Value;
+use std::path::Path;
+
+fn inspect(snapshot: &Path, extra: &[&str]) -> Value {
+    let mut args = vec!["inspect", snapshot.to_str().expect("utf-8"), "--json"];
+    args.extend_from_slice(extra);
+    let out = run(&args);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("inspect --json prints JSON")
+}
+
+fn suspects<'a>(v: &'a Value, kind: &str, pid: i64) -> Vec<&'a Value> {
+    v["suspects"]
+        .as_array()
+        .expect("a suspects list")
+        .iter()
+        .filter(|s| s["kind"] == kind && s["pid"] == pid)
+        .collect()
+}
+
+/// A supervisor that signals two children (each waiting in `pause`) in one go, five rounds
+/// 200 ms apart. Writes to two pipes would not do: the built-in peer-set rule already splits
+/// a segment between messages to two connections (docs/rules.md).
+const BATCHING: &str = r#"
+import json, os, signal, subprocess, sys, time
+child = "import signal\nsignal.signal(signal.SIGUSR1, lambda *a: None)\nfor _ in range(5):\n    signal.pause()\n"
+kids = [subprocess.Popen([sys.executable, "-c", child]) for _ in range(2)]
+print(json.dumps({"server_pid": os.getpid(), "children": [k.pid for k in kids]}), flush=True)
+time.sleep(0.5)
+for _ in range(5):
+    for k in kids:
+        os.kill(k.pid, signal.SIGUSR1)
+    time.sleep(0.2)
+for k in kids:
+    k.wait()
+"#;
+
+#[test]
+fn inspect_finds_a_batching_segment_and_its_split_rule_removes_it() {
+    if !live_or_skip("inspect_finds_a_batching_segment_and_its_split_rule_removes_it") {
+        return;
+    }
+    let rec = record_command(&["python3", "-c", BATCHING]);
+    let server = rec.truth["server_pid"].as_i64().expect("server_pid");
+    let found = inspect(&rec.snapshot, &[]);
+    let batching = suspects(&found, "batching", server);
+    assert_eq!(batching.len(), 1, "{found:#}");
+    let b = batching[0];
+    assert!(b["count"].as_u64().unwrap_or(0) >= 3, "{b:#}");
+    let rule = b["next"]
+        .as_array()
+        .expect("next steps")
+        .iter()
+        .find_map(|n| (n["type"] == "rule").then(|| n["toml"].as_str().unwrap_or("")))
+        .expect("a rule")
+        .to_string();
+    assert!(
+        rule.contains("[[split]]") && rule.contains("syscall = \"kill\""),
+        "{rule}"
+    );
+    assert!(rule.contains(&format!("pid = {server}")), "{rule}");
+    // Measured by building the trace again with it: the server's vertices change.
+    let effect = &b["effects"][0];
+    assert!(
+        effect["segments_changed"].as_u64().unwrap_or(0) > 0,
+        "{b:#}"
+    );
+    assert!(
+        effect["segments_after"].as_u64() > effect["segments_before"].as_u64(),
+        "{b:#}"
+    );
+
+    // Applied: built with the rule, no segment of the server reaches both cats.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let rules = dir.path().join("rules.toml");
+    std::fs::write(&rules, &rule).expect("rules file");
+    let split = dir.path().join("split");
+    crate::common::build_snapshot(
+        &rec.trace,
+        &split,
+        &["--rules", rules.to_str().expect("utf-8")],
+    );
+    let after = inspect(&split, &["--no-effects"]);
+    assert!(suspects(&after, "batching", server).is_empty(), "{after:#}");
+}
+
+/// `argus workload flag-watch`: the main thread polls a flag while `argus-decoy` burns CPU
+/// and `argus-flagger` sleeps, then sets it. Without a watchpoint nothing connects the
+/// setter to the loop: inspect says so and suggests one; recorded with it, the suspect is
+/// gone and the diagnosis names the flagger instead of the guessed decoy.
+#[test]
+fn inspect_finds_a_loop_with_no_flag_edge_and_a_watchpoint_fixes_the_diagnosis() {
+    if !live_or_skip("inspect_finds_a_loop_with_no_flag_edge_and_a_watchpoint_fixes_the_diagnosis")
+    {
+        return;
+    }
+    let exe = env!("CARGO_BIN_EXE_argus");
+    let cmd = [exe, "workload", "flag-watch", "--secs", "1.5"];
+    let root = |snap: &Path, pid: i64| -> String {
+        let out = run(&[
+            "debug",
+            snap.to_str().expect("utf-8"),
+            "--pid",
+            &pid.to_string(),
+            "--threshold",
+            "1",
+            "--auto",
+            "--json",
+        ]);
+        let r: Value = serde_json::from_slice(&out.stdout).expect("a report");
+        crate::common::comms(&r["root_causes"])
+            .last()
+            .cloned()
+            .unwrap_or_default()
+    };
+
+    let plain = record_with(&[], &cmd, &["--threshold", "1"]);
+    let pid = plain.truth["target_pid"].as_i64().expect("target_pid");
+    let found = inspect(
+        &plain.snapshot,
+        &["--pid", &pid.to_string(), "--threshold", "1"],
+    );
+    let loops = suspects(&found, "unexplained-loop", pid);
+    assert_eq!(loops.len(), 1, "{found:#}");
+    let watch = loops[0]["next"]
+        .as_array()
+        .expect("next steps")
+        .iter()
+        .find_map(|n| n["options"].as_str().filter(|o| o.starts_with("--watch ")))
+        .unwrap_or_else(|| panic!("a watchpoint suggested: {found:#}"));
+    assert_eq!(watch, format!("--watch FLAG@{pid}"));
+    assert_eq!(
+        root(&plain.snapshot, pid),
+        "argus-decoy",
+        "the guess without the watchpoint"
+    );
+
+    // The suggestion applied: FLAG is the variable the loop polls, and the command is
+    // recorded again (`@cmd` for its new pid).
+    let watched = record_with(
+        &["--watch", "ARGUS_HANG_FLAG@cmd"],
+        &cmd,
+        &["--threshold", "1"],
+    );
+    let pid = watched.truth["target_pid"].as_i64().expect("target_pid");
+    let after = inspect(
+        &watched.snapshot,
+        &["--pid", &pid.to_string(), "--threshold", "1"],
+    );
+    assert!(
+        suspects(&after, "unexplained-loop", pid).is_empty(),
+        "{after:#}"
+    );
+    assert_eq!(root(&watched.snapshot, pid), "argus-flagger");
+}
