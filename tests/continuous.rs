@@ -543,6 +543,9 @@ fn the_jobs_gone_threads_leave_no_open_segment() {
                 "--retain",
                 "60",
             ])
+            // At the user's priority: a loaded test machine must not starve the job of the
+            // snapshots (and their short-lived encoder threads) this test is about.
+            .args(["--nice", "0"])
             .stderr(Stdio::null())
             .spawn()
             .expect("argus start runs"),
@@ -552,8 +555,8 @@ fn the_jobs_gone_threads_leave_no_open_segment() {
     // Every thread of the job: first and last seen (trace clock), every 2 ms until it
     // exits.
     let mut seen = std::collections::BTreeMap::<i32, (u64, u64)>::new();
-    let begun = mono_ns();
-    let deadline = Instant::now() + Duration::from_secs(120);
+    // A loaded machine slows the job (it runs at nice 19 and catches up afterwards).
+    let deadline = Instant::now() + Duration::from_secs(300);
     while child.try_wait().expect("waiting").is_none() {
         assert!(
             Instant::now() < deadline,
@@ -579,12 +582,25 @@ fn the_jobs_gone_threads_leave_no_open_segment() {
     assert!(out.status.success(), "argus start: {:?}", out.status);
     let snap = latest(&job).expect("a last snapshot");
     let tables = argus_sinks::read_snapshot_tables(&snap, false).expect("the snapshot reads");
-    let end = tables.manifest.watermark_ns.0;
-    // Gone 1.5 s before the end: the recorder's look (250 ms) and the job's release (a few
-    // ticks) have long passed.
+    // The end of tracing (meta.json): a thread alive then (the recorder's own readers, which
+    // exit as it stops) rightly keeps its open segment.
+    let meta: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(job.join("trace").join("meta.json")).expect("meta.json"),
+    )
+    .expect("meta.json parses");
+    let end = meta["end_ns"].as_u64().expect("end_ns");
+    // The threads the recorder hid (meta.json `excluded_tids`): the trace cannot show their
+    // exits. Those gone 1.5 s before the end: the recorder's look (250 ms) and the job's
+    // release (a few ticks) have long passed.
+    let hidden: Vec<i64> = meta["excluded_tids"]
+        .as_array()
+        .expect("excluded_tids")
+        .iter()
+        .filter_map(|t| t.as_i64())
+        .collect();
     let gone_early: Vec<i32> = seen
         .iter()
-        .filter(|(_, &(_, last))| last + 1_500_000_000 < end)
+        .filter(|(t, &(_, last))| last + 1_500_000_000 < end && hidden.contains(&i64::from(**t)))
         .map(|(&t, _)| t)
         .collect();
     let traced: Vec<i32> = gone_early
@@ -593,8 +609,8 @@ fn the_jobs_gone_threads_leave_no_open_segment() {
         .filter(|t| tables.segments.iter().any(|s| s.tid.0 == *t))
         .collect();
     assert!(
-        traced.len() >= 3,
-        "too few gone threads of the job in the trace to tell: {} gone, {traced:?} traced",
+        traced.len() >= 2,
+        "too few hidden threads of the job gone in the trace to tell: {} gone, {traced:?} traced",
         gone_early.len()
     );
     let open: Vec<&argus_schema::Segment> = tables
@@ -610,19 +626,20 @@ fn the_jobs_gone_threads_leave_no_open_segment() {
             .map(|s| (s.tid.0, seen[&s.tid.0], s.start_ns.0))
             .collect::<Vec<_>>()
     );
-    // Threads created 3 s into the run that lived 0.6 s (across two of the recorder's
-    // looks) were hidden and noted as the job's, whoever created them.
-    let hidden_late: Vec<&argus_schema::ThreadInfo> = tables
+    // Every thread the recorder hid is in the threads table as one of the job's, whoever
+    // created it (a thread created by a hidden one looks like a process of its own).
+    let hidden_threads: Vec<&argus_schema::ThreadInfo> = tables
         .threads
         .iter()
-        .filter(|t| {
-            seen.get(&t.tid.0).is_some_and(|&(first, last)| {
-                first > begun + 3_000_000_000 && last - first > 600_000_000
-            })
-        })
+        .filter(|t| hidden.contains(&i64::from(t.tid.0)))
+        .collect();
+    assert!(hidden_threads.len() > 3, "{hidden_threads:?}");
+    let others: Vec<_> = hidden_threads
+        .iter()
+        .filter(|t| t.pid.0 != job_pid)
         .collect();
     assert!(
-        hidden_late.iter().all(|t| t.pid.0 == job_pid),
-        "job threads with another pid: {hidden_late:?}"
+        others.is_empty(),
+        "job threads with another pid: {others:?}"
     );
 }

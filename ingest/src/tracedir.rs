@@ -54,6 +54,12 @@ pub struct TraceMeta {
     /// takes. Absent in traces recorded before the field existed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub wall_offset_ns: Option<i64>,
+    /// Every thread of the recorder's process hidden from tracing (`set_event_notrace_pid`),
+    /// written when recording stops: the trace has the first records of such a thread and
+    /// never its exit. Absent while recording and in traces recorded before the field
+    /// existed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub excluded_tids: Vec<i32>,
 }
 
 /// One line of `proc.json`: a thread alive when recording started.

@@ -358,11 +358,16 @@ fn thread(s: &mut Session, args: &[&str]) -> Result<Flow> {
             )
         });
         println!(
-            "  {} {} – {}{wait}, {} edge(s) out",
+            "  {} {} – {}{wait}, {} edge(s) out, {}",
             seg.id,
             s.t(seg.start_ns),
             s.t(end),
-            s.graph.outgoing(seg.id).count()
+            s.graph.outgoing(seg.id).count(),
+            match seg.end {
+                argus_schema::EndCause::Open => "still open",
+                argus_schema::EndCause::Exit => "then exited",
+                _ => "then woken",
+            }
         );
     }
     Ok(Flow::Go)

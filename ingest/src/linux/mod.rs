@@ -671,6 +671,7 @@ impl Recorder {
             lost: BTreeMap::new(),
             chunks: BTreeMap::new(),
             wall_offset_ns: None,
+            excluded_tids: Vec::new(),
         };
         // SAFETY: eventfd has no memory-safety preconditions.
         let wake = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
@@ -1200,6 +1201,29 @@ impl Recording {
         Ok(())
     }
 
+    /// Tracing is off: reports the hidden threads gone since the last look
+    /// ([`RecordConfig::own_threads`]), so a consumer can close them before the end.
+    fn report_gone_threads(&mut self) {
+        let Some(tx) = &self.config.own_threads else {
+            return;
+        };
+        let Ok(entries) = fs::read_dir("/proc/self/task") else {
+            return;
+        };
+        let alive: BTreeSet<i32> = entries
+            .flatten()
+            .filter_map(|e| e.file_name().to_str()?.parse().ok())
+            .collect();
+        let now = sysinfo::monotonic_ns();
+        for &tid in self.hidden.difference(&alive) {
+            let _ = tx.try_send(OwnThread::Gone {
+                tid,
+                noticed_ns: now,
+            });
+        }
+        self.hidden = alive;
+    }
+
     /// The command's exit status once it has exited.
     fn poll_command(&mut self) -> Result<Option<i32>, RecordError> {
         let Some(child) = self.child.as_mut() else {
@@ -1262,6 +1286,7 @@ impl Recording {
                 first_error.get_or_insert(err);
             }
         }
+        self.report_gone_threads();
         let end_ns = sysinfo::monotonic_ns();
         let duration = self.started.elapsed();
         let perf_summary = match self.perf.take().map(perf::PerfRecorder::stop) {
@@ -1336,6 +1361,7 @@ impl Recording {
             let mut st = self.shared.lock();
             st.meta.status = "complete".to_string();
             st.meta.end_ns = end_ns;
+            st.meta.excluded_tids = self.excluded.iter().copied().collect();
             st.meta.lost = lost.clone();
             st.meta.chunks = cpus.iter().map(|(&c, s)| (c, s.chunks)).collect();
             st.meta.command_status = command_status;

@@ -292,6 +292,7 @@ mod tests {
             lost: BTreeMap::new(),
             chunks: BTreeMap::new(),
             wall_offset_ns: None,
+            excluded_tids: Vec::new(),
         }
     }
 

@@ -50,6 +50,7 @@ fn meta(cpus: &[u32], chunks: BTreeMap<u32, u32>) -> TraceMeta {
         lost: cpus.iter().map(|&c| (c, 0)).collect(),
         chunks,
         wall_offset_ns: None,
+        excluded_tids: Vec::new(),
     }
 }
 

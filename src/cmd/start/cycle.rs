@@ -238,8 +238,8 @@ impl Cycle {
         // Threads the recorder hid are this process's, whatever their first records said
         // (a thread created by a hidden one looks like a process of its own).
         let me = Pid(std::process::id() as i32);
-        let own = self.own_exits.due(watermark);
-        for &tid in &own.hidden {
+        let own = self.own_exits.due(watermark, intake.closed);
+        for &tid in &own.alive {
             intake.merge.note_process(Tid(tid), me);
         }
         for tid in own.exited {

@@ -190,15 +190,18 @@ pub fn run(cfg: &StartConfig, quiet: bool) -> Result<u8> {
     let trace_dir = cfg.dir.join("trace");
     let (recording, tap, own_reports) = start_recording(cfg, &trace_dir)?;
     sample_own_threads()?;
+    let marker = recording.marker_path().to_path_buf();
+    let read_frontier = recording.read_frontier();
+    // The recorder's control loop (stop conditions, hiding the job's new threads and
+    // reporting the gone ones) keeps the user's priority, like its readers: starved under a
+    // load, it would report a thread gone seconds late.
+    let recorder = std::thread::Builder::new()
+        .name("argus-start-rec".into())
+        .spawn(move || recording.wait())?;
     // From here on every thread this one starts (decoding, the dataflow, snapshot
     // writers) inherits the job's priority; the recorder's threads already run.
     set_job_priority(cfg.nice);
     let live_start = Nanos(monotonic_ns());
-    let marker = recording.marker_path().to_path_buf();
-    let read_frontier = recording.read_frontier();
-    let recorder = std::thread::Builder::new()
-        .name("argus-start-rec".into())
-        .spawn(move || recording.wait())?;
     if !quiet {
         eprintln!(
             "argus start: recording into {} and snapshotting every {:.1} s into {} (retaining {:.0} s); markers: {}",

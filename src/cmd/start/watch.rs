@@ -157,6 +157,8 @@ fn note_own_threads(tids: &[i32]) {
 /// [`LiveMerge::untraced_exit`]: argus_ingest::live::LiveMerge::untraced_exit
 pub(crate) struct OwnExits {
     reports: crossbeam_channel::Receiver<OwnThread>,
+    /// Hidden and not found gone yet.
+    alive: std::collections::BTreeSet<i32>,
     /// Found gone, not added yet: the thread and when (trace clock).
     pending: Vec<(i32, Nanos)>,
 }
@@ -166,6 +168,9 @@ pub(crate) struct OwnExits {
 pub(crate) struct OwnChanges {
     /// Threads hidden since the last call: threads of this process.
     pub(crate) hidden: Vec<i32>,
+    /// Every hidden thread not found gone (their records may still be on their way: the
+    /// table is told again each time).
+    pub(crate) alive: Vec<i32>,
     /// Threads whose exit the stream released up to the watermark has passed.
     pub(crate) exited: Vec<i32>,
 }
@@ -174,26 +179,35 @@ impl OwnExits {
     pub(crate) fn new(reports: crossbeam_channel::Receiver<OwnThread>) -> OwnExits {
         OwnExits {
             reports,
+            alive: Default::default(),
             pending: Vec::new(),
         }
     }
 
     /// The recorder's reports since the last call: the threads it hid (also noted as the
     /// job's own, [`own_threads`]) and, of those found gone, the ones whose exit the stream
-    /// released up to `watermark` has passed (returned once).
-    pub(crate) fn due(&mut self, watermark: Nanos) -> OwnChanges {
+    /// released up to `watermark` has passed (returned once). At the `end` of the stream
+    /// (every record released) all of them.
+    pub(crate) fn due(&mut self, watermark: Nanos, end: bool) -> OwnChanges {
         let mut changes = OwnChanges::default();
         for report in self.reports.try_iter() {
             match report {
-                OwnThread::Hidden(tid) => changes.hidden.push(tid),
-                OwnThread::Gone { tid, noticed_ns } => self.pending.push((tid, Nanos(noticed_ns))),
+                OwnThread::Hidden(tid) => {
+                    self.alive.insert(tid);
+                    changes.hidden.push(tid);
+                }
+                OwnThread::Gone { tid, noticed_ns } => {
+                    self.alive.remove(&tid);
+                    self.pending.push((tid, Nanos(noticed_ns)));
+                }
             }
         }
+        changes.alive = self.alive.iter().copied().collect();
         if !changes.hidden.is_empty() {
             note_own_threads(&changes.hidden);
         }
         self.pending.retain(|&(t, at)| {
-            let passed = at <= watermark;
+            let passed = end || at <= watermark;
             if passed {
                 changes.exited.push(t);
             }
@@ -318,8 +332,9 @@ pub(crate) mod tests {
         assert!(!own_threads().contains(&hidden));
         tx.send(OwnThread::Hidden(hidden)).unwrap();
         tx.send(OwnThread::Hidden(12)).unwrap();
-        let first = exits.due(Nanos(0));
+        let first = exits.due(Nanos(0), false);
         assert_eq!(first.hidden, vec![hidden, 12]);
+        assert_eq!(first.alive, vec![12, hidden]);
         assert!(first.exited.is_empty());
         assert!(own_threads().contains(&hidden));
         tx.send(OwnThread::Gone {
@@ -328,10 +343,23 @@ pub(crate) mod tests {
         })
         .unwrap();
         // Found gone at 1000, the stream released up to 999: not yet.
-        assert_eq!(exits.due(Nanos(999)), OwnChanges::default());
+        let still = |exited: Vec<i32>| OwnChanges {
+            hidden: Vec::new(),
+            alive: vec![12],
+            exited,
+        };
+        assert_eq!(exits.due(Nanos(999), false), still(vec![]));
         // The stream passed it: reported, once.
-        assert_eq!(exits.due(Nanos(1_000)).exited, vec![hidden]);
-        assert_eq!(exits.due(Nanos(5_000)), OwnChanges::default());
+        assert_eq!(exits.due(Nanos(1_000), false), still(vec![hidden]));
+        assert_eq!(exits.due(Nanos(5_000), false), still(vec![]));
+        // At the end of the stream, one found gone after the last watermark is reported.
+        tx.send(OwnThread::Gone {
+            tid: 12,
+            noticed_ns: 9_000,
+        })
+        .unwrap();
+        assert_eq!(exits.due(Nanos(6_000), false), OwnChanges::default());
+        assert_eq!(exits.due(Nanos(6_000), true).exited, vec![12]);
     }
 
     #[test]
