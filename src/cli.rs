@@ -50,6 +50,22 @@ pub enum Command {
     },
 }
 
+impl DebugArgs {
+    /// The diagnosis configuration of the flags (threshold, event-loop wait, beam,
+    /// `--confirm`).
+    pub fn diagnose_config(&self) -> anyhow::Result<argus_diagnose::DiagnoseConfig> {
+        let mut cfg = crate::diagnosis::config(
+            self.threshold,
+            self.loop_wait.as_deref(),
+            self.beam,
+            self.lookback,
+            self.top,
+        )?;
+        cfg.confirm_recursion = self.confirm;
+        Ok(cfg)
+    }
+}
+
 /// `argus inspect`.
 #[derive(Clone, Debug, Args)]
 pub struct InspectArgs {

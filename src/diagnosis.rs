@@ -1,7 +1,7 @@
 //! What `argus debug`'s flags mean for a diagnosis, shared by `debug`, `export`, `follow`
 //! and the live job's query server (`cmd/start/serve.rs`): the [`DiagnoseConfig`] of the
-//! threshold, event-loop wait and beam flags, and the target `--pid` / `--tid` / `--comm`
-//! name in a graph.
+//! threshold, event-loop wait and beam flags, the saved answers of `--save-answers`, and the
+//! target `--pid` / `--tid` / `--comm` name in a graph.
 
 use anyhow::{bail, Context, Result};
 use argus_diagnose::DiagnoseConfig;
@@ -33,6 +33,21 @@ pub(crate) fn config(
     cfg.beam.lookback = lookback;
     cfg.beam.top_k = top;
     Ok(cfg)
+}
+
+/// The rules of a saved-answers file (`--save-answers`), empty when it does not exist yet.
+pub(crate) fn saved_answers(
+    file: Option<&std::path::Path>,
+) -> Result<argus_diagnose::SavedAnswers> {
+    match file {
+        Some(f) if f.exists() => {
+            let text = std::fs::read_to_string(f)
+                .with_context(|| format!("reading saved answers {}", f.display()))?;
+            argus_diagnose::SavedAnswers::parse(&text)
+                .with_context(|| format!("parsing saved answers {}", f.display()))
+        }
+        _ => Ok(argus_diagnose::SavedAnswers::default()),
+    }
 }
 
 /// A target the trace does not hold: `argus debug` says so, the query server answers

@@ -450,15 +450,6 @@ struct ReplayRound<'a> {
     next: usize,
 }
 
-/// Two questions are the same when everything but the answer is.
-fn same_question(a: &Question, b: &Question) -> bool {
-    a.about == b.about
-        && a.tag == b.tag
-        && a.prompt == b.prompt
-        && a.choices == b.choices
-        && a.default == b.default
-}
-
 impl Oracle for ReplayRound<'_> {
     fn ask(&mut self, q: &Question) -> Reply {
         if self.graph.lacks() {
@@ -468,7 +459,7 @@ impl Oracle for ReplayRound<'_> {
         let i = self.next;
         self.next += 1;
         if let Some((asked, reply)) = self.replay.asked.get(i) {
-            if same_question(asked, q) {
+            if asked.same_as(q) {
                 return *reply;
             }
             // A different question at this point (the graph moved on between rounds): what

@@ -452,6 +452,18 @@ pub struct Question {
     pub stack: Vec<Frame>,
 }
 
+impl Question {
+    /// Whether `other` is the same question: everything but the answer is equal (a walk run
+    /// again asks it again; its earlier answer may be reused).
+    pub fn same_as(&self, other: &Question) -> bool {
+        self.about == other.about
+            && self.tag == other.tag
+            && self.prompt == other.prompt
+            && self.choices == other.choices
+            && self.default == other.default
+    }
+}
+
 /// A thread that could have ended the hang, and what it did during it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Candidate {

@@ -62,24 +62,9 @@ pub fn with_oracle<T>(
     args: &DebugArgs,
     run: impl FnOnce(&mut dyn Oracle, &DiagnoseConfig) -> Result<T>,
 ) -> Result<T> {
-    let mut config = crate::diagnosis::config(
-        args.threshold,
-        args.loop_wait.as_deref(),
-        args.beam,
-        args.lookback,
-        args.top,
-    )?;
-    config.confirm_recursion = args.confirm;
+    let mut config = args.diagnose_config()?;
     config.hang.at_ns = args.at_ns.map(argus_schema::Nanos);
-    let mut saved = match &args.save_answers {
-        Some(f) if f.exists() => {
-            let text = std::fs::read_to_string(f)
-                .with_context(|| format!("reading saved answers {}", f.display()))?;
-            SavedAnswers::parse(&text)
-                .with_context(|| format!("parsing saved answers {}", f.display()))?
-        }
-        _ => SavedAnswers::default(),
-    };
+    let mut saved = crate::diagnosis::saved_answers(args.save_answers.as_deref())?;
     let mut scripted;
     let mut auto = AutoOracle;
     let stdin = std::io::stdin();

@@ -114,23 +114,8 @@ impl Session {
                 "the main threads of all processes".to_string(),
             ),
         };
-        let mut config = crate::diagnosis::config(
-            args.threshold,
-            args.loop_wait.as_deref(),
-            args.beam,
-            args.lookback,
-            args.top,
-        )?;
-        config.confirm_recursion = args.confirm;
-        let rules = match &args.save_answers {
-            Some(f) if f.exists() => {
-                let text = std::fs::read_to_string(f)
-                    .with_context(|| format!("reading saved answers {}", f.display()))?;
-                SavedAnswers::parse(&text)
-                    .with_context(|| format!("parsing saved answers {}", f.display()))?
-            }
-            _ => SavedAnswers::default(),
-        };
+        let config = args.diagnose_config()?;
+        let rules = crate::diagnosis::saved_answers(args.save_answers.as_deref())?;
         let trace_start = manifest.trace_start_ns.unwrap_or_else(|| {
             graph
                 .segments()
@@ -327,7 +312,7 @@ impl Oracle for Asker<'_> {
         }
         let i = self.asked.len();
         if let Some((prev, r)) = self.before.get(i) {
-            if same_question(prev, q) {
+            if prev.same_as(q) {
                 let r = *r;
                 self.asked.push((q.clone(), r));
                 return r;
@@ -339,15 +324,6 @@ impl Oracle for Asker<'_> {
         self.asked.push((q.clone(), r));
         r
     }
-}
-
-/// Two questions are the same when everything but the answer is.
-fn same_question(a: &Question, b: &Question) -> bool {
-    a.about == b.about
-        && a.tag == b.tag
-        && a.prompt == b.prompt
-        && a.choices == b.choices
-        && a.default == b.default
 }
 
 impl Asker<'_> {
