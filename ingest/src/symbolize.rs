@@ -23,7 +23,8 @@
 //! **Choosing the maps copy.** A process's maps are copied when recording starts, when it
 //! first appears, when it execs, and when a sample shows an address its last copy does not
 //! cover (dlopen). For a sample at time `t`, the last copy taken at or before `t` is used if
-//! it covers the address, else the first later copy that covers it.
+//! it covers the address with an executable mapping, else the first later copy that does
+//! (a copy taken before an exec may have data where the new image put its code).
 //!
 //! Limits: the ELF files are read at build time by the path the maps show, so the build
 //! must run on the recording machine with the binaries unchanged (a `(deleted)` or replaced
@@ -458,7 +459,13 @@ impl Symbolizer {
     /// Index of the maps copy of `pid` used for address `ip` at time `ts`.
     fn copy_for(&self, pid: i32, ts: u64, ip: u64) -> Option<usize> {
         let copies = self.maps.get(&pid)?;
-        let covers = |c: &MapsCopy| c.maps.iter().any(|m| ip >= m.start && ip < m.end);
+        // Only an executable mapping can hold a sampled ip: a copy taken before an exec may
+        // have data (a thread stack, a heap arena) where the new image put its code.
+        let covers = |c: &MapsCopy| {
+            c.maps
+                .iter()
+                .any(|m| ip >= m.start && ip < m.end && m.executable())
+        };
         let before = copies.partition_point(|c| c.ts <= ts);
         if let Some(i) = before.checked_sub(1) {
             if covers(&copies[i]) {
@@ -704,6 +711,33 @@ mod tests {
         assert!(f.object.is_some_and(|o| o.starts_with('/')));
         // Unknown pid: nothing known, no panic.
         assert_eq!(s.user_frame(-5, 0, marker, marker).symbol, None);
+    }
+
+    /// A copy taken before an exec has a thread stack where the new image's code is: the
+    /// sample (after the exec) uses the later copy whose executable mapping holds it.
+    #[test]
+    fn a_data_mapping_of_an_earlier_copy_does_not_hold_a_sampled_ip() {
+        let dir = tempfile::tempdir().unwrap();
+        let before = dir.path().join("7-5.maps");
+        let after = dir.path().join("7-50.maps");
+        std::fs::write(
+            &before,
+            "7f6f00000000-7f6f80000000 rw-p 00000000 00:00 0\n\
+             7f6d7c000000-7f6d7c100000 r-xp 00000000 08:01 9 /usr/lib/libc.so.6\n",
+        )
+        .unwrap();
+        std::fs::write(
+            &after,
+            "7f6f3ea00000-7f6f3eb00000 r-xp 00000000 08:01 9 /usr/lib/libc.so.6\n",
+        )
+        .unwrap();
+        let s = Symbolizer::new(None, &[(7, 5, before), (7, 50, after)]);
+        // Sampled at 10, between the copies: the earlier one only has data there.
+        assert_eq!(s.copy_for(7, 10, 0x7f6f_3ea9_f2ec), Some(1));
+        // An ip the earlier copy's code holds still uses the earlier copy.
+        assert_eq!(s.copy_for(7, 10, 0x7f6d_7c00_1000), Some(0));
+        // No executable mapping anywhere: no copy.
+        assert_eq!(s.copy_for(7, 10, 0x7f6f_0000_1000), None);
     }
 
     #[test]

@@ -11,7 +11,7 @@
 //!      ─► records prefixed with their stream id ─► zstd frame appended to perf/NNNNNN.perf.zst
 //!         every flush interval (fdatasync), chunks of at most 1/8 of the perf budget
 //!  maps   /proc/PID/maps of every process at start, of every new pid or exec (/proc scanned
-//!         every flush interval: new pid, or /proc/PID/exe changed), and whenever a sample's
+//!         every flush interval: new pid, or its executable or code start changed: exec), and whenever a sample's
 //!         user ip is outside its process's last copy (dlopen) ─► perf/maps/PID-TS.maps
 //! ```
 //!
