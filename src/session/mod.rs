@@ -68,9 +68,10 @@ pub(crate) fn run(args: &DebugArgs, snapshot: &Path, graph: Graph) -> Result<u8>
 /// What the session knows and where it stands.
 pub(crate) struct Session {
     args: DebugArgs,
-    /// The snapshot's graph as loaded.
-    base: Graph,
-    /// `base` without the edges marked wrong.
+    /// The snapshot's graph as loaded, kept once an edge is marked wrong (a graph of millions
+    /// of segments is not copied for a session that never drops one).
+    base: Option<Graph>,
+    /// The graph without the edges marked wrong.
     graph: Graph,
     /// Edges the user marked wrong, in the order marked.
     wrong: Vec<CausalEdge>,
@@ -125,10 +126,9 @@ impl Session {
                 .unwrap_or_default()
         });
         let trace_end = graph.trace_end_ns();
-        let base = graph.without_edges(|_| false)?;
         let mut s = Session {
             args: args.clone(),
-            base,
+            base: None,
             graph,
             wrong: Vec::new(),
             watched,
@@ -236,12 +236,14 @@ impl Session {
 
     /// Rebuilds the graph without the edges marked wrong and diagnoses the picked hang again.
     fn rebuild(&mut self) -> Result<()> {
-        let wrong = self.wrong.clone();
-        self.graph = self.base.without_edges(|e| {
-            wrong
-                .iter()
-                .any(|w| w.src == e.src && w.dst == e.dst && w.kind == e.kind && w.ts == e.ts)
-        })?;
+        let base = match self.base.take() {
+            Some(b) => b,
+            None => self.graph.without_edges(|_| false)?,
+        };
+        self.graph = base.without_edges(|e| self.wrong.contains(e))?;
+        if !self.wrong.is_empty() {
+            self.base = Some(base);
+        }
         self.find_hangs();
         match self.picked {
             Some(_) if !self.hangs.is_empty() => {

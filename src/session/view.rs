@@ -164,9 +164,7 @@ impl Session {
     }
 
     pub(super) fn is_wrong(&self, e: &CausalEdge) -> bool {
-        self.wrong
-            .iter()
-            .any(|w| w.src == e.src && w.dst == e.dst && w.kind == e.kind && w.ts == e.ts)
+        self.wrong.contains(e)
     }
 }
 

@@ -1139,13 +1139,7 @@ impl Recording {
     /// look ([`RecordConfig::own_threads`]), and rewrites the list without the gone ones at
     /// most every [`RELIST_EVERY`].
     fn exclude_own_threads(&mut self) -> Result<(), RecordError> {
-        let task_dir = Path::new("/proc/self/task");
-        let entries = fs::read_dir(task_dir)
-            .map_err(|source| RecordError::io("reading", task_dir, source))?;
-        let alive: BTreeSet<i32> = entries
-            .flatten()
-            .filter_map(|e| e.file_name().to_str()?.parse().ok())
-            .collect();
+        let alive = own_tids()?;
         // Taken after the look: every thread not seen in it had exited by now.
         let now = sysinfo::monotonic_ns();
         let new: Vec<i32> = alive.difference(&self.hidden).copied().collect();
@@ -1207,13 +1201,9 @@ impl Recording {
         let Some(tx) = &self.config.own_threads else {
             return;
         };
-        let Ok(entries) = fs::read_dir("/proc/self/task") else {
+        let Ok(alive) = own_tids() else {
             return;
         };
-        let alive: BTreeSet<i32> = entries
-            .flatten()
-            .filter_map(|e| e.file_name().to_str()?.parse().ok())
-            .collect();
         let now = sysinfo::monotonic_ns();
         for &tid in self.hidden.difference(&alive) {
             let _ = tx.try_send(OwnThread::Gone {
@@ -1608,6 +1598,17 @@ fn page_size() -> usize {
     } else {
         4096
     }
+}
+
+/// The threads of this process (`/proc/self/task`).
+fn own_tids() -> Result<BTreeSet<i32>, RecordError> {
+    let task_dir = Path::new("/proc/self/task");
+    let entries =
+        fs::read_dir(task_dir).map_err(|source| RecordError::io("reading", task_dir, source))?;
+    Ok(entries
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse().ok())
+        .collect())
 }
 
 #[cfg(test)]

@@ -118,14 +118,16 @@ impl HangTracker {
 /// them here. The set only grows: snapshot writers and dataflow workers of earlier
 /// generations have exited by the time a later snapshot names their spins.
 pub(crate) fn own_threads() -> std::collections::HashSet<i32> {
-    look_at_own_threads(&[])
+    look_at_own_threads()
 }
 
+/// Every thread of this job seen so far: [`own_threads`] adds what `/proc/self/task` lists
+/// at each call, [`note_own_threads`] what the recorder hid.
+static SEEN: std::sync::Mutex<Option<std::collections::HashSet<i32>>> = std::sync::Mutex::new(None);
+
 /// Every thread of this job seen so far ([`own_threads`]), after one look at
-/// `/proc/self/task` and adding `more`.
-fn look_at_own_threads(more: &[i32]) -> std::collections::HashSet<i32> {
-    static SEEN: std::sync::Mutex<Option<std::collections::HashSet<i32>>> =
-        std::sync::Mutex::new(None);
+/// `/proc/self/task`.
+fn look_at_own_threads() -> std::collections::HashSet<i32> {
     let alive = std::fs::read_dir("/proc/self/task")
         .map(|rd| {
             rd.flatten()
@@ -136,14 +138,15 @@ fn look_at_own_threads(more: &[i32]) -> std::collections::HashSet<i32> {
     let mut seen = lock(&SEEN);
     let set = seen.get_or_insert_with(Default::default);
     set.extend(alive);
-    set.extend(more.iter().copied());
     set.clone()
 }
 
 /// Notes threads of this job that a look at `/proc/self/task` may have missed (the
 /// recorder hid them).
 fn note_own_threads(tids: &[i32]) {
-    let _ = look_at_own_threads(tids);
+    lock(&SEEN)
+        .get_or_insert_with(Default::default)
+        .extend(tids.iter().copied());
 }
 
 /// The exits of the job's own threads, which the trace does not show: the recorder hides a
