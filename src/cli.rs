@@ -33,6 +33,9 @@ pub enum Command {
     /// Where the graph is likely wrong, each with the next step (a rule, or what to record)
     /// and what applying it changes.
     Inspect(InspectArgs),
+    /// Dig into a vertex: record its thread again with call-stack sampling and compare the
+    /// hung run with the normal ones (functions, syscalls).
+    Dig(DigArgs),
     /// The continuous job: record, feed the dataflow live, write periodic snapshots.
     Start(crate::cmd::start::StartArgs),
     /// Record a bundled hang, diagnose it and explain it.
@@ -92,6 +95,55 @@ pub struct InspectArgs {
     pub no_effects: bool,
 }
 
+/// `argus dig`.
+#[derive(Debug, Clone, Args)]
+pub struct DigArgs {
+    /// Snapshot directory (or an `argus start` directory: its latest snapshot).
+    pub snapshot: PathBuf,
+    /// Process whose hang to dig into (its main thread, unless `--tid`).
+    #[arg(long)]
+    pub pid: Option<i32>,
+    /// The hung thread.
+    #[arg(long)]
+    pub tid: Option<i32>,
+    /// Process name, when the pid is not known.
+    #[arg(long)]
+    pub comm: Option<String>,
+    /// Hang threshold in seconds (also in the focused recording).
+    #[arg(long, default_value_t = 2.0)]
+    pub threshold: f64,
+    /// The vertex to dig into, as `tid#seq` (default: the hang's deepest root cause).
+    #[arg(long)]
+    pub vertex: Option<String>,
+    /// Call-stack samples per second of CPU time in the focused recording.
+    #[arg(long, default_value_t = 997,
+          value_parser = clap::value_parser!(u32).range(1..=20_000))]
+    pub hz: u32,
+    /// Make the focused recording now (the command after `--`, else the command the
+    /// snapshot's trace recorded, else system-wide for `--duration`), build it and compare.
+    /// Without it (and without `--trace`), the recording is only planned and printed.
+    #[arg(long)]
+    pub run: bool,
+    /// Compare with this focused recording (a trace directory recorded with `--profile`,
+    /// e.g. by the printed plan) instead of making one.
+    #[arg(long, conflicts_with = "run")]
+    pub trace: Option<PathBuf>,
+    /// Directory for the focused recording (`trace/`) and its snapshot (`snapshot/`);
+    /// default: `argus-dig-TID-UNIXTIME` in the current directory.
+    #[arg(short, long)]
+    pub output: Option<PathBuf>,
+    /// Seconds to record when there is no command to run (system-wide, waiting for the hang
+    /// to come back).
+    #[arg(long)]
+    pub duration: Option<f64>,
+    /// Print the plan and the comparison as JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// The command to record (default: the one the snapshot's trace recorded).
+    #[arg(last = true)]
+    pub command: Vec<String>,
+}
+
 /// `argus record`.
 #[derive(Debug, Args)]
 pub struct RecordArgs {
@@ -127,6 +179,12 @@ pub struct RecordArgs {
     /// into stacks.parquet.
     #[arg(long, num_args = 0..=1, default_missing_value = "default", value_name = "SYSCALLS")]
     pub stacks: Option<String>,
+    /// Sample every running thread's call stack (kernel + user) this many times per second
+    /// of CPU time (no value: 997), system-wide: where threads spend their CPU, for
+    /// `argus dig`'s hung-versus-normal profile.
+    #[arg(long, num_args = 0..=1, default_missing_value = "997", value_name = "HZ",
+          value_parser = clap::value_parser!(u32).range(1..=20_000))]
+    pub profile: Option<u32>,
     /// Hardware watchpoint (repeatable): `ADDR|SYMBOL[:LEN]@PID`, or `@cmd` for the
     /// recorded command; hits become flag_access events (write or read, with thread).
     #[arg(long, value_name = "ADDR|SYMBOL[:LEN]@PID|@cmd")]

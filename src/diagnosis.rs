@@ -50,6 +50,20 @@ pub(crate) fn saved_answers(
     }
 }
 
+/// A vertex as the user writes it: `tid#seq`.
+pub(crate) fn parse_vertex(text: &str) -> Result<argus_schema::SegmentId> {
+    let (tid, seq) = text
+        .split_once('#')
+        .with_context(|| format!("{text:?} is not a vertex: write it as tid#seq"))?;
+    let tid: i32 = tid
+        .parse()
+        .with_context(|| format!("{text:?}: {tid:?} is not a thread id"))?;
+    let seq: u32 = seq
+        .parse()
+        .with_context(|| format!("{text:?}: {seq:?} is not a sequence number"))?;
+    Ok(argus_schema::SegmentId::new(argus_schema::Tid(tid), seq))
+}
+
 /// A target the trace does not hold: `argus debug` says so, the query server answers
 /// `not_found`.
 #[derive(Debug, thiserror::Error)]

@@ -17,7 +17,7 @@ mod session;
 use anyhow::{Context, Result};
 use clap::Parser;
 use cli::{Cli, Command};
-use cmd::{build, bundle, debug, demo, export, follow, inspect, record, start};
+use cmd::{build, bundle, debug, demo, dig, export, follow, inspect, record, start};
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
@@ -88,6 +88,7 @@ fn run(cli: Cli) -> Result<u8> {
         Command::Debug(args) => debug::run(&args),
         Command::Export(args) => export::run(&args),
         Command::Inspect(args) => inspect::run(&args),
+        Command::Dig(args) => dig::run(&args),
         Command::Start(args) => {
             memory::tune(memory::START_PURGE_MS);
             start::run(&start::StartConfig::from_args(&args)?, cli.quiet)

@@ -14,6 +14,7 @@ mod conformance;
 mod continuous;
 mod demo;
 mod diagnosis;
+mod dig;
 mod dispatch;
 mod exact_real;
 mod fds;

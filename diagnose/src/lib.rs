@@ -110,6 +110,7 @@ mod logical;
 pub mod partial;
 mod path_edge;
 mod picture;
+pub mod profile;
 mod report;
 pub mod stacks;
 mod walk;

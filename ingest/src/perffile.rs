@@ -109,6 +109,15 @@ pub enum StreamKind {
         /// Byte offset of `sched_waking`'s `pid` (the woken task, `i32`) in the raw data.
         waking_pid_offset: u32,
     },
+    /// Time-based call-stack sampling (`--profile HZ`): a `cpu-clock` software event per
+    /// CPU, system-wide, `hz` samples per second of each running thread (idle excluded). Its
+    /// samples belong to no trace event: `argus dig` reads them ([`profile_samples`]).
+    Profile {
+        /// The CPU.
+        cpu: u32,
+        /// Samples per second asked of the kernel (`sample_freq`).
+        hz: u32,
+    },
     /// A hardware breakpoint on `[addr, addr+len)` of process `pid`.
     Watch {
         /// The `--watch` argument as given.
@@ -240,7 +249,7 @@ impl StackAt {
                     None
                 }
             }
-            StreamKind::Watch { .. } => None,
+            StreamKind::Watch { .. } | StreamKind::Profile { .. } => None,
         }
     }
 
@@ -279,6 +288,17 @@ impl StackAt {
             _ => false,
         }
     }
+}
+
+/// What [`PerfTrace::profile_samples`] found.
+#[derive(Clone, Debug, Default)]
+pub struct ProfileSamples {
+    /// How many profile streams the trace has (0: not recorded with `--profile`).
+    pub streams: usize,
+    /// The samples kept, in time order.
+    pub samples: Vec<PerfSample>,
+    /// Samples the rings dropped (`PERF_RECORD_LOST` of the profile streams).
+    pub lost: u64,
 }
 
 /// An item of a perf chunk.
@@ -581,6 +601,39 @@ impl PerfTrace {
         out
     }
 
+    /// The samples of the `--profile` streams that `keep` accepts, in time order, with the
+    /// lost ones counted. A malformed record is an error (the profile would be silently
+    /// short).
+    pub fn profile_samples(
+        &self,
+        mut keep: impl FnMut(&PerfSample) -> bool,
+    ) -> Result<ProfileSamples, PerfFileError> {
+        let profile: Vec<u32> = self
+            .streams()
+            .iter()
+            .filter(|s| matches!(s.kind, StreamKind::Profile { .. }))
+            .map(|s| s.id)
+            .collect();
+        let mut out = ProfileSamples {
+            streams: profile.len(),
+            ..ProfileSamples::default()
+        };
+        if profile.is_empty() {
+            return Ok(out);
+        }
+        for item in self.items() {
+            match item? {
+                PerfItem::Sample(s) if profile.contains(&s.stream) && keep(&s) => {
+                    out.samples.push(s);
+                }
+                PerfItem::Lost { stream, lost } if profile.contains(&stream) => out.lost += lost,
+                _ => {}
+            }
+        }
+        out.samples.sort_by_key(|s| s.time);
+        Ok(out)
+    }
+
     /// Every item of every chunk, in file order. A chunk whose last zstd frame is cut short
     /// (recorder killed) yields its complete records; a malformed record is an error and
     /// ends that chunk.
@@ -768,6 +821,8 @@ impl PerfMerge {
                         },
                     ))
                 }
+                // Not tied to any event: read by `argus dig` (`profile_samples`).
+                StreamKind::Profile { .. } => {}
                 StreamKind::Watch { access, addr, .. } => {
                     if cutoff.is_some_and(|c| s.time < c) {
                         continue;

@@ -51,6 +51,7 @@ pub(crate) fn run(args: &DemoArgs, quiet: bool) -> Result<u8> {
                 ring_size: argus_ingest::linux::DEFAULT_RING_SIZE,
                 flush_interval: 1.0,
                 stacks: None,
+                profile: None,
                 watch: Vec::new(),
                 dispatch: Vec::new(),
                 command: vec![

@@ -1,12 +1,13 @@
 //! The verbs of `argus`, one module each (`src/main.rs` dispatches to them): `record`,
 //! `build` (with its stacks table and cluster flags), `debug` (and `debug --follow` in
-//! `follow`), `export`, `inspect`, `start` (the continuous job), `demo`, and `bundle` (the demo's
+//! `follow`), `export`, `inspect`, `dig`, `start` (the continuous job), `demo`, and `bundle` (the demo's
 //! packed recording).
 
 pub mod build;
 pub mod bundle;
 pub mod debug;
 pub mod demo;
+pub mod dig;
 pub mod export;
 pub mod follow;
 pub mod inspect;

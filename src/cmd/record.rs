@@ -28,6 +28,10 @@ pub(crate) fn record_config(args: &RecordArgs) -> Result<argus_ingest::linux::Re
         );
         cfg.perf.stack_bytes = argus_ingest::linux::DEFAULT_STACK_BYTES;
     }
+    if let Some(hz) = args.profile {
+        cfg.perf.profile_hz = Some(hz);
+        cfg.perf.stack_bytes = argus_ingest::linux::DEFAULT_STACK_BYTES;
+    }
     for w in &args.watch {
         let spec = argus_ingest::linux::WatchSpec::parse(w)
             .map_err(|e| anyhow::anyhow!("--watch: {e}"))?;
@@ -52,7 +56,15 @@ pub(crate) fn record(
             bail!("--duration must be a positive number of seconds, got {d}");
         }
     }
-    let cfg = record_config(args)?;
+    run_recording(record_config(args)?, args, announce)
+}
+
+/// Records with `cfg` (made by [`record_config`] from `args`, maybe adjusted).
+pub(crate) fn run_recording(
+    cfg: argus_ingest::linux::RecordConfig,
+    args: &RecordArgs,
+    announce: bool,
+) -> Result<argus_ingest::linux::RecordSummary> {
     let recorder = argus_ingest::linux::Recorder::new(cfg);
     let recording = recorder
         .start()

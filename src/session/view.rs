@@ -32,16 +32,7 @@ impl Session {
                 .cursor
                 .context("no vertex is selected: pick a hang or name one as tid#seq"),
             Some(text) => {
-                let (tid, seq) = text
-                    .split_once('#')
-                    .with_context(|| format!("{text:?} is not a vertex: write it as tid#seq"))?;
-                let tid: i32 = tid
-                    .parse()
-                    .with_context(|| format!("{text:?}: {tid:?} is not a thread id"))?;
-                let seq: u32 = seq
-                    .parse()
-                    .with_context(|| format!("{text:?}: {seq:?} is not a sequence number"))?;
-                let id = SegmentId::new(argus_schema::Tid(tid), seq);
+                let id = crate::diagnosis::parse_vertex(text)?;
                 if self.graph.segment(id).is_none() {
                     bail!("there is no vertex {id} in the snapshot");
                 }

@@ -9,6 +9,13 @@
 //!   `--watch ARGUS_WATCH_FLAG@cmd`, the hits show the write by the setter and the reads by
 //!   the poller.
 //!
+//! - `slowpath`: the main thread sends requests to `argus-server` over a pipe and blocks
+//!   reading each reply. Eight requests take ~40 ms each in [`argus_dig_checksum`]; the
+//!   fourth takes `secs` seconds in [`argus_dig_rebuild_index`] (the hang: a LongWait of
+//!   the main thread whose culprit is the server's LongRunning segment). The fixture of
+//!   `argus dig` (tests/dig.rs): the function that differs between the normal and the hung
+//!   requests is `argus_dig_rebuild_index`.
+//!
 //! Each prints one JSON line with the thread ids.
 
 use crate::Workload;
@@ -61,6 +68,11 @@ pub const WORKLOADS: &[Workload] = &[
         stacks,
     ),
     Workload::hidden(
+        "slowpath",
+        "argus-server answers requests in argus_dig_checksum (~40 ms), the fourth in argus_dig_rebuild_index (secs); the main thread waits for each reply (tests/dig.rs)",
+        slowpath,
+    ),
+    Workload::hidden(
         "flag",
         "polls ARGUS_WATCH_FLAG with 1 ms sleeps until argus-setter, computing, sets it (tests/diagnosis.rs)",
         flag,
@@ -95,6 +107,97 @@ fn stacks(secs: f64) -> Result<()> {
     }
     println!(
         "{{\"workload\":\"stacks\",\"reader_tid\":{reader_tid},\"writer_tid\":{},\"read\":{n}}}",
+        tid()
+    );
+    Ok(())
+}
+
+/// Mixes `x` for `d` of CPU time; the work of both request kinds (one loop, so the two
+/// differ only by the function they run in).
+#[inline(always)]
+fn mix_for(d: Duration, mut x: u64) -> u64 {
+    let start = Instant::now();
+    while start.elapsed() < d {
+        for _ in 0..10_000 {
+            x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(1));
+        }
+    }
+    x
+}
+
+/// A normal request: ~40 ms of computing.
+#[inline(never)]
+#[no_mangle]
+pub extern "C" fn argus_dig_checksum(seed: u64) -> u64 {
+    mix_for(Duration::from_millis(40), seed)
+}
+
+/// The slow request: `millis` of computing.
+#[inline(never)]
+#[no_mangle]
+pub extern "C" fn argus_dig_rebuild_index(seed: u64, millis: u64) -> u64 {
+    mix_for(Duration::from_millis(millis), seed ^ 0x9e37)
+}
+
+fn slowpath(secs: f64) -> Result<()> {
+    let pipe = || -> Result<(i32, i32)> {
+        let mut fds = [0i32; 2];
+        // SAFETY: pipe writes two descriptors into a valid array.
+        if unsafe { libc::pipe(fds.as_mut_ptr()) } != 0 {
+            bail!("pipe: {}", std::io::Error::last_os_error());
+        }
+        Ok((fds[0], fds[1]))
+    };
+    let (req_rd, req_wr) = pipe()?;
+    let (rep_rd, rep_wr) = pipe()?;
+    let slow_ms = (secs * 1000.0) as u64;
+    let server = thread::Builder::new()
+        .name("argus-server".into())
+        .spawn(move || {
+            set_name("argus-server");
+            let t = tid();
+            let mut acc = 0u64;
+            loop {
+                let mut b = [0u8; 1];
+                // SAFETY: reads 1 byte into a valid buffer.
+                if unsafe { libc::read(req_rd, b.as_mut_ptr().cast(), 1) } != 1 || b[0] == b'q' {
+                    break;
+                }
+                acc = if b[0] == b's' {
+                    argus_dig_rebuild_index(acc, slow_ms)
+                } else {
+                    argus_dig_checksum(acc)
+                };
+                // SAFETY: writes 1 byte from a valid buffer.
+                unsafe { libc::write(rep_wr, b"r".as_ptr().cast(), 1) };
+            }
+            std::hint::black_box(acc);
+            t
+        })
+        .context("spawning the server")?;
+    for i in 0..9 {
+        let req: &[u8] = if i == 3 { b"s" } else { b"n" };
+        // SAFETY: writes 1 byte from a valid buffer; reads 1 byte into a valid buffer.
+        unsafe {
+            libc::write(req_wr, req.as_ptr().cast(), 1);
+            let mut b = [0u8; 1];
+            libc::read(rep_rd, b.as_mut_ptr().cast(), 1);
+        }
+        thread::sleep(Duration::from_millis(20));
+    }
+    // SAFETY: writes 1 byte from a valid buffer.
+    unsafe { libc::write(req_wr, b"q".as_ptr().cast(), 1) };
+    let server_tid = server
+        .join()
+        .map_err(|_| anyhow::anyhow!("server panicked"))?;
+    // SAFETY: closes descriptors this function opened.
+    unsafe {
+        for fd in [req_rd, req_wr, rep_rd, rep_wr] {
+            libc::close(fd);
+        }
+    }
+    println!(
+        "{{\"workload\":\"slowpath\",\"main_tid\":{},\"server_tid\":{server_tid},\"slow_request\":3}}",
         tid()
     );
     Ok(())

@@ -94,7 +94,7 @@ pub use fds::scan_pages as file_scan_pages;
 pub use frontier::{ReadFrontier, COMMIT_MARGIN};
 pub use perf::{
     default_stack_syscalls, parse_stacks, PerfConfig, PerfSummary, StackSet, WatchProcess,
-    WatchSpec, WatchTarget, DEFAULT_STACK_BYTES, PERF_SHARE_DIVISOR,
+    WatchSpec, WatchTarget, DEFAULT_STACK_BYTES, PERF_SHARE_DIVISOR, PROFILE_STACK_BYTES,
 };
 pub use sysinfo::{cannot_trace, monotonic_ns, wall_offset_ns};
 pub use uprobe::{symbol_file_offset, DispatchSpec, OffsetError};
@@ -300,6 +300,9 @@ pub struct RecordConfig {
     /// Spawn this command once tracing is on and stop when it exits (`argv[0]` looked up in
     /// `PATH`).
     pub command: Option<Vec<String>>,
+    /// Give the command this process's stderr as its stdout (`argus dig --json`: the
+    /// report alone is on stdout).
+    pub command_stdout_to_stderr: bool,
     /// Events as `system/event` ([`DEFAULT_EVENTS`] by default; see [`event_set`]).
     /// Duplicates are ignored.
     pub events: Vec<String>,
@@ -363,6 +366,7 @@ impl RecordConfig {
             output_dir: output_dir.into(),
             duration: None,
             command: None,
+            command_stdout_to_stderr: false,
             events: DEFAULT_EVENTS.iter().map(|e| e.to_string()).collect(),
             buffer_size_kb: DEFAULT_BUFFER_SIZE_KB,
             chunk_pages: DEFAULT_CHUNK_PAGES,
@@ -999,9 +1003,10 @@ impl Recording {
         sysinfo::write_proc(&dir, &threads)?;
 
         if let Some(argv) = self.config.command.clone() {
+            let to_stderr = self.config.command_stdout_to_stderr;
             let child = match self.perf.as_mut() {
-                Some(p) => p.spawn_command(&argv)?,
-                None => spawn(&argv)?,
+                Some(p) => p.spawn_command(&argv, to_stderr)?,
+                None => spawn(&argv, to_stderr)?,
             };
             self.shared.lock().meta.command_pid = Some(child.id() as i32);
             self.child = Some(child);
@@ -1435,15 +1440,30 @@ fn exit_code(status: std::process::ExitStatus) -> i32 {
         .unwrap_or(-1)
 }
 
-fn spawn(argv: &[String]) -> Result<Child, RecordError> {
+fn spawn(argv: &[String], stdout_to_stderr: bool) -> Result<Child, RecordError> {
     let (program, args) = argv.split_first().ok_or(RecordError::EmptyCommand)?;
-    Command::new(program)
-        .args(args)
-        .spawn()
-        .map_err(|source| RecordError::Spawn {
-            command: argv.to_vec(),
+    let mut cmd = Command::new(program);
+    cmd.args(args);
+    if stdout_to_stderr {
+        cmd.stdout(stderr_stdio()?);
+    }
+    cmd.spawn().map_err(|source| RecordError::Spawn {
+        command: argv.to_vec(),
+        source,
+    })
+}
+
+/// This process's stderr, for a child's stdout.
+pub(crate) fn stderr_stdio() -> Result<std::process::Stdio, RecordError> {
+    use std::os::fd::AsFd;
+    let fd = std::io::stderr()
+        .as_fd()
+        .try_clone_to_owned()
+        .map_err(|source| RecordError::Sys {
+            call: "dup (stderr)",
             source,
-        })
+        })?;
+    Ok(std::process::Stdio::from(fd))
 }
 
 /// Checks the settings; returns the deduplicated event list.

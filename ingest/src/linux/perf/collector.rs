@@ -247,7 +247,7 @@ impl Collector {
             };
             let stacks = matches!(
                 info.kind,
-                StreamKind::Stacks { .. } | StreamKind::Sched { .. }
+                StreamKind::Stacks { .. } | StreamKind::Sched { .. } | StreamKind::Profile { .. }
             );
             // Parse only up to the callchain to learn pid and the first user ip.
             let head_type = info.sample_type & !(SAMPLE_RAW | SAMPLE_REGS_USER | SAMPLE_STACK_USER);

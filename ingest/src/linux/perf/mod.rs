@@ -54,6 +54,6 @@ mod syscalls;
 
 pub use options::{
     default_stack_syscalls, parse_stacks, PerfConfig, PerfSummary, StackSet, WatchProcess,
-    WatchSpec, WatchTarget, DEFAULT_STACK_BYTES, PERF_SHARE_DIVISOR,
+    WatchSpec, WatchTarget, DEFAULT_STACK_BYTES, PERF_SHARE_DIVISOR, PROFILE_STACK_BYTES,
 };
 pub(crate) use recorder::{start_if_enabled, PerfRecorder};

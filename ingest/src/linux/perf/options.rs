@@ -4,6 +4,10 @@
 
 /// The perf directory may use 1/8 of the ring cap.
 pub const PERF_SHARE_DIVISOR: u64 = 8;
+/// Bytes of user stack copied per `--profile` sample: a thread sampled while it computes
+/// may be deep in its own calls (a blocking or waking stack is taken at a syscall, where the
+/// frames above the caller are few), and an unoptimized build's frames are large.
+pub const PROFILE_STACK_BYTES: u32 = 4096;
 /// Bytes of user stack copied per stack sample (default of [`PerfConfig::stack_bytes`]).
 pub const DEFAULT_STACK_BYTES: u32 = 1024;
 /// The syscalls `--stacks syscalls` samples: those that block or send
@@ -187,12 +191,15 @@ pub struct PerfConfig {
     /// Bytes of user stack copied per stack sample ([`DEFAULT_STACK_BYTES`]; 0 keeps only
     /// the frame-pointer callchain).
     pub stack_bytes: u32,
+    /// Time-based call-stack sampling of every running thread at this many samples per
+    /// second (`--profile HZ`; `None`: off).
+    pub profile_hz: Option<u32>,
 }
 
 impl PerfConfig {
     /// Whether anything is recorded with perf.
     pub fn enabled(&self) -> bool {
-        self.stacks.is_some() || !self.watches.is_empty()
+        self.stacks.is_some() || !self.watches.is_empty() || self.profile_hz.is_some()
     }
 
     /// Whether the command must be spawned stopped (a watch on `@cmd`).

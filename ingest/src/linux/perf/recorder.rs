@@ -5,12 +5,13 @@
 use super::collector::Collector;
 use super::options::{
     PerfConfig, PerfSummary, WatchProcess, WatchSpec, WatchTarget, PERF_SHARE_DIVISOR,
+    PROFILE_STACK_BYTES,
 };
 use super::syscalls::{
-    ioctl, online_cpus, perf_event_open, set_filter, stack_ring_pages, stacks_attr, sys,
-    syscalls_filter, threads_of, tracepoint, watch_attr, Ring, HW_BREAKPOINT_RW, HW_BREAKPOINT_W,
-    PERF_EVENT_IOC_ENABLE, PERF_EVENT_IOC_SET_OUTPUT, SWITCH_FILTER, WAKING_FILTER,
-    WATCH_RING_PAGES,
+    ioctl, online_cpus, perf_event_open, profile_attr, set_filter, stack_ring_pages, stacks_attr,
+    sys, syscalls_filter, threads_of, tracepoint, watch_attr, Ring, HW_BREAKPOINT_RW,
+    HW_BREAKPOINT_W, PERF_EVENT_IOC_ENABLE, PERF_EVENT_IOC_SET_OUTPUT, SWITCH_FILTER,
+    WAKING_FILTER, WATCH_RING_PAGES,
 };
 use crate::linux::error::RecordError;
 use crate::linux::sysinfo;
@@ -168,7 +169,9 @@ impl PerfRecorder {
         let mut filters: Vec<(OwnedFd, String)> = Vec::new();
         let set = config.stacks.clone().unwrap_or_default();
         // Both modes on: two rings per CPU.
-        let modes = usize::from(set.blocking) + usize::from(!set.syscalls.is_empty());
+        let modes = usize::from(set.blocking)
+            + usize::from(!set.syscalls.is_empty())
+            + usize::from(config.profile_hz.is_some());
         let ring_pages = stack_ring_pages(cpus.len() * modes.max(1));
         if !set.syscalls.is_empty() {
             let tp = tracepoint(tracefs, "raw_syscalls", "sys_enter")?;
@@ -244,6 +247,22 @@ impl PerfRecorder {
                 rings.push(ring);
             }
         }
+        if let Some(hz) = config.profile_hz {
+            let attr = profile_attr(hz, PROFILE_STACK_BYTES, ring_pages);
+            for &cpu in &cpus {
+                let fd = perf_event_open(&attr, -1, cpu as i32)
+                    .map_err(sys("perf_event_open (cpu-clock, --profile)"))?;
+                let ring = Ring::new(next_id, fd, ring_pages).map_err(sys("mmap (perf)"))?;
+                streams.push(StreamInfo {
+                    id: next_id,
+                    sample_type: attr.sample_type,
+                    regs_user: attr.sample_regs_user,
+                    kind: StreamKind::Profile { cpu, hz },
+                });
+                next_id += 1;
+                rings.push(ring);
+            }
+        }
         for spec in &config.watches {
             if let WatchProcess::Pid(pid) = spec.process {
                 let (r, s) = open_watch(spec, pid, &cpus, &mut next_id)?;
@@ -282,10 +301,17 @@ impl PerfRecorder {
 
     /// Spawns the recorded command. With a watch on `@cmd` the child stops at its `execve`
     /// (`PTRACE_TRACEME`), gets its watchpoints and is detached before running.
-    pub(crate) fn spawn_command(&mut self, argv: &[String]) -> Result<Child, RecordError> {
+    pub(crate) fn spawn_command(
+        &mut self,
+        argv: &[String],
+        stdout_to_stderr: bool,
+    ) -> Result<Child, RecordError> {
         let (program, args) = argv.split_first().ok_or(RecordError::EmptyCommand)?;
         let mut cmd = Command::new(program);
         cmd.args(args);
+        if stdout_to_stderr {
+            cmd.stdout(crate::linux::stderr_stdio()?);
+        }
         let traced = self.config.watches_command();
         if traced {
             // SAFETY: the closure only calls ptrace(2), which is async-signal-safe.

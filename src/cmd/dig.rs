@@ -1,0 +1,693 @@
+//! `argus dig SNAPSHOT --pid P`: dig into one vertex of a hang — by default its deepest root
+//! cause — the way the seeds' "debugger scripts" do: record its thread again with more
+//! detail, then compare the hung occurrence with the normal ones (`docs/dig.md`).
+//!
+//! ```text
+//!  snapshot ─► diagnose (default answers) ─► the vertex: thread, process, window, its stacks
+//!      ─► plan: argus record --stacks --profile HZ [--watch SPEC…] -o OUT/trace -- CMD
+//!  --run: record it, build OUT/snapshot       --trace DIR: a recording made from the plan
+//!      ─► diagnose the new recording (the same process, found by the recorded command or by
+//!         name) ─► the vertex of the same thread on the new hang's path: the hung window
+//!      ─► that thread's profile samples (perf/, unwound and symbolized) and syscalls, inside
+//!         the window versus the rest of its life ─► argus_diagnose::profile::profile_diff
+//! ```
+//!
+//! The new recording is needed because the always-on one samples stacks only where threads
+//! block and wake: a thread that hangs by computing leaves no stack from inside the
+//! computation. `--profile` samples every running thread's stack at `HZ` per second of CPU.
+
+use crate::cli::{DigArgs, RecordArgs};
+use anyhow::{bail, Context, Result};
+use argus_diagnose::profile::{profile_diff, ProfileDiff, ProfileSample};
+use argus_diagnose::{AutoOracle, DiagnoseConfig, Graph, Target};
+use argus_ingest::perffile::{PerfTrace, StreamKind};
+use argus_ingest::symbolize::Symbolizer;
+use argus_schema::{EventKind, Tid};
+use serde::Serialize;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+/// The vertex dug into, as the snapshot shows it.
+#[derive(Clone, Debug, Serialize)]
+struct Subject {
+    vertex: String,
+    tid: i32,
+    pid: i32,
+    comm: String,
+    process: String,
+    start_ns: u64,
+    end_ns: u64,
+    /// What the diagnosis said of it (the root cause's reason, or the step's description).
+    about: String,
+    /// Function names of the stacks recorded at its waits and wake-ups (user frames,
+    /// innermost first, each once).
+    stack_functions: Vec<String>,
+    /// The hang it belongs to.
+    hang: String,
+    /// The hung thread's name (found again by it in the focused recording with `--tid`).
+    hung_comm: String,
+}
+
+/// The focused recording.
+#[derive(Clone, Debug, Serialize)]
+struct Plan {
+    /// `argus record …` as it would be typed.
+    argv: Vec<String>,
+    /// Where it records.
+    trace: PathBuf,
+    /// Where it is built.
+    snapshot: PathBuf,
+    /// `argus dig … --trace …`: the comparison once it is recorded.
+    compare: Vec<String>,
+}
+
+/// The comparison of the new recording's hung vertex with the thread's normal runs.
+#[derive(Clone, Debug, Serialize)]
+struct Compared {
+    trace: PathBuf,
+    /// The same thread's vertex on the new hang's path.
+    vertex: String,
+    tid: i32,
+    comm: String,
+    hung_windows: Vec<(u64, u64)>,
+    /// Profile samples the rings lost (the profile is short by that many).
+    lost_samples: u64,
+    diff: ProfileDiff,
+}
+
+#[derive(Debug, Serialize)]
+struct DigReport {
+    subject: Subject,
+    plan: Plan,
+    compared: Option<Compared>,
+}
+
+pub fn run(args: &DigArgs) -> Result<u8> {
+    if !(args.threshold.is_finite() && args.threshold > 0.0) {
+        bail!(
+            "--threshold must be a positive number of seconds, got {}",
+            args.threshold
+        );
+    }
+    let mut config = DiagnoseConfig::default();
+    config.hang.threshold_ns = (args.threshold * 1e9) as u64;
+    let snapshot = crate::cmd::follow::resolve_snapshot(&args.snapshot)?;
+    let graph = crate::cmd::debug::load_graph(&snapshot)?;
+    let target =
+        crate::diagnosis::resolve_target(&graph, args.pid, args.tid, args.comm.as_deref())?;
+    let diagnosis = argus_diagnose::diagnose(&graph, target, &mut AutoOracle, &config)?;
+    let Some(report) = diagnosis.report else {
+        eprintln!(
+            "argus dig: {} has no hang of {} s or more in {}: nothing to dig into",
+            diagnosis.subject,
+            args.threshold,
+            snapshot.display()
+        );
+        return Ok(0);
+    };
+    let subject = subject(args, &graph, &snapshot, &report)?;
+    let manifest = argus_sinks::Manifest::read(&snapshot)
+        .with_context(|| format!("reading snapshot {}", snapshot.display()))?;
+    let source = manifest.sources.first().map(PathBuf::from);
+    let out = match &args.output {
+        Some(o) => o.clone(),
+        None => PathBuf::from(format!(
+            "argus-dig-{}-{}",
+            subject.tid,
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_secs())
+                .unwrap_or_default()
+        )),
+    };
+    let (record, mut plan) = plan(args, source.as_deref(), &out)?;
+    plan.compare = compare_argv(args, &snapshot, &plan.trace);
+    let compared = if args.run {
+        if out.exists() && std::fs::read_dir(&out).is_ok_and(|mut d| d.next().is_some()) {
+            bail!(
+                "{} exists and is not empty: name another directory with -o",
+                out.display()
+            );
+        }
+        std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
+        eprintln!("argus dig: recording: {}", shell_line(&plan.argv));
+        let mut cfg = crate::cmd::record::record_config(&record)?;
+        cfg.command_stdout_to_stderr = true;
+        crate::cmd::record::run_recording(cfg, &record, true)?;
+        Some(compare(
+            args,
+            &subject,
+            &plan.trace,
+            &plan.snapshot,
+            &config,
+        )?)
+    } else if let Some(trace) = &args.trace {
+        let snap = out.join("snapshot");
+        std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
+        Some(compare(args, &subject, trace, &snap, &config)?)
+    } else {
+        None
+    };
+    let report = DigReport {
+        subject,
+        plan,
+        compared,
+    };
+    let mut stdout = std::io::stdout().lock();
+    if args.json {
+        serde_json::to_writer_pretty(&mut stdout, &report)?;
+        writeln!(stdout)?;
+    } else {
+        write!(stdout, "{}", text(&report))?;
+    }
+    stdout.flush()?;
+    Ok(0)
+}
+
+/// The vertex to dig into: `--vertex`, else the deepest root cause, else the hang itself.
+fn subject(
+    args: &DigArgs,
+    graph: &Graph,
+    snapshot: &Path,
+    report: &argus_diagnose::Report,
+) -> Result<Subject> {
+    let (id, about) = match &args.vertex {
+        Some(text) => {
+            let id = crate::diagnosis::parse_vertex(text)?;
+            let about = report
+                .path
+                .iter()
+                .find(|p| p.segment == id)
+                .map(|p| p.description.clone())
+                .unwrap_or_default();
+            (id, about)
+        }
+        None => match report.root_causes.last() {
+            Some(c) => (c.segment, c.reason.clone()),
+            None => (report.hang.segment, String::new()),
+        },
+    };
+    let seg = graph
+        .segment(id)
+        .with_context(|| format!("there is no vertex {id} in {}", snapshot.display()))?;
+    let (start, end) = (seg.start_ns.0, graph.end_of(seg).0);
+    let info = graph.thread(id.tid());
+    let stacks = argus_sinks::read_stacks(snapshot)
+        .with_context(|| format!("reading the stacks of {}", snapshot.display()))?;
+    let mut stack_functions: Vec<String> = Vec::new();
+    for s in stacks
+        .iter()
+        .filter(|s| s.tid == id.tid().0 && s.ts >= start && s.ts <= end)
+    {
+        for f in s.frames.iter().filter(|f| !f.kernel) {
+            if let Some(name) = &f.symbol {
+                if !stack_functions.contains(name) {
+                    stack_functions.push(name.clone());
+                }
+            }
+        }
+    }
+    Ok(Subject {
+        vertex: id.to_string(),
+        tid: id.tid().0,
+        pid: seg.pid.0,
+        comm: info.map(|t| t.comm.clone()).unwrap_or_default(),
+        process: info.map(|t| t.process.clone()).unwrap_or_default(),
+        start_ns: start,
+        end_ns: end,
+        about,
+        stack_functions,
+        hang: report.summary.clone(),
+        hung_comm: report.hang.comm.clone(),
+    })
+}
+
+/// The focused recording: the `argus record` arguments and the plan as printed.
+fn plan(args: &DigArgs, source: Option<&Path>, out: &Path) -> Result<(RecordArgs, Plan)> {
+    let meta = source.and_then(|dir| {
+        let text = std::fs::read_to_string(argus_ingest::tracedir::meta_path(dir)).ok()?;
+        serde_json::from_str::<argus_ingest::tracedir::TraceMeta>(&text).ok()
+    });
+    let command = if args.command.is_empty() {
+        meta.as_ref()
+            .and_then(|m| m.command.clone())
+            .unwrap_or_default()
+    } else {
+        args.command.clone()
+    };
+    // The watchpoints of the original recording, on the same flags.
+    let watch: Vec<String> = source
+        .and_then(|dir| PerfTrace::open(dir).ok().flatten())
+        .map(|t| {
+            let mut specs: Vec<String> = t
+                .streams()
+                .iter()
+                .filter_map(|s| match &s.kind {
+                    StreamKind::Watch { spec, .. } => Some(spec.clone()),
+                    _ => None,
+                })
+                .collect();
+            specs.dedup();
+            specs
+        })
+        .unwrap_or_default();
+    let duration = match (command.is_empty(), args.duration) {
+        (_, Some(d)) if !(d.is_finite() && d > 0.0) => {
+            bail!("--duration must be a positive number of seconds, got {d}")
+        }
+        (true, None) if args.run => bail!(
+            "nothing to record: the snapshot's trace recorded no command; give one after `--`, or --duration SECS to record system-wide"
+        ),
+        (_, d) => d,
+    };
+    let trace = out.join("trace");
+    let record = RecordArgs {
+        output: trace.clone(),
+        duration,
+        buffer_kb: 8192,
+        drain_priority: 10,
+        events: "default".into(),
+        ring_size: argus_ingest::linux::DEFAULT_RING_SIZE,
+        flush_interval: 1.0,
+        stacks: Some("default".into()),
+        profile: Some(args.hz),
+        watch: watch.clone(),
+        dispatch: Vec::new(),
+        command: command.clone(),
+    };
+    let mut argv: Vec<String> = ["argus", "record", "-o"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    argv.push(trace.display().to_string());
+    argv.extend([
+        "--stacks".to_string(),
+        "--profile".to_string(),
+        args.hz.to_string(),
+    ]);
+    for w in &watch {
+        argv.extend(["--watch".to_string(), w.clone()]);
+    }
+    if let Some(d) = duration {
+        argv.extend(["--duration".to_string(), d.to_string()]);
+    }
+    if !command.is_empty() {
+        argv.push("--".to_string());
+        argv.extend(command);
+    }
+    Ok((
+        record,
+        Plan {
+            argv,
+            trace,
+            snapshot: out.join("snapshot"),
+            compare: Vec::new(),
+        },
+    ))
+}
+
+/// `argus dig` again on `snapshot` with the same target, comparing with `trace`.
+fn compare_argv(args: &DigArgs, snapshot: &Path, trace: &Path) -> Vec<String> {
+    let mut v = vec![
+        "argus".to_string(),
+        "dig".to_string(),
+        snapshot.display().to_string(),
+    ];
+    let flags = [
+        ("--pid", args.pid.map(|p| p.to_string())),
+        ("--tid", args.tid.map(|t| t.to_string())),
+        ("--comm", args.comm.clone()),
+        ("--vertex", args.vertex.clone()),
+        ("--threshold", Some(args.threshold.to_string())),
+        ("--trace", Some(trace.display().to_string())),
+    ];
+    for (flag, value) in flags {
+        if let Some(value) = value {
+            v.push(flag.to_string());
+            v.push(value);
+        }
+    }
+    v
+}
+
+/// Builds the focused recording `trace` into `snap`, finds the subject's thread on the path
+/// of its hang and compares its hung vertex with the rest of its life.
+fn compare(
+    args: &DigArgs,
+    subject: &Subject,
+    trace: &Path,
+    snap: &Path,
+    config: &DiagnoseConfig,
+) -> Result<Compared> {
+    let perf = PerfTrace::open(trace)
+        .with_context(|| format!("reading the perf records of {}", trace.display()))?;
+    let Some(perf) = perf.filter(|p| {
+        p.streams()
+            .iter()
+            .any(|s| matches!(s.kind, StreamKind::Profile { .. }))
+    }) else {
+        bail!(
+            "{} has no call-stack samples: record it with `argus record --profile` (the plan `argus dig` prints)",
+            trace.display()
+        );
+    };
+    let mut cfg = crate::cmd::build::BuildConfig {
+        traces: vec![trace.to_path_buf()],
+        output: snap.to_path_buf(),
+        ..Default::default()
+    };
+    cfg.dataflow.rules.spin_threshold_ns = config.hang.threshold_ns;
+    let built =
+        crate::cmd::build::build(&cfg).with_context(|| format!("building {}", trace.display()))?;
+    eprintln!(
+        "argus dig: built {}: {} events, {} segments, {} edges",
+        snap.display(),
+        built.events,
+        built.segments,
+        built.edges
+    );
+    let graph = crate::cmd::debug::load_graph(snap)?;
+    let meta: argus_ingest::tracedir::TraceMeta = serde_json::from_str(
+        &std::fs::read_to_string(argus_ingest::tracedir::meta_path(trace))
+            .with_context(|| format!("reading {}/meta.json", trace.display()))?,
+    )
+    .with_context(|| format!("parsing {}/meta.json", trace.display()))?;
+    // The same process: the recorded command's, else the one of the same name.
+    let pid = match meta.command_pid {
+        Some(p) => argus_schema::Pid(p),
+        None => {
+            argus_diagnose::target_by_comm(&graph, &subject_process(args, subject))
+                .with_context(|| {
+                    format!(
+                        "no process named {:?} in {}",
+                        subject_process(args, subject),
+                        trace.display()
+                    )
+                })?
+                .pid
+        }
+    };
+    // The watched thread: the main one, or the one of the same name as `--tid`'s.
+    let tid = match args.tid {
+        Some(_) => graph
+            .threads()
+            .iter()
+            .find(|t| t.pid == pid && t.comm == subject.hung_comm)
+            .map(|t| t.tid),
+        None => None,
+    };
+    let target = Target { pid, tid };
+    let diagnosis = argus_diagnose::diagnose(&graph, Some(target), &mut AutoOracle, config)?;
+    let report = diagnosis.report.with_context(|| {
+        format!(
+            "the hang did not come back in {}: {} has no hang of {} s or more (record longer, or until it recurs)",
+            trace.display(),
+            diagnosis.subject,
+            args.threshold
+        )
+    })?;
+    // The subject's thread on the new path: same thread name and process name.
+    let same = |comm: &str, process: &str| comm == subject.comm && process == subject.process;
+    let found = report
+        .root_causes
+        .iter()
+        .rev()
+        .find(|c| same(&c.comm, &c.process))
+        .map(|c| c.segment)
+        .or_else(|| {
+            report
+                .path
+                .iter()
+                .find(|p| same(&p.comm, &p.process))
+                .map(|p| p.segment)
+        })
+        .with_context(|| {
+            format!(
+                "the new hang ({}) does not go through thread {} of {}: it is another hang; dig into it with `argus dig {}`",
+                report.summary,
+                subject.comm,
+                subject.process,
+                snap.display()
+            )
+        })?;
+    let seg = graph.segment(found).context("the vertex on the new path")?;
+    let window = (seg.start_ns.0, graph.end_of(seg).0);
+    let thread = found.tid();
+    let span = thread_span(&graph, thread).unwrap_or(window);
+    let samples = symbolized_samples(&perf, trace, thread)?;
+    let syscalls = syscalls_of(snap, thread)?;
+    let diff = profile_diff(&samples.0, &syscalls, &[window], span);
+    Ok(Compared {
+        trace: trace.to_path_buf(),
+        vertex: found.to_string(),
+        tid: thread.0,
+        comm: graph.comm(thread),
+        hung_windows: vec![window],
+        lost_samples: samples.1,
+        diff,
+    })
+}
+
+fn subject_process(args: &DigArgs, subject: &Subject) -> String {
+    args.comm.clone().unwrap_or_else(|| subject.process.clone())
+}
+
+/// The first and last moments of a thread's segments.
+fn thread_span(graph: &Graph, tid: Tid) -> Option<(u64, u64)> {
+    let first = graph.thread_segments(tid).next()?;
+    let last = graph.thread_segments(tid).next_back()?;
+    Some((first.start_ns.0, graph.end_of(last).0))
+}
+
+/// The profile samples of thread `tid`, unwound and symbolized (kernel frames, then user
+/// frames, innermost first), and the samples lost.
+fn symbolized_samples(
+    perf: &PerfTrace,
+    trace: &Path,
+    tid: Tid,
+) -> Result<(Vec<ProfileSample>, u64)> {
+    let found = perf
+        .profile_samples(|s| s.tid == tid.0)
+        .with_context(|| format!("reading the call-stack samples of {}", trace.display()))?;
+    let kallsyms = std::fs::File::open(argus_ingest::tracedir::kallsyms_path(trace))
+        .ok()
+        .and_then(|f| argus_ingest::kallsyms::Kallsyms::from_zstd(f).ok());
+    let mut sym = Symbolizer::new(kallsyms, &perf.maps_files());
+    let name = |f: argus_ingest::symbolize::SymFrame| {
+        f.symbol.unwrap_or_else(|| {
+            format!(
+                "{:#x} ({})",
+                f.ip,
+                f.object.as_deref().unwrap_or("unknown object")
+            )
+        })
+    };
+    let mut out = Vec::with_capacity(found.samples.len());
+    for s in &found.samples {
+        let mut frames = Vec::new();
+        for (depth, &ip) in s.kernel_ips.iter().enumerate() {
+            let lookup = if depth == 0 { ip } else { ip.saturating_sub(1) };
+            frames.push(name(sym.kernel_frame(ip, lookup)));
+        }
+        let user = sym.unwind_user(s.pid, s.time, s.regs, &s.stack, &s.user_ips);
+        for (depth, &ip) in user.iter().enumerate() {
+            let lookup = if depth == 0 { ip } else { ip.saturating_sub(1) };
+            let f = sym.user_frame(s.pid, s.time, ip, lookup);
+            // An address no mapping holds ends the walk: what follows is read from stack
+            // slots that are not frames (the frame-pointer chain beyond the copied stack
+            // through code built without frame pointers).
+            if f.object.is_none() {
+                break;
+            }
+            frames.push(name(f));
+        }
+        out.push(ProfileSample { ts: s.time, frames });
+    }
+    Ok((out, found.lost))
+}
+
+/// The syscalls thread `tid` entered, with their times.
+fn syscalls_of(snap: &Path, tid: Tid) -> Result<Vec<(u64, String)>> {
+    let mut out = Vec::new();
+    let events = argus_sinks::read_events(snap)
+        .with_context(|| format!("reading the events of {}", snap.display()))?;
+    for ev in events {
+        let ev = ev.with_context(|| format!("reading the events of {}", snap.display()))?;
+        if ev.tid == tid {
+            if let EventKind::SysEnter { nr, .. } = ev.kind {
+                out.push((ev.ts.0, argus_schema::syscalls::name(nr)));
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// A command line as a shell would take it back.
+fn shell_line(argv: &[String]) -> String {
+    argv.iter()
+        .map(|a| {
+            if !a.is_empty()
+                && a.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"-_./=:@,+%#".contains(&b))
+            {
+                a.clone()
+            } else {
+                format!("'{}'", a.replace('\'', r"'\''"))
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+fn pct(x: f64) -> String {
+    format!("{:.0}%", x * 100.0)
+}
+
+/// The report for a terminal.
+fn text(r: &DigReport) -> String {
+    use std::fmt::Write as _;
+    let s = &r.subject;
+    let mut t = String::new();
+    let _ = writeln!(t, "Hang: {}", s.hang);
+    let _ = writeln!(
+        t,
+        "Dig into {}: thread {} (tid {}) of {} (pid {}), {:.3} s{}",
+        s.vertex,
+        s.comm,
+        s.tid,
+        s.process,
+        s.pid,
+        (s.end_ns - s.start_ns) as f64 / 1e9,
+        if s.about.is_empty() {
+            String::new()
+        } else {
+            format!(": {}", s.about)
+        }
+    );
+    if !s.stack_functions.is_empty() {
+        let _ = writeln!(
+            t,
+            "  its stacks at waits and wake-ups: {}",
+            s.stack_functions.join(", ")
+        );
+    }
+    let _ = writeln!(
+        t,
+        "Focused recording (call stacks sampled while it runs, stacks at its waits):\n  {}",
+        shell_line(&r.plan.argv)
+    );
+    let Some(c) = &r.compared else {
+        let _ = writeln!(
+            t,
+            "Then compare (or make it and compare at once with --run):\n  {}",
+            shell_line(&r.plan.compare)
+        );
+        return t;
+    };
+    let d = &c.diff;
+    let _ = writeln!(
+        t,
+        "In {}: the hang came back through {} (thread {}, tid {}): {:.3} s.",
+        c.trace.display(),
+        c.vertex,
+        c.comm,
+        c.tid,
+        c.hung_windows
+            .iter()
+            .map(|(a, b)| (b - a) as f64 / 1e9)
+            .sum::<f64>()
+    );
+    let _ = writeln!(
+        t,
+        "Call stacks: {} samples in the hung vertex, {} in its normal runs{}.",
+        d.hung_samples,
+        d.normal_samples,
+        if c.lost_samples > 0 {
+            format!(" ({} samples lost)", c.lost_samples)
+        } else {
+            String::new()
+        }
+    );
+    let share = |name: &str, hung: bool| {
+        d.functions
+            .iter()
+            .find(|f| f.function == name)
+            .map(|f| pct(if hung { f.hung } else { f.normal }))
+            .unwrap_or_default()
+    };
+    if d.normal_samples == 0 {
+        let _ = writeln!(
+            t,
+            "  no normal run to compare with: the thread ran only in the hang"
+        );
+    }
+    if !d.only_in_hang.is_empty() {
+        let list: Vec<String> = d
+            .only_in_hang
+            .iter()
+            .map(|f| format!("{f} ({})", share(f, true)))
+            .collect();
+        let _ = writeln!(t, "  only in the hang: {}", list.join(", "));
+    }
+    if !d.only_in_normal.is_empty() {
+        let list: Vec<String> = d
+            .only_in_normal
+            .iter()
+            .map(|f| format!("{f} ({})", share(f, false)))
+            .collect();
+        let _ = writeln!(t, "  only in the normal runs: {}", list.join(", "));
+    }
+    let _ = writeln!(
+        t,
+        "  {:<56} {:>7} {:>7} {:>9} {:>9}",
+        "function (share of samples: on the stack, on top)",
+        "hung",
+        "normal",
+        "hung top",
+        "norm top"
+    );
+    for f in d.functions.iter().take(12) {
+        let name: String = f.function.chars().take(56).collect();
+        let _ = writeln!(
+            t,
+            "  {name:<56} {:>7} {:>7} {:>9} {:>9}",
+            pct(f.hung),
+            pct(f.normal),
+            pct(f.hung_self),
+            pct(f.normal_self)
+        );
+    }
+    if !d.syscalls.is_empty() {
+        let _ = writeln!(
+            t,
+            "Syscalls per second: {:.3} s hung, {:.3} s normal",
+            d.hung_ns as f64 / 1e9,
+            d.normal_ns as f64 / 1e9
+        );
+        for sc in d.syscalls.iter().take(8) {
+            let _ = writeln!(
+                t,
+                "  {:<20} hung {:>5} ({:>8.1}/s)   normal {:>5} ({:>8.1}/s)",
+                sc.syscall, sc.hung, sc.hung_per_s, sc.normal, sc.normal_per_s
+            );
+        }
+    }
+    t
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shell_lines_quote_what_a_shell_would_split() {
+        let argv: Vec<String> = ["argus", "record", "--", "sh", "-c", "sleep 3; it's"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        assert_eq!(
+            shell_line(&argv),
+            r"argus record -- sh -c 'sleep 3; it'\''s'"
+        );
+    }
+}
