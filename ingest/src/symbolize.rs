@@ -326,10 +326,27 @@ fn vaddr_in(elf: &ElfInfo, m: &MapEntry, ip: u64) -> Option<u64> {
     elf.offset_to_vaddr(ip - m.start + m.offset)
 }
 
-/// Runtime address of ELF virtual address 0 for the file mapped by `m` (the load bias).
+/// Runtime address of ELF virtual address 0 for the file mapped by `m` (the load bias),
+/// through the `PT_LOAD` segment that most of the mapping's file range belongs to. Not
+/// through the mapping's own offset: it is page-aligned down, and when a segment starts
+/// inside a page (lld puts the code at file offset 0xf8f200, vaddr 0xf90200) that offset
+/// lies in the segment before, whose vaddr is a page off — every unwind lookup in the file
+/// then missed its frame description.
 fn load_bias(elf: &ElfInfo, m: &MapEntry) -> Option<u64> {
-    let v = elf.offset_to_vaddr(m.offset)?;
-    Some(m.start.wrapping_sub(v))
+    let (lo, hi) = (m.offset, m.offset + (m.end - m.start));
+    let s = elf
+        .segments
+        .iter()
+        .filter(|s| s.offset < hi && s.offset + s.filesz > lo)
+        .max_by_key(|s| (s.offset + s.filesz).min(hi) - s.offset.max(lo))?;
+    // File offset `o` of the mapping runs at `m.start + o - m.offset`; in the segment it is
+    // at vaddr `o - s.offset + s.vaddr`.
+    Some(
+        m.start
+            .wrapping_sub(m.offset)
+            .wrapping_add(s.offset)
+            .wrapping_sub(s.vaddr),
+    )
 }
 
 /// Resolves `SYMBOL` in the live process `pid` (its `/proc/PID/maps` and mapped ELF files):
@@ -738,6 +755,22 @@ mod tests {
         assert_eq!(s.copy_for(7, 10, 0x7f6d_7c00_1000), Some(0));
         // No executable mapping anywhere: no copy.
         assert_eq!(s.copy_for(7, 10, 0x7f6f_0000_1000), None);
+    }
+
+    /// The load bias of the executable mapping of this test binary puts a function where it
+    /// runs (rust-lld starts the code segment inside a page, a page after its file offset).
+    #[test]
+    fn the_code_mappings_bias_puts_a_function_where_it_runs() {
+        let marker = argus_symbolize_test_marker as *const () as usize as u64;
+        let path = Path::new("/proc/self/maps");
+        let maps = parse_maps(path, &std::fs::read_to_string(path).unwrap()).unwrap();
+        let m = maps
+            .iter()
+            .find(|m| m.executable() && marker >= m.start && marker < m.end)
+            .unwrap();
+        let elf = ElfInfo::load(Path::new(m.file().unwrap())).unwrap();
+        let (vaddr, _) = elf.find("argus_symbolize_test_marker").unwrap();
+        assert_eq!(vaddr.wrapping_add(load_bias(&elf, m).unwrap()), marker);
     }
 
     #[test]
