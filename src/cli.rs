@@ -194,6 +194,11 @@ pub struct RecordArgs {
     /// uretprobe that record `argus:dispatch-begin/end SYMBOL` markers.
     #[arg(long, value_name = "BINARY:SYMBOL")]
     pub dispatch: Vec<String>,
+    /// Function whose calls to record (repeatable): every entry and return of SYMBOL in
+    /// BINARY becomes an `argus:call-begin/end SYMBOL` marker of the calling thread (a uprobe
+    /// and a uretprobe), without a segment of its own; `argus dig` counts them.
+    #[arg(long, value_name = "BINARY:SYMBOL")]
+    pub probe: Vec<String>,
     /// The command to record; recording stops when it exits.
     #[arg(last = true)]
     pub command: Vec<String>,

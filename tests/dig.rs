@@ -146,3 +146,84 @@ fn dig_names_the_function_only_the_hung_request_runs() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains(trace) && err.contains("--profile"), "{err}");
 }
+
+/// `argus workload stacks`: the reader blocks 1.5 s in `argus_stack_blocking_read`. Dug
+/// into the hang vertex itself (`--vertex`), the plan puts a call probe on that function —
+/// the application's own function in the vertex's blocking stack — and the comparison
+/// counts its call in the hung vertex, timed across the wait, and none in the normal runs.
+#[test]
+fn dig_probes_the_functions_of_the_vertexs_stack_and_counts_their_calls() {
+    if !live_or_skip("dig_probes_the_functions_of_the_vertexs_stack_and_counts_their_calls") {
+        return;
+    }
+    let exe = env!("CARGO_BIN_EXE_argus");
+    let rec = record_with(
+        &["--stacks"],
+        &[exe, "workload", "stacks", "--secs", "1.5"],
+        &[],
+    );
+    let reader = rec.truth["reader_tid"]
+        .as_i64()
+        .expect("reader_tid")
+        .to_string();
+    let snap = rec.snapshot.to_str().expect("utf-8");
+    let out = run(&[
+        "debug",
+        snap,
+        "--tid",
+        &reader,
+        "--threshold",
+        "1",
+        "--json",
+    ]);
+    let r: Value = serde_json::from_slice(&out.stdout).expect("debug --json");
+    let vertex = r["hang"]["segment_label"].as_str().expect("hang vertex");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let dig_dir = dir.path().join("dig");
+    let out = {
+        let _lock = recording_lock();
+        run(&[
+            "dig",
+            snap,
+            "--tid",
+            &reader,
+            "--threshold",
+            "1",
+            "--vertex",
+            vertex,
+            "--json",
+            "--run",
+            "-o",
+            dig_dir.to_str().expect("utf-8"),
+        ])
+    };
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let d: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let probes: Vec<&str> = d["subject"]["probes"]
+        .as_array()
+        .expect("probes")
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert_eq!(
+        probes,
+        vec![format!("{exe}:argus_stack_blocking_read").as_str()],
+        "{d:#}"
+    );
+    let argv = d["plan"]["argv"].as_array().expect("argv");
+    assert!(argv.iter().any(|a| a == "--probe"), "{argv:?}");
+    let c = &d["compared"];
+    assert_eq!(c["comm"], "argus-stackrd", "{c:#}");
+    let calls = c["calls"].as_array().expect("calls");
+    assert_eq!(calls.len(), 1, "{c:#}");
+    let call = &calls[0];
+    assert_eq!(call["function"], "argus_stack_blocking_read");
+    assert_eq!(call["hung_calls"], 1, "{call}");
+    assert_eq!(call["normal_calls"], 0, "{call}");
+    assert!(call["hung_ns"].as_u64() > Some(1_000_000_000), "{call}");
+}

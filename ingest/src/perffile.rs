@@ -111,7 +111,7 @@ pub enum StreamKind {
     },
     /// Time-based call-stack sampling (`--profile HZ`): a `cpu-clock` software event per
     /// CPU, system-wide, `hz` samples per second of each running thread (idle excluded). Its
-    /// samples belong to no trace event: `argus dig` reads them ([`profile_samples`]).
+    /// samples belong to no trace event: `argus dig` reads them ([`PerfTrace::profile_samples`]).
     Profile {
         /// The CPU.
         cpu: u32,

@@ -5,6 +5,7 @@
 //! | marker | written by | meaning |
 //! |---|---|---|
 //! | `argus:dispatch-begin NAME` … `argus:dispatch-end NAME` | the application, or `argus record --dispatch` uprobes | one callback of a user-space dispatch loop: a callout segment of its own (pipeline rules) |
+//! | `argus:call-begin NAME` … `argus:call-end NAME` | `argus record --probe` uprobes | one call of a function (counted by `argus dig`; no segment of its own) |
 //! | `argus:hang-begin [tid=N]` … `argus:hang-end [tid=N]` | the application | the hang to diagnose (diagnose) |
 //! | `argus:flag-set NAME` | the application | a data flag another thread polls was set (diagnose, RepeatedYield) |
 //! | `argus:input …` | the application | input that started a long run (diagnose, LongRunning) |
@@ -20,6 +21,10 @@
 pub const DISPATCH_BEGIN: &str = "argus:dispatch-begin";
 /// Ends the innermost dispatch callout of the same name.
 pub const DISPATCH_END: &str = "argus:dispatch-end";
+/// A probed function was entered (followed by its name).
+pub const CALL_BEGIN: &str = "argus:call-begin";
+/// A probed function returned (followed by its name).
+pub const CALL_END: &str = "argus:call-end";
 /// The application says its hang begins (optionally `tid=N`).
 pub const HANG_BEGIN: &str = "argus:hang-begin";
 /// The application says its hang ended (optionally `tid=N`).
@@ -36,6 +41,10 @@ pub enum Marker<'a> {
     DispatchBegin(&'a str),
     /// [`DISPATCH_END`] and the callout's name.
     DispatchEnd(&'a str),
+    /// [`CALL_BEGIN`] and the function's name.
+    CallBegin(&'a str),
+    /// [`CALL_END`] and the function's name.
+    CallEnd(&'a str),
     /// [`HANG_BEGIN`] and its arguments.
     HangBegin(&'a str),
     /// [`HANG_END`] and its arguments.
@@ -56,6 +65,8 @@ pub fn parse(text: &str) -> Option<Marker<'_>> {
     Some(match word {
         DISPATCH_BEGIN => Marker::DispatchBegin(rest),
         DISPATCH_END => Marker::DispatchEnd(rest),
+        CALL_BEGIN => Marker::CallBegin(rest),
+        CALL_END => Marker::CallEnd(rest),
         HANG_BEGIN => Marker::HangBegin(rest),
         HANG_END => Marker::HangEnd(rest),
         FLAG_SET => Marker::FlagSet(rest),

@@ -42,6 +42,9 @@ struct Subject {
     /// Function names of the stacks recorded at its waits and wake-ups (user frames,
     /// innermost first, each once).
     stack_functions: Vec<String>,
+    /// The functions of those stacks worth a call probe, as `BINARY:SYMBOL`
+    /// ([`probe_worthy`]).
+    probes: Vec<String>,
     /// The hang it belongs to.
     hang: String,
     /// The hung thread's name (found again by it in the focused recording with `--tid`).
@@ -73,6 +76,19 @@ struct Compared {
     /// Profile samples the rings lost (the profile is short by that many).
     lost_samples: u64,
     diff: ProfileDiff,
+    /// The probed functions' calls by the thread, in the hung vertex and in its normal runs.
+    calls: Vec<CallShare>,
+}
+
+/// A probed function's calls (`--probe`): counted where they began, their time clipped to
+/// the hung window or to the rest.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+struct CallShare {
+    function: String,
+    hung_calls: u64,
+    hung_ns: u64,
+    normal_calls: u64,
+    normal_ns: u64,
 }
 
 #[derive(Debug, Serialize)]
@@ -120,7 +136,7 @@ pub fn run(args: &DigArgs) -> Result<u8> {
                 .unwrap_or_default()
         )),
     };
-    let (record, mut plan) = plan(args, source.as_deref(), &out)?;
+    let (record, mut plan) = plan(args, &subject, source.as_deref(), &out)?;
     plan.compare = compare_argv(args, &snapshot, &plan.trace);
     let compared = if args.run {
         if out.exists() && std::fs::read_dir(&out).is_ok_and(|mut d| d.next().is_some()) {
@@ -195,6 +211,7 @@ fn subject(
     let stacks = argus_sinks::read_stacks(snapshot)
         .with_context(|| format!("reading the stacks of {}", snapshot.display()))?;
     let mut stack_functions: Vec<String> = Vec::new();
+    let mut probes: Vec<String> = Vec::new();
     for s in stacks
         .iter()
         .filter(|s| s.tid == id.tid().0 && s.ts >= start && s.ts <= end)
@@ -203,6 +220,15 @@ fn subject(
             if let Some(name) = &f.symbol {
                 if !stack_functions.contains(name) {
                     stack_functions.push(name.clone());
+                }
+                if let Some(object) = f.object.as_deref() {
+                    let spec = format!("{object}:{name}");
+                    if probe_worthy(object, name)
+                        && !probes.contains(&spec)
+                        && probes.len() < MAX_PROBES
+                    {
+                        probes.push(spec);
+                    }
                 }
             }
         }
@@ -217,13 +243,42 @@ fn subject(
         end_ns: end,
         about,
         stack_functions,
+        probes,
         hang: report.summary.clone(),
         hung_comm: report.hang.comm.clone(),
     })
 }
 
+/// At most this many call probes (each costs a trap per call).
+const MAX_PROBES: usize = 4;
+
+/// Whether a function of the vertex's stacks gets a call probe: the application's own code
+/// (not a system library, not the Rust or C runtime), named so a uprobe can find it (a
+/// closure's or shim's demangled name is not unique).
+fn probe_worthy(object: &str, name: &str) -> bool {
+    let system = ["/lib/", "/lib64/", "/usr/lib/", "/usr/lib64/"]
+        .iter()
+        .any(|d| object.starts_with(d));
+    let runtime = [
+        "std::", "core::", "alloc::", "<std::", "<core::", "<alloc::", "__rust", "_start",
+    ]
+    .iter()
+    .any(|p| name.starts_with(p));
+    object.starts_with('/')
+        && !object.ends_with(" (deleted)")
+        && !system
+        && !runtime
+        && !name.contains("{{")
+        && !name.contains(char::is_whitespace)
+}
+
 /// The focused recording: the `argus record` arguments and the plan as printed.
-fn plan(args: &DigArgs, source: Option<&Path>, out: &Path) -> Result<(RecordArgs, Plan)> {
+fn plan(
+    args: &DigArgs,
+    subject: &Subject,
+    source: Option<&Path>,
+    out: &Path,
+) -> Result<(RecordArgs, Plan)> {
     let meta = source.and_then(|dir| {
         let text = std::fs::read_to_string(argus_ingest::tracedir::meta_path(dir)).ok()?;
         serde_json::from_str::<argus_ingest::tracedir::TraceMeta>(&text).ok()
@@ -273,6 +328,7 @@ fn plan(args: &DigArgs, source: Option<&Path>, out: &Path) -> Result<(RecordArgs
         profile: Some(args.hz),
         watch: watch.clone(),
         dispatch: Vec::new(),
+        probe: subject.probes.clone(),
         command: command.clone(),
     };
     let mut argv: Vec<String> = ["argus", "record", "-o"]
@@ -287,6 +343,9 @@ fn plan(args: &DigArgs, source: Option<&Path>, out: &Path) -> Result<(RecordArgs
     ]);
     for w in &watch {
         argv.extend(["--watch".to_string(), w.clone()]);
+    }
+    for p in &subject.probes {
+        argv.extend(["--probe".to_string(), p.clone()]);
     }
     if let Some(d) = duration {
         argv.extend(["--duration".to_string(), d.to_string()]);
@@ -435,7 +494,7 @@ fn compare(
     let thread = found.tid();
     let span = thread_span(&graph, thread).unwrap_or(window);
     let samples = symbolized_samples(&perf, trace, thread)?;
-    let syscalls = syscalls_of(snap, thread)?;
+    let (syscalls, calls) = syscalls_and_calls(snap, thread, window, span.1)?;
     let diff = profile_diff(&samples.0, &syscalls, &[window], span);
     Ok(Compared {
         trace: trace.to_path_buf(),
@@ -445,6 +504,7 @@ fn compare(
         hung_windows: vec![window],
         lost_samples: samples.1,
         diff,
+        calls,
     })
 }
 
@@ -506,20 +566,71 @@ fn symbolized_samples(
     Ok((out, found.lost))
 }
 
-/// The syscalls thread `tid` entered, with their times.
-fn syscalls_of(snap: &Path, tid: Tid) -> Result<Vec<(u64, String)>> {
-    let mut out = Vec::new();
+/// Syscalls entered: (time, name).
+type Syscalls = Vec<(u64, String)>;
+
+/// The syscalls thread `tid` entered, with their times, and its calls of probed functions
+/// (`argus:call-begin/end` markers) split at the hung `window`; a call still open at the
+/// end of the trace ends at `end`.
+fn syscalls_and_calls(
+    snap: &Path,
+    tid: Tid,
+    window: (u64, u64),
+    end: u64,
+) -> Result<(Syscalls, Vec<CallShare>)> {
+    use argus_schema::markers::{parse, Marker};
+    let mut syscalls = Vec::new();
+    let mut open: std::collections::BTreeMap<String, Vec<u64>> = Default::default();
+    let mut done: Vec<(String, u64, u64)> = Vec::new();
     let events = argus_sinks::read_events(snap)
         .with_context(|| format!("reading the events of {}", snap.display()))?;
     for ev in events {
         let ev = ev.with_context(|| format!("reading the events of {}", snap.display()))?;
-        if ev.tid == tid {
-            if let EventKind::SysEnter { nr, .. } = ev.kind {
-                out.push((ev.ts.0, argus_schema::syscalls::name(nr)));
+        if ev.tid != tid {
+            continue;
+        }
+        match &ev.kind {
+            EventKind::SysEnter { nr, .. } => {
+                syscalls.push((ev.ts.0, argus_schema::syscalls::name(*nr)));
             }
+            EventKind::Marker { text } => match parse(text) {
+                Some(Marker::CallBegin(f)) => open.entry(f.to_string()).or_default().push(ev.ts.0),
+                Some(Marker::CallEnd(f)) => {
+                    if let Some(start) = open.get_mut(f).and_then(Vec::pop) {
+                        done.push((f.to_string(), start, ev.ts.0));
+                    }
+                }
+                _ => {}
+            },
+            _ => {}
         }
     }
-    Ok(out)
+    for (f, starts) in open {
+        done.extend(starts.into_iter().map(|s| (f.clone(), s, end.max(s))));
+    }
+    Ok((syscalls, call_shares(&done, window)))
+}
+
+/// Per function, the calls `(function, start, end)` that began inside `window` and the
+/// rest, with their time inside and outside it.
+fn call_shares(calls: &[(String, u64, u64)], window: (u64, u64)) -> Vec<CallShare> {
+    let mut by: std::collections::BTreeMap<&str, CallShare> = Default::default();
+    for (f, start, end) in calls {
+        let c = by.entry(f.as_str()).or_insert_with(|| CallShare {
+            function: f.clone(),
+            ..CallShare::default()
+        });
+        let inside = end.min(&window.1).saturating_sub(*start.max(&window.0));
+        let len = end.saturating_sub(*start);
+        if *start >= window.0 && *start < window.1 {
+            c.hung_calls += 1;
+        } else {
+            c.normal_calls += 1;
+        }
+        c.hung_ns += inside;
+        c.normal_ns += len - inside.min(len);
+    }
+    by.into_values().collect()
 }
 
 /// A command line as a shell would take it back.
@@ -637,15 +748,17 @@ fn text(r: &DigReport) -> String {
             .collect();
         let _ = writeln!(t, "  only in the normal runs: {}", list.join(", "));
     }
-    let _ = writeln!(
-        t,
-        "  {:<56} {:>7} {:>7} {:>9} {:>9}",
-        "function (share of samples: on the stack, on top)",
-        "hung",
-        "normal",
-        "hung top",
-        "norm top"
-    );
+    if !d.functions.is_empty() {
+        let _ = writeln!(
+            t,
+            "  {:<56} {:>7} {:>7} {:>9} {:>9}",
+            "function (share of samples: on the stack, on top)",
+            "hung",
+            "normal",
+            "hung top",
+            "norm top"
+        );
+    }
     for f in d.functions.iter().take(12) {
         let name: String = f.function.chars().take(56).collect();
         let _ = writeln!(
@@ -657,6 +770,20 @@ fn text(r: &DigReport) -> String {
             pct(f.normal_self)
         );
     }
+    if !c.calls.is_empty() {
+        let _ = writeln!(t, "Calls of the probed functions:");
+        for call in &c.calls {
+            let _ = writeln!(
+                t,
+                "  {:<40} hung {:>5} calls, {:.3} s   normal {:>5} calls, {:.3} s",
+                call.function,
+                call.hung_calls,
+                call.hung_ns as f64 / 1e9,
+                call.normal_calls,
+                call.normal_ns as f64 / 1e9
+            );
+        }
+    }
     if !d.syscalls.is_empty() {
         let _ = writeln!(
             t,
@@ -664,11 +791,23 @@ fn text(r: &DigReport) -> String {
             d.hung_ns as f64 / 1e9,
             d.normal_ns as f64 / 1e9
         );
+        // A rate over a few milliseconds says nothing.
+        let rate = |per_s: f64, ns: u64| {
+            if ns >= 10_000_000 {
+                format!("{per_s:>8.1}/s")
+            } else {
+                format!("{:>10}", "-")
+            }
+        };
         for sc in d.syscalls.iter().take(8) {
             let _ = writeln!(
                 t,
-                "  {:<20} hung {:>5} ({:>8.1}/s)   normal {:>5} ({:>8.1}/s)",
-                sc.syscall, sc.hung, sc.hung_per_s, sc.normal, sc.normal_per_s
+                "  {:<20} hung {:>5} ({})   normal {:>5} ({})",
+                sc.syscall,
+                sc.hung,
+                rate(sc.hung_per_s, d.hung_ns),
+                sc.normal,
+                rate(sc.normal_per_s, d.normal_ns)
             );
         }
     }
@@ -678,6 +817,41 @@ fn text(r: &DigReport) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn calls_are_counted_where_they_begin_and_timed_on_each_side() {
+        let calls = vec![
+            ("f".to_string(), 0, 10),
+            ("f".to_string(), 95, 130),
+            ("f".to_string(), 150, 160),
+            ("g".to_string(), 120, 300),
+        ];
+        let c = call_shares(&calls, (100, 200));
+        assert_eq!(
+            c[0],
+            CallShare {
+                function: "f".into(),
+                hung_calls: 1,
+                hung_ns: 30 + 10,
+                normal_calls: 2,
+                normal_ns: 10 + 5,
+            }
+        );
+        assert_eq!(
+            (c[1].hung_calls, c[1].hung_ns, c[1].normal_ns),
+            (1, 80, 100)
+        );
+    }
+
+    #[test]
+    fn probes_go_on_the_applications_own_named_functions() {
+        assert!(probe_worthy("/srv/app/bin/server", "handle_request"));
+        assert!(probe_worthy("/usr/bin/app", "app::io::flush"));
+        assert!(!probe_worthy("/usr/lib/x86_64-linux-gnu/libc.so.6", "read"));
+        assert!(!probe_worthy("/usr/bin/app", "std::thread::park"));
+        assert!(!probe_worthy("/usr/bin/app", "app::main::{{closure}}"));
+        assert!(!probe_worthy("[vdso]", "clock_gettime"));
+    }
 
     #[test]
     fn shell_lines_quote_what_a_shell_would_split() {

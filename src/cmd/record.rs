@@ -40,6 +40,10 @@ pub(crate) fn record_config(args: &RecordArgs) -> Result<argus_ingest::linux::Re
         }
         cfg.perf.watches.push(spec);
     }
+    for p in &args.probe {
+        cfg.probes
+            .push(argus_ingest::linux::DispatchSpec::parse(p).map_err(anyhow::Error::new)?);
+    }
     for d in &args.dispatch {
         cfg.dispatch
             .push(argus_ingest::linux::DispatchSpec::parse(d).map_err(anyhow::Error::new)?);

@@ -195,7 +195,7 @@ pub enum RecordError {
         /// The CPU.
         cpu: u32,
     },
-    /// A `--dispatch BINARY:SYMBOL` probe cannot be set up.
+    /// A `--dispatch` or `--probe BINARY:SYMBOL` uprobe cannot be set up.
     #[error(transparent)]
     Dispatch(#[from] DispatchError),
 }
@@ -210,18 +210,18 @@ impl RecordError {
     }
 }
 
-/// Why a `--dispatch` spec cannot be probed.
+/// Why a `--dispatch` or `--probe` spec cannot be probed.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum DispatchError {
     /// The spec is not `BINARY:SYMBOL`.
-    #[error("--dispatch {spec:?}: expected BINARY:SYMBOL (e.g. /usr/bin/app:handle_event)")]
+    #[error("uprobe {spec:?}: expected BINARY:SYMBOL (e.g. /usr/bin/app:handle_event)")]
     BadSpec {
         /// The text as given.
         spec: String,
     },
     /// The binary does not exist (or a bare name is not in `PATH`).
-    #[error("--dispatch {}:{symbol}: binary {} not found{}", binary.display(), binary.display(),
+    #[error("uprobe {}:{symbol}: binary {} not found{}", binary.display(), binary.display(),
         if *searched_path { " in PATH" } else { "" })]
     NoBinary {
         /// The binary as given.
@@ -232,7 +232,7 @@ pub enum DispatchError {
         searched_path: bool,
     },
     /// The binary cannot be read or is not ELF.
-    #[error("--dispatch {}:{symbol}: cannot read {} as ELF: {reason}", binary.display(), path.display())]
+    #[error("uprobe {}:{symbol}: cannot read {} as ELF: {reason}", binary.display(), path.display())]
     Elf {
         /// The binary as given.
         binary: PathBuf,
@@ -245,7 +245,7 @@ pub enum DispatchError {
     },
     /// No function of that name in `.symtab` or `.dynsym`.
     #[error(
-        "--dispatch {}:{symbol}: symbol {symbol:?} not found in {} (no defined function of \
+        "uprobe {}:{symbol}: symbol {symbol:?} not found in {} (no defined function of \
          that name in .symtab or .dynsym; a stripped binary has only exported symbols)",
         binary.display(), path.display()
     )]
@@ -259,7 +259,7 @@ pub enum DispatchError {
     },
     /// The symbol's address is in no `PT_LOAD` segment with file contents.
     #[error(
-        "--dispatch {}:{symbol}: symbol address {vaddr:#x} is in no PT_LOAD segment of {}",
+        "uprobe {}:{symbol}: symbol address {vaddr:#x} is in no PT_LOAD segment of {}",
         binary.display(), path.display()
     )]
     NotMapped {
@@ -273,7 +273,7 @@ pub enum DispatchError {
         vaddr: u64,
     },
     /// The binary's path cannot be written into a uprobe definition.
-    #[error("--dispatch {}:{symbol}: the path {} contains white space, which uprobe_events cannot take", binary.display(), path.display())]
+    #[error("uprobe {}:{symbol}: the path {} contains white space, which uprobe_events cannot take", binary.display(), path.display())]
     UnusablePath {
         /// The binary as given.
         binary: PathBuf,
@@ -283,7 +283,7 @@ pub enum DispatchError {
         symbol: String,
     },
     /// The kernel has no uprobe support (`CONFIG_UPROBE_EVENTS`).
-    #[error("--dispatch needs uprobe events, and {} does not exist (kernel built without CONFIG_UPROBE_EVENTS)", path.display())]
+    #[error("--dispatch and --probe need uprobe events, and {} does not exist (kernel built without CONFIG_UPROBE_EVENTS)", path.display())]
     NoUprobes {
         /// The missing control file.
         path: PathBuf,

@@ -353,6 +353,10 @@ pub struct RecordConfig {
     /// an `argus:dispatch-begin SYMBOL` / `argus:dispatch-end SYMBOL` marker of the calling
     /// thread, through a uprobe and a uretprobe (`uprobe.rs`). Empty by default.
     pub dispatch: Vec<DispatchSpec>,
+    /// Functions whose calls are recorded (`--probe BINARY:SYMBOL`) as `argus:call-begin
+    /// SYMBOL` / `argus:call-end SYMBOL` markers of the calling thread, without making
+    /// segments of them (`argus dig` counts them). Empty by default.
+    pub probes: Vec<DispatchSpec>,
     /// The readers' real-time priority while they drain, and its CPU budget
     /// ([`DrainPriority::default`]: `SCHED_FIFO` 10, half a CPU per reader; `drainprio.rs`).
     pub drain_priority: DrainPriority,
@@ -381,6 +385,7 @@ impl RecordConfig {
             perf: PerfConfig::default(),
             track_files: true,
             dispatch: Vec::new(),
+            probes: Vec::new(),
             drain_priority: DrainPriority::default(),
         }
     }
@@ -416,6 +421,7 @@ impl PartialEq for RecordConfig {
             && self.perf == other.perf
             && self.track_files == other.track_files
             && self.dispatch == other.dispatch
+            && self.probes == other.probes
             && self.drain_priority == other.drain_priority
     }
 }
@@ -649,6 +655,7 @@ impl Recorder {
             &config.tracefs,
             &uprobe::group_name(&name),
             &config.dispatch,
+            &config.probes,
         )?;
         events.extend(uprobes.events().iter().cloned());
         check_events(&config.tracefs, &mut events)?;

@@ -1,11 +1,12 @@
-//! User-space dispatch probes (`argus record --dispatch BINARY:SYMBOL`).
+//! User-space dispatch probes (`argus record --dispatch BINARY:SYMBOL`) and call probes
+//! (`--probe BINARY:SYMBOL`).
 //!
 //! Each spec becomes two tracefs uprobe events in a group private to this recorder
 //! (`argus_<pid>`, `argus_<pid>_<n>` for further recorders of the same process):
 //!
 //! ```text
-//!  p:argus_<pid>/dispatch_<i>     BINARY:0xOFFSET      entry
-//!  r:argus_<pid>/dispatch_<i>_ret BINARY:0xOFFSET      return
+//!  p:argus_<pid>/dispatch_<i>     BINARY:0xOFFSET      entry      (probe_<i> for --probe)
+//!  r:argus_<pid>/dispatch_<i>_ret BINARY:0xOFFSET      return     (probe_<i>_ret)
 //! ```
 //!
 //! `OFFSET` is the symbol's file offset (`st_value - p_vaddr + p_offset` of the `PT_LOAD`
@@ -13,7 +14,8 @@
 //! files copied like any other; next to each, the trace gets a one-line
 //! [`crate::format::MARKER_FILE`] (`formats/events/argus_<pid>/dispatch_<i>/argus_marker`)
 //! holding the marker text every record of the event stands for: `argus:dispatch-begin
-//! SYMBOL` for the entry probe, `argus:dispatch-end SYMBOL` for the return probe. The
+//! SYMBOL` for the entry probe, `argus:dispatch-end SYMBOL` for the return probe
+//! (`argus:call-begin` / `argus:call-end` for a call probe: counted, no segment). The
 //! converter turns each record of such an event into `EventKind::Marker` with that text, in
 //! the thread that hit the probe. (The symbol cannot travel in the records: an immediate
 //! string argument of a uprobe reads as `(fault)` on 6.18, it is fetched as user memory.)
@@ -199,6 +201,7 @@ impl Uprobes {
         tracefs: &Path,
         group: &str,
         specs: &[DispatchSpec],
+        calls: &[DispatchSpec],
     ) -> Result<Uprobes, RecordError> {
         let control = tracefs.join("uprobe_events");
         let mut probes = Uprobes {
@@ -207,7 +210,7 @@ impl Uprobes {
             events: Vec::new(),
             markers: Vec::new(),
         };
-        if specs.is_empty() {
+        if specs.is_empty() && calls.is_empty() {
             return Ok(probes);
         }
         if !probes.control.exists() {
@@ -218,7 +221,19 @@ impl Uprobes {
         }
         // Resolve everything before touching the kernel.
         let mut defs = Vec::new();
-        for (i, spec) in specs.iter().enumerate() {
+        let kinds = specs
+            .iter()
+            .enumerate()
+            .map(|(i, s)| (s, format!("dispatch_{i}"), DISPATCH_BEGIN, DISPATCH_END))
+            .chain(calls.iter().enumerate().map(|(i, s)| {
+                (
+                    s,
+                    format!("probe_{i}"),
+                    argus_schema::markers::CALL_BEGIN,
+                    argus_schema::markers::CALL_END,
+                )
+            }));
+        for (spec, name, begin_marker, end_marker) in kinds {
             let (path, offset) = spec.resolve()?;
             if path.to_string_lossy().chars().any(char::is_whitespace) {
                 return Err(DispatchError::UnusablePath {
@@ -235,17 +250,17 @@ impl Uprobes {
                 .into());
             }
             let target = format!("{}:{offset:#x}", path.display());
-            let begin = format!("dispatch_{i}");
-            let end = format!("dispatch_{i}_ret");
+            let begin = name.clone();
+            let end = format!("{name}_ret");
             defs.push((
                 begin.clone(),
                 format!("p:{group}/{begin} {target}"),
-                format!("{DISPATCH_BEGIN} {}", spec.symbol),
+                format!("{begin_marker} {}", spec.symbol),
             ));
             defs.push((
                 end.clone(),
                 format!("r:{group}/{end} {target}"),
-                format!("{DISPATCH_END} {}", spec.symbol),
+                format!("{end_marker} {}", spec.symbol),
             ));
             tracing::info!(binary = %path.display(), symbol = %spec.symbol, offset, "dispatch probe");
         }
