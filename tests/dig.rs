@@ -210,19 +210,23 @@ fn dig_probes_the_functions_of_the_vertexs_stack_and_counts_their_calls() {
         .iter()
         .filter_map(Value::as_str)
         .collect();
-    assert_eq!(
-        probes,
-        vec![format!("{exe}:argus_stack_blocking_read").as_str()],
-        "{d:#}"
-    );
+    // The function it blocked in (others of the application's own may come with it, e.g. a
+    // page fault taken at thread start).
+    let probe = format!("{exe}:argus_stack_blocking_read");
+    assert!(probes.contains(&probe.as_str()), "{d:#}");
+    assert!(probes
+        .iter()
+        .all(|p| p.starts_with(exe) && !p.contains("std::") && !p.contains("{{")));
     let argv = d["plan"]["argv"].as_array().expect("argv");
     assert!(argv.iter().any(|a| a == "--probe"), "{argv:?}");
     let c = &d["compared"];
     assert_eq!(c["comm"], "argus-stackrd", "{c:#}");
-    let calls = c["calls"].as_array().expect("calls");
-    assert_eq!(calls.len(), 1, "{c:#}");
-    let call = &calls[0];
-    assert_eq!(call["function"], "argus_stack_blocking_read");
+    let call = c["calls"]
+        .as_array()
+        .expect("calls")
+        .iter()
+        .find(|c| c["function"] == "argus_stack_blocking_read")
+        .unwrap_or_else(|| panic!("its calls: {c:#}"));
     assert_eq!(call["hung_calls"], 1, "{call}");
     assert_eq!(call["normal_calls"], 0, "{call}");
     assert!(call["hung_ns"].as_u64() > Some(1_000_000_000), "{call}");

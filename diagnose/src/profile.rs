@@ -142,10 +142,12 @@ pub fn profile_diff(
             normal_self: share(c.normal_self, n_normal),
         })
         .collect();
+    // By how much the shares differ; at equal difference, what the hang has more of first.
     functions.sort_by(|a, b| {
         (b.hung - b.normal)
             .abs()
             .total_cmp(&(a.hung - a.normal).abs())
+            .then_with(|| (b.hung - b.normal).total_cmp(&(a.hung - a.normal)))
             .then_with(|| a.function.cmp(&b.function))
     });
     let only =
@@ -266,6 +268,16 @@ mod tests {
         assert_eq!(d.syscalls[0].syscall, "futex");
         assert_eq!(d.syscalls[0].hung, 2);
         assert!((d.syscalls[0].hung_per_s - 2e7).abs() < 1e-3);
+    }
+
+    /// A function only the normal runs have, on every normal sample, differs as much as the
+    /// one only the hang has: the hang's comes first (and the name does not decide).
+    #[test]
+    fn at_equal_difference_the_hangs_function_comes_first() {
+        let samples = vec![sample(1, &["a_normal"]), sample(5, &["z_hung"])];
+        let d = profile_diff(&samples, &[], &[(5, 6)], (0, 10));
+        assert_eq!(d.functions[0].function, "z_hung");
+        assert_eq!(d.functions[1].function, "a_normal");
     }
 
     #[test]

@@ -732,21 +732,17 @@ fn text(r: &DigReport) -> String {
             "  no normal run to compare with: the thread ran only in the hang"
         );
     }
-    if !d.only_in_hang.is_empty() {
-        let list: Vec<String> = d
-            .only_in_hang
-            .iter()
-            .map(|f| format!("{f} ({})", share(f, true)))
-            .collect();
-        let _ = writeln!(t, "  only in the hang: {}", list.join(", "));
-    }
-    if !d.only_in_normal.is_empty() {
-        let list: Vec<String> = d
-            .only_in_normal
-            .iter()
-            .map(|f| format!("{f} ({})", share(f, false)))
-            .collect();
-        let _ = writeln!(t, "  only in the normal runs: {}", list.join(", "));
+    for (what, list, hung) in [
+        ("the hang", &d.only_in_hang, true),
+        ("the normal runs", &d.only_in_normal, false),
+    ] {
+        if !list.is_empty() {
+            let named: Vec<String> = list
+                .iter()
+                .map(|f| format!("{f} ({})", share(f, hung)))
+                .collect();
+            let _ = writeln!(t, "  only in {what}: {}", named.join(", "));
+        }
     }
     if !d.functions.is_empty() {
         let _ = writeln!(
