@@ -69,21 +69,38 @@ impl DebugArgs {
     }
 }
 
-/// `argus inspect`.
-#[derive(Clone, Debug, Args)]
-pub struct InspectArgs {
-    /// Snapshot directory (or an `argus start` directory: its latest snapshot).
-    pub snapshot: PathBuf,
-    /// Process whose main thread's hangs are checked for weak paths (default: every main
-    /// thread).
+/// The process or thread a command looks at (`inspect`, `dig`).
+#[derive(Clone, Debug, Default, Args)]
+pub struct TargetArgs {
+    /// Process (its main thread, unless `--tid`).
     #[arg(long)]
     pub pid: Option<i32>,
-    /// Its thread (default: the main thread).
+    /// The thread.
     #[arg(long)]
     pub tid: Option<i32>,
     /// Process name, when the pid is not known.
     #[arg(long)]
     pub comm: Option<String>,
+}
+
+impl TargetArgs {
+    /// The target in `graph` (`None`: every main thread).
+    pub(crate) fn resolve(
+        &self,
+        graph: &argus_diagnose::Graph,
+    ) -> anyhow::Result<Option<argus_diagnose::Target>> {
+        crate::diagnosis::resolve_target(graph, self.pid, self.tid, self.comm.as_deref())
+    }
+}
+
+/// `argus inspect`.
+#[derive(Clone, Debug, Args)]
+pub struct InspectArgs {
+    /// Snapshot directory (or an `argus start` directory: its latest snapshot).
+    pub snapshot: PathBuf,
+    /// Whose hangs are checked for weak paths (default: every main thread).
+    #[command(flatten)]
+    pub target: TargetArgs,
     /// Hang threshold in seconds; also the length of a wait worth explaining.
     #[arg(long, default_value_t = 2.0)]
     pub threshold: f64,
@@ -100,15 +117,9 @@ pub struct InspectArgs {
 pub struct DigArgs {
     /// Snapshot directory (or an `argus start` directory: its latest snapshot).
     pub snapshot: PathBuf,
-    /// Process whose hang to dig into (its main thread, unless `--tid`).
-    #[arg(long)]
-    pub pid: Option<i32>,
-    /// The hung thread.
-    #[arg(long)]
-    pub tid: Option<i32>,
-    /// Process name, when the pid is not known.
-    #[arg(long)]
-    pub comm: Option<String>,
+    /// Whose hang to dig into.
+    #[command(flatten)]
+    pub target: TargetArgs,
     /// Hang threshold in seconds (also in the focused recording).
     #[arg(long, default_value_t = 2.0)]
     pub threshold: f64,

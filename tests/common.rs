@@ -137,6 +137,22 @@ pub fn chain() -> &'static Recorded {
     })
 }
 
+/// The JSON a command printed, after checking it exited with `code` (stderr shown if not).
+pub fn json_out(out: &Output, code: i32) -> Value {
+    assert_eq!(
+        out.status.code(),
+        Some(code),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "no JSON on stdout ({e}): {}",
+            String::from_utf8_lossy(&out.stdout)
+        )
+    })
+}
+
 /// `argus debug SNAPSHOT --pid P --auto --json`: exit code and report.
 pub fn debug_json(snapshot: &Path, pid: i32) -> (i32, Value) {
     let out = run(&[

@@ -5,7 +5,7 @@
 //! makes it (`--run`), finds the server's slow request again and names the function that
 //! differs between it and the normal requests.
 
-use crate::common::{live_or_skip, record_with, recording_lock, run};
+use crate::common::{json_out, live_or_skip, record_with, recording_lock, run};
 use serde_json::Value;
 
 fn functions(diff: &Value) -> Vec<(&str, f64, f64)> {
@@ -42,13 +42,7 @@ fn dig_names_the_function_only_the_hung_request_runs() {
 
     // The plan: the server's busy vertex (the root cause), recorded again with sampling.
     let out = run(&base);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let plan: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let plan = json_out(&out, 0);
     assert_eq!(
         plan["subject"]["tid"].as_i64(),
         Some(server_tid),
@@ -92,13 +86,7 @@ fn dig_names_the_function_only_the_hung_request_runs() {
         args.extend(["--run", "-o", dig_dir.to_str().expect("utf-8")]);
         run(&args)
     };
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let r: Value = serde_json::from_slice(&out.stdout).expect("only the report on stdout");
+    let r = json_out(&out, 0);
     let c = &r["compared"];
     assert_eq!(c["comm"], "argus-server", "{c:#}");
     assert_ne!(
@@ -197,13 +185,7 @@ fn dig_probes_the_functions_of_the_vertexs_stack_and_counts_their_calls() {
             dig_dir.to_str().expect("utf-8"),
         ])
     };
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let d: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let d = json_out(&out, 0);
     let probes: Vec<&str> = d["subject"]["probes"]
         .as_array()
         .expect("probes")

@@ -4,21 +4,14 @@
 //! re-recording with the watchpoint) removes the suspect, and the latter fixes the
 //! diagnosis.
 
-use crate::common::{live_or_skip, record_command, record_with, run};
+use crate::common::{json_out, live_or_skip, record_command, record_with, run};
 use serde_json::Value;
 use std::path::Path;
 
 fn inspect(snapshot: &Path, extra: &[&str]) -> Value {
     let mut args = vec!["inspect", snapshot.to_str().expect("utf-8"), "--json"];
     args.extend_from_slice(extra);
-    let out = run(&args);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).expect("inspect --json prints JSON")
+    json_out(&run(&args), 0)
 }
 
 fn suspects<'a>(v: &'a Value, kind: &str, pid: i64) -> Vec<&'a Value> {

@@ -122,6 +122,27 @@ fn examples(mut v: Vec<SegmentId>) -> Vec<SegmentId> {
     v
 }
 
+/// With no better next step, record stacks to learn more.
+fn or_stacks(next: &mut Vec<NextStep>) {
+    if next.is_empty() {
+        next.push(NextStep::Record {
+            options: "--stacks".into(),
+        });
+    }
+}
+
+/// The `[[condvar]]` rule that makes futex `addr` of `pid` a condition variable.
+fn condvar_toml(pid: Pid, addr: u64) -> String {
+    format!("[[condvar]]\npid = {}\naddr = \"{addr:#x}\"\n", pid.0)
+}
+
+/// [`condvar_toml`] as a next step.
+fn condvar_rule(pid: Pid, addr: u64) -> NextStep {
+    NextStep::Rule {
+        toml: condvar_toml(pid, addr),
+    }
+}
+
 /// `--dispatch OBJECT:SYMBOL` for the innermost user frame of `stack` with both.
 fn dispatch_probe(stack: &[crate::Frame]) -> Option<NextStep> {
     stack
@@ -192,11 +213,7 @@ fn batching(g: &Graph) -> Vec<Suspect> {
                 });
             }
             next.extend(seen.probe);
-            if next.is_empty() {
-                next.push(NextStep::Record {
-                    options: "--stacks".into(),
-                });
-            }
+            or_stacks(&mut next);
             Suspect {
                 kind: SuspectKind::Batching,
                 pid,
@@ -245,19 +262,13 @@ fn unexplained_waits(g: &Graph, threshold_ns: u64) -> Vec<Suspect> {
             let name = argus_schema::syscalls::name(sys);
             let mut next = Vec::new();
             if let (Some(addr), true) = (object, name == "futex") {
-                next.push(NextStep::Rule {
-                    toml: format!("[[condvar]]\npid = {}\naddr = \"{addr:#x}\"\n", pid.0),
-                });
+                next.push(condvar_rule(pid, addr));
                 next.push(NextStep::Record {
                     options: format!("--watch {addr:#x}:4@{}", pid.0),
                 });
             }
             next.extend(probes.remove(&key));
-            if next.is_empty() {
-                next.push(NextStep::Record {
-                    options: "--stacks".into(),
-                });
-            }
+            or_stacks(&mut next);
             Suspect {
                 kind: SuspectKind::UnexplainedWait,
                 pid,
@@ -346,19 +357,13 @@ fn weak_paths(g: &Graph, cfg: &InspectConfig) -> Vec<Suspect> {
                     continue;
                 };
                 if let (Some(addr), true) = (w.wait_object, is_futex(w.wait_syscall)) {
-                    let step = NextStep::Rule {
-                        toml: format!("[[condvar]]\npid = {}\naddr = \"{addr:#x}\"\n", w.pid.0),
-                    };
+                    let step = condvar_rule(w.pid, addr);
                     if !next.contains(&step) {
                         next.push(step);
                     }
                 }
             }
-            if next.is_empty() {
-                next.push(NextStep::Record {
-                    options: "--stacks".into(),
-                });
-            }
+            or_stacks(&mut next);
             out.push(Suspect {
                 kind: SuspectKind::WeakPath,
                 pid: report.hang.pid,
@@ -453,9 +458,8 @@ fn mutex_like(g: &Graph) -> Vec<Suspect> {
                     },
                     NextStep::Rule {
                         toml: format!(
-                            "# only if {addr:#x} is a condition variable, not a lock:\n\
-                             [[condvar]]\npid = {}\naddr = \"{addr:#x}\"\n",
-                            pid.0
+                            "# only if {addr:#x} is a condition variable, not a lock:\n{}",
+                            condvar_toml(pid, addr)
                         ),
                     },
                 ],

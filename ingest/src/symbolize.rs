@@ -603,6 +603,25 @@ impl Symbolizer {
         Some(unwinder)
     }
 
+    /// Every frame of a perf sample, symbolized: the kernel frames, then the user frames
+    /// ([`Symbolizer::unwind_user`]), each innermost first. Below the innermost frame of
+    /// each part an address is a return address, looked up at `ip - 1` (so a call at the
+    /// very end of a function names that function).
+    pub fn sample_frames(&mut self, s: &crate::perffile::PerfSample) -> Vec<SymFrame> {
+        let lookup = |depth: usize, ip: u64| if depth == 0 { ip } else { ip.saturating_sub(1) };
+        let mut frames: Vec<SymFrame> = s
+            .kernel_ips
+            .iter()
+            .enumerate()
+            .map(|(depth, &ip)| self.kernel_frame(ip, lookup(depth, ip)))
+            .collect();
+        let user = self.unwind_user(s.pid, s.time, s.regs, &s.stack, &s.user_ips);
+        for (depth, &ip) in user.iter().enumerate() {
+            frames.push(self.user_frame(s.pid, s.time, ip, lookup(depth, ip)));
+        }
+        frames
+    }
+
     /// The user return addresses of a sample, innermost first: DWARF CFI unwinding of the
     /// copied stack when the sample has registers and stack bytes, completed by the kernel's
     /// frame-pointer chain `fp_ips` beyond the copy; `fp_ips` alone otherwise.

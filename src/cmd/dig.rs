@@ -109,8 +109,7 @@ pub fn run(args: &DigArgs) -> Result<u8> {
     config.hang.threshold_ns = (args.threshold * 1e9) as u64;
     let snapshot = crate::cmd::follow::resolve_snapshot(&args.snapshot)?;
     let graph = crate::cmd::debug::load_graph(&snapshot)?;
-    let target =
-        crate::diagnosis::resolve_target(&graph, args.pid, args.tid, args.comm.as_deref())?;
+    let target = args.target.resolve(&graph)?;
     let diagnosis = argus_diagnose::diagnose(&graph, target, &mut AutoOracle, &config)?;
     let Some(report) = diagnosis.report else {
         eprintln!(
@@ -373,9 +372,9 @@ fn compare_argv(args: &DigArgs, snapshot: &Path, trace: &Path) -> Vec<String> {
         snapshot.display().to_string(),
     ];
     let flags = [
-        ("--pid", args.pid.map(|p| p.to_string())),
-        ("--tid", args.tid.map(|t| t.to_string())),
-        ("--comm", args.comm.clone()),
+        ("--pid", args.target.pid.map(|p| p.to_string())),
+        ("--tid", args.target.tid.map(|t| t.to_string())),
+        ("--comm", args.target.comm.clone()),
         ("--vertex", args.vertex.clone()),
         ("--threshold", Some(args.threshold.to_string())),
         ("--trace", Some(trace.display().to_string())),
@@ -447,7 +446,7 @@ fn compare(
         }
     };
     // The watched thread: the main one, or the one of the same name as `--tid`'s.
-    let tid = match args.tid {
+    let tid = match args.target.tid {
         Some(_) => graph
             .threads()
             .iter()
@@ -509,7 +508,10 @@ fn compare(
 }
 
 fn subject_process(args: &DigArgs, subject: &Subject) -> String {
-    args.comm.clone().unwrap_or_else(|| subject.process.clone())
+    args.target
+        .comm
+        .clone()
+        .unwrap_or_else(|| subject.process.clone())
 }
 
 /// The first and last moments of a thread's segments.
@@ -545,18 +547,11 @@ fn symbolized_samples(
     let mut out = Vec::with_capacity(found.samples.len());
     for s in &found.samples {
         let mut frames = Vec::new();
-        for (depth, &ip) in s.kernel_ips.iter().enumerate() {
-            let lookup = if depth == 0 { ip } else { ip.saturating_sub(1) };
-            frames.push(name(sym.kernel_frame(ip, lookup)));
-        }
-        let user = sym.unwind_user(s.pid, s.time, s.regs, &s.stack, &s.user_ips);
-        for (depth, &ip) in user.iter().enumerate() {
-            let lookup = if depth == 0 { ip } else { ip.saturating_sub(1) };
-            let f = sym.user_frame(s.pid, s.time, ip, lookup);
-            // An address no mapping holds ends the walk: what follows is read from stack
+        for f in sym.sample_frames(s) {
+            // A user address no mapping holds ends the walk: what follows is read from stack
             // slots that are not frames (the frame-pointer chain beyond the copied stack
             // through code built without frame pointers).
-            if f.object.is_none() {
+            if !f.kernel && f.object.is_none() {
                 break;
             }
             frames.push(name(f));

@@ -46,8 +46,7 @@ pub fn run(args: &InspectArgs) -> Result<u8> {
         .with_context(|| format!("reading snapshot {}", snapshot.display()))?;
     let mut graph = crate::cmd::debug::load_graph(&snapshot)?;
     crate::cmd::export::attach_app_events(&mut graph, &snapshot)?;
-    let target =
-        crate::diagnosis::resolve_target(&graph, args.pid, args.tid, args.comm.as_deref())?;
+    let target = args.target.resolve(&graph)?;
     let watched: Vec<Tid> = match target {
         Some(t) => vec![t.thread()],
         None => argus_diagnose::main_threads(&graph),

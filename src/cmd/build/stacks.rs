@@ -142,32 +142,24 @@ impl StackCollector {
                 continue;
             };
             used.insert(seq, ());
-            let mut frames = Vec::new();
-            for (depth, &ip) in s.kernel_ips.iter().enumerate() {
-                let lookup = if depth == 0 { ip } else { ip.saturating_sub(1) };
-                let f = symbolizer.kernel_frame(ip, lookup);
-                frames.push(StackFrame {
-                    kernel: true,
-                    depth: depth.min(u16::MAX as usize) as u16,
-                    ip,
-                    symbol: f.symbol,
-                    offset: f.offset,
-                    object: f.object,
-                });
-            }
-            let user = symbolizer.unwind_user(s.pid, s.time, s.regs, &s.stack, &s.user_ips);
-            for (depth, &ip) in user.iter().enumerate() {
-                let lookup = if depth == 0 { ip } else { ip.saturating_sub(1) };
-                let f = symbolizer.user_frame(s.pid, s.time, ip, lookup);
-                frames.push(StackFrame {
-                    kernel: false,
-                    depth: depth.min(u16::MAX as usize) as u16,
-                    ip,
-                    symbol: f.symbol,
-                    offset: f.offset,
-                    object: f.object,
-                });
-            }
+            let kernel_frames = s.kernel_ips.len();
+            let frames: Vec<StackFrame> = symbolizer
+                .sample_frames(&s)
+                .into_iter()
+                .enumerate()
+                .map(|(i, f)| {
+                    // Depth within its part (kernel frames first, then user frames).
+                    let depth = if f.kernel { i } else { i - kernel_frames };
+                    StackFrame {
+                        kernel: f.kernel,
+                        depth: depth.min(u16::MAX as usize) as u16,
+                        ip: f.ip,
+                        symbol: f.symbol,
+                        offset: f.offset,
+                        object: f.object,
+                    }
+                })
+                .collect();
             out.push(EventStack {
                 event_seq: seq,
                 tid: s.tid,
