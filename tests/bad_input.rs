@@ -147,3 +147,46 @@ fn debug_of_a_missing_snapshot_fails_cleanly() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("manifest.json"), "{err}");
 }
+
+/// A trace-cmd `trace.dat` cut short inside its event formats: `argus build` names the file
+/// and an offset inside what is left, exit 2, no snapshot; the whole file builds.
+#[test]
+fn truncated_trace_dat_names_file_and_offset() {
+    let Some(rt) = argus_testkit::realtraces(&argus_testkit::current_test()) else {
+        return;
+    };
+    let whole = rt.join("trace-dat/trappy_trace_idle.trace.dat");
+    let bytes = fs::read(&whole).expect("trace.dat");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let cut = dir.path().join("cut.trace.dat");
+    fs::write(&cut, &bytes[..3000]).expect("write");
+    let out = run(&[
+        "build",
+        cut.to_str().expect("utf-8"),
+        "-o",
+        dir.path().join("snap").to_str().expect("utf-8"),
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert!(stderr.contains(cut.to_str().expect("utf-8")), "{stderr}");
+    let offset: u64 = stderr
+        .split("offset ")
+        .nth(1)
+        .and_then(|s| s.split(':').next())
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("an offset in {stderr}"));
+    assert!(offset < 3000, "{stderr}");
+    assert!(!dir.path().join("snap").exists());
+    let ok = run(&[
+        "build",
+        whole.to_str().expect("utf-8"),
+        "-o",
+        dir.path().join("whole").to_str().expect("utf-8"),
+    ]);
+    assert!(
+        ok.status.success(),
+        "{}",
+        String::from_utf8_lossy(&ok.stderr)
+    );
+}

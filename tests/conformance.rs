@@ -1,5 +1,5 @@
 //! Conformance on others' recordings (`../shared/realtraces`, see its MANIFEST.txt): every
-//! trace of `ftrace-text/` and the SchedViz raw capture imports without error, with the event
+//! trace of `ftrace-text/`, every `trace.dat` and the SchedViz raw capture imports without error, with the event
 //! counts the corpus documents, and builds into a non-empty event graph; the dataflow's final
 //! graph equals the batch reference on each.
 
@@ -228,4 +228,55 @@ fn schedviz_raw_capture_builds() {
             ("wakeup_new", 2_732),
         ],
     );
+}
+
+/// trace-cmd `trace.dat` files (`trace-dat/`, v6, and the v7 conversions of one): imported
+/// directly, with the counts `trace-cmd report` gives (the record-level equality with the
+/// report is `argus-ingest`'s `decode::tracedat` test).
+const TRACE_DAT: &[Expect] = &[
+    (
+        "trappy_trace_idle.trace.dat",
+        "trace-dat",
+        &[("switch", 23)],
+    ),
+    (
+        "trappy_raw_trace.trace.dat",
+        "trace-dat",
+        &[("switch", 755)],
+    ),
+    (
+        "lisa_example_rtapp.trace.dat",
+        "trace-dat",
+        &[("switch", 1_552), ("marker", 14)],
+    ),
+    (
+        "lisa_sched_load.trace.dat",
+        "trace-dat",
+        &[("switch", 399), ("marker", 6)],
+    ),
+    (
+        "derived/lisa_sched_load.v7-none.trace.dat",
+        "trace-dat",
+        &[("switch", 399), ("marker", 6)],
+    ),
+    (
+        "derived/lisa_sched_load.v7-zstd.trace.dat",
+        "trace-dat",
+        &[("switch", 399), ("marker", 6)],
+    ),
+];
+
+#[test]
+fn every_trace_dat_builds() {
+    let Some(rt) = realtraces() else { return };
+    for (name, format, expect) in TRACE_DAT {
+        let path = rt.join("trace-dat").join(name);
+        let imported = import::open(&path).unwrap_or_else(|e| panic!("{name}: import failed: {e}"));
+        println!(
+            "{name}: {:?} {:?}",
+            imported.kind_counts(),
+            imported.summary()
+        );
+        check(name, &imported, format, expect);
+    }
 }

@@ -215,6 +215,15 @@ impl ArrayField {
         let f = Field::of(ev, name)?;
         let each = match f.kind {
             crate::format::FieldKind::Array { len: Some(n) } if n > 0 => f.size / n,
+            // Old kernels write `unsigned long caller; size:0` (a flexible tail): the element
+            // is a kernel long, 8 bytes where the field is 8-aligned, else 4 (32-bit kernels).
+            crate::format::FieldKind::Flexible => {
+                if f.decl.contains("long") && f.offset % 8 == 0 || f.decl.contains("64") {
+                    8
+                } else {
+                    4
+                }
+            }
             _ => f.size / len.max(1) as u32,
         };
         if each != 4 && each != 8 {

@@ -115,6 +115,18 @@ pub enum IngestError {
         /// What.
         kind: PageErrorKind,
     },
+    /// A container file (a trace-cmd `trace.dat`) whose header, option or section table is
+    /// malformed or unsupported: a size or offset past the end of the file, a missing string
+    /// terminator, an unknown version or compression. `offset` is a byte offset in the file.
+    #[error("{}: offset {offset}: {what}", file.display())]
+    Malformed {
+        /// The file.
+        file: PathBuf,
+        /// Where in it.
+        offset: u64,
+        /// What is wrong (and, for what Argus does not read, how to convert it).
+        what: String,
+    },
     /// A CPU's records go back in time.
     #[error("{}: offset {offset}: cpu{} time goes backwards ({ts} after {prev})", file.display(), cpu.0)]
     NotMonotonic {
@@ -160,6 +172,7 @@ impl IngestError {
             | IngestError::CorruptChunk { file, .. }
             | IngestError::PartialPage { file, .. }
             | IngestError::Page { file, .. }
+            | IngestError::Malformed { file, .. }
             | IngestError::NotMonotonic { file, .. } => Some(file),
         }
     }
@@ -169,9 +182,9 @@ impl IngestError {
         let offset = match self {
             IngestError::TruncatedChunk { decompressed, .. }
             | IngestError::CorruptChunk { decompressed, .. } => Some(*decompressed),
-            IngestError::Page { offset, .. } | IngestError::NotMonotonic { offset, .. } => {
-                Some(*offset)
-            }
+            IngestError::Page { offset, .. }
+            | IngestError::NotMonotonic { offset, .. }
+            | IngestError::Malformed { offset, .. } => Some(*offset),
             _ => None,
         };
         let ts = match self {

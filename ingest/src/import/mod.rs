@@ -7,10 +7,12 @@
 //! | `trace-cmd report` text, plugin-formatted or `-R` raw | [`ImportFormat::TraceCmdReport`] |
 //! | systrace HTML: the old `var linuxPerfData = "..."` form and `<script class="trace-data">` blocks | [`ImportFormat::SystraceHtml`] |
 //! | a directory of format files plus raw per-CPU ring-buffer files (`formats/` + `traces/cpuN`, the SchedViz collection layout) | [`ImportFormat::RawPages`] |
+//! | trace-cmd's `trace.dat`, versions 6 and 7 (v7 uncompressed or zstd-compressed) | [`ImportFormat::TraceDat`] |
 //!
 //! ```text
 //!  file ─► detect ─► text lines ─► (ts, cpu, Decoded) ─┐
-//!                └─► formats + cpuN pages ─► Converter ─┴─► time order ─► ThreadTable ─► Event (seq)
+//!                ├─► formats + cpuN pages ─► Converter ─┤
+//!                └─► trace.dat: formats, cmdlines, kallsyms + pages ─┴─► time order ─► ThreadTable ─► Event (seq)
 //! ```
 //!
 //! The text importers map what the schema has: `sched_switch` (kernel `prev_state` letters,
@@ -35,8 +37,12 @@
 //! not event lines at all (headers, continuation lines of multi-line `bprint` output) are
 //! counted in [`ImportSummary::skipped_lines`].
 //!
-//! Non-goals: the `atrace -z` compressed dump (zlib), Chrome JSON trace events, trace.dat and
-//! perf.data containers; streaming (inputs are read whole: text traces are small).
+//! A `trace.dat` ([`TraceDat`]) gives its format files, its raw pages per CPU (decompressed),
+//! `saved_cmdlines` (the threads' names before their first switch) and kallsyms (the names of
+//! callbacks); a malformed header is an [`IngestError::Malformed`] naming the byte offset.
+//!
+//! Non-goals: the `atrace -z` compressed dump (zlib), Chrome JSON trace events, perf.data
+//! containers; streaming (inputs are read whole).
 //!
 //! ```no_run
 //! # fn main() -> Result<(), argus_ingest::IngestError> {
@@ -53,6 +59,7 @@
 mod html;
 mod raw;
 mod text;
+mod tracedat;
 
 use crate::error::IngestError;
 use crate::kallsyms::Kallsyms;
@@ -61,6 +68,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 pub use text::{parse_line, TextLine};
+pub use tracedat::{CpuData, TraceDat};
 
 /// Which kind of input an import read.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -74,6 +82,8 @@ pub enum ImportFormat {
     SystraceHtml,
     /// Format files plus raw per-CPU ring-buffer pages.
     RawPages,
+    /// A trace-cmd `trace.dat` (v6 or v7).
+    TraceDat,
 }
 
 impl ImportFormat {
@@ -84,6 +94,7 @@ impl ImportFormat {
             ImportFormat::TraceCmdReport => "trace-cmd-report",
             ImportFormat::SystraceHtml => "systrace-html",
             ImportFormat::RawPages => "raw-pages",
+            ImportFormat::TraceDat => "trace-dat",
         }
     }
 }
@@ -107,6 +118,9 @@ pub struct ImportSummary {
     pub skipped_lines: u64,
     /// The first such line that was not a comment or blank, for diagnostics.
     pub first_skipped_line: Option<usize>,
+    /// What the input holds that was not read, one sentence each (a trace.dat's other
+    /// instances, an event whose format the converter cannot use).
+    pub notes: Vec<String>,
     /// First and last event time.
     pub start_ns: Option<Nanos>,
     /// Last event time.
@@ -224,6 +238,11 @@ fn clone_error(e: &IngestError) -> IngestError {
             prev: *prev,
         },
         IngestError::Missing { file } => IngestError::Missing { file: file.clone() },
+        IngestError::Malformed { file, offset, what } => IngestError::Malformed {
+            file: file.clone(),
+            offset: *offset,
+            what: what.clone(),
+        },
         other => IngestError::Io {
             file: other.file().map(Path::to_path_buf).unwrap_or_default(),
             source: std::io::Error::other(other.to_string()),
@@ -262,10 +281,8 @@ pub fn open(path: &Path) -> Result<Imported, IngestError> {
         file: path.to_path_buf(),
         source: std::io::Error::new(std::io::ErrorKind::InvalidData, why.to_string()),
     };
-    if bytes.starts_with(b"\x17\x08\x44tracing") {
-        return Err(unsupported(
-            "a trace-cmd trace.dat file: convert it with `trace-cmd report > trace.txt` and import the text",
-        ));
+    if bytes.starts_with(tracedat::MAGIC) {
+        return tracedat::import(path, &bytes);
     }
     if bytes.starts_with(b"PERFILE2") {
         return Err(unsupported(

@@ -15,7 +15,7 @@ use crate::error::IngestError;
 use crate::format::{FormatSet, HeaderPage, LoadError};
 use crate::merge::{Merge, ThreadTable};
 use crate::page::{parse_page, Missed};
-use argus_schema::{Cpu, Nanos};
+use argus_schema::{Cpu, Event, Nanos, ThreadInfo};
 use std::path::{Path, PathBuf};
 
 /// Where the format files are: the directory holding `SYS/EVENT/format`, and `header_page`.
@@ -127,98 +127,161 @@ pub(super) fn open(dir: &Path) -> Result<Imported, IngestError> {
         source: e.source,
     })?;
 
-    let mut summary = ImportSummary {
-        cpus: files.len() as u32,
-        ..ImportSummary::default()
-    };
-    let mut errors = Vec::new();
-    let mut streams = Vec::new();
-    let mut skipped = crate::convert::Skipped::default();
+    let mut datas = Vec::with_capacity(files.len());
     for (cpu, path) in &files {
         let file = rel(dir, path);
         let data = std::fs::read(path).map_err(|source| IngestError::Io {
             file: file.clone(),
             source,
         })?;
-        if data.len() % page_size != 0 {
-            errors.push(IngestError::PartialPage {
-                file: file.clone(),
-                size: data.len() as u64,
-                page_size: page_size as u32,
-            });
-        }
-        let mut conv = conv.clone();
-        let mut out: Vec<Decoded> = Vec::new();
-        let mut last: Option<Nanos> = None;
-        for (i, page) in data.chunks_exact(page_size).enumerate() {
-            let base = (i * page_size) as u64;
-            let page_err = |kind, offset: usize| IngestError::Page {
-                file: file.clone(),
-                page: i as u64,
-                offset: base + offset as u64,
-                kind,
-            };
-            let recs = match parse_page(&formats.header_page, page) {
-                Ok(r) => r,
-                Err(e) => {
-                    errors.push(page_err(e.kind, e.offset));
-                    continue;
-                }
-            };
-            match recs.header().missed {
-                Missed::None => {}
-                Missed::Unknown => {}
-                Missed::Count(n) => summary.lost += n,
-            }
-            for r in recs {
-                let r = match r {
-                    Ok(r) => r,
-                    Err(e) => {
-                        errors.push(page_err(e.kind, e.offset));
-                        break;
-                    }
-                };
-                let ts = Nanos(r.ts);
-                if let Some(prev) = last.filter(|&p| ts < p) {
-                    errors.push(IngestError::NotMonotonic {
-                        cpu: Cpu(*cpu),
-                        file: file.clone(),
-                        offset: base + r.offset as u64,
-                        ts,
-                        prev,
-                    });
-                    break;
-                }
-                last = Some(ts);
-                match conv.convert(Cpu(*cpu), &r) {
-                    Ok(Some(d)) => out.push(d),
-                    Ok(None) => {}
-                    Err(e) => {
-                        errors.push(page_err(e.kind, e.offset));
-                        break;
-                    }
-                }
-            }
-        }
-        skipped.merge(&conv.skipped());
-        streams.push(out.into_iter().map(Ok::<Decoded, IngestError>));
+        datas.push((*cpu, file, data));
     }
-    for (id, n) in skipped.unknown_ids {
-        summary.unknown.insert(format!("#{id}"), n);
-    }
-    summary.unknown.extend(skipped.ignored);
-    let mut merge = Merge::new(streams, ThreadTable::new());
-    let events = (&mut merge).collect::<Result<Vec<_>, _>>()?;
-    summary.start_ns = events.first().map(|e| e.ts);
-    summary.end_ns = events.last().map(|e| e.ts);
-    let (_, table) = merge.into_parts();
+    let cpus = datas
+        .iter()
+        .map(|(cpu, file, data)| CpuPages {
+            cpu: *cpu,
+            file: file.clone(),
+            base: 0,
+            data,
+        })
+        .collect();
+    let pages = Pages {
+        formats: &formats,
+        conv,
+        page_size,
+        ts_offset: 0,
+    };
+    let (events, threads, errors, summary) = pages.import(cpus, ThreadTable::new())?;
     Ok(Imported {
         path: dir.to_path_buf(),
         format: ImportFormat::RawPages,
         events,
-        threads: table.threads(),
+        threads,
         errors,
         summary,
         kallsyms: None,
     })
+}
+
+/// One CPU's ring-buffer pages, whole pages back to back.
+pub(super) struct CpuPages<'a> {
+    /// The CPU.
+    pub cpu: u32,
+    /// The file errors name.
+    pub file: PathBuf,
+    /// Offset of `data` in `file`, added to the offsets errors give.
+    pub base: u64,
+    /// The pages.
+    pub data: &'a [u8],
+}
+
+/// How to decode the pages of one recording.
+pub(super) struct Pages<'a> {
+    /// The formats (page header layout and events).
+    pub formats: &'a FormatSet,
+    /// A converter built from them.
+    pub conv: Converter,
+    /// Bytes per page.
+    pub page_size: usize,
+    /// Added to every record's time (trace-cmd's `OFFSET` option).
+    pub ts_offset: i64,
+}
+
+/// What [`Pages::import`] gives: events in time order, threads, skipped pages, statistics.
+type PagesOut = (Vec<Event>, Vec<ThreadInfo>, Vec<IngestError>, ImportSummary);
+
+impl Pages<'_> {
+    /// Decodes every CPU's pages, merges them in time order through `table` (seeded with what
+    /// the recording knows of its threads) and counts what was lost, unknown or skipped. A
+    /// malformed page or record is an error in the list (the rest of that page is skipped);
+    /// a CPU whose time goes backwards stops there.
+    pub fn import(
+        self,
+        cpus: Vec<CpuPages<'_>>,
+        table: ThreadTable,
+    ) -> Result<PagesOut, IngestError> {
+        let page_size = self.page_size;
+        let mut summary = ImportSummary {
+            cpus: cpus.len() as u32,
+            ..ImportSummary::default()
+        };
+        let mut errors = Vec::new();
+        let mut streams = Vec::new();
+        let mut skipped = crate::convert::Skipped::default();
+        for cp in &cpus {
+            let (cpu, file) = (cp.cpu, &cp.file);
+            if cp.data.len() % page_size != 0 {
+                errors.push(IngestError::PartialPage {
+                    file: file.clone(),
+                    size: cp.data.len() as u64,
+                    page_size: page_size as u32,
+                });
+            }
+            let mut conv = self.conv.clone();
+            let mut out: Vec<Decoded> = Vec::new();
+            let mut last: Option<Nanos> = None;
+            for (i, page) in cp.data.chunks_exact(page_size).enumerate() {
+                let base = cp.base + (i * page_size) as u64;
+                let page_err = |kind, offset: usize| IngestError::Page {
+                    file: file.clone(),
+                    page: i as u64,
+                    offset: base + offset as u64,
+                    kind,
+                };
+                let recs = match parse_page(&self.formats.header_page, page) {
+                    Ok(r) => r,
+                    Err(e) => {
+                        errors.push(page_err(e.kind, e.offset));
+                        continue;
+                    }
+                };
+                match recs.header().missed {
+                    Missed::None | Missed::Unknown => {}
+                    Missed::Count(n) => summary.lost += n,
+                }
+                for r in recs {
+                    let mut r = match r {
+                        Ok(r) => r,
+                        Err(e) => {
+                            errors.push(page_err(e.kind, e.offset));
+                            break;
+                        }
+                    };
+                    r.ts = r.ts.saturating_add_signed(self.ts_offset);
+                    let ts = Nanos(r.ts);
+                    if let Some(prev) = last.filter(|&p| ts < p) {
+                        errors.push(IngestError::NotMonotonic {
+                            cpu: Cpu(cpu),
+                            file: file.clone(),
+                            offset: base + r.offset as u64,
+                            ts,
+                            prev,
+                        });
+                        break;
+                    }
+                    last = Some(ts);
+                    match conv.convert(Cpu(cpu), &r) {
+                        Ok(Some(d)) => out.push(d),
+                        Ok(None) => {}
+                        Err(e) => {
+                            errors.push(page_err(e.kind, e.offset));
+                            break;
+                        }
+                    }
+                }
+            }
+            skipped.merge(&conv.skipped());
+            streams.push(out.into_iter().map(Ok::<Decoded, IngestError>));
+        }
+        for (id, n) in skipped.unknown_ids {
+            summary.unknown.insert(format!("#{id}"), n);
+        }
+        summary.unknown.extend(skipped.ignored);
+        let mut merge = Merge::new(streams, table);
+        let events = (&mut merge).collect::<Result<Vec<_>, _>>()?;
+        summary.start_ns = events.first().map(|e| e.ts);
+        summary.end_ns = events.last().map(|e| e.ts);
+        let (_, table) = merge.into_parts();
+        Ok((events, table.threads(), errors, summary))
+    }
 }

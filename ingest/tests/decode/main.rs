@@ -10,3 +10,4 @@ mod new_events;
 mod perfetto;
 mod replay;
 mod schedviz;
+mod tracedat;

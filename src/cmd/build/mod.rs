@@ -520,6 +520,9 @@ pub fn build(cfg: &BuildConfig) -> Result<BuildSummary> {
                 imp.errors()[0]
             );
         }
+        for note in &sum.notes {
+            eprintln!("argus: note: {}: {note}", imp.path().display());
+        }
         let tee = imp.event_slice().iter().map(|ev| {
             progress.tick();
             Ok::<_, std::convert::Infallible>(ev)
