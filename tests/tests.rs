@@ -27,6 +27,7 @@ mod live_query;
 mod moment;
 mod notebook;
 mod oracle_real;
+mod other_recorders;
 mod real_suite;
 mod session;
 mod stacks;

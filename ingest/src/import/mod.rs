@@ -8,6 +8,7 @@
 //! | systrace HTML: the old `var linuxPerfData = "..."` form and `<script class="trace-data">` blocks | [`ImportFormat::SystraceHtml`] |
 //! | a directory of format files plus raw per-CPU ring-buffer files (`formats/` + `traces/cpuN`, the SchedViz collection layout) | [`ImportFormat::RawPages`] |
 //! | trace-cmd's `trace.dat`, versions 6 and 7 (v7 uncompressed or zstd-compressed) | [`ImportFormat::TraceDat`] |
+//! | `perf.data` of tracepoints (`perf record -e sched:… -e raw_syscalls:…`, also `-z`) | [`ImportFormat::PerfData`] |
 //!
 //! ```text
 //!  file ─► detect ─► text lines ─► (ts, cpu, Decoded) ─┐
@@ -41,8 +42,12 @@
 //! `saved_cmdlines` (the threads' names before their first switch) and kallsyms (the names of
 //! callbacks); a malformed header is an [`IngestError::Malformed`] naming the byte offset.
 //!
-//! Non-goals: the `atrace -z` compressed dump (zlib), Chrome JSON trace events, perf.data
-//! containers; streaming (inputs are read whole).
+//! A `perf.data` gives its tracepoint samples' raw records (decoded with the format files
+//! perf saved in the file), thread groups and names from its COMM/FORK records and samples,
+//! and its lost records as [`ImportSummary::lost_ranges`].
+//!
+//! Non-goals: the `atrace -z` compressed dump (zlib), Chrome JSON trace events; streaming
+//! (inputs are read whole).
 //!
 //! ```no_run
 //! # fn main() -> Result<(), argus_ingest::IngestError> {
@@ -57,6 +62,7 @@
 //! ```
 
 mod html;
+mod perfdata;
 mod raw;
 mod text;
 mod tracedat;
@@ -84,6 +90,8 @@ pub enum ImportFormat {
     RawPages,
     /// A trace-cmd `trace.dat` (v6 or v7).
     TraceDat,
+    /// A `perf.data` file of tracepoint samples.
+    PerfData,
 }
 
 impl ImportFormat {
@@ -95,6 +103,7 @@ impl ImportFormat {
             ImportFormat::SystraceHtml => "systrace-html",
             ImportFormat::RawPages => "raw-pages",
             ImportFormat::TraceDat => "trace-dat",
+            ImportFormat::PerfData => "perf-data",
         }
     }
 }
@@ -106,8 +115,11 @@ pub struct ImportSummary {
     /// seen + 1).
     pub cpus: u32,
     /// Events lost according to the input (`entries-in-buffer/entries-written` A/B gives
-    /// B − A; page flags for raw pages).
+    /// B − A; page flags for raw pages; perf's lost records).
     pub lost: u64,
+    /// Where events were lost, when the input says: `(cpu, from ns, to ns, events)`; no edge
+    /// is made across these stretches.
+    pub lost_ranges: Vec<(u32, u64, u64, Option<u64>)>,
     /// Records of event types Argus does not map, by event name (by `#id` for raw records
     /// without a format file).
     pub unknown: BTreeMap<String, u64>,
@@ -284,10 +296,8 @@ pub fn open(path: &Path) -> Result<Imported, IngestError> {
     if bytes.starts_with(tracedat::MAGIC) {
         return tracedat::import(path, &bytes);
     }
-    if bytes.starts_with(b"PERFILE2") {
-        return Err(unsupported(
-            "a perf.data file, which Argus does not read: record with `argus record` instead",
-        ));
+    if bytes.starts_with(perfdata::MAGIC) || bytes.starts_with(b"2ELIFREP") {
+        return perfdata::import(path, &bytes);
     }
     if let Some(i) = find(&bytes, b"TRACE:\n") {
         if bytes.get(i + 7) == Some(&0x78) {

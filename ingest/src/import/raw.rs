@@ -235,9 +235,18 @@ impl Pages<'_> {
                         continue;
                     }
                 };
-                match recs.header().missed {
-                    Missed::None | Missed::Unknown => {}
-                    Missed::Count(n) => summary.lost += n,
+                let header = recs.header();
+                let count = match header.missed {
+                    Missed::None => None,
+                    Missed::Unknown => Some(None),
+                    Missed::Count(n) => Some(Some(n)),
+                };
+                if let Some(n) = count {
+                    summary.lost += n.unwrap_or(0);
+                    // Lost between this CPU's last record and the start of this page.
+                    let to = header.ts.saturating_add_signed(self.ts_offset);
+                    let from = last.map_or(to, |l| l.0.min(to));
+                    summary.lost_ranges.push((cpu, from, to, n));
                 }
                 for r in recs {
                     let mut r = match r {

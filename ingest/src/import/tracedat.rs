@@ -299,6 +299,69 @@ impl TraceDat {
         Ok(dat)
     }
 
+    /// perf's `HEADER_TRACING_DATA` feature section (`size` bytes at `at` of `file`): the
+    /// trace.dat v6 header from the magic to `saved_cmdlines`, with version `0.6` (`0.5`
+    /// has no `saved_cmdlines`). Gives the formats, kallsyms and cmdlines; no pages.
+    pub fn parse_tracing_data(
+        file: &Path,
+        bytes: &[u8],
+        at: u64,
+        size: u64,
+    ) -> Result<TraceDat, IngestError> {
+        let end = at
+            .checked_add(size)
+            .filter(|&e| e <= bytes.len() as u64)
+            .ok_or_else(|| {
+                malformed(
+                    file,
+                    at,
+                    format!(
+                        "tracing data of {size} bytes runs past the end of the {}-byte file",
+                        bytes.len()
+                    ),
+                )
+            })?;
+        let mut c = Cursor::at(file, &bytes[..end as usize], at)?;
+        c.tag(MAGIC)?;
+        let version_at = c.pos as u64;
+        let version = c.cstr("version")?;
+        if version != "0.5" && version != "0.6" {
+            return Err(malformed(
+                file,
+                version_at,
+                format!("tracing data version {version:?}: Argus reads 0.5 and 0.6"),
+            ));
+        }
+        let endian_at = c.pos as u64;
+        if c.take(1, "endianness")?[0] != 0 {
+            return Err(malformed(
+                file,
+                endian_at,
+                "big-endian tracing data, which Argus does not read",
+            ));
+        }
+        let long_size = c.take(1, "long size")?[0];
+        let page_size = c.u32("page size")? as usize;
+        let mut dat = TraceDat {
+            version: 6,
+            long_size,
+            page_size,
+            ..TraceDat::default()
+        };
+        dat.read_headers(&mut c)?;
+        dat.read_ftrace_formats(&mut c)?;
+        dat.read_event_formats(&mut c)?;
+        let n = c.u32("kallsyms size")?;
+        dat.kallsyms = c.text(n.into(), "kallsyms")?;
+        let n = c.u32("printk formats size")?;
+        dat.printk_formats = c.text(n.into(), "printk formats")?;
+        if version == "0.6" {
+            let n = c.u64("saved cmdlines size")?;
+            dat.cmdlines = c.text(n, "saved cmdlines")?;
+        }
+        Ok(dat)
+    }
+
     /// `header_page` and `header_event`, each a tag and a u64 size.
     fn read_headers(&mut self, c: &mut Cursor<'_>) -> Result<(), IngestError> {
         c.tag(b"header_page\0")?;

@@ -7,6 +7,7 @@ mod formats;
 mod live;
 mod live_events;
 mod new_events;
+mod perfdata;
 mod perfetto;
 mod replay;
 mod schedviz;

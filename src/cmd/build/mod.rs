@@ -369,6 +369,10 @@ pub fn build(cfg: &BuildConfig) -> Result<BuildSummary> {
         if let Some(k) = imp.kallsyms() {
             dcfg.rules.cull_symbols(k.iter());
         }
+        // No edge is made across a stretch where the recording lost events.
+        for &(_, from, to, _) in &imp.summary().lost_ranges {
+            dcfg.rules.add_gap(Nanos(from), Nanos(to));
+        }
     }
     let mut writer = SnapshotWriter::new(&cfg.output)
         .with_context(|| format!("creating snapshot {}", cfg.output.display()))?;
@@ -519,6 +523,18 @@ pub fn build(cfg: &BuildConfig) -> Result<BuildSummary> {
                 imp.path().display(),
                 imp.errors()[0]
             );
+        }
+        for &(cpu, from, to, n) in &sum.lost_ranges {
+            lost_ranges.push((cpu, from, to, n));
+            errors.push(ErrorRecord {
+                source: format!("{} cpu{cpu}", imp.path().display()),
+                offset: None,
+                ts: Some(Nanos(from)),
+                message: format!(
+                    "events lost from {from} to {to} ns ({}): no edge is made across this gap; threads running then may miss segments",
+                    n.map_or("count unknown".to_string(), |n| format!("{n} events"))
+                ),
+            });
         }
         for note in &sum.notes {
             eprintln!("argus: note: {}: {note}", imp.path().display());
