@@ -239,3 +239,50 @@ pub fn wait_for<T>(
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
 }
+
+/// The python of a virtual environment with the packages of `reqs` (a pip requirements file
+/// of the repository), created under `target/pyenv/<hash of the file>` the first time and
+/// reused while the file is unchanged. `Err`: why not.
+pub fn venv_python(reqs: &Path) -> Result<PathBuf, String> {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let text = std::fs::read(reqs).map_err(|e| format!("reading {}: {e}", reqs.display()))?;
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root.join("target"));
+    let dir = target
+        .join("pyenv")
+        .join(format!("{:016x}", argus_schema::hash::fnv1a(&text)));
+    let python = dir.join("bin/python");
+    if dir.join(".complete").is_file() {
+        return Ok(python);
+    }
+    let tmp = dir.with_extension(format!("tmp-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&tmp);
+    let ok = |c: &mut Command, what: &str| -> Result<(), String> {
+        let out = c.output().map_err(|e| format!("{what}: {e}"))?;
+        if out.status.success() {
+            Ok(())
+        } else {
+            Err(format!(
+                "{what} failed: {}",
+                String::from_utf8_lossy(&out.stderr)
+            ))
+        }
+    };
+    ok(
+        Command::new("python3").args(["-m", "venv"]).arg(&tmp),
+        "python3 -m venv",
+    )?;
+    ok(
+        Command::new(tmp.join("bin/pip"))
+            .args(["install", "--quiet", "--disable-pip-version-check", "-r"])
+            .arg(reqs),
+        &format!("pip install -r {}", reqs.display()),
+    )?;
+    std::fs::write(tmp.join(".complete"), &text).map_err(|e| e.to_string())?;
+    // Another test run may have won the race; either copy is complete.
+    if std::fs::rename(&tmp, &dir).is_err() {
+        let _ = std::fs::remove_dir_all(&tmp);
+    }
+    Ok(python)
+}

@@ -3,7 +3,7 @@
 //! a snapshot built from a fresh live recording and agrees with what the Rust side wrote;
 //! the example notebook is valid nbformat 4 and its code runs.
 
-use crate::common::{chain, debug_json, live_or_skip};
+use crate::common::{chain, debug_json, live_or_skip, venv_python};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -15,51 +15,6 @@ fn root() -> PathBuf {
 
 fn require_or_skip(test: &str, why: &str) -> bool {
     argus_testkit::skip(test, why, argus_testkit::REQUIRE_LIVE)
-}
-
-/// The venv's python, creating the venv when the requirements changed. `Err`: why not.
-fn venv_python() -> Result<PathBuf, String> {
-    let reqs = root().join("python/requirements.txt");
-    let text = std::fs::read(&reqs).map_err(|e| format!("reading {}: {e}", reqs.display()))?;
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| root().join("target"));
-    let dir = target
-        .join("pyenv")
-        .join(format!("{:016x}", argus_schema::hash::fnv1a(&text)));
-    let python = dir.join("bin/python");
-    if dir.join(".complete").is_file() {
-        return Ok(python);
-    }
-    let tmp = dir.with_extension(format!("tmp-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&tmp);
-    let ok = |c: &mut Command, what: &str| -> Result<(), String> {
-        let out = c.output().map_err(|e| format!("{what}: {e}"))?;
-        if out.status.success() {
-            Ok(())
-        } else {
-            Err(format!(
-                "{what} failed: {}",
-                String::from_utf8_lossy(&out.stderr)
-            ))
-        }
-    };
-    ok(
-        Command::new("python3").args(["-m", "venv"]).arg(&tmp),
-        "python3 -m venv",
-    )?;
-    ok(
-        Command::new(tmp.join("bin/pip"))
-            .args(["install", "--quiet", "--disable-pip-version-check", "-r"])
-            .arg(&reqs),
-        "pip install -r python/requirements.txt",
-    )?;
-    std::fs::write(tmp.join(".complete"), &text).map_err(|e| e.to_string())?;
-    // Another test run may have won the race; either copy is complete.
-    if std::fs::rename(&tmp, &dir).is_err() {
-        let _ = std::fs::remove_dir_all(&tmp);
-    }
-    Ok(python)
 }
 
 fn script(python: &Path, args: &[&str]) -> Value {
@@ -87,7 +42,7 @@ fn the_python_reader_agrees_with_the_rust_snapshot() {
     if !live_or_skip(test) {
         return;
     }
-    let python = match venv_python() {
+    let python = match venv_python(&root().join("python/requirements.txt")) {
         Ok(p) => p,
         Err(why) => {
             require_or_skip(

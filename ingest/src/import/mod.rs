@@ -9,6 +9,7 @@
 //! | a directory of format files plus raw per-CPU ring-buffer files (`formats/` + `traces/cpuN`, the SchedViz collection layout) | [`ImportFormat::RawPages`] |
 //! | trace-cmd's `trace.dat`, versions 6 and 7 (v7 uncompressed or zstd-compressed) | [`ImportFormat::TraceDat`] |
 //! | `perf.data` of tracepoints (`perf record -e sched:… -e raw_syscalls:…`, also `-z`) | [`ImportFormat::PerfData`] |
+//! | Perfetto traces (`.perfetto-trace`, `.pftrace`) with ftrace event bundles, full and compact sched | [`ImportFormat::Perfetto`] |
 //!
 //! ```text
 //!  file ─► detect ─► text lines ─► (ts, cpu, Decoded) ─┐
@@ -63,6 +64,7 @@
 
 mod html;
 mod perfdata;
+mod perfetto;
 mod raw;
 mod text;
 mod tracedat;
@@ -92,6 +94,8 @@ pub enum ImportFormat {
     TraceDat,
     /// A `perf.data` file of tracepoint samples.
     PerfData,
+    /// A Perfetto trace (protobuf) with ftrace event bundles.
+    Perfetto,
 }
 
 impl ImportFormat {
@@ -104,6 +108,7 @@ impl ImportFormat {
             ImportFormat::RawPages => "raw-pages",
             ImportFormat::TraceDat => "trace-dat",
             ImportFormat::PerfData => "perf-data",
+            ImportFormat::Perfetto => "perfetto",
         }
     }
 }
@@ -305,6 +310,11 @@ pub fn open(path: &Path) -> Result<Imported, IngestError> {
                 "a compressed atrace dump (atrace -z): inflate it first (zlib) and import the text",
             ));
         }
+    }
+    // Text has no control bytes below TAB; a protobuf's lengths and small numbers do.
+    let head = &bytes[..bytes.len().min(4096)];
+    if head.iter().any(|&b| b < 0x09) && perfetto::looks_like(&bytes) {
+        return perfetto::import(path, &bytes);
     }
     let text = String::from_utf8_lossy(&bytes);
     let head = &text[..text.len().min(4096)];

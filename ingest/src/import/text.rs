@@ -636,13 +636,10 @@ pub(super) fn import(
     let mut summary = ImportSummary::default();
     let mut lines = Vec::new();
     let mut max_cpu = None;
-    let (mut has_waking, mut has_newtask) = (false, false);
     for (i, raw) in text.lines().enumerate() {
         let line = raw.trim_end();
         match parse_line(line) {
             Some(l) => {
-                has_waking |= l.body.starts_with("sched_waking:");
-                has_newtask |= l.body.starts_with("task_newtask:");
                 max_cpu = max_cpu.max(Some(l.cpu));
                 lines.push((i + 1, l));
             }
@@ -681,11 +678,31 @@ pub(super) fn import(
     if summary.cpus == 0 {
         summary.cpus = max_cpu.map_or(0, |c| c + 1);
     }
+    let line_text = |no: usize| text.lines().nth(no - 1).unwrap_or("").to_string();
+    import_lines(path, &lines, &line_text, summary, format, Vec::new())
+}
 
+/// Maps event lines (`(line number, columns)`, each CPU's in its order) into an import:
+/// the second half of [`import`], shared with the importers that render their records as
+/// lines ([`super::perfetto`]). `line_text` gives a line's text for error messages; `procs`
+/// are threads the input names beyond its TGID column.
+pub(super) fn import_lines(
+    path: &Path,
+    lines: &[(usize, TextLine<'_>)],
+    line_text: &dyn Fn(usize) -> String,
+    mut summary: ImportSummary,
+    format: ImportFormat,
+    mut procs: Vec<ProcEntry>,
+) -> Result<Imported, IngestError> {
+    let has_waking = lines
+        .iter()
+        .any(|(_, l)| l.body.starts_with("sched_waking:"));
+    let has_newtask = lines
+        .iter()
+        .any(|(_, l)| l.body.starts_with("task_newtask:"));
     // Threads alive with a known process: the TGID column.
-    let mut procs = Vec::new();
     let mut seen = HashSet::new();
-    for (_, l) in &lines {
+    for (_, l) in lines {
         if let Some(tgid) = l.tgid.filter(|&g| g > 0 && l.tid > 0) {
             if seen.insert(l.tid) {
                 procs.push(ProcEntry {
@@ -711,7 +728,7 @@ pub(super) fn import(
     let mut named = HashSet::new();
     let mut errors = Vec::new();
     let mut recs: Vec<(u64, u32, usize, Decoded)> = Vec::with_capacity(lines.len());
-    for (no, l) in &lines {
+    for (no, l) in lines {
         let (name, mapped) = match syscall_form(l.body) {
             Some(r) => ("syscall", r.map(event)),
             None => match l.body.split_once(':') {
@@ -734,7 +751,7 @@ pub(super) fn import(
                         line: *no,
                         event: name.to_string(),
                         reason,
-                        text: text.lines().nth(no - 1).unwrap_or("").to_string(),
+                        text: line_text(*no),
                     },
                 });
                 continue;
