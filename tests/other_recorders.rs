@@ -4,7 +4,8 @@
 //! classes (`scripts/perfetto-trace`), imported from the `.pftrace`.
 
 use crate::common::{
-    chain, comms, debug_json, live_or_skip, recorded_truth, recording_lock, run, venv_python,
+    build_snapshot, chain, comms, debug_json, live_or_skip, recorded_truth, recording_lock,
+    venv_python,
 };
 use serde_json::Value;
 use std::io::Write;
@@ -71,17 +72,7 @@ fn perf_record_of_the_chain_gives_argus_records_root_cause() {
         .unwrap_or_else(|| panic!("the workload printed its main thread: {truth}"))
         as i32;
     let snap = dir.path().join("snap");
-    let built = run(&[
-        "build",
-        data.to_str().expect("utf-8"),
-        "-o",
-        snap.to_str().expect("utf-8"),
-    ]);
-    assert!(
-        built.status.success(),
-        "{}",
-        String::from_utf8_lossy(&built.stderr)
-    );
+    build_snapshot(&data, &snap, &[]);
     let (code, got) = debug_json(&snap, pid);
     assert_eq!(code, 1, "a hang was diagnosed from the perf.data: {got:#}");
     same_diagnosis(&got, &want, pid, "perf.data");
@@ -197,17 +188,7 @@ fn a_perfetto_trace_of_the_chain_gives_argus_records_root_cause() {
             }
         }
         let snap = dir.path().join(format!("snap-{compact}"));
-        let built = run(&[
-            "build",
-            out.to_str().expect("utf-8"),
-            "-o",
-            snap.to_str().expect("utf-8"),
-        ]);
-        assert!(
-            built.status.success(),
-            "{}",
-            String::from_utf8_lossy(&built.stderr)
-        );
+        build_snapshot(&out, &snap, &[]);
         let (code, got) = debug_json(&snap, rec.pid);
         assert_eq!(code, 1, "{what}: a hang was diagnosed: {got:#}");
         same_diagnosis(&got, &want, rec.pid, what);
