@@ -317,7 +317,12 @@ pub fn open(path: &Path) -> Result<Imported, IngestError> {
         return perfetto::import(path, &bytes);
     }
     let text = String::from_utf8_lossy(&bytes);
-    let head = &text[..text.len().min(4096)];
+    // The first 4 KiB, cut at a character boundary (lossy decoding makes 3-byte characters).
+    let mut cut = text.len().min(4096);
+    while !text.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    let head = &text[..cut];
     let lower = head.to_ascii_lowercase();
     if lower.contains("<html") || lower.contains("<!doctype html") || lower.contains("<script") {
         let extracted = html::extract(&text).ok_or_else(|| {
@@ -339,4 +344,26 @@ pub fn open(path: &Path) -> Result<Imported, IngestError> {
 
 fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
     hay.windows(needle.len()).position(|w| w == needle)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A text file whose 4096th byte is inside a character (found by mutating a trace):
+    /// detection looks at the first 4 KiB without cutting the character.
+    #[test]
+    fn detection_cuts_the_head_at_a_character_boundary() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("t.txt");
+        let mut bytes = vec![b'x'; 4095];
+        bytes.extend("é and more text\n".as_bytes());
+        std::fs::write(&path, &bytes).expect("write");
+        let err = open(&path).err().expect("no event lines");
+        assert!(matches!(err, IngestError::Io { .. }), "{err:?}");
+        // Invalid UTF-8 there (lossy decoding makes it a 3-byte character) is no panic either.
+        bytes[4094] = 0xff;
+        std::fs::write(&path, &bytes).expect("write");
+        assert!(open(&path).is_err());
+    }
 }
