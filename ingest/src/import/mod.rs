@@ -359,7 +359,9 @@ mod tests {
         let mut bytes = vec![b'x'; 4095];
         bytes.extend("é and more text\n".as_bytes());
         std::fs::write(&path, &bytes).expect("write");
-        let err = open(&path).err().expect("no event lines");
+        let Err(err) = open(&path) else {
+            panic!("a file without event lines imports")
+        };
         assert!(matches!(err, IngestError::Io { .. }), "{err:?}");
         // Invalid UTF-8 there (lossy decoding makes it a 3-byte character) is no panic either.
         bytes[4094] = 0xff;

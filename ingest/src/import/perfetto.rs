@@ -682,9 +682,10 @@ mod tests {
         // packet(1) claiming 1000 bytes where 3 follow, after a 5-byte valid packet.
         let mut bytes = field(1, &[0x08, 0x01, 0x10, 0x02]);
         bytes.extend([0x0a, 0xe8, 0x07, 1, 2, 3]);
-        let err = Message::parse(Path::new("t.pftrace"), &bytes, 0)
-            .err()
-            .expect("an error");
+        let err = match Message::parse(Path::new("t.pftrace"), &bytes, 0) {
+            Ok(_) => panic!("a length past the message parses"),
+            Err(e) => e,
+        };
         let IngestError::Malformed { offset, .. } = err else {
             panic!("{err:?}")
         };
