@@ -332,10 +332,18 @@ impl Builder {
                 decompressed: 0,
                 source,
             })?;
+        let limit = crate::inflate::limit_for(data.len() as u64);
         let mut buf = vec![0u8; 64 << 10];
         loop {
             match decoder.read(&mut buf) {
                 Ok(0) => break,
+                Ok(n) if (text.len() + n) as u64 > limit => {
+                    return Err(FilesError::Corrupt {
+                        file: file.to_path_buf(),
+                        decompressed: text.len() as u64,
+                        source: crate::inflate::too_large(limit),
+                    })
+                }
                 Ok(n) => text.extend_from_slice(&buf[..n]),
                 Err(e) if e.kind() == ErrorKind::Interrupted => {}
                 Err(_) if tolerant => {
@@ -401,7 +409,10 @@ impl Builder {
             }
             FileLine::Unknown { ts, pid, fd } => self.records.push((ts, pid, fd, UNKNOWN)),
             FileLine::Fork { ts, parent, child } => self.forks.push((ts, parent, child)),
-            FileLine::Lost { messages, .. } => self.table.lost += messages,
+            // Saturating: the counts are the recorder's, but the file may not be (issue 18).
+            FileLine::Lost { messages, .. } => {
+                self.table.lost = self.table.lost.saturating_add(messages)
+            }
             FileLine::Snapshot { .. } | FileLine::Other => {}
         }
     }
@@ -620,6 +631,51 @@ mod tests {
         let t = FileTable::read(dir.path(), false).unwrap();
         assert!(t.is_empty());
         assert_eq!(t.lookup(Pid(1), 0, Nanos(0)), None);
+    }
+
+    /// `lost` lines whose counts add up past `u64::MAX` saturate instead of overflowing.
+    // See: issue 18 (fuzzing), target `files` (docs/fuzzing.md).
+    #[test]
+    fn gh_18_lost_counts_saturate() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(tracedir::files_dir(dir.path())).unwrap();
+        let lost = |messages| FileLine::Lost { ts: 1, messages };
+        let text = encode(&[lost(u64::MAX), lost(1), lost(7)]);
+        let z = zstd::bulk::compress(&text, 1).unwrap();
+        std::fs::write(tracedir::files_path(dir.path(), 0), z).unwrap();
+        let t = FileTable::read(dir.path(), false).unwrap();
+        assert_eq!(t.lost(), u64::MAX);
+        assert_eq!(t.files(), 1);
+    }
+
+    /// A few kilobytes that decompress past the bound (64 MiB for a small file) are an error
+    /// naming the file, not a read into memory without end.
+    // See: issue 18 (resource limits), docs/fuzzing.md.
+    #[test]
+    fn gh_18_zstd_bomb_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(tracedir::files_dir(dir.path())).unwrap();
+        let bomb = argus_testkit::zstd_rle_bomb(1 << 30, b'\n');
+        assert!(bomb.len() < 40_000);
+        std::fs::write(tracedir::files_path(dir.path(), 0), &bomb).unwrap();
+        for recording in [false, true] {
+            let err = FileTable::read(dir.path(), recording).unwrap_err();
+            let FilesError::Corrupt {
+                file, decompressed, ..
+            } = &err
+            else {
+                panic!("{err:?}");
+            };
+            assert_eq!(file, Path::new("files/000000.jsonl.zst"));
+            assert!(*decompressed <= crate::inflate::MIN_LIMIT, "{err}");
+            assert!(
+                err.to_string().ends_with(&format!(
+                    "decompresses to more than {} bytes: not a file Argus wrote",
+                    crate::inflate::MIN_LIMIT
+                )),
+                "{err}"
+            );
+        }
     }
 
     #[test]

@@ -424,7 +424,8 @@ impl HeaderPage {
             timestamp_offset: ts,
             commit_offset: c.offset as usize,
             commit_size: c.size as usize,
-            data_offset: (c.offset + c.size) as usize,
+            // In usize: a crafted offset near u32::MAX must not overflow (issue 18).
+            data_offset: c.offset as usize + c.size as usize,
         })
     }
 }
@@ -714,12 +715,14 @@ impl StateTable {
 }
 
 /// Evaluates the integer constant expressions of kernel print fmts: numbers (decimal, hex),
-/// parentheses, `|`, `&`, `+`, `-`, `<<`, `>>`.
+/// parentheses, `|`, `&`, `+`, `-`, `<<`, `>>`. `None` when the text is not such an
+/// expression, or nests parentheses more than 64 deep.
 pub fn eval_const(text: &str) -> Option<u64> {
     let toks = tokenize(text)?;
     let mut p = Parser {
         toks: &toks,
         pos: 0,
+        depth: 0,
     };
     let v = p.expr(0)?;
     (p.pos == toks.len()).then_some(v)
@@ -777,9 +780,15 @@ fn tokenize(s: &str) -> Option<Vec<Tok>> {
     Some(out)
 }
 
+/// How deeply [`eval_const`] nests parentheses: kernels write at most three levels; a
+/// crafted format file must not recurse the parser off the stack (issue 18).
+const MAX_PAREN_DEPTH: usize = 64;
+
 struct Parser<'a> {
     toks: &'a [Tok],
     pos: usize,
+    /// Parentheses open around the current position.
+    depth: usize,
 }
 
 impl Parser<'_> {
@@ -820,8 +829,13 @@ impl Parser<'_> {
                 Some(v)
             }
             Tok::Open => {
+                if self.depth >= MAX_PAREN_DEPTH {
+                    return None;
+                }
                 self.pos += 1;
+                self.depth += 1;
                 let v = self.expr(0)?;
+                self.depth -= 1;
                 (self.toks.get(self.pos) == Some(&Tok::Close)).then_some(())?;
                 self.pos += 1;
                 Some(v)
@@ -846,6 +860,25 @@ impl fmt::Display for HeaderPage {
 mod tests {
     use super::*;
 
+    /// A `header_page` whose commit sits at the last u32 offset: the data offset is past it,
+    /// not an overflow, and every page is then too short for the header.
+    // See: issue 18 (fuzzing), target `format` (docs/fuzzing.md).
+    #[test]
+    fn gh_18_header_page_commit_offset_does_not_overflow() {
+        let text = "\tfield: u64 timestamp;\toffset:0;\tsize:8;\tsigned:0;\n\
+                    \tfield: local_t commit;\toffset:4294967295;\tsize:8;\tsigned:1;\n";
+        let hp = HeaderPage::parse(text).expect("a header page");
+        assert_eq!(hp.data_offset, u32::MAX as usize + 8);
+        let e = crate::page::parse_page(&hp, &[0u8; 4096]).expect_err("too short");
+        assert_eq!(
+            e.kind,
+            crate::page::PageErrorKind::ShortPage {
+                len: 4096,
+                header: u32::MAX as usize + 8
+            }
+        );
+    }
+
     #[test]
     fn const_expressions() {
         assert_eq!(eval_const("2048"), Some(2048));
@@ -854,6 +887,22 @@ mod tests {
             "(((0x0000 | 0x0001 | 0x0002 | 0x0004 | 0x0008 | 0x0010 | 0x0020 | 0x0040) + 1) << 1)";
         assert_eq!(eval_const(modern), Some(0x100));
         assert_eq!(eval_const("1 +"), None);
+    }
+
+    /// Parentheses nested deeper than any kernel writes are not an expression, whatever the
+    /// depth: before the limit, 100 000 of them overflowed the stack.
+    // See: issue 18 (fuzzing), target `format` (docs/fuzzing.md).
+    #[test]
+    fn gh_18_deeply_nested_parentheses_are_refused_not_recursed() {
+        let nested = |n: usize| format!("{}1{}", "(".repeat(n), ")".repeat(n));
+        assert_eq!(eval_const(&nested(MAX_PAREN_DEPTH)), Some(1));
+        assert_eq!(eval_const(&nested(MAX_PAREN_DEPTH + 1)), None);
+        assert_eq!(eval_const(&nested(100_000)), None);
+        let fmt = format!(
+            "__print_flags(REC->prev_state & 3, \"|\", {{ {}, \"S\" }}) : \"R\", REC->prev_state & 4 ? \"+\" : \"\"",
+            nested(100_000)
+        );
+        assert_eq!(StateTable::from_print_fmt(&fmt), StateTable::default());
     }
 
     #[test]

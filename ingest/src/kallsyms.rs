@@ -6,6 +6,10 @@
 
 use std::io::Read;
 
+/// The most `kallsyms.zst` may decompress to: `/proc/kallsyms` of a distribution kernel with
+/// its modules is 10–20 MB.
+pub const MAX_TEXT: u64 = 128 << 20;
+
 /// A sorted symbol table.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Kallsyms {
@@ -31,10 +35,17 @@ impl Kallsyms {
         Kallsyms { syms }
     }
 
-    /// Reads a zstd-compressed kallsyms (`kallsyms.zst` of a trace directory).
+    /// Reads a zstd-compressed kallsyms (`kallsyms.zst` of a trace directory). More than
+    /// [`MAX_TEXT`] bytes of text is an `InvalidData` error: no kernel's is that large, and
+    /// a crafted file must not decompress without bound (issue 18).
     pub fn from_zstd(reader: impl Read) -> std::io::Result<Kallsyms> {
         let mut text = String::new();
-        zstd::stream::read::Decoder::new(reader)?.read_to_string(&mut text)?;
+        zstd::stream::read::Decoder::new(reader)?
+            .take(MAX_TEXT + 1)
+            .read_to_string(&mut text)?;
+        if text.len() as u64 > MAX_TEXT {
+            return Err(crate::inflate::too_large(MAX_TEXT));
+        }
         Ok(Kallsyms::parse(&text))
     }
 
@@ -81,6 +92,22 @@ impl Kallsyms {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+
+    /// `kallsyms.zst` decompressing past [`MAX_TEXT`] is an error, not a read into memory
+    /// without end; a real one reads.
+    // See: issue 18 (resource limits), docs/fuzzing.md.
+    #[test]
+    fn gh_18_zstd_bomb_kallsyms_is_refused() {
+        let bomb = argus_testkit::zstd_rle_bomb(MAX_TEXT + (1 << 20), b'a');
+        let err = Kallsyms::from_zstd(&bomb[..]).unwrap_err();
+        assert_eq!(err.kind(), std::io::ErrorKind::InvalidData);
+        assert_eq!(
+            err.to_string(),
+            format!("decompresses to more than {MAX_TEXT} bytes: not a file Argus wrote")
+        );
+        let z = zstd::bulk::compress(b"ffffffff81000000 T _stext\n", 1).unwrap();
+        assert_eq!(Kallsyms::from_zstd(&z[..]).unwrap().len(), 1);
+    }
 
     #[test]
     fn lookup_by_address() {

@@ -87,6 +87,7 @@ pub mod error;
 pub mod files;
 pub mod format;
 pub mod import;
+mod inflate;
 pub mod kallsyms;
 pub mod live;
 pub mod merge;

@@ -76,7 +76,11 @@ pub struct LiveStats {
 impl LiveStats {
     /// Lost events of every kind: kernel, late and malformed.
     pub fn lost_total(&self) -> u64 {
-        self.lost.values().sum::<u64>() + self.late + self.bad
+        self.lost
+            .values()
+            .fold(self.late.saturating_add(self.bad), |t, n| {
+                t.saturating_add(*n)
+            })
     }
 }
 
@@ -226,7 +230,10 @@ impl LiveMerge {
         match recs.header().missed {
             Missed::None => {}
             Missed::Unknown => self.stats.lost_unknown_pages += 1,
-            Missed::Count(n) => *self.stats.lost.entry(cpu).or_default() += n,
+            Missed::Count(n) => {
+                let lost = self.stats.lost.entry(cpu).or_default();
+                *lost = lost.saturating_add(n);
+            }
         }
         let missed = recs.header().missed;
         let page_ts = Nanos(recs.header().ts);
@@ -565,6 +572,21 @@ mod tests {
         // An empty page (commit 0) decodes to nothing.
         m.push_page(3, &[0u8; 4096], 0);
         assert_eq!((m.stats.pages, m.stats.bad, m.queued()), (2, 1, 0));
+    }
+
+    /// Pages whose lost-events counts add up past `u64::MAX` (the same pages as replay's,
+    /// where the `perf` fuzz target found the overflow): the counts saturate.
+    // See: issue 18 (fuzzing), docs/fuzzing.md.
+    #[test]
+    fn gh_18_page_lost_counts_saturate() {
+        let mut m = LiveMerge::new(&waking_formats(), &[], 0).unwrap();
+        for ts in [1_000, 2_000] {
+            m.push_page(0, &waking_page(ts, Some(u64::MAX), &[(ts, 7)]), 0);
+        }
+        m.push_page(0, &[0u8; 10], 0);
+        assert_eq!(m.stats.lost[&0], u64::MAX);
+        assert_eq!(m.stats.lost_total(), u64::MAX);
+        assert_eq!(m.queued(), 2);
     }
 
     #[test]

@@ -626,7 +626,9 @@ impl PerfTrace {
                 PerfItem::Sample(s) if profile.contains(&s.stream) && keep(&s) => {
                     out.samples.push(s);
                 }
-                PerfItem::Lost { stream, lost } if profile.contains(&stream) => out.lost += lost,
+                PerfItem::Lost { stream, lost } if profile.contains(&stream) => {
+                    out.lost = out.lost.saturating_add(lost)
+                }
                 _ => {}
             }
         }
@@ -655,14 +657,22 @@ impl PerfTrace {
             file: file.clone(),
             source,
         })?;
+        let limit = crate::inflate::limit_for(f.metadata().map_or(0, |m| m.len()));
         let mut data = Vec::new();
-        let mut decoder =
-            zstd::stream::read::Decoder::new(f).map_err(|source| PerfFileError::Io {
-                file: file.clone(),
-                source,
-            })?;
+        let decoder = zstd::stream::read::Decoder::new(f).map_err(|source| PerfFileError::Io {
+            file: file.clone(),
+            source,
+        })?;
         // A frame cut short by a crash ends the data; what came before is kept.
-        if let Err(e) = decoder.read_to_end(&mut data) {
+        let read = decoder.take(limit.saturating_add(1)).read_to_end(&mut data);
+        if data.len() as u64 > limit {
+            return Err(PerfFileError::Record {
+                file,
+                offset: limit,
+                reason: crate::inflate::too_large(limit).to_string(),
+            });
+        }
+        if let Err(e) = read {
             tracing::warn!(
                 "{}: {e}: keeping the {} bytes before",
                 file.display(),
@@ -852,10 +862,10 @@ impl PerfMerge {
             hits.iter().filter(|h| !h.6).collect();
         let paired = |h: &(u64, i32, i32, u32, u64, u64, bool),
                       others: &[&(u64, i32, i32, u32, u64, u64, bool)]| {
-            let lo = others.partition_point(|o| o.0 + PAIR_WINDOW_NS < h.0);
+            let lo = others.partition_point(|o| o.0.saturating_add(PAIR_WINDOW_NS) < h.0);
             others[lo..]
                 .iter()
-                .take_while(|o| o.0 <= h.0 + PAIR_WINDOW_NS)
+                .take_while(|o| o.0 <= h.0.saturating_add(PAIR_WINDOW_NS))
                 .any(|o| o.2 == h.2 && o.4 == h.4 && o.5 == h.5)
         };
         let mut events: Vec<Event> = Vec::new();
@@ -939,12 +949,15 @@ impl PerfMerge {
 
     fn take_stack(&mut self, tid: i32, ts: u64, at: StackAt) -> Option<StackKeep> {
         let q = self.stacks.get_mut(&(tid, at.class()))?;
-        while q.front().is_some_and(|k| k.time + PAIR_WINDOW_NS < ts) {
+        while q
+            .front()
+            .is_some_and(|k| k.time.saturating_add(PAIR_WINDOW_NS) < ts)
+        {
             q.pop_front();
             self.unmatched_stacks += 1;
         }
         let front = q.front()?;
-        if front.time > ts + PAIR_WINDOW_NS || !front.at.matches(at) {
+        if front.time > ts.saturating_add(PAIR_WINDOW_NS) || !front.at.matches(at) {
             return None;
         }
         self.matched_stacks += 1;
@@ -1131,6 +1144,168 @@ mod tests {
         assert_eq!(items.len(), 1);
         let e = items[0].as_ref().unwrap_err().to_string();
         assert!(e.contains("perf/000000.perf.zst: offset 0:"), "{e}");
+    }
+
+    /// A chunk that decompresses past its bound is an error naming the chunk and where the
+    /// bound was reached, for `argus dig` (items) and for the merge into replay (logged).
+    // See: issue 18 (resource limits), docs/fuzzing.md.
+    #[test]
+    fn gh_18_zstd_bomb_chunk_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let pdir = perf_dir(dir.path());
+        std::fs::create_dir_all(&pdir).unwrap();
+        let streams = StreamsFile {
+            version: PERF_FORMAT_VERSION,
+            streams: vec![stacks_stream()],
+        };
+        std::fs::write(
+            pdir.join(STREAMS_FILE),
+            serde_json::to_vec(&streams).unwrap(),
+        )
+        .unwrap();
+        let bomb = argus_testkit::zstd_rle_bomb(1 << 30, 0);
+        std::fs::write(chunk_path(dir.path(), 0), &bomb).unwrap();
+        let trace = PerfTrace::open(dir.path()).unwrap().unwrap();
+        let items: Vec<_> = trace.items().collect();
+        assert_eq!(items.len(), 1);
+        let limit = crate::inflate::MIN_LIMIT;
+        assert_eq!(
+            items[0].as_ref().unwrap_err().to_string(),
+            format!(
+                "perf/000000.perf.zst: offset {limit}: decompresses to more than {limit} bytes: \
+                 not a file Argus wrote"
+            )
+        );
+        let merge = PerfMerge::load(dir.path(), None).unwrap().unwrap();
+        assert_eq!(merge.errors.len(), 1);
+    }
+
+    /// Watchpoint hits and stack samples at the end of time: pairing them within
+    /// [`PAIR_WINDOW_NS`] saturates instead of overflowing.
+    // See: issue 18 (fuzzing, target `perf`), docs/fuzzing.md.
+    #[test]
+    fn gh_18_pairing_window_at_the_end_of_time() {
+        let dir = tempfile::tempdir().unwrap();
+        let pdir = perf_dir(dir.path());
+        std::fs::create_dir_all(&pdir).unwrap();
+        let watch = |id: u32, access: &str| StreamInfo {
+            id,
+            sample_type: SAMPLE_IP | SAMPLE_TID | SAMPLE_TIME | SAMPLE_ADDR,
+            regs_user: 0,
+            kind: StreamKind::Watch {
+                spec: "7:0x1000".into(),
+                pid: 7,
+                tid: 7,
+                cpu: 0,
+                addr: 0x1000,
+                len: 8,
+                access: access.into(),
+            },
+        };
+        let streams = StreamsFile {
+            version: PERF_FORMAT_VERSION,
+            streams: vec![watch(1, "w"), watch(2, "rw"), stacks_stream()],
+        };
+        std::fs::write(
+            pdir.join(STREAMS_FILE),
+            serde_json::to_vec(&streams).unwrap(),
+        )
+        .unwrap();
+        let hit = |stream: u32, time: u64| {
+            let mut body = Vec::new();
+            for v in [0x40_1000u64, 7 | 7 << 32, time, 0x1000] {
+                body.extend_from_slice(&v.to_le_bytes());
+            }
+            let mut rec = stream.to_le_bytes().to_vec();
+            rec.extend_from_slice(&RECORD_SAMPLE.to_le_bytes());
+            rec.extend_from_slice(&0u16.to_le_bytes());
+            rec.extend_from_slice(&((body.len() + 8) as u16).to_le_bytes());
+            rec.extend_from_slice(&body);
+            rec
+        };
+        let mut chunk = hit(1, u64::MAX);
+        chunk.extend(hit(2, u64::MAX - 5));
+        chunk.extend(hit(2, u64::MAX));
+        // A stack sample of thread 101 at the end of time.
+        let mut stack = sample_bytes();
+        stack[4 + 8 + 8..4 + 8 + 16].copy_from_slice(&u64::MAX.to_le_bytes());
+        chunk.extend(stack);
+        std::fs::write(
+            chunk_path(dir.path(), 0),
+            zstd::bulk::compress(&chunk, 1).unwrap(),
+        )
+        .unwrap();
+        let mut merge = PerfMerge::load(dir.path(), None).unwrap().unwrap();
+        assert!(merge.errors.is_empty(), "{:?}", merge.errors);
+        let sys_enter = Event {
+            ts: Nanos(u64::MAX),
+            seq: 0,
+            cpu: Cpu(1),
+            pid: Pid(100),
+            tid: Tid(101),
+            ctx: Context::Task,
+            kind: EventKind::SysEnter {
+                nr: 0,
+                args: [0; 6],
+            },
+        };
+        merge.push(sys_enter);
+        merge.finish();
+        let kinds: Vec<EventKind> = std::iter::from_fn(|| merge.pop()).map(|e| e.kind).collect();
+        let writes: Vec<bool> = kinds
+            .iter()
+            .filter_map(|k| match k {
+                EventKind::FlagAccess { write, .. } => Some(*write),
+                _ => None,
+            })
+            .collect();
+        // Both RW hits pair with the W hit within the window: both are writes.
+        assert_eq!(writes, vec![true, true]);
+        assert_eq!(merge.matched_stacks, 1);
+        assert!(kinds
+            .iter()
+            .any(|k| matches!(k, EventKind::Stack { kernel: true, .. })));
+    }
+
+    /// `PERF_RECORD_LOST` counts of a profile stream that add up past `u64::MAX` saturate.
+    // See: issue 18 (fuzzing, target `perf`), docs/fuzzing.md.
+    #[test]
+    fn gh_18_profile_lost_counts_saturate() {
+        let dir = tempfile::tempdir().unwrap();
+        let pdir = perf_dir(dir.path());
+        std::fs::create_dir_all(&pdir).unwrap();
+        let streams = StreamsFile {
+            version: PERF_FORMAT_VERSION,
+            streams: vec![StreamInfo {
+                id: 4,
+                sample_type: SAMPLE_TID | SAMPLE_TIME,
+                regs_user: 0,
+                kind: StreamKind::Profile { cpu: 0, hz: 99 },
+            }],
+        };
+        std::fs::write(
+            pdir.join(STREAMS_FILE),
+            serde_json::to_vec(&streams).unwrap(),
+        )
+        .unwrap();
+        let mut chunk = Vec::new();
+        for _ in 0..2 {
+            chunk.extend_from_slice(&4u32.to_le_bytes());
+            chunk.extend_from_slice(&RECORD_LOST.to_le_bytes());
+            chunk.extend_from_slice(&0u16.to_le_bytes());
+            chunk.extend_from_slice(&24u16.to_le_bytes());
+            chunk.extend_from_slice(&4u64.to_le_bytes());
+            chunk.extend_from_slice(&u64::MAX.to_le_bytes());
+        }
+        std::fs::write(
+            chunk_path(dir.path(), 0),
+            zstd::bulk::compress(&chunk, 1).unwrap(),
+        )
+        .unwrap();
+        let trace = PerfTrace::open(dir.path()).unwrap().unwrap();
+        let profile = trace.profile_samples(|_| true).unwrap();
+        assert_eq!((profile.streams, profile.lost), (1, u64::MAX));
+        assert!(profile.samples.is_empty());
     }
 
     #[test]

@@ -718,7 +718,8 @@ impl CpuStream {
         match recs.header().missed {
             Missed::None => {}
             Missed::Unknown => self.stats.lost_unknown_pages += 1,
-            Missed::Count(n) => self.stats.lost += n,
+            // Saturating: the count is the page's, whatever wrote it (issue 18).
+            Missed::Count(n) => self.stats.lost = self.stats.lost.saturating_add(n),
         }
         for r in recs {
             let r = match r {

@@ -11,6 +11,7 @@ use arrow::array::RecordBatch;
 use arrow::datatypes::Schema;
 use parquet::arrow::arrow_reader::{ParquetRecordBatchReader, ParquetRecordBatchReaderBuilder};
 use std::fs::File;
+use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
 
 /// Rows per batch when reading.
@@ -97,7 +98,15 @@ impl Iterator for EventReader {
             if let Some(e) = self.buffer.next() {
                 return Some(Ok(e));
             }
-            let batch = match self.reader.as_mut()?.next()? {
+            let reader = self.reader.as_mut()?;
+            let next = match decoding(&self.path, || Ok(reader.next())) {
+                Ok(next) => next,
+                Err(e) => {
+                    self.reader = None;
+                    return Some(Err(e));
+                }
+            };
+            let batch = match next? {
                 Ok(b) => b,
                 Err(source) => {
                     self.reader = None;
@@ -131,10 +140,10 @@ fn read_table<R>(
     decode: Decode<R>,
 ) -> Result<Vec<R>, SinkError> {
     let (path, builder) = open_table(dir, table, manifest)?;
-    let reader = build(&path, builder)?;
+    let mut reader = build(&path, builder)?;
     let mut out = Vec::new();
     let mut first_row = 0u64;
-    for batch in reader {
+    while let Some(batch) = decoding(&path, || Ok(reader.next()))? {
         let batch = batch.map_err(|source| SinkError::Arrow {
             path: path.clone(),
             source,
@@ -156,13 +165,41 @@ fn build(
     path: &Path,
     builder: ParquetRecordBatchReaderBuilder<File>,
 ) -> Result<ParquetRecordBatchReader, SinkError> {
-    builder
-        .with_batch_size(READ_BATCH_ROWS)
-        .build()
-        .map_err(|source| SinkError::Parquet {
+    decoding(path, || {
+        builder
+            .with_batch_size(READ_BATCH_ROWS)
+            .build()
+            .map_err(|source| SinkError::Parquet {
+                path: path.to_path_buf(),
+                source,
+            })
+    })
+}
+
+/// Runs one step of the `parquet` crate's reader (footer, row-group setup, next batch) on
+/// the file at `path`. That reader panics on some corrupt files instead of returning an
+/// error: parquet 60.1 decoding definition levels that run past their page stops in
+/// `BitChunks::new` with "offset + len out of bounds" (found by the `snapshot` fuzz target,
+/// issue 18). Such a panic is the file's [`SinkError::Parquet`], like the errors the reader
+/// does return; the panic hook has still printed its message. The reader it happened in
+/// must not be used again.
+pub(crate) fn decoding<T>(
+    path: &Path,
+    step: impl FnOnce() -> Result<T, SinkError>,
+) -> Result<T, SinkError> {
+    catch_unwind(AssertUnwindSafe(step)).unwrap_or_else(|panic| {
+        let what = panic
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| panic.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "no message".to_string());
+        Err(SinkError::Parquet {
             path: path.to_path_buf(),
-            source,
+            source: parquet::errors::ParquetError::General(format!(
+                "the parquet decoder failed: {what}"
+            )),
         })
+    })
 }
 
 /// Opens a table file and checks its footer: schema and row count.
@@ -179,11 +216,12 @@ fn open_table(
         }
         Err(e) => return Err(SinkError::io(path, "opening", e)),
     };
-    let builder =
+    let builder = decoding(&path, || {
         ParquetRecordBatchReaderBuilder::try_new(file).map_err(|source| SinkError::Parquet {
             path: path.clone(),
             source,
-        })?;
+        })
+    })?;
     check_schema(&path, builder.schema(), &table.schema())?;
     let found = u64::try_from(builder.metadata().file_metadata().num_rows()).unwrap_or(0);
     let expected = manifest.counts.get(table);

@@ -21,6 +21,7 @@
 //! `manifest.json` (it is optional); the reader checks its exact Arrow schema instead.
 
 use crate::error::SinkError;
+use crate::reader::decoding;
 use arrow::array::{
     Array, ArrayRef, AsArray, BooleanBuilder, Int32Builder, RecordBatch, StringBuilder,
     UInt16Builder, UInt64Builder,
@@ -217,12 +218,16 @@ pub fn read_stacks(snapshot_dir: &Path) -> Result<Vec<EventStack>, SinkError> {
         path: path.clone(),
         source,
     };
-    let builder = ParquetRecordBatchReaderBuilder::try_new(file).map_err(pq)?;
+    let builder = decoding(&path, || {
+        ParquetRecordBatchReaderBuilder::try_new(file).map_err(pq)
+    })?;
     crate::reader::check_schema(&path, builder.schema(), &stacks_schema())?;
-    let reader = builder.with_batch_size(64 * 1024).build().map_err(pq)?;
+    let mut reader = decoding(&path, || {
+        builder.with_batch_size(64 * 1024).build().map_err(pq)
+    })?;
     let mut out: Vec<EventStack> = Vec::new();
     let mut first_row = 0u64;
-    for batch in reader {
+    while let Some(batch) = decoding(&path, || Ok(reader.next()))? {
         let batch = batch.map_err(|source| SinkError::Arrow {
             path: path.clone(),
             source,

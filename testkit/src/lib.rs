@@ -9,6 +9,9 @@
 //!
 //! Without the switch a test that cannot run prints one loud `SKIP <test>: <why>` line and
 //! passes, so `cargo test` on a laptop without root still says what it did not check.
+//!
+//! Bad input made on the spot: [`zstd_rle_bomb`], a few bytes of zstd that decompress to as
+//! many bytes as asked.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
@@ -83,6 +86,27 @@ pub fn shared() -> PathBuf {
 pub fn recording_lock() -> MutexGuard<'static, ()> {
     static LOCK: Mutex<()> = Mutex::new(());
     LOCK.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// A zstd frame of RLE blocks that decompresses to `decompressed` bytes of `byte` from 4
+/// bytes per 128 KiB: a "zstd bomb", for tests that readers bound what they decompress
+/// (issue 18). Frame: magic, no content size, 128 KiB window; each block a 3-byte header
+/// (last-block bit, type 1 = RLE, size) and the repeated byte.
+pub fn zstd_rle_bomb(decompressed: u64, byte: u8) -> Vec<u8> {
+    const BLOCK: u64 = 128 << 10;
+    let mut out = vec![0x28, 0xb5, 0x2f, 0xfd, 0x00, (17 - 10) << 3];
+    let mut left = decompressed;
+    loop {
+        let size = left.min(BLOCK);
+        left -= size;
+        let last = u32::from(left == 0);
+        let header = last | 1 << 1 | (size as u32) << 3;
+        out.extend_from_slice(&header.to_le_bytes()[..3]);
+        out.push(byte);
+        if left == 0 {
+            return out;
+        }
+    }
 }
 
 #[cfg(test)]

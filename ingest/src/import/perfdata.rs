@@ -310,7 +310,8 @@ impl Reader<'_> {
                     (body.get(0..8).map(|b| le_u64(b, 0)), 8)
                 };
                 let n = n.ok_or_else(|| malformed(self.file, at, "a lost record too short"))?;
-                out.lost += n;
+                // Saturating: the counts are the file's word (issue 18).
+                out.lost = out.lost.saturating_add(n);
                 let attr = if kind == RECORD_LOST {
                     body.get(id_at..id_at + 8)
                         .and_then(|b| self.by_id.get(&le_u64(b, 0)))
@@ -557,4 +558,59 @@ pub(super) fn import(path: &Path, bytes: &[u8]) -> Result<Imported, IngestError>
         summary,
         kallsyms: (!kallsyms.is_empty()).then_some(kallsyms),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `PERF_RECORD_LOST` records whose counts add up past `u64::MAX`: the count saturates
+    /// and each is a lost range with its own count (the attr has `sample_id_all`, so the
+    /// records carry time and CPU).
+    // See: issue 18 (fuzzing), docs/fuzzing.md.
+    #[test]
+    fn gh_18_lost_counts_saturate() {
+        let file = Path::new("perf.data");
+        let reader = Reader {
+            file,
+            attrs: vec![Attr {
+                kind: TYPE_TRACEPOINT,
+                sample_type: SAMPLE_TID | SAMPLE_TIME | SAMPLE_CPU,
+                sample_id_all: true,
+                regs_user: 0,
+            }],
+            by_id: HashMap::new(),
+        };
+        let mut data = Vec::new();
+        for time in [10u64, 20] {
+            let mut body = Vec::new();
+            body.extend_from_slice(&0u64.to_le_bytes()); // id
+            body.extend_from_slice(&u64::MAX.to_le_bytes()); // lost
+            body.extend_from_slice(&7u64.to_le_bytes()); // pid, tid
+            body.extend_from_slice(&time.to_le_bytes());
+            body.extend_from_slice(&1u64.to_le_bytes()); // cpu, res
+            data.extend_from_slice(&RECORD_LOST.to_le_bytes());
+            data.extend_from_slice(&0u16.to_le_bytes());
+            data.extend_from_slice(&((body.len() + 8) as u16).to_le_bytes());
+            data.extend(body);
+        }
+        let mut out = Collected {
+            zstd: ZDecoder::new().unwrap(),
+            by_cpu: BTreeMap::new(),
+            threads: BTreeMap::new(),
+            lost: 0,
+            lost_ranges: Vec::new(),
+            last_ts: HashMap::new(),
+            not_tracepoints: 0,
+        };
+        let used = reader
+            .walk(&data, 0, false, &mut out, &mut Vec::new())
+            .unwrap();
+        assert_eq!(used, data.len());
+        assert_eq!(out.lost, u64::MAX);
+        assert_eq!(
+            out.lost_ranges,
+            vec![(1, 10, 10, Some(u64::MAX)), (1, 20, 20, Some(u64::MAX))]
+        );
+    }
 }

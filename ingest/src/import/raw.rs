@@ -242,7 +242,8 @@ impl Pages<'_> {
                     Missed::Count(n) => Some(Some(n)),
                 };
                 if let Some(n) = count {
-                    summary.lost += n.unwrap_or(0);
+                    // Saturating: the counts are the file's word (issue 18).
+                    summary.lost = summary.lost.saturating_add(n.unwrap_or(0));
                     // Lost between this CPU's last record and the start of this page.
                     let to = header.ts.saturating_add_signed(self.ts_offset);
                     let from = last.map_or(to, |l| l.0.min(to));
@@ -292,5 +293,58 @@ impl Pages<'_> {
         summary.end_ns = events.last().map(|e| e.ts);
         let (_, table) = merge.into_parts();
         Ok((events, table.threads(), errors, summary))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::format::EventFormat;
+
+    /// Pages flagged with lost-events counts that add up past `u64::MAX` (the count is the
+    /// file's word, trace.dat's or a raw directory's): the summary saturates, each page is
+    /// still a lost range with its own count, and the records are all kept.
+    // See: issue 18 (fuzzing), docs/fuzzing.md.
+    #[test]
+    fn gh_18_page_lost_counts_saturate() {
+        let text = "name: sched_waking\nID: 2\nformat:\n\
+\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n\
+\tfield:unsigned char common_flags;\toffset:2;\tsize:1;\tsigned:0;\n\
+\tfield:unsigned char common_preempt_count;\toffset:3;\tsize:1;\tsigned:0;\n\
+\tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;\n\n\
+\tfield:char comm[16];\toffset:8;\tsize:16;\tsigned:0;\n\
+\tfield:pid_t pid;\toffset:24;\tsize:4;\tsigned:1;\n\
+\tfield:int prio;\toffset:28;\tsize:4;\tsigned:1;\n\
+\tfield:int target_cpu;\toffset:32;\tsize:4;\tsigned:1;\n";
+        let mut formats = FormatSet::default();
+        formats.insert(EventFormat::parse("sched", text).unwrap());
+        let mut payload = [0u8; 36];
+        payload[0..2].copy_from_slice(&2u16.to_le_bytes());
+        payload[4..8].copy_from_slice(&7i32.to_le_bytes());
+        payload[24..28].copy_from_slice(&1i32.to_le_bytes());
+        let mut data = Vec::new();
+        for ts in [1_000u64, 2_000] {
+            let page =
+                crate::page::encode_page(4096, ts, &[(ts, &payload[..])], Some(u64::MAX)).unwrap();
+            data.extend(page);
+        }
+        let pages = Pages {
+            formats: &formats,
+            conv: Converter::new(&formats).unwrap(),
+            page_size: 4096,
+            ts_offset: 0,
+        };
+        let cpu = CpuPages {
+            cpu: 0,
+            file: PathBuf::from("cpu0"),
+            base: 0,
+            data: &data,
+        };
+        let (events, _, errors, summary) = pages.import(vec![cpu], ThreadTable::new()).unwrap();
+        assert!(errors.is_empty(), "{errors:?}");
+        assert_eq!(events.len(), 2);
+        assert_eq!(summary.lost, u64::MAX);
+        let counts: Vec<Option<u64>> = summary.lost_ranges.iter().map(|r| r.3).collect();
+        assert_eq!(counts, vec![Some(u64::MAX), Some(u64::MAX)]);
     }
 }

@@ -676,9 +676,18 @@ pub(super) fn import(
         });
     }
     if summary.cpus == 0 {
-        summary.cpus = max_cpu.map_or(0, |c| c + 1);
+        // Saturating: `[4294967295]` is a CPU column as far as the line's shape goes.
+        summary.cpus = max_cpu.map_or(0, |c| c.saturating_add(1));
     }
-    let line_text = |no: usize| text.lines().nth(no - 1).unwrap_or("").to_string();
+    // The lines are indexed once, at the first error: looking each one up from the start
+    // made a file of bad lines quadratic (issue 18).
+    let index = std::cell::OnceCell::new();
+    let line_text = |no: usize| {
+        let all = index.get_or_init(|| text.lines().collect::<Vec<&str>>());
+        no.checked_sub(1)
+            .and_then(|i| all.get(i))
+            .map_or_else(String::new, |l| l.to_string())
+    };
     import_lines(path, &lines, &line_text, summary, format, Vec::new())
 }
 
@@ -859,7 +868,7 @@ fn header(line: &str, summary: &mut ImportSummary) {
         let mut it = rest.split_whitespace();
         if let Some((a, b)) = it.next().and_then(|ab| ab.split_once('/')) {
             if let (Ok(a), Ok(b)) = (a.parse::<u64>(), b.parse::<u64>()) {
-                summary.lost += b.saturating_sub(a);
+                summary.lost = summary.lost.saturating_add(b.saturating_sub(a));
             }
         }
         if let Some(p) = rest.find("#P:") {
@@ -874,6 +883,56 @@ fn header(line: &str, summary: &mut ImportSummary) {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+
+    /// Header lines whose lost counts add up past `u64::MAX` (a text trace's headers are the
+    /// file's word): the summary's count saturates.
+    // See: issue 18 (fuzzing, target `import_text`), docs/fuzzing.md.
+    #[test]
+    fn gh_18_header_lost_counts_saturate() {
+        let header = format!(
+            "# entries-in-buffer/entries-written: 0/{}   #P:2\n",
+            u64::MAX
+        );
+        let text = format!(
+            "{header}{header}          <idle>-0     [000] d..2   100.000001: sched_switch: \
+             prev_comm=swapper/0 prev_pid=0 prev_prio=120 prev_state=R ==> next_comm=sh \
+             next_pid=7 next_prio=120\n"
+        );
+        let imported = import(Path::new("t.txt"), &text, ImportFormat::FtraceText).unwrap();
+        assert_eq!(imported.summary().lost, u64::MAX);
+        assert_eq!(imported.event_slice().len(), 1);
+    }
+
+    /// A line on CPU `u32::MAX` counts `u32::MAX` CPUs instead of overflowing; every bad
+    /// line's error quotes that line.
+    // See: issue 18 (fuzzing, target `import_text`), docs/fuzzing.md.
+    #[test]
+    fn gh_18_last_cpu_number_and_bad_line_texts() {
+        let mut text = String::from(
+            "          <idle>-0     [4294967295] d..2   100.000001: sched_switch: \
+             prev_comm=swapper/0 prev_pid=0 prev_prio=120 prev_state=R ==> next_comm=sh \
+             next_pid=7 next_prio=120\n",
+        );
+        for i in 0..50 {
+            text.push_str(&format!(
+                "              sh-7     [000] ....   100.{i:06}: sched_waking: bad{i}\n"
+            ));
+        }
+        let imported = import(Path::new("t.txt"), &text, ImportFormat::FtraceText).unwrap();
+        assert_eq!(imported.summary().cpus, u32::MAX);
+        assert_eq!(imported.errors().len(), 50);
+        for (i, e) in imported.errors().iter().enumerate() {
+            let IngestError::Format {
+                source: FormatError::BadTraceLine { line, text, .. },
+                ..
+            } = e
+            else {
+                panic!("{e}");
+            };
+            assert_eq!(*line, i + 2);
+            assert!(text.ends_with(&format!("sched_waking: bad{i}")), "{text}");
+        }
+    }
 
     #[test]
     fn columns_right_to_left() {

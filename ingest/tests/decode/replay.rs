@@ -426,3 +426,25 @@ fn format_without_a_needed_field() {
         "formats/events/sched/sched_waking/format: no valid `ID:` line"
     );
 }
+
+/// Pages whose stored lost-events counts add up past `u64::MAX` (found by the `perf` fuzz
+/// target, which replays the trace it builds): the per-CPU count saturates.
+// See: issue 18 (fuzzing), docs/fuzzing.md.
+#[test]
+fn gh_18_page_lost_counts_saturate() {
+    let Some(m) = material() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let mut chunk = m.sched_page.clone();
+    for i in 0..3u64 {
+        let lost =
+            argus_ingest::page::encode_page(PAGE, 701_500_200_000_000 + i, &[], Some(u64::MAX))
+                .expect("an empty page fits");
+        chunk.extend(lost);
+    }
+    build(tmp.path(), &m, &[(0, vec![chunk])]);
+    let (events, errs, summary) = run(tmp.path());
+    assert!(errs.is_empty(), "{errs:?}");
+    assert_eq!(events.len(), 7);
+    assert_eq!(summary.cpus[&0].lost, u64::MAX);
+    assert_eq!(summary.cpus[&0].pages, 4);
+}

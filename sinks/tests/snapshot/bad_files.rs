@@ -331,3 +331,38 @@ fn missing_event_payload_is_reported() {
         all_spins()
     );
 }
+
+/// An events file whose definition levels run past their data page (found by the
+/// `snapshot` fuzz target): the parquet crate panics decoding it; the reader reports the
+/// file as corrupt Parquet instead, for the whole snapshot and for the streaming reader.
+// See: issue 18 (fuzzing), docs/fuzzing.md.
+#[test]
+fn gh_18_parquet_decoder_panic_is_the_files_error() {
+    let (_dir, target) = good_snapshot();
+    let path = target.join("events.parquet");
+    std::fs::copy(
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/snapshot/testdata/gh_18_def_levels_past_page.events.parquet"),
+        &path,
+    )
+    .unwrap();
+    set_manifest(&target, |m| m["counts"]["events"] = 200.into());
+    let expected = format!(
+        "{}: corrupt or unreadable parquet: Parquet error: the parquet decoder failed: offset + len out of bounds",
+        path.display()
+    );
+    let err = read_snapshot(&target).unwrap_err();
+    assert!(matches!(err, SinkError::Parquet { .. }), "{err:?}");
+    assert_eq!(err.to_string(), expected);
+    let mut events = argus_sinks::read_events(&target).unwrap();
+    let err = events
+        .find_map(Result::err)
+        .expect("the streaming reader fails too");
+    assert_eq!(err.to_string(), expected);
+    assert!(events.next().is_none(), "and stops");
+    // Without the events the rest of the snapshot is read.
+    assert_eq!(
+        read_snapshot_tables(&target, false).unwrap().spins,
+        all_spins()
+    );
+}
