@@ -80,7 +80,12 @@ pub(crate) fn resolve_target(
     let target = match (pid, tid, comm) {
         (Some(pid), tid, _) => Some(argus_diagnose::Target {
             pid: argus_schema::Pid(pid),
-            tid: tid.map(argus_schema::Tid),
+            // A macOS trace's main thread is not numbered as its process.
+            tid: tid.map(argus_schema::Tid).or_else(|| {
+                graph
+                    .main_thread(argus_schema::Pid(pid))
+                    .filter(|t| t.0 != pid)
+            }),
         }),
         (None, Some(tid), _) => {
             let tid = argus_schema::Tid(tid);

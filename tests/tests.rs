@@ -22,6 +22,7 @@ mod graph_rules;
 mod hang_suite;
 mod identity;
 mod inspect;
+mod kdebug;
 mod live;
 mod live_query;
 mod moment;

@@ -647,6 +647,27 @@ impl Graph {
         }
     }
 
+    /// The main thread of a process: the thread whose id is the pid (Linux), else (a macOS
+    /// trace, where thread ids and pids are separate numbers) the thread of the process
+    /// that none of its own threads created, the earliest started, the lowest id among
+    /// equals. `None` when the trace has no thread of the process.
+    pub fn main_thread(&self, pid: Pid) -> Option<Tid> {
+        let threads = self.threads_of(pid);
+        if threads.iter().any(|t| t.0 == pid.0) {
+            return Some(Tid(pid.0));
+        }
+        let own = |t: &Tid| self.pid_of(*t) == Some(pid);
+        threads
+            .iter()
+            .filter(|t| {
+                self.thread(**t)
+                    .and_then(|i| i.parent)
+                    .is_none_or(|p| !own(&p))
+            })
+            .min_by_key(|t| (self.thread(**t).and_then(|i| i.start_ns), t.0))
+            .copied()
+    }
+
     /// The threads of a process: from the threads table and from the segments.
     pub fn threads_of(&self, pid: Pid) -> Vec<Tid> {
         let mut out: Vec<Tid> = self

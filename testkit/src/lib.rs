@@ -11,7 +11,9 @@
 //! passes, so `cargo test` on a laptop without root still says what it did not check.
 //!
 //! Bad input made on the spot: [`zstd_rle_bomb`], a few bytes of zstd that decompress to as
-//! many bytes as asked.
+//! many bytes as asked. macOS test vectors from Linux recordings: [`kdebug`].
+
+pub mod kdebug;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};

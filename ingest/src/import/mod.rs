@@ -10,6 +10,7 @@
 //! | trace-cmd's `trace.dat`, versions 6 and 7 (v7 uncompressed or zstd-compressed) | [`ImportFormat::TraceDat`] |
 //! | `perf.data` of tracepoints (`perf record -e sched:… -e raw_syscalls:…`, also `-z`) | [`ImportFormat::PerfData`] |
 //! | Perfetto traces (`.perfetto-trace`, `.pftrace`) with ftrace event bundles, full and compact sched | [`ImportFormat::Perfetto`] |
+//! | macOS/iOS kdebug traces: `RAW_VERSION1`, `RAW_VERSION2`, V3 chunked (`.ktrace`, `.atrc`, `.artrace`) ([`kdebug`]) | [`ImportFormat::Kdebug`] |
 //!
 //! ```text
 //!  file ─► detect ─► text lines ─► (ts, cpu, Decoded) ─┐
@@ -63,6 +64,7 @@
 //! ```
 
 mod html;
+pub mod kdebug;
 mod perfdata;
 mod perfetto;
 mod raw;
@@ -96,6 +98,8 @@ pub enum ImportFormat {
     PerfData,
     /// A Perfetto trace (protobuf) with ftrace event bundles.
     Perfetto,
+    /// A macOS/iOS kdebug trace (`RAW_VERSION1`, `RAW_VERSION2`, V3/ktrace).
+    Kdebug,
 }
 
 impl ImportFormat {
@@ -109,6 +113,7 @@ impl ImportFormat {
             ImportFormat::TraceDat => "trace-dat",
             ImportFormat::PerfData => "perf-data",
             ImportFormat::Perfetto => "perfetto",
+            ImportFormat::Kdebug => "kdebug",
         }
     }
 }
@@ -303,6 +308,9 @@ pub fn open(path: &Path) -> Result<Imported, IngestError> {
     }
     if bytes.starts_with(perfdata::MAGIC) || bytes.starts_with(b"2ELIFREP") {
         return perfdata::import(path, &bytes);
+    }
+    if kdebug::looks_like(&bytes) {
+        return kdebug::import(path, &bytes);
     }
     if let Some(i) = find(&bytes, b"TRACE:\n") {
         if bytes.get(i + 7) == Some(&0x78) {

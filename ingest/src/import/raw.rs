@@ -317,20 +317,20 @@ mod tests {
 \tfield:int prio;\toffset:28;\tsize:4;\tsigned:1;\n\
 \tfield:int target_cpu;\toffset:32;\tsize:4;\tsigned:1;\n";
         let mut formats = FormatSet::default();
-        formats.insert(EventFormat::parse("sched", text).unwrap());
+        formats.insert(EventFormat::parse("sched", text).expect("a format"));
         let mut payload = [0u8; 36];
         payload[0..2].copy_from_slice(&2u16.to_le_bytes());
         payload[4..8].copy_from_slice(&7i32.to_le_bytes());
         payload[24..28].copy_from_slice(&1i32.to_le_bytes());
         let mut data = Vec::new();
         for ts in [1_000u64, 2_000] {
-            let page =
-                crate::page::encode_page(4096, ts, &[(ts, &payload[..])], Some(u64::MAX)).unwrap();
+            let page = crate::page::encode_page(4096, ts, &[(ts, &payload[..])], Some(u64::MAX))
+                .expect("a page");
             data.extend(page);
         }
         let pages = Pages {
             formats: &formats,
-            conv: Converter::new(&formats).unwrap(),
+            conv: Converter::new(&formats).expect("a converter"),
             page_size: 4096,
             ts_offset: 0,
         };
@@ -340,7 +340,9 @@ mod tests {
             base: 0,
             data: &data,
         };
-        let (events, _, errors, summary) = pages.import(vec![cpu], ThreadTable::new()).unwrap();
+        let (events, _, errors, summary) = pages
+            .import(vec![cpu], ThreadTable::new())
+            .expect("the pages import");
         assert!(errors.is_empty(), "{errors:?}");
         assert_eq!(events.len(), 2);
         assert_eq!(summary.lost, u64::MAX);

@@ -1,0 +1,315 @@
+//! The kdebug codes the mapping reads, by the names xnu gives them.
+//!
+//! Every event id here is named exactly as in xnu's `bsd/kern/trace_codes`
+//! (`../shared/realtraces/kdebug/xnu-*_trace_codes`), and every BSD syscall as in the
+//! `trace.codes` that PyPI's `pykdebugparser` ships (xnu's file has no `BSC_*` lines: its
+//! build generates them from `syscalls.master`). The tests check both tables against those
+//! files, name by name and value by value, so nothing here is retyped unchecked.
+
+/// `MACH_SCHED`: a context switch (arg2 the thread switched to; the emitter the one leaving).
+pub const MACH_SCHED: u32 = 0x0140_0000;
+/// `MACH_STKHANDOFF`: a context switch by stack handoff (the same arguments).
+pub const MACH_STKHANDOFF: u32 = 0x0140_0008;
+/// `MACH_MKRUNNABLE`: the emitter makes arg1 runnable (a wake-up).
+pub const MACH_MKRUNNABLE: u32 = 0x0140_0018;
+/// `MACH_IDLE`: the emitter is a CPU's idle thread.
+pub const MACH_IDLE: u32 = 0x0140_0024;
+/// `MACH_WAIT`: the emitter asserts a wait (arg1 the event, arg2 interruptible).
+pub const MACH_WAIT: u32 = 0x0140_0040;
+/// `INTERRUPT`: an interrupt handler (START/END; arg1 the interrupt).
+pub const INTERRUPT: u32 = 0x0105_0000;
+/// `MACH_IPC_msg_send`: a Mach message is queued (arg1 the kmsg).
+pub const MACH_IPC_MSG_SEND: u32 = 0x0120_000c;
+/// `MACH_IPC_msg_recv`: a Mach message is received (arg1 the kmsg).
+pub const MACH_IPC_MSG_RECV: u32 = 0x0120_0010;
+/// `TMR_TimerCallIntr`: a timer call runs (START/END; arg1 the call, arg2 its function).
+pub const TMR_TIMER_CALL_INTR: u32 = 0x0109_0008;
+/// `TMR_TimerCallEnter`: a timer call is armed (arg1 the call, arg2 its function, arg3
+/// the deadline).
+pub const TMR_TIMER_CALL_ENTER: u32 = 0x0109_001c;
+/// `TRACE_DATA_NEWTHREAD`: the emitter created thread arg1 in process arg2.
+pub const TRACE_DATA_NEWTHREAD: u32 = 0x0700_0004;
+/// `TRACE_DATA_EXEC`: the emitter's process (arg1) executed a program.
+pub const TRACE_DATA_EXEC: u32 = 0x0700_0008;
+/// `TRACE_DATA_THREAD_TERMINATE`: thread arg1 ended.
+pub const TRACE_DATA_THREAD_TERMINATE: u32 = 0x0700_000c;
+/// `TRACE_STRING_EXEC`: the program's name, packed in the arguments.
+pub const TRACE_STRING_EXEC: u32 = 0x0701_0008;
+/// `TRACE_STRING_THREADNAME`: the emitter's name, packed in the arguments.
+pub const TRACE_STRING_THREADNAME: u32 = 0x0701_0010;
+/// `TRACE_LOST_EVENTS`: the buffer wrapped; events before this one were lost.
+pub const TRACE_LOST_EVENTS: u32 = 0x0702_0008;
+
+/// The event ids above by their xnu names.
+pub const NAMED: &[(&str, u32)] = &[
+    ("MACH_SCHED", MACH_SCHED),
+    ("MACH_STKHANDOFF", MACH_STKHANDOFF),
+    ("MACH_MKRUNNABLE", MACH_MKRUNNABLE),
+    ("MACH_IDLE", MACH_IDLE),
+    ("MACH_WAIT", MACH_WAIT),
+    ("INTERRUPT", INTERRUPT),
+    ("MACH_IPC_msg_send", MACH_IPC_MSG_SEND),
+    ("MACH_IPC_msg_recv", MACH_IPC_MSG_RECV),
+    ("TMR_TimerCallIntr", TMR_TIMER_CALL_INTR),
+    ("TMR_TimerCallEnter", TMR_TIMER_CALL_ENTER),
+    ("TRACE_DATA_NEWTHREAD", TRACE_DATA_NEWTHREAD),
+    ("TRACE_DATA_EXEC", TRACE_DATA_EXEC),
+    ("TRACE_DATA_THREAD_TERMINATE", TRACE_DATA_THREAD_TERMINATE),
+    ("TRACE_STRING_EXEC", TRACE_STRING_EXEC),
+    ("TRACE_STRING_THREADNAME", TRACE_STRING_THREADNAME),
+    ("TRACE_LOST_EVENTS", TRACE_LOST_EVENTS),
+];
+
+/// BSD syscalls: class `DBG_BSD` (4), subclass `DBG_BSD_EXCP_SC` (0x0c), the code is the
+/// syscall number.
+pub const BSD_SYSCALL: u32 = 0x040c_0000;
+/// Mach traps: class `DBG_MACH` (1), subclass `DBG_MACH_EXCP_SC` (0x0c), the code is the
+/// trap number.
+pub const MACH_TRAP: u32 = 0x010c_0000;
+
+/// How a syscall's arguments become the Linux syscall's it stands for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Args {
+    /// As they are.
+    Same,
+    /// A wait on a word or object: `[arg(n), FUTEX_WAIT]`.
+    WaitOn(usize),
+    /// A wake of a word or object: `[arg(n), FUTEX_WAKE]`.
+    WakeOn(usize),
+    /// `__semwait_signal(cond_sem, mutex_sem, timeout, …)`: a sleep with no semaphore
+    /// (how libc's `nanosleep` and `usleep` wait), else a wait on the semaphore.
+    SemwaitSignal,
+    /// `mach_msg`'s options (arg2): `MACH_RCV_MSG` makes it a receive (after its send part,
+    /// when it has one), else a send.
+    MachMsg,
+}
+
+/// One syscall of the table: its kdebug name, number, the Linux syscall it maps to and how.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Syscall {
+    /// The kdebug name (`BSC_read`, `MSC_mach_msg_trap`).
+    pub name: &'static str,
+    /// The BSD syscall or Mach trap number.
+    pub number: u16,
+    /// The Linux (x86-64) syscall whose class it has: a read is a read, `kevent` a
+    /// readiness wait like `epoll_wait`, `psynch_cvwait` and `__ulock_wait` futex waits.
+    pub linux: &'static str,
+    /// How the arguments map.
+    pub args: Args,
+}
+
+const fn sc(name: &'static str, number: u16, linux: &'static str, args: Args) -> Syscall {
+    Syscall {
+        name,
+        number,
+        linux,
+        args,
+    }
+}
+
+/// The BSD syscalls whose class the rules need (messages, waits, sleeps, signals, process
+/// lifetime), with the Linux syscall each stands for. The `_nocancel` twins map as their
+/// plain ones.
+pub const BSD: &[Syscall] = &[
+    sc("BSC_exit", 1, "exit_group", Args::Same),
+    sc("BSC_fork", 2, "fork", Args::Same),
+    sc("BSC_read", 3, "read", Args::Same),
+    sc("BSC_write", 4, "write", Args::Same),
+    sc("BSC_open", 5, "open", Args::Same),
+    sc("BSC_sys_close", 6, "close", Args::Same),
+    sc("BSC_wait4", 7, "wait4", Args::Same),
+    sc("BSC_recvmsg", 27, "recvmsg", Args::Same),
+    sc("BSC_sendmsg", 28, "sendmsg", Args::Same),
+    sc("BSC_recvfrom", 29, "recvfrom", Args::Same),
+    sc("BSC_accept", 30, "accept", Args::Same),
+    sc("BSC_kill", 37, "kill", Args::Same),
+    sc("BSC_pipe", 42, "pipe", Args::Same),
+    sc("BSC_execve", 59, "execve", Args::Same),
+    sc("BSC_vfork", 66, "vfork", Args::Same),
+    sc("BSC_sys_fcntl", 92, "fcntl", Args::Same),
+    sc("BSC_select", 93, "select", Args::Same),
+    sc("BSC_fsync", 95, "fsync", Args::Same),
+    sc("BSC_socket", 97, "socket", Args::Same),
+    sc("BSC_connect", 98, "connect", Args::Same),
+    sc("BSC_sigsuspend", 111, "rt_sigsuspend", Args::Same),
+    sc("BSC_readv", 120, "readv", Args::Same),
+    sc("BSC_writev", 121, "writev", Args::Same),
+    sc("BSC_sys_flock", 131, "flock", Args::Same),
+    sc("BSC_sendto", 133, "sendto", Args::Same),
+    sc("BSC_shutdown", 134, "shutdown", Args::Same),
+    sc("BSC_socketpair", 135, "socketpair", Args::Same),
+    sc("BSC_pread", 153, "pread64", Args::Same),
+    sc("BSC_pwrite", 154, "pwrite64", Args::Same),
+    sc("BSC_waitid", 173, "waitid", Args::Same),
+    sc("BSC_poll", 230, "poll", Args::Same),
+    sc("BSC_posix_spawn", 244, "execve", Args::Same),
+    sc("BSC_psynch_mutexwait", 301, "futex", Args::WaitOn(0)),
+    sc("BSC_psynch_mutexdrop", 302, "futex", Args::WakeOn(0)),
+    sc("BSC_psynch_cvbroad", 303, "futex", Args::WakeOn(0)),
+    sc("BSC_psynch_cvsignal", 304, "futex", Args::WakeOn(0)),
+    sc("BSC_psynch_cvwait", 305, "futex", Args::WaitOn(0)),
+    sc("BSC_psynch_rw_rdlock", 306, "futex", Args::WaitOn(0)),
+    sc("BSC_psynch_rw_wrlock", 307, "futex", Args::WaitOn(0)),
+    sc("BSC_semwait_signal", 334, "nanosleep", Args::SemwaitSignal),
+    sc("BSC_bsdthread_create", 360, "clone", Args::Same),
+    sc("BSC_bsdthread_terminate", 361, "exit", Args::Same),
+    sc("BSC_kevent", 363, "epoll_wait", Args::Same),
+    sc("BSC_kevent64", 369, "epoll_wait", Args::Same),
+    sc("BSC_kevent_qos", 374, "epoll_wait", Args::Same),
+    sc("BSC_kevent_id", 375, "epoll_wait", Args::Same),
+    sc("BSC_pselect", 394, "pselect6", Args::Same),
+    sc("BSC_pselect_nocancel", 395, "pselect6", Args::Same),
+    sc("BSC_read_nocancel", 396, "read", Args::Same),
+    sc("BSC_write_nocancel", 397, "write", Args::Same),
+    sc("BSC_wait4_nocancel", 400, "wait4", Args::Same),
+    sc("BSC_recvmsg_nocancel", 401, "recvmsg", Args::Same),
+    sc("BSC_sendmsg_nocancel", 402, "sendmsg", Args::Same),
+    sc("BSC_recvfrom_nocancel", 403, "recvfrom", Args::Same),
+    sc("BSC_accept_nocancel", 404, "accept", Args::Same),
+    sc("BSC_select_nocancel", 407, "select", Args::Same),
+    sc("BSC_fsync_nocancel", 408, "fsync", Args::Same),
+    sc("BSC_connect_nocancel", 409, "connect", Args::Same),
+    sc("BSC_sigsuspend_nocancel", 410, "rt_sigsuspend", Args::Same),
+    sc("BSC_readv_nocancel", 411, "readv", Args::Same),
+    sc("BSC_writev_nocancel", 412, "writev", Args::Same),
+    sc("BSC_sendto_nocancel", 413, "sendto", Args::Same),
+    sc("BSC_pread_nocancel", 414, "pread64", Args::Same),
+    sc("BSC_pwrite_nocancel", 415, "pwrite64", Args::Same),
+    sc("BSC_poll_nocancel", 417, "poll", Args::Same),
+    sc(
+        "BSC_semwait_signal_nocancel",
+        423,
+        "nanosleep",
+        Args::SemwaitSignal,
+    ),
+    sc("BSC_ulock_wait", 515, "futex", Args::WaitOn(1)),
+    sc("BSC_ulock_wake", 516, "futex", Args::WakeOn(1)),
+    sc("BSC_ulock_wait2", 544, "futex", Args::WaitOn(1)),
+];
+
+/// The Mach traps whose class the rules need.
+pub const MACH: &[Syscall] = &[
+    sc("MSC_mach_msg_trap", 31, "recvmsg", Args::MachMsg),
+    sc("MSC_mach_msg_overwrite_trap", 32, "recvmsg", Args::MachMsg),
+    sc("MSC_semaphore_signal_trap", 33, "futex", Args::WakeOn(0)),
+    sc("MSC_semaphore_wait_trap", 36, "futex", Args::WaitOn(0)),
+    sc(
+        "MSC_semaphore_wait_signal_trap",
+        37,
+        "futex",
+        Args::WaitOn(0),
+    ),
+    sc("MSC_semaphore_timedwait_trap", 38, "futex", Args::WaitOn(0)),
+    sc("MSC_mach_msg2_trap", 47, "recvmsg", Args::MachMsg),
+    sc("MSC_swtch_pri", 59, "sched_yield", Args::Same),
+    sc("MSC_swtch", 60, "sched_yield", Args::Same),
+    sc("MSC_thread_switch", 61, "sched_yield", Args::Same),
+    sc("MSC_mach_wait_until", 90, "clock_nanosleep", Args::Same),
+];
+
+/// `MACH_SEND_MSG` / `MACH64_SEND_MSG` in `mach_msg`'s options.
+pub const MACH_SEND_MSG: u64 = 0x1;
+/// `MACH_RCV_MSG` / `MACH64_RCV_MSG` in `mach_msg`'s options.
+pub const MACH_RCV_MSG: u64 = 0x2;
+
+/// The syscall table entry of a BSD syscall or Mach trap event id, if mapped.
+pub fn syscall(eventid: u32) -> Option<&'static Syscall> {
+    let number = ((eventid >> 2) & 0x3fff) as u16;
+    let table = match eventid & 0xffff_0000 {
+        BSD_SYSCALL => BSD,
+        MACH_TRAP => MACH,
+        _ => return None,
+    };
+    table.iter().find(|s| s.number == number)
+}
+
+/// The event id of a syscall of the table (`BSC_…` or `MSC_…`).
+pub fn eventid(s: &Syscall) -> u32 {
+    let base = if s.name.starts_with("MSC_") {
+        MACH_TRAP
+    } else {
+        BSD_SYSCALL
+    };
+    base | u32::from(s.number) << 2
+}
+
+/// macOS errno values whose Linux numbers differ and that the rules read (a timed-out or
+/// would-block wait), mapped; others pass as they are.
+pub fn linux_errno(mac: u64) -> i64 {
+    match mac {
+        35 => 11,  // EAGAIN / EWOULDBLOCK
+        60 => 110, // ETIMEDOUT
+        e => i64::try_from(e).unwrap_or(i64::MAX),
+    }
+}
+
+/// Mach return codes that mean a timed-out wait (`KERN_OPERATION_TIMED_OUT`,
+/// `MACH_RCV_TIMED_OUT`, `MACH_SEND_TIMED_OUT`).
+pub fn mach_timed_out(kr: u64) -> bool {
+    matches!(kr, 49 | 0x1000_4003 | 0x1000_0004)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    /// `0xID<TAB>NAME` lines, by name.
+    fn codes(text: &str) -> HashMap<String, u32> {
+        text.lines()
+            .filter_map(|l| {
+                let (id, name) = l.split_once('\t')?;
+                let id = u32::from_str_radix(id.trim().trim_start_matches("0x"), 16).ok()?;
+                Some((name.trim().to_string(), id))
+            })
+            .collect()
+    }
+
+    /// Every named event id is xnu's, checked against its `trace_codes` file.
+    #[test]
+    fn event_ids_are_xnus() {
+        let Some(dir) = argus_testkit::realtraces("event_ids_are_xnus") else {
+            return;
+        };
+        let file = std::fs::read_dir(dir.join("kdebug"))
+            .expect("realtraces/kdebug")
+            .flatten()
+            .find(|e| e.file_name().to_string_lossy().ends_with("_trace_codes"))
+            .expect("an xnu trace_codes file")
+            .path();
+        let xnu = codes(&std::fs::read_to_string(&file).expect("trace codes"));
+        for (name, id) in NAMED {
+            assert_eq!(xnu.get(*name), Some(id), "{name}");
+        }
+        for s in MACH {
+            assert_eq!(xnu.get(s.name), Some(&eventid(s)), "{}", s.name);
+            assert_eq!(syscall(eventid(s)), Some(s));
+        }
+        // Every Linux name is a syscall the schema knows.
+        for s in BSD.iter().chain(MACH) {
+            assert!(
+                argus_schema::syscalls::number(s.linux).is_some(),
+                "{}: {}",
+                s.name,
+                s.linux
+            );
+        }
+    }
+
+    /// Numbers unique per table; function qualifiers ignored in the lookup.
+    #[test]
+    fn lookups() {
+        for t in [BSD, MACH] {
+            let mut seen = std::collections::HashSet::new();
+            for s in t {
+                assert!(seen.insert(s.number), "{}", s.name);
+            }
+        }
+        let read = syscall(0x040c_000c | 1).expect("BSC_read START");
+        assert_eq!((read.name, read.linux), ("BSC_read", "read"));
+        assert_eq!(syscall(0x040c_0000 | 9999 << 2), None);
+        assert_eq!(syscall(MACH_SCHED), None);
+        assert_eq!(linux_errno(60), 110);
+        assert_eq!(linux_errno(4), 4);
+    }
+}

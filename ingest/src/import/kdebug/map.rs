@@ -1,0 +1,960 @@
+//! kdebug events as Argus events (the table is in `docs/kdebug.md`).
+//!
+//! - `MACH_SCHED`/`MACH_STKHANDOFF` are switches: the emitter leaves the CPU, arg2 takes it.
+//!   The thread left blocked when it asserted a wait (`MACH_WAIT`, interruptible or not)
+//!   that no wake-up cleared before the switch, else runnable (preempted). A CPU's idle
+//!   thread (the emitter of `MACH_IDLE`) is tid 0, as Linux's swapper.
+//! - `MACH_MKRUNNABLE` is a wake-up of arg1 by the emitter, in interrupt context inside an
+//!   `INTERRUPT` interval of its CPU.
+//! - BSD syscalls and Mach traps are `sys_enter`/`sys_exit` of the Linux syscall of the same
+//!   class ([`super::codes::BSD`], [`super::codes::MACH`]): the rules then treat a `read` as
+//!   a receive, `kevent` as a readiness wait, `psynch_cvwait` and `__ulock_wait` as waits on a
+//!   word, `__semwait_signal` without a semaphore as a sleep. A syscall outside the tables
+//!   keeps its number above [`BSD_BASE`] (Mach traps above [`MACH_BASE`]). Errors are
+//!   negative Linux errno values (`ETIMEDOUT`, `EAGAIN` renumbered), a Mach wait's timeout is
+//!   `-ETIMEDOUT`, a received Mach message returns 1.
+//! - A Mach message send (`MACH_IPC_msg_send`) delivers to its kmsg and its receive
+//!   (`MACH_IPC_msg_recv`) drains it: the socket data records, paired by the kmsg address,
+//!   so a message is an edge as a socket's data is. A `mach_msg` that sends and receives is
+//!   a send until its message is queued, then a receive.
+//! - Timer calls (`TMR_TimerCallEnter`, `TMR_TimerCallIntr`) are high-resolution timers;
+//!   `TRACE_DATA_NEWTHREAD` a thread creation, `TRACE_DATA_THREAD_TERMINATE` an exit,
+//!   `TRACE_DATA_EXEC` an exec with the program name of `TRACE_STRING_EXEC`,
+//!   `TRACE_STRING_THREADNAME` a thread's name; `TRACE_LOST_EVENTS` a lost range.
+//!
+//! Processes keep their macOS pids; the thread map, creations and execs say which thread is
+//! whose. Thread ids above `i32::MAX` (a machine up for a very long time) are renumbered
+//! below it, which a note says.
+
+use super::codes::{self, Args, Syscall};
+use super::decode::{FuncQual, KdEvent, KdFile};
+use crate::import::ImportSummary;
+use argus_schema::{
+    syscalls, Context, Cpu, Event, EventKind, Nanos, Pid, TaskState, ThreadInfo, Tid,
+};
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+/// Syscall numbers of BSD syscalls outside the table: `BSD_BASE + number`.
+pub const BSD_BASE: i32 = 10_000;
+/// Syscall numbers of Mach traps outside the table: `MACH_BASE + number`.
+pub const MACH_BASE: i32 = 20_000;
+
+/// What the mapping gives.
+pub(super) struct Mapped {
+    pub events: Vec<Event>,
+    pub threads: Vec<ThreadInfo>,
+    pub summary: ImportSummary,
+}
+
+/// A thread as the mapping knows it.
+#[derive(Default)]
+struct Thread {
+    pid: Option<i32>,
+    name: Option<String>,
+    parent: Option<Tid>,
+    start: Option<Nanos>,
+    exit: Option<Nanos>,
+    kernel: bool,
+    /// The state a switch away leaves it in, from its `MACH_WAIT`.
+    waiting: Option<TaskState>,
+    /// Syscalls in flight: event id, the Linux number, a `mach_msg` still in its send part.
+    calls: Vec<(u32, i32, bool)>,
+    /// A name being assembled from string events.
+    string: Vec<u8>,
+}
+
+struct Mapper<'a> {
+    kd: &'a KdFile,
+    idle: HashSet<u64>,
+    /// kdebug thread ids above `i32::MAX`, renumbered.
+    renumbered: HashMap<u64, i32>,
+    threads: BTreeMap<i32, Thread>,
+    /// Process names by pid.
+    processes: HashMap<i32, String>,
+    irq_depth: HashMap<u32, u32>,
+    last_ts: HashMap<u32, Nanos>,
+    events: Vec<Event>,
+    summary: ImportSummary,
+}
+
+/// The printable bytes packed in a string event's arguments.
+fn string_bytes(args: &[u64; 4]) -> Vec<u8> {
+    args.iter()
+        .flat_map(|a| a.to_le_bytes())
+        .take_while(|&b| b != 0)
+        .collect()
+}
+
+impl Mapper<'_> {
+    fn tid(&mut self, raw: u64) -> Tid {
+        if self.idle.contains(&raw) {
+            return Tid(0);
+        }
+        if let Ok(t) = i32::try_from(raw) {
+            return Tid(t);
+        }
+        let next = i32::MAX - self.renumbered.len() as i32;
+        Tid(*self.renumbered.entry(raw).or_insert(next))
+    }
+
+    fn thread(&mut self, tid: Tid) -> &mut Thread {
+        self.threads.entry(tid.0).or_default()
+    }
+
+    fn pid_of(&self, tid: Tid) -> Pid {
+        Pid(self
+            .threads
+            .get(&tid.0)
+            .and_then(|t| t.pid)
+            .unwrap_or(tid.0))
+    }
+
+    fn push(&mut self, e: &KdEvent, tid: Tid, ctx: Context, kind: EventKind) {
+        let ts = Nanos(self.kd.ns(e.timestamp));
+        let pid = if tid.0 == 0 { Pid(0) } else { self.pid_of(tid) };
+        self.events.push(Event {
+            ts,
+            seq: self.events.len() as u64,
+            cpu: Cpu(e.cpu),
+            pid,
+            tid,
+            ctx,
+            kind,
+        });
+    }
+
+    fn ctx(&self, cpu: u32) -> Context {
+        if self.irq_depth.get(&cpu).copied().unwrap_or(0) > 0 {
+            Context::HardIrq
+        } else {
+            Context::Task
+        }
+    }
+
+    fn count_unknown(&mut self, e: &KdEvent) {
+        *self
+            .summary
+            .unknown
+            .entry(format!("kdebug {:#010x}", e.eventid()))
+            .or_default() += 1;
+    }
+
+    fn event(&mut self, e: &KdEvent) {
+        let cpu = e.cpu;
+        let ts = Nanos(self.kd.ns(e.timestamp));
+        let me = self.tid(e.tid);
+        let ctx = self.ctx(cpu);
+        match e.eventid() {
+            codes::MACH_SCHED | codes::MACH_STKHANDOFF => {
+                let next = self.tid(e.args[1]);
+                let prev_state = if me.0 == 0 {
+                    TaskState::RUNNABLE
+                } else {
+                    self.thread(me)
+                        .waiting
+                        .take()
+                        .unwrap_or(TaskState::RUNNABLE)
+                };
+                self.push(
+                    e,
+                    me,
+                    Context::Task,
+                    EventKind::Switch {
+                        prev: me,
+                        prev_state,
+                        next,
+                    },
+                );
+            }
+            codes::MACH_MKRUNNABLE => {
+                let target = self.tid(e.args[0]);
+                self.thread(target).waiting = None;
+                self.push(e, me, ctx, EventKind::Waking { target });
+            }
+            codes::MACH_WAIT => {
+                if me.0 != 0 {
+                    self.thread(me).waiting = Some(if e.args[1] != 0 {
+                        TaskState::SLEEPING
+                    } else {
+                        TaskState::DISK
+                    });
+                }
+            }
+            codes::MACH_IDLE => {}
+            codes::INTERRUPT => {
+                let irq = e.args[0] as i32;
+                let depth = self.irq_depth.entry(cpu).or_default();
+                match e.func() {
+                    FuncQual::Start => {
+                        *depth += 1;
+                        self.push(e, me, Context::HardIrq, EventKind::IrqEntry { irq });
+                    }
+                    FuncQual::End => {
+                        *depth = depth.saturating_sub(1);
+                        self.push(e, me, Context::HardIrq, EventKind::IrqExit { irq });
+                    }
+                    _ => self.count_unknown(e),
+                }
+            }
+            codes::TMR_TIMER_CALL_ENTER => {
+                let kind = EventKind::HrtimerStart {
+                    timer: e.args[0],
+                    function: e.args[1],
+                    expires: self.kd.ns(e.args[2]),
+                };
+                self.push(e, me, ctx, kind);
+            }
+            codes::TMR_TIMER_CALL_INTR => match e.func() {
+                FuncQual::Start => self.push(
+                    e,
+                    me,
+                    Context::HardIrq,
+                    EventKind::HrtimerExpire {
+                        timer: e.args[0],
+                        function: e.args[1],
+                    },
+                ),
+                FuncQual::End => self.push(
+                    e,
+                    me,
+                    Context::HardIrq,
+                    EventKind::HrtimerExpireExit { timer: e.args[0] },
+                ),
+                _ => self.count_unknown(e),
+            },
+            codes::MACH_IPC_MSG_SEND => {
+                self.push(e, me, ctx, EventKind::SockReady { sk: e.args[0] });
+                // A send-and-receive `mach_msg`: its send part ends here.
+                let split = self
+                    .threads
+                    .get(&me.0)
+                    .and_then(|t| t.calls.last())
+                    .is_some_and(|c| c.2);
+                if split {
+                    let (send, recv) = (nr("sendmsg"), nr("recvmsg"));
+                    self.push(e, me, ctx, EventKind::SysExit { nr: send, ret: 1 });
+                    if let Some(c) = self.thread(me).calls.last_mut() {
+                        *c = (c.0, recv, false);
+                    }
+                    self.push(
+                        e,
+                        me,
+                        ctx,
+                        EventKind::SysEnter {
+                            nr: recv,
+                            args: [0; 6],
+                        },
+                    );
+                }
+            }
+            codes::MACH_IPC_MSG_RECV => {
+                self.push(
+                    e,
+                    me,
+                    ctx,
+                    EventKind::SockRecv {
+                        sk: e.args[0],
+                        ret: 1,
+                    },
+                );
+            }
+            codes::TRACE_DATA_NEWTHREAD => {
+                let child = self.tid(e.args[0]);
+                let child_pid = i32::try_from(e.args[1]).unwrap_or(child.0);
+                let creator = self.pid_of(me);
+                let thread = child_pid == creator.0;
+                let name = if thread {
+                    None
+                } else {
+                    self.threads.get(&me.0).and_then(|t| t.name.clone())
+                };
+                let t = self.thread(child);
+                t.pid = Some(child_pid);
+                t.parent = Some(me);
+                t.start = Some(ts);
+                if t.name.is_none() {
+                    t.name = name;
+                }
+                if let (false, Some(n)) = (thread, self.processes.get(&creator.0).cloned()) {
+                    self.processes.entry(child_pid).or_insert(n);
+                }
+                self.push(
+                    e,
+                    me,
+                    Context::Task,
+                    EventKind::Fork {
+                        child,
+                        child_pid: Pid(child_pid),
+                        thread,
+                    },
+                );
+            }
+            codes::TRACE_DATA_EXEC => {
+                if let Ok(pid) = i32::try_from(e.args[0]) {
+                    self.thread(me).pid = Some(pid);
+                }
+                self.push(e, me, Context::Task, EventKind::Exec);
+            }
+            codes::TRACE_DATA_THREAD_TERMINATE => {
+                let who = self.tid(e.args[0]);
+                self.thread(who).exit = Some(ts);
+                self.push(e, who, Context::Task, EventKind::Exit);
+            }
+            codes::TRACE_STRING_EXEC | codes::TRACE_STRING_THREADNAME => {
+                let exec = e.eventid() == codes::TRACE_STRING_EXEC;
+                let t = self.thread(me);
+                if matches!(e.func(), FuncQual::Start | FuncQual::All) {
+                    t.string.clear();
+                }
+                t.string.extend(string_bytes(&e.args));
+                if matches!(e.func(), FuncQual::End | FuncQual::All | FuncQual::None) {
+                    let s = String::from_utf8_lossy(&std::mem::take(&mut t.string)).into_owned();
+                    t.name = Some(s.clone());
+                    if exec {
+                        let pid = self.pid_of(me).0;
+                        self.processes.insert(pid, s);
+                    }
+                }
+            }
+            codes::TRACE_LOST_EVENTS => {
+                let from = self.last_ts.get(&cpu).copied().unwrap_or(ts);
+                self.summary.lost_ranges.push((cpu, from.0, ts.0, None));
+            }
+            id => match codes::syscall(id) {
+                Some(s) => self.syscall(e, me, ctx, s),
+                None => self.other_syscall_or_unknown(e, me, ctx),
+            },
+        }
+        self.last_ts.insert(cpu, ts);
+    }
+
+    fn syscall(&mut self, e: &KdEvent, me: Tid, ctx: Context, s: &'static Syscall) {
+        let a = e.args;
+        match e.func() {
+            FuncQual::Start => {
+                let (linux, args, combined) = match s.args {
+                    Args::Same => (nr(s.linux), [a[0], a[1], a[2], a[3], 0, 0], false),
+                    Args::WaitOn(i) => (nr("futex"), [a[i], 0, 0, 0, 0, 0], false),
+                    Args::WakeOn(i) => (nr("futex"), [a[i], 1, 0, 0, 0, 0], false),
+                    Args::SemwaitSignal if a[0] == 0 => (nr("nanosleep"), [0; 6], false),
+                    Args::SemwaitSignal => (nr("futex"), [a[0], 0, 0, 0, 0, 0], false),
+                    Args::MachMsg => {
+                        let opts = a[1];
+                        let recv = opts & codes::MACH_RCV_MSG != 0;
+                        let send = opts & codes::MACH_SEND_MSG != 0;
+                        let first = if recv && !send { "recvmsg" } else { "sendmsg" };
+                        (nr(first), [0; 6], recv && send)
+                    }
+                };
+                self.thread(me).calls.push((e.eventid(), linux, combined));
+                self.push(e, me, ctx, EventKind::SysEnter { nr: linux, args });
+            }
+            FuncQual::End => {
+                let calls = &mut self.thread(me).calls;
+                let open = calls.iter().rposition(|c| c.0 == e.eventid());
+                let linux = match open {
+                    Some(i) => {
+                        let c = calls.remove(i);
+                        calls.truncate(i);
+                        c.1
+                    }
+                    // Entered before the trace began.
+                    None => match s.args {
+                        Args::MachMsg => nr("recvmsg"),
+                        Args::WaitOn(_) | Args::WakeOn(_) => nr("futex"),
+                        _ => nr(s.linux),
+                    },
+                };
+                let ret = if s.name.starts_with("MSC_") {
+                    if codes::mach_timed_out(a[0]) {
+                        -110
+                    } else if a[0] != 0 {
+                        -i64::from(u32::try_from(a[0]).unwrap_or(u32::MAX) & 0x7fff_ffff)
+                    } else {
+                        i64::from(linux == nr("recvmsg"))
+                    }
+                } else if a[0] != 0 {
+                    let errno = codes::linux_errno(a[0]);
+                    // A sleep that ran its course.
+                    if linux == nr("nanosleep") && errno == 110 {
+                        0
+                    } else {
+                        -errno
+                    }
+                } else {
+                    a[1] as i64
+                };
+                self.push(e, me, ctx, EventKind::SysExit { nr: linux, ret });
+            }
+            _ => self.count_unknown(e),
+        }
+    }
+
+    /// A BSD syscall or Mach trap outside the tables (kept, numbered above the Linux ones),
+    /// or an event the mapping does not read (counted).
+    fn other_syscall_or_unknown(&mut self, e: &KdEvent, me: Tid, ctx: Context) {
+        let base = match e.eventid() & 0xffff_0000 {
+            codes::BSD_SYSCALL => BSD_BASE,
+            codes::MACH_TRAP => MACH_BASE,
+            _ => return self.count_unknown(e),
+        };
+        let number = base + i32::from(e.code());
+        match e.func() {
+            FuncQual::Start => {
+                self.thread(me).calls.push((e.eventid(), number, false));
+                let a = e.args;
+                self.push(
+                    e,
+                    me,
+                    ctx,
+                    EventKind::SysEnter {
+                        nr: number,
+                        args: [a[0], a[1], a[2], a[3], 0, 0],
+                    },
+                );
+            }
+            FuncQual::End => {
+                let calls = &mut self.thread(me).calls;
+                if let Some(i) = calls.iter().rposition(|c| c.0 == e.eventid()) {
+                    calls.truncate(i);
+                }
+                let ret = if e.args[0] != 0 {
+                    -codes::linux_errno(e.args[0])
+                } else {
+                    e.args[1] as i64
+                };
+                self.push(e, me, ctx, EventKind::SysExit { nr: number, ret });
+            }
+            _ => self.count_unknown(e),
+        }
+    }
+}
+
+fn nr(name: &str) -> i32 {
+    syscalls::number(name).unwrap_or(-1)
+}
+
+/// Maps the events of `kd` (in time order; file order among equal times).
+pub(super) fn map(kd: &KdFile) -> Mapped {
+    let idle: HashSet<u64> = kd
+        .events
+        .iter()
+        .filter(|e| e.eventid() == codes::MACH_IDLE)
+        .map(|e| e.tid)
+        .collect();
+    let mut m = Mapper {
+        kd,
+        idle,
+        renumbered: HashMap::new(),
+        threads: BTreeMap::new(),
+        processes: HashMap::new(),
+        irq_depth: HashMap::new(),
+        last_ts: HashMap::new(),
+        events: Vec::with_capacity(kd.events.len()),
+        summary: ImportSummary::default(),
+    };
+    for t in &kd.threads {
+        let tid = m.tid(t.tid);
+        if tid.0 == 0 {
+            continue;
+        }
+        let kernel = t.pid == 0;
+        // kernel_task's threads are kernel threads, each its own task as on Linux.
+        let pid = if kernel { tid.0 } else { t.pid };
+        let th = m.thread(tid);
+        th.pid = Some(pid);
+        th.kernel = kernel;
+        m.processes.entry(pid).or_insert_with(|| t.command.clone());
+    }
+    let mut order: Vec<usize> = (0..kd.events.len()).collect();
+    order.sort_by_key(|&i| kd.events[i].timestamp);
+    for i in order {
+        m.event(&kd.events[i]);
+    }
+    if !m.renumbered.is_empty() {
+        m.summary.notes.push(format!(
+            "{} thread ids above {} renumbered below it",
+            m.renumbered.len(),
+            i32::MAX
+        ));
+    }
+    let threads = m
+        .threads
+        .iter()
+        .filter(|(&tid, _)| tid != 0)
+        .map(|(&tid, t)| {
+            let pid = t.pid.unwrap_or(tid);
+            let process = m.processes.get(&pid).cloned();
+            let comm = t
+                .name
+                .clone()
+                .or_else(|| process.clone())
+                .unwrap_or_default();
+            ThreadInfo {
+                tid: Tid(tid),
+                pid: Pid(pid),
+                process: process.unwrap_or_else(|| comm.clone()),
+                comm,
+                parent: t.parent,
+                start_ns: t.start,
+                exit_ns: t.exit,
+                kernel: t.kernel,
+            }
+        })
+        .collect();
+    m.summary.cpus = kd
+        .events
+        .iter()
+        .map(|e| e.cpu + 1)
+        .max()
+        .unwrap_or(0)
+        .max(kd.cpus.len() as u32);
+    m.summary.start_ns = m.events.first().map(|e| e.ts);
+    m.summary.end_ns = m.events.last().map(|e| e.ts);
+    Mapped {
+        events: m.events,
+        threads,
+        summary: m.summary,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::import::kdebug::{KdThread, KdVersion};
+
+    const START: u32 = 1;
+    const END: u32 = 2;
+
+    fn bsc(name: &str) -> u32 {
+        codes::eventid(codes::BSD.iter().find(|s| s.name == name).expect(name))
+    }
+
+    fn msc(name: &str) -> u32 {
+        codes::eventid(codes::MACH.iter().find(|s| s.name == name).expect(name))
+    }
+
+    fn file(events: Vec<(u64, u64, u32, u32, [u64; 4])>) -> KdFile {
+        KdFile {
+            version: KdVersion::V3,
+            lp64: true,
+            timebase: (125, 3),
+            walltime: None,
+            threads: vec![
+                KdThread {
+                    tid: 1001,
+                    pid: 500,
+                    command: "Mail".into(),
+                },
+                KdThread {
+                    tid: 1002,
+                    pid: 500,
+                    command: "Mail".into(),
+                },
+                KdThread {
+                    tid: 2001,
+                    pid: 600,
+                    command: "imagent".into(),
+                },
+                KdThread {
+                    tid: 9,
+                    pid: 0,
+                    command: "kernel_task".into(),
+                },
+            ],
+            cpus: Vec::new(),
+            events: events
+                .into_iter()
+                .map(|(ts, tid, debugid, cpu, args)| KdEvent {
+                    offset: 0,
+                    timestamp: ts * 3,
+                    args,
+                    tid,
+                    debugid,
+                    cpu,
+                })
+                .collect(),
+            skipped: Vec::new(),
+            notes: Vec::new(),
+        }
+    }
+
+    fn name_args(s: &str) -> [u64; 4] {
+        let mut b = [0u8; 32];
+        b[..s.len()].copy_from_slice(s.as_bytes());
+        let w = |i: usize| u64::from_le_bytes(b[i * 8..i * 8 + 8].try_into().expect("8 bytes"));
+        [w(0), w(1), w(2), w(3)]
+    }
+
+    #[test]
+    fn a_wait_a_wake_up_syscalls_and_a_mach_message() {
+        let kmsg = 0xffff_ff80_1234_5000;
+        let kd = file(vec![
+            (100, 77, codes::MACH_IDLE | START, 0, [0; 4]),
+            (101, 78, codes::MACH_IDLE | START, 1, [0; 4]),
+            (110, 1001, bsc("BSC_read") | START, 1, [3, 0x7000, 64, 0]),
+            (120, 1001, codes::MACH_WAIT, 1, [0xe1, 1, 0, 0]),
+            (130, 1001, codes::MACH_SCHED, 1, [0, 78, 31, 0]),
+            (200, 2001, bsc("BSC_write") | START, 0, [4, 0x8000, 8, 0]),
+            (210, 2001, codes::MACH_MKRUNNABLE, 0, [1001, 31, 0, 0]),
+            (220, 2001, bsc("BSC_write") | END, 0, [0, 8, 0, 0]),
+            (230, 78, codes::MACH_SCHED, 1, [0, 1001, 0, 31]),
+            (240, 1001, bsc("BSC_read") | END, 1, [0, 8, 0, 0]),
+            (
+                250,
+                1002,
+                bsc("BSC_psynch_cvwait") | START,
+                2,
+                [0xabc, 1, 2, 0xdd],
+            ),
+            (
+                260,
+                2001,
+                bsc("BSC_ulock_wake") | START,
+                0,
+                [1, 0xdef, 0, 0],
+            ),
+            (
+                270,
+                1002,
+                bsc("BSC_semwait_signal") | START,
+                3,
+                [0, 0, 1, 1],
+            ),
+            (
+                280,
+                1001,
+                msc("MSC_mach_msg_trap") | START,
+                1,
+                [0x9000, 3, 64, 128],
+            ),
+            (290, 1001, codes::MACH_IPC_MSG_SEND, 1, [kmsg, 0, 0, 0]),
+            (300, 2001, codes::MACH_IPC_MSG_RECV, 0, [kmsg, 0, 0, 0]),
+            (310, 1001, msc("MSC_mach_msg_trap") | END, 1, [0, 0, 0, 0]),
+            (320, 2001, codes::INTERRUPT | START, 0, [33, 0, 0, 0]),
+            (321, 2001, codes::MACH_MKRUNNABLE, 0, [1002, 31, 0, 0]),
+            (322, 2001, codes::INTERRUPT | END, 0, [33, 0, 0, 0]),
+            (330, 1001, codes::TRACE_DATA_NEWTHREAD, 1, [1003, 500, 0, 0]),
+            (
+                340,
+                1003,
+                codes::TRACE_STRING_THREADNAME | 3,
+                1,
+                name_args("worker-a"),
+            ),
+            (
+                350,
+                1003,
+                codes::TRACE_DATA_THREAD_TERMINATE,
+                1,
+                [1003, 0, 0, 0],
+            ),
+            (360, 2001, 0x0501_0000, 0, [0; 4]),
+            (370, 2001, bsc("BSC_kevent") | END, 0, [0, 2, 0, 0]),
+            (380, 1002, bsc("BSC_ulock_wait") | END, 2, [60, 0, 0, 0]),
+            (390, 2001, 0x040c_0000 | 9 << 2 | START, 0, [5, 0, 0, 0]),
+        ]);
+        let m = map(&kd);
+        let n = |s: &str| syscalls::number(s).expect("decodes");
+        let got: Vec<(u64, i32, i32, Context, EventKind)> = m
+            .events
+            .iter()
+            .map(|e| (e.ts.0, e.tid.0, e.pid.0, e.ctx, e.kind.clone()))
+            .collect();
+        let task = Context::Task;
+        let want = vec![
+            (
+                13_750,
+                1001,
+                500,
+                task,
+                EventKind::SysEnter {
+                    nr: n("read"),
+                    args: [3, 0x7000, 64, 0, 0, 0],
+                },
+            ),
+            (
+                16_250,
+                1001,
+                500,
+                task,
+                EventKind::Switch {
+                    prev: Tid(1001),
+                    prev_state: TaskState::SLEEPING,
+                    next: Tid(0),
+                },
+            ),
+            (
+                25_000,
+                2001,
+                600,
+                task,
+                EventKind::SysEnter {
+                    nr: n("write"),
+                    args: [4, 0x8000, 8, 0, 0, 0],
+                },
+            ),
+            (
+                26_250,
+                2001,
+                600,
+                task,
+                EventKind::Waking { target: Tid(1001) },
+            ),
+            (
+                27_500,
+                2001,
+                600,
+                task,
+                EventKind::SysExit {
+                    nr: n("write"),
+                    ret: 8,
+                },
+            ),
+            (
+                28_750,
+                0,
+                0,
+                task,
+                EventKind::Switch {
+                    prev: Tid(0),
+                    prev_state: TaskState::RUNNABLE,
+                    next: Tid(1001),
+                },
+            ),
+            (
+                30_000,
+                1001,
+                500,
+                task,
+                EventKind::SysExit {
+                    nr: n("read"),
+                    ret: 8,
+                },
+            ),
+            (
+                31_250,
+                1002,
+                500,
+                task,
+                EventKind::SysEnter {
+                    nr: n("futex"),
+                    args: [0xabc, 0, 0, 0, 0, 0],
+                },
+            ),
+            (
+                32_500,
+                2001,
+                600,
+                task,
+                EventKind::SysEnter {
+                    nr: n("futex"),
+                    args: [0xdef, 1, 0, 0, 0, 0],
+                },
+            ),
+            (
+                33_750,
+                1002,
+                500,
+                task,
+                EventKind::SysEnter {
+                    nr: n("nanosleep"),
+                    args: [0; 6],
+                },
+            ),
+            (
+                35_000,
+                1001,
+                500,
+                task,
+                EventKind::SysEnter {
+                    nr: n("sendmsg"),
+                    args: [0; 6],
+                },
+            ),
+            (36_250, 1001, 500, task, EventKind::SockReady { sk: kmsg }),
+            (
+                36_250,
+                1001,
+                500,
+                task,
+                EventKind::SysExit {
+                    nr: n("sendmsg"),
+                    ret: 1,
+                },
+            ),
+            (
+                36_250,
+                1001,
+                500,
+                task,
+                EventKind::SysEnter {
+                    nr: n("recvmsg"),
+                    args: [0; 6],
+                },
+            ),
+            (
+                37_500,
+                2001,
+                600,
+                task,
+                EventKind::SockRecv { sk: kmsg, ret: 1 },
+            ),
+            (
+                38_750,
+                1001,
+                500,
+                task,
+                EventKind::SysExit {
+                    nr: n("recvmsg"),
+                    ret: 1,
+                },
+            ),
+            (
+                40_000,
+                2001,
+                600,
+                Context::HardIrq,
+                EventKind::IrqEntry { irq: 33 },
+            ),
+            (
+                40_125,
+                2001,
+                600,
+                Context::HardIrq,
+                EventKind::Waking { target: Tid(1002) },
+            ),
+            (
+                40_250,
+                2001,
+                600,
+                Context::HardIrq,
+                EventKind::IrqExit { irq: 33 },
+            ),
+            (
+                41_250,
+                1001,
+                500,
+                task,
+                EventKind::Fork {
+                    child: Tid(1003),
+                    child_pid: Pid(500),
+                    thread: true,
+                },
+            ),
+            (43_750, 1003, 500, task, EventKind::Exit),
+            (
+                46_250,
+                2001,
+                600,
+                task,
+                EventKind::SysExit {
+                    nr: n("epoll_wait"),
+                    ret: 2,
+                },
+            ),
+            (
+                47_500,
+                1002,
+                500,
+                task,
+                EventKind::SysExit {
+                    nr: n("futex"),
+                    ret: -110,
+                },
+            ),
+            (
+                48_750,
+                2001,
+                600,
+                task,
+                EventKind::SysEnter {
+                    nr: BSD_BASE + 9,
+                    args: [5, 0, 0, 0, 0, 0],
+                },
+            ),
+        ];
+        assert_eq!(got.len(), want.len(), "{got:#?}");
+        for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+            assert_eq!(g, w, "event {i}");
+        }
+        assert!(m.events.iter().enumerate().all(|(i, e)| e.seq == i as u64));
+        assert_eq!(m.summary.unknown.get("kdebug 0x05010000"), Some(&1));
+        let names: Vec<(i32, i32, &str, &str)> = m
+            .threads
+            .iter()
+            .map(|t| (t.tid.0, t.pid.0, t.comm.as_str(), t.process.as_str()))
+            .collect();
+        assert_eq!(
+            names,
+            vec![
+                (9, 9, "kernel_task", "kernel_task"),
+                (1001, 500, "Mail", "Mail"),
+                (1002, 500, "Mail", "Mail"),
+                (1003, 500, "worker-a", "Mail"),
+                (2001, 600, "imagent", "imagent"),
+            ]
+        );
+        let worker = m.threads.iter().find(|t| t.tid.0 == 1003).expect("decodes");
+        assert_eq!(worker.parent, Some(Tid(1001)));
+        assert_eq!(
+            (worker.start_ns, worker.exit_ns),
+            (Some(Nanos(41_250)), Some(Nanos(43_750)))
+        );
+        assert!(
+            m.threads
+                .iter()
+                .find(|t| t.tid.0 == 9)
+                .expect("kernel_task's thread")
+                .kernel
+        );
+        assert_eq!(m.summary.cpus, 4);
+    }
+
+    /// A new process (not a thread of the creator's) takes its creator's name until it execs.
+    #[test]
+    fn a_new_process_and_its_exec() {
+        let kd = file(vec![
+            (10, 2001, codes::TRACE_DATA_NEWTHREAD, 0, [3001, 700, 0, 0]),
+            (20, 3001, codes::TRACE_DATA_EXEC, 0, [700, 0, 0, 0]),
+            (
+                21,
+                3001,
+                codes::TRACE_STRING_EXEC | START,
+                0,
+                name_args("a-long-program-name-"),
+            ),
+            (
+                22,
+                3001,
+                codes::TRACE_STRING_EXEC | END,
+                0,
+                name_args("that-goes-on"),
+            ),
+            (30, 2001, codes::TRACE_LOST_EVENTS, 0, [0; 4]),
+        ]);
+        let m = map(&kd);
+        let kinds: Vec<&EventKind> = m.events.iter().map(|e| &e.kind).collect();
+        assert_eq!(
+            kinds,
+            vec![
+                &EventKind::Fork {
+                    child: Tid(3001),
+                    child_pid: Pid(700),
+                    thread: false
+                },
+                &EventKind::Exec
+            ]
+        );
+        let t = m.threads.iter().find(|t| t.tid.0 == 3001).expect("decodes");
+        assert_eq!(
+            (t.pid.0, t.comm.as_str(), t.process.as_str()),
+            (
+                700,
+                "a-long-program-name-that-goes-on",
+                "a-long-program-name-that-goes-on"
+            )
+        );
+        assert_eq!(m.summary.lost_ranges, vec![(0, 2_750, 3_750, None)]);
+    }
+}

@@ -1,0 +1,41 @@
+//! macOS/iOS kdebug traces (issue 19): `RAW_VERSION1`, `RAW_VERSION2` and V3 ("ktrace")
+//! files decoded without I/O (`decode.rs`), their events mapped to Argus events
+//! (`map.rs`, the table in `docs/kdebug.md`) by the codes of [`codes`], whose names are
+//! checked against xnu's.
+
+pub mod codes;
+mod decode;
+mod map;
+
+pub use decode::*;
+pub use map::{BSD_BASE, MACH_BASE};
+
+use super::{ImportFormat, Imported};
+use crate::error::IngestError;
+use std::path::Path;
+
+/// Imports a kdebug file (its bytes, read by [`super::open`]).
+pub(super) fn import(path: &Path, bytes: &[u8]) -> Result<Imported, IngestError> {
+    let kd = parse(path, bytes)?;
+    let mapped = map::map(&kd);
+    let mut summary = mapped.summary;
+    summary.notes.extend(kd.notes.iter().cloned());
+    if !kd.skipped.is_empty() {
+        let mut tags: Vec<String> = kd.skipped.iter().map(|(t, _)| format!("{t:#x}")).collect();
+        tags.dedup();
+        summary.notes.push(format!(
+            "{} chunks not read (tags {})",
+            kd.skipped.len(),
+            tags.join(", ")
+        ));
+    }
+    Ok(Imported {
+        path: path.to_path_buf(),
+        format: ImportFormat::Kdebug,
+        events: mapped.events,
+        threads: mapped.threads,
+        errors: Vec::new(),
+        summary,
+        kallsyms: None,
+    })
+}
