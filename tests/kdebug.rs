@@ -125,3 +125,200 @@ fn a_truncated_ktrace_names_file_and_offset() {
         assert!(!snap.exists());
     }
 }
+
+/// Real `kd_buf` records captured on iOS devices, as written in the tests of
+/// matan1008/pykdebugparser @2da81e77 (MIT licence, © 2021 Matan Perelman):
+/// `tests/traces/test_mach.py` (`test_mach_sched`, `test_mach_stkhandoff`,
+/// `test_mach_mkrunnable`, `test_mach_idle`, `test_mach_wait`, `test_mach_dispatch`) and
+/// `tests/test_pykdebugparser.py` (`test_kevents`: a `BSC` code-202 END). Each is
+/// `(timestamp, [arg1..arg4], tid, debugid)`; the tests give no CPU (0 here).
+const REAL_RECORDS: &[(u64, [u64; 4], u64, u32)] = &[
+    (3_897_242_679_331, [5, 324_983, 55, 63], 2761, 20_971_528),
+    (
+        4_365_975_502_717,
+        [8_476_009_773_746_460_953, 0, 0, 0],
+        884,
+        20_971_584,
+    ),
+    (4_440_978_834_382, [332, 0, 132, 3], 261, 20_971_648),
+    (4_580_000_449_861, [1, 623, 4, 81], 387_391, 20_971_520),
+    (7_006_015_729_829, [0, 0, 0, 454], 645_241, 67_896_106),
+    (9_982_171_649_633, [439, 81, 0, 8], 261, 20_971_544),
+    (10_071_358_928_388, [0, 0, 0, 0], 332, 20_971_557),
+    (10_071_358_928_416, [831_908, 241, 3, 0], 332, 27_852_808),
+    (10_071_358_928_432, [0, 6, 831_908, 0], 332, 20_971_558),
+];
+
+/// The real records as a `RAW_VERSION2` file (LP64, 24 MHz) with a thread map of their
+/// threads.
+fn real_records_v2() -> Vec<u8> {
+    let kd = argus_testkit::kdebug::KdTrace {
+        threads: vec![
+            argus_ingest::import::kdebug::KdThread {
+                tid: 387_391,
+                pid: 812,
+                command: "SpringBoard".into(),
+            },
+            argus_ingest::import::kdebug::KdThread {
+                tid: 261,
+                pid: 0,
+                command: "kernel_task".into(),
+            },
+        ],
+        events: REAL_RECORDS
+            .iter()
+            .map(
+                |&(ts, args, tid, debugid)| argus_ingest::import::kdebug::KdEvent {
+                    offset: 0,
+                    timestamp: ts,
+                    args,
+                    tid,
+                    debugid,
+                    cpu: 0,
+                },
+            )
+            .collect(),
+        ..Default::default()
+    };
+    kd.write_raw(KdVersion::V2)
+}
+
+/// Runs `scripts/kdebug-oracle` (pykdebugparser) on `file`.
+fn oracle(python: &std::path::Path, file: &std::path::Path) -> serde_json::Value {
+    let root = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let out = std::process::Command::new(python)
+        .arg(root.join("scripts/kdebug-oracle"))
+        .arg(file)
+        .output()
+        .expect("python runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("the oracle's JSON")
+}
+
+/// PyPI's pykdebugparser, an independent decoder (pymobiledevice3 reads iOS kdebug streams
+/// with it), reads the V2 test vectors as Argus does: the live chain's translation and the
+/// real iOS records of its own tests, event for event and thread for thread; and every BSD
+/// syscall code of Argus's table is named and numbered as in the trace.codes it ships.
+#[test]
+fn pykdebugparser_reads_the_test_vectors_as_argus_does() {
+    let test = "pykdebugparser_reads_the_test_vectors_as_argus_does";
+    if !crate::common::live_or_skip(test) {
+        return;
+    }
+    let root = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let python = match crate::common::venv_python(&root.join("python/kdebug-requirements.txt")) {
+        Ok(p) => p,
+        Err(why) => {
+            argus_testkit::skip(
+                test,
+                &format!("no Python environment with pykdebugparser ({why})"),
+                argus_testkit::REQUIRE_LIVE,
+            );
+            return;
+        }
+    };
+    let (events, threads) = chain_events();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let vectors = [
+        ("chain", from_linux(&events, &threads).write(KdVersion::V2)),
+        ("real records", real_records_v2()),
+    ];
+    let mut codes_checked = false;
+    for (what, bytes) in vectors {
+        let file = dir.path().join(format!("{what}.trace"));
+        std::fs::write(&file, &bytes).expect("write");
+        let want = oracle(&python, &file);
+        let kd = argus_ingest::import::kdebug::parse(&file, &bytes).expect("Argus decodes it");
+        let got: Vec<Vec<u64>> = kd
+            .events
+            .iter()
+            .map(|e| {
+                let [a, b, c, d] = e.args;
+                vec![e.timestamp, a, b, c, d, e.tid, u64::from(e.debugid)]
+            })
+            .collect();
+        let want_events: Vec<Vec<u64>> =
+            serde_json::from_value(want["events"].clone()).expect("events");
+        assert!(!got.is_empty(), "{what}");
+        assert_eq!(got.len(), want_events.len(), "{what}: as many events");
+        for (i, (g, w)) in got.iter().zip(&want_events).enumerate() {
+            assert_eq!(g, w, "{what}: event {i}");
+        }
+        let mut want_threads: Vec<(u64, i64)> = want["threads"]
+            .as_array()
+            .expect("threads")
+            .iter()
+            .map(|t| (t[0].as_u64().expect("tid"), t[1].as_i64().expect("pid")))
+            .collect();
+        want_threads.sort_unstable();
+        let mut got_threads: Vec<(u64, i64)> = kd
+            .threads
+            .iter()
+            .map(|t| (t.tid, i64::from(t.pid)))
+            .collect();
+        got_threads.sort_unstable();
+        assert_eq!(got_threads, want_threads, "{what}: the thread map");
+        if !codes_checked {
+            let bsd = &want["bsd_codes"];
+            for s in argus_ingest::import::kdebug::codes::BSD {
+                assert_eq!(
+                    bsd[s.name].as_u64(),
+                    Some(u64::from(argus_ingest::import::kdebug::codes::eventid(s))),
+                    "{}",
+                    s.name
+                );
+            }
+            codes_checked = true;
+        }
+    }
+}
+
+/// The real iOS records map as their meaning says: a preemption by `MACH_SCHED` (no wait
+/// asserted: runnable), a stack handoff, a wake-up of 439 by 261, an idle thread (332, which
+/// says `MACH_IDLE`) as tid 0, `MACH_WAIT` making its thread's next switch a blocking one.
+#[test]
+fn real_ios_records_map_to_switches_and_a_wake_up() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("real.trace");
+    std::fs::write(&file, real_records_v2()).expect("write");
+    let imported = argus_ingest::import::open(&file).expect("imports");
+    assert_eq!(imported.format(), ImportFormat::Kdebug);
+    let kinds: Vec<(i32, &EventKind)> = imported
+        .event_slice()
+        .iter()
+        .map(|e| (e.tid.0, &e.kind))
+        .collect();
+    use argus_schema::{TaskState, Tid};
+    assert!(kinds.contains(&(
+        2761,
+        &EventKind::Switch {
+            prev: Tid(2761),
+            prev_state: TaskState::RUNNABLE,
+            next: Tid(324_983)
+        }
+    )));
+    assert!(kinds.contains(&(
+        387_391,
+        &EventKind::Switch {
+            prev: Tid(387_391),
+            prev_state: TaskState::RUNNABLE,
+            next: Tid(623)
+        }
+    )));
+    assert!(kinds.contains(&(261, &EventKind::Waking { target: Tid(439) })));
+    // The idle thread's own records are tid 0's; nothing is left as thread 332.
+    assert!(kinds.iter().all(|(t, _)| *t != 332));
+    let springboard = imported
+        .threads()
+        .iter()
+        .find(|t| t.tid.0 == 387_391)
+        .expect("SpringBoard's thread");
+    assert_eq!(
+        (springboard.pid.0, springboard.process.as_str()),
+        (812, "SpringBoard")
+    );
+}

@@ -406,12 +406,19 @@ pub fn from_linux(events: &[Event], threads: &[ThreadInfo]) -> KdTrace {
 impl KdTrace {
     /// The file bytes of `version` (V1: times in nanoseconds; V2 and V3: 24 MHz ticks).
     pub fn write(&self, version: KdVersion) -> Vec<u8> {
-        let ticks = |ns: u64| -> u64 {
-            match version {
-                KdVersion::V1 => ns,
-                _ => (u128::from(ns) * 3 / 125) as u64,
+        let mut ticks = self.clone();
+        if version != KdVersion::V1 {
+            for e in &mut ticks.events {
+                e.timestamp = (u128::from(e.timestamp) * 3 / 125) as u64;
             }
-        };
+        }
+        ticks.write_raw(version)
+    }
+
+    /// The file bytes of `version` with the events' times as they are (already in the
+    /// file's units: nanoseconds for V1, 24 MHz ticks for V2 and V3).
+    pub fn write_raw(&self, version: KdVersion) -> Vec<u8> {
+        let ticks = |t: u64| t;
         let mut records = Vec::with_capacity(self.events.len() * 64);
         for e in &self.events {
             records.extend_from_slice(&ticks(e.timestamp).to_le_bytes());
