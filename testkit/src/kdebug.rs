@@ -9,10 +9,12 @@
 //! word, a sleep `__semwait_signal` without a semaphore, `epoll_wait` `kevent`), creations
 //! `TRACE_DATA_NEWTHREAD`, execs `TRACE_DATA_EXEC` with the program in
 //! `TRACE_STRING_EXEC`, names `TRACE_STRING_THREADNAME`, exits
-//! `TRACE_DATA_THREAD_TERMINATE`. Thread ids are moved by [`TID_OFFSET`] (macOS thread ids
+//! `TRACE_DATA_THREAD_TERMINATE`, application markers
+//! the strings of `kdebug_trace_string`
+//! (`TRACE_STRING_GLOBAL`). Thread ids are moved by [`TID_OFFSET`] (macOS thread ids
 //! and pids are different numbers), each CPU's idle task is a thread of its own that says
 //! `MACH_IDLE`, times are Apple silicon ticks (24 MHz, timebase 125/3) for V2 and V3 and
-//! nanoseconds for V1. What macOS has no record for (socket data, file locks, markers,
+//! nanoseconds for V1. What macOS has no record for (socket data, file locks,
 //! stacks, watchpoints, signals, wheel timers, kernel work items) is left out, and counted.
 
 use argus_ingest::import::kdebug::tags as codes_tags;
@@ -397,6 +399,43 @@ pub fn from_linux(events: &[Event], threads: &[ThreadInfo]) -> KdTrace {
                     push(&mut out, ev(ts, me, codes::INTERRUPT | 2, cpu, [0; 4]));
                 }
             }
+            // An application's marker, as `kdebug_trace_string` traces it.
+            EventKind::Marker { text } => {
+                let b = text.as_bytes();
+                let word = |at: usize| {
+                    let mut w = [0u8; 8];
+                    let part = b.get(at..b.len().min(at + 8)).unwrap_or(&[]);
+                    w[..part.len()].copy_from_slice(part);
+                    u64::from_le_bytes(w)
+                };
+                let single = if b.len() <= 16 { 2 } else { 0 };
+                push(
+                    &mut out,
+                    ev(
+                        ts,
+                        me,
+                        codes::TRACE_STRING_GLOBAL | 1 | single,
+                        cpu,
+                        [0x2100_0000, e.seq, word(0), word(8)],
+                    ),
+                );
+                let mut at = 16;
+                while at < b.len() {
+                    let last = if at + 32 >= b.len() { 2 } else { 0 };
+                    let part = &b[at..b.len().min(at + 32)];
+                    push(
+                        &mut out,
+                        ev(
+                            ts,
+                            me,
+                            codes::TRACE_STRING_GLOBAL | last,
+                            cpu,
+                            string_args(part),
+                        ),
+                    );
+                    at += 32;
+                }
+            }
             other => *out.left_out.entry(other.name()).or_default() += 1,
         }
     }
@@ -408,8 +447,13 @@ impl KdTrace {
     pub fn write(&self, version: KdVersion) -> Vec<u8> {
         let mut ticks = self.clone();
         if version != KdVersion::V1 {
+            let tick = |ns: u64| (u128::from(ns) * 3 / 125) as u64;
             for e in &mut ticks.events {
-                e.timestamp = (u128::from(e.timestamp) * 3 / 125) as u64;
+                e.timestamp = tick(e.timestamp);
+                // A timer call's deadline is a time too.
+                if e.debugid == codes::TMR_TIMER_CALL_ENTER {
+                    e.args[2] = tick(e.args[2]);
+                }
             }
         }
         ticks.write_raw(version)

@@ -33,6 +33,10 @@ pub const TRACE_DATA_NEWTHREAD: u32 = 0x0700_0004;
 pub const TRACE_DATA_EXEC: u32 = 0x0700_0008;
 /// `TRACE_DATA_THREAD_TERMINATE`: thread arg1 ended.
 pub const TRACE_DATA_THREAD_TERMINATE: u32 = 0x0700_000c;
+/// `TRACE_STRING_GLOBAL`: a string an application traced (`kdebug_trace_string`): the
+/// first event has the caller's debug id and the string's id then 16 bytes, each following
+/// one 32 bytes, the last is `DBG_FUNC_END`.
+pub const TRACE_STRING_GLOBAL: u32 = 0x0701_0000;
 /// `TRACE_STRING_EXEC`: the program's name, packed in the arguments.
 pub const TRACE_STRING_EXEC: u32 = 0x0701_0008;
 /// `TRACE_STRING_THREADNAME`: the emitter's name, packed in the arguments.
@@ -55,6 +59,7 @@ pub const NAMED: &[(&str, u32)] = &[
     ("TRACE_DATA_NEWTHREAD", TRACE_DATA_NEWTHREAD),
     ("TRACE_DATA_EXEC", TRACE_DATA_EXEC),
     ("TRACE_DATA_THREAD_TERMINATE", TRACE_DATA_THREAD_TERMINATE),
+    ("TRACE_STRING_GLOBAL", TRACE_STRING_GLOBAL),
     ("TRACE_STRING_EXEC", TRACE_STRING_EXEC),
     ("TRACE_STRING_THREADNAME", TRACE_STRING_THREADNAME),
     ("TRACE_LOST_EVENTS", TRACE_LOST_EVENTS),

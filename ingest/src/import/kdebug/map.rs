@@ -61,6 +61,8 @@ struct Thread {
     calls: Vec<(u32, i32, bool)>,
     /// A name being assembled from string events.
     string: Vec<u8>,
+    /// A `kdebug_trace_string` string being assembled.
+    global: Vec<u8>,
 }
 
 struct Mapper<'a> {
@@ -313,6 +315,28 @@ impl Mapper<'_> {
                     if exec {
                         let pid = self.pid_of(me).0;
                         self.processes.insert(pid, s);
+                    }
+                }
+            }
+            codes::TRACE_STRING_GLOBAL => {
+                let t = self.thread(me);
+                let first = matches!(e.func(), FuncQual::Start | FuncQual::All);
+                if first {
+                    t.global.clear();
+                    // arg1 the caller's debug id, arg2 the string's id, then the bytes.
+                    let bytes: Vec<u8> = e.args[2..]
+                        .iter()
+                        .flat_map(|a| a.to_le_bytes())
+                        .take_while(|&b| b != 0)
+                        .collect();
+                    t.global.extend(bytes);
+                } else {
+                    t.global.extend(string_bytes(&e.args));
+                }
+                if matches!(e.func(), FuncQual::End | FuncQual::All) {
+                    let text = String::from_utf8_lossy(&std::mem::take(&mut t.global)).into_owned();
+                    if !text.is_empty() {
+                        self.push(e, me, ctx, EventKind::Marker { text });
                     }
                 }
             }
@@ -932,6 +956,18 @@ mod tests {
                 name_args("that-goes-on"),
             ),
             (30, 2001, codes::TRACE_LOST_EVENTS, 0, [0; 4]),
+            // kdebug_trace_string("argus:flag-set 0x7f001000 by me"): 16 bytes, then 32.
+            (40, 3001, codes::TRACE_STRING_GLOBAL | START, 0, {
+                let a = name_args("argus:flag-set 0");
+                [0x2100_0000, 7, a[0], a[1]]
+            }),
+            (
+                40,
+                3001,
+                codes::TRACE_STRING_GLOBAL | END,
+                0,
+                name_args("x7f001000 by me"),
+            ),
         ]);
         let m = map(&kd);
         let kinds: Vec<&EventKind> = m.events.iter().map(|e| &e.kind).collect();
@@ -943,7 +979,10 @@ mod tests {
                     child_pid: Pid(700),
                     thread: false
                 },
-                &EventKind::Exec
+                &EventKind::Exec,
+                &EventKind::Marker {
+                    text: "argus:flag-set 0x7f001000 by me".into()
+                }
             ]
         );
         let t = m.threads.iter().find(|t| t.tid.0 == 3001).expect("decodes");
