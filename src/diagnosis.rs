@@ -81,11 +81,9 @@ pub(crate) fn resolve_target(
         (Some(pid), tid, _) => Some(argus_diagnose::Target {
             pid: argus_schema::Pid(pid),
             // A macOS trace's main thread is not numbered as its process.
-            tid: tid.map(argus_schema::Tid).or_else(|| {
-                graph
-                    .main_thread(argus_schema::Pid(pid))
-                    .filter(|t| t.0 != pid)
-            }),
+            tid: tid
+                .map(argus_schema::Tid)
+                .or_else(|| Some(graph.main_thread(argus_schema::Pid(pid))).filter(|t| t.0 != pid)),
         }),
         (None, Some(tid), _) => {
             let tid = argus_schema::Tid(tid);

@@ -88,6 +88,19 @@ fn the_chain_as_kdebug_v1_v2_v3_gives_argus_records_root_cause() {
                 "{what}: {who} is on the path {path:?}"
             );
         }
+        // Named by its thread's name, the hang is the same: the main thread of a macOS
+        // process is not numbered as its pid, and is found anyway.
+        let out = run(&[
+            "debug",
+            snap.to_str().expect("utf-8"),
+            "--comm",
+            "argus-hang-main",
+            "--auto",
+            "--json",
+        ]);
+        let by_name: serde_json::Value =
+            serde_json::from_slice(&out.stdout).expect("debug --comm prints a report");
+        assert_eq!(by_name["hang"], got["hang"], "{what}");
     }
 }
 

@@ -163,6 +163,9 @@ pub struct Graph {
     lost: Vec<(Nanos, Nanos)>,
     /// Set for a partial graph ([`Graph::partial`]): what it covers, what reads lacked.
     partial: Option<Box<Partial>>,
+    /// The main thread of each process that has no thread numbered as it (a macOS trace,
+    /// whose thread ids and pids are separate numbers): [`Graph::main_thread`].
+    other_mains: HashMap<i32, Tid>,
 }
 
 impl Graph {
@@ -261,7 +264,9 @@ impl Graph {
             stacks: Stacks::default(),
             lost: Vec::new(),
             partial: None,
+            other_mains: HashMap::new(),
         };
+        g.other_mains = other_mains(&g.threads);
 
         let mut kept = Vec::with_capacity(edges.len());
         let mut dropped = 0u64;
@@ -631,7 +636,7 @@ impl Graph {
             return format!("interrupts on cpu{}", cpu.0);
         }
         match self.thread(tid) {
-            Some(t) if t.pid.0 == t.tid.0 => format!("{} (pid {})", t.comm, t.pid.0),
+            Some(t) if self.is_main(t.tid, t.pid) => format!("{} (pid {})", t.comm, t.pid.0),
             Some(t) => {
                 let process = if t.process.is_empty() {
                     format!("pid {}", t.pid.0)
@@ -649,23 +654,15 @@ impl Graph {
 
     /// The main thread of a process: the thread whose id is the pid (Linux), else (a macOS
     /// trace, where thread ids and pids are separate numbers) the thread of the process
-    /// that none of its own threads created, the earliest started, the lowest id among
-    /// equals. `None` when the trace has no thread of the process.
-    pub fn main_thread(&self, pid: Pid) -> Option<Tid> {
-        let threads = self.threads_of(pid);
-        if threads.iter().any(|t| t.0 == pid.0) {
-            return Some(Tid(pid.0));
-        }
-        let own = |t: &Tid| self.pid_of(*t) == Some(pid);
-        threads
-            .iter()
-            .filter(|t| {
-                self.thread(**t)
-                    .and_then(|i| i.parent)
-                    .is_none_or(|p| !own(&p))
-            })
-            .min_by_key(|t| (self.thread(**t).and_then(|i| i.start_ns), t.0))
-            .copied()
+    /// that none of its own threads created, the earliest started (there from the start
+    /// first), the lowest id among equals.
+    pub fn main_thread(&self, pid: Pid) -> Tid {
+        self.other_mains.get(&pid.0).copied().unwrap_or(Tid(pid.0))
+    }
+
+    /// Whether `tid` is the main thread of its process `pid` (see [`Graph::main_thread`]).
+    pub fn is_main(&self, tid: Tid, pid: Pid) -> bool {
+        tid.0 == pid.0 || self.other_mains.get(&pid.0) == Some(&tid)
     }
 
     /// The threads of a process: from the threads table and from the segments.
@@ -697,4 +694,43 @@ impl Graph {
         out.dedup();
         out
     }
+}
+
+/// The main threads of the processes with no thread numbered as them (see
+/// [`Graph::main_thread`]), in a trace whose processes mostly have none (macOS). On Linux
+/// every process has one but those whose main thread exited before the trace began, and
+/// those keep having no main thread.
+fn other_mains(threads: &[ThreadInfo]) -> HashMap<i32, Tid> {
+    // User processes only: kernel threads are each their own task on both systems.
+    let user = || {
+        threads
+            .iter()
+            .filter(|t| !t.kernel && t.tid.is_task() && t.tid.0 != 0)
+    };
+    let numbered: std::collections::HashSet<i32> = user()
+        .filter(|t| t.tid.0 == t.pid.0)
+        .map(|t| t.pid.0)
+        .collect();
+    let processes: std::collections::HashSet<i32> = user().map(|t| t.pid.0).collect();
+    if numbered.len() * 2 >= processes.len() {
+        return HashMap::new();
+    }
+    let pid_of: HashMap<i32, i32> = threads.iter().map(|t| (t.tid.0, t.pid.0)).collect();
+    let mut best: HashMap<i32, (Option<Nanos>, i32)> = HashMap::new();
+    for t in user() {
+        if numbered.contains(&t.pid.0) {
+            continue;
+        }
+        // Created by a thread of its own process: not the main one.
+        if t.parent.is_some_and(|p| pid_of.get(&p.0) == Some(&t.pid.0)) {
+            continue;
+        }
+        // There from the start (no start time) sorts first.
+        let key = (t.start_ns, t.tid.0);
+        let e = best.entry(t.pid.0).or_insert(key);
+        if key < *e {
+            *e = key;
+        }
+    }
+    best.into_iter().map(|(p, (_, t))| (p, Tid(t))).collect()
 }

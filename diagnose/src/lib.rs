@@ -217,13 +217,13 @@ pub fn find_hang(graph: &Graph, target: Target) -> Option<Spin> {
         .cloned()
 }
 
-/// With no target: the longest spin of any process' main thread (tid == pid), as the design
-/// watches main threads by default. Ties: the latest.
+/// With no target: the longest spin of any process' main thread ([`Graph::is_main`]), as the
+/// design watches main threads by default. Ties: the latest.
 pub fn find_any_hang(graph: &Graph) -> Option<Spin> {
     graph
         .spins()
         .iter()
-        .filter(|s| s.tid.0 == s.pid.0)
+        .filter(|s| graph.is_main(s.tid, s.pid))
         .max_by_key(|s| (spin_rank(graph, s), s.segment))
         .cloned()
 }
@@ -240,13 +240,14 @@ pub fn target_by_comm(graph: &Graph, name: &str) -> Option<Target> {
         pid: t.pid,
         tid: (t.tid.0 != t.pid.0).then_some(t.tid),
     };
+    let main = |tid: Tid, pid: argus_schema::Pid| graph.is_main(tid, pid);
     let best_spin = graph
         .spins()
         .iter()
         .filter(|s| {
             matching
                 .iter()
-                .any(|t| t.tid == s.tid && (t.comm == name || s.tid.0 == s.pid.0))
+                .any(|t| t.tid == s.tid && (t.comm == name || main(s.tid, s.pid)))
         })
         .max_by_key(|s| (spin_rank(graph, s), s.segment));
     if let Some(s) = best_spin {
@@ -257,7 +258,7 @@ pub fn target_by_comm(graph: &Graph, name: &str) -> Option<Target> {
     }
     matching
         .iter()
-        .find(|t| t.tid.0 == t.pid.0)
+        .find(|t| main(t.tid, t.pid))
         .or(matching.first())
         .map(|t| target_of(t))
 }
@@ -346,7 +347,7 @@ pub fn diagnose(
         Some(t) => {
             let tid = t.thread();
             let who = match graph.thread(tid) {
-                Some(info) if tid.0 == info.pid.0 => {
+                Some(info) if graph.is_main(tid, info.pid) => {
                     format!("the main thread of {} (pid {})", info.comm, info.pid.0)
                 }
                 _ => graph.describe(tid),
@@ -361,11 +362,11 @@ pub fn diagnose(
     diagnose_watched(graph, &tids, subject, target, oracle, config)
 }
 
-/// Every process' main thread (tid == pid) that has segments.
+/// Every process' main thread ([`Graph::is_main`]) that has segments.
 pub fn main_threads(graph: &Graph) -> Vec<Tid> {
     let mut tids: Vec<Tid> = graph
         .thread_ids()
-        .filter(|t| t.is_task() && graph.pid_of(*t).is_some_and(|p| p.0 == t.0))
+        .filter(|t| t.is_task() && graph.pid_of(*t).is_some_and(|p| graph.is_main(*t, p)))
         .collect();
     tids.sort_unstable();
     tids

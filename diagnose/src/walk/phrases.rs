@@ -116,7 +116,7 @@ impl<'g> Phrases<'g> {
     /// The hung thread: `main thread of p (pid 3)` for a main thread.
     pub fn hang_who(&self, tid: Tid) -> String {
         match self.g.thread(tid) {
-            Some(t) if t.pid.0 == t.tid.0 => {
+            Some(t) if self.g.is_main(t.tid, t.pid) => {
                 format!("main thread of {} (pid {})", t.comm, t.pid.0)
             }
             _ => self.who(tid),
