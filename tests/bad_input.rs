@@ -160,24 +160,7 @@ fn truncated_trace_dat_names_file_and_offset() {
     let dir = tempfile::tempdir().expect("tempdir");
     let cut = dir.path().join("cut.trace.dat");
     fs::write(&cut, &bytes[..3000]).expect("write");
-    let out = run(&[
-        "build",
-        cut.to_str().expect("utf-8"),
-        "-o",
-        dir.path().join("snap").to_str().expect("utf-8"),
-    ]);
-    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
-    assert_eq!(out.status.code(), Some(2), "{stderr}");
-    assert!(!stderr.contains("panicked"), "{stderr}");
-    assert!(stderr.contains(cut.to_str().expect("utf-8")), "{stderr}");
-    let offset: u64 = stderr
-        .split("offset ")
-        .nth(1)
-        .and_then(|s| s.split(':').next())
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| panic!("an offset in {stderr}"));
-    assert!(offset < 3000, "{stderr}");
-    assert!(!dir.path().join("snap").exists());
+    crate::common::build_refuses_with_offset(&cut, &dir.path().join("snap"), 2999);
     let ok = run(&[
         "build",
         whole.to_str().expect("utf-8"),

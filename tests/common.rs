@@ -174,6 +174,58 @@ pub fn debug_json(snapshot: &Path, pid: i32) -> (i32, Value) {
     (code, report)
 }
 
+/// Asserts that the report `got` names the hang (of thread `hang_tid`) and root cause of
+/// `want`, the chain's as `argus record` gives them, and that its path holds every link of
+/// the chain (`what` names the input in messages).
+pub fn same_chain_diagnosis(got: &Value, want: &Value, hang_tid: u64, what: &str) {
+    assert_eq!(
+        got["hang"]["tid"].as_u64(),
+        Some(hang_tid),
+        "{what}: the main thread hangs: {got:#}"
+    );
+    assert_eq!(
+        got["hang"]["class"], want["hang"]["class"],
+        "{what}: {got:#}"
+    );
+    let (roots, want_roots) = (&got["root_causes"], &want["root_causes"]);
+    assert_eq!(
+        comms(roots).first(),
+        comms(want_roots).first(),
+        "{what}: {got:#}\nargus record: {want:#}"
+    );
+    assert_eq!(roots[0]["class"], want_roots[0]["class"], "{what}: {got:#}");
+    let path = comms(&got["path"]);
+    for who in ["argus-hang-main", "argus-worker", "sh", "sleep"] {
+        assert!(
+            path.iter().any(|c| c == who),
+            "{what}: {who} is on the path {path:?}"
+        );
+    }
+}
+
+/// `argus build FILE -o SNAP` of a file cut to `cut` bytes: exit 2, the file named with an
+/// offset no further than the cut, no panic, no snapshot.
+pub fn build_refuses_with_offset(file: &Path, snapshot: &Path, cut: u64) {
+    let out = run(&[
+        "build",
+        file.to_str().expect("utf-8"),
+        "-o",
+        snapshot.to_str().expect("utf-8"),
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert!(stderr.contains(file.to_str().expect("utf-8")), "{stderr}");
+    let offset: u64 = stderr
+        .split("offset ")
+        .nth(1)
+        .and_then(|s| s.split(':').next())
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("an offset in {stderr}"));
+    assert!(offset <= cut, "{stderr}");
+    assert!(!snapshot.exists());
+}
+
 /// The `comm` of every item of a JSON list (a report's `path`, `root_causes`, ...).
 pub fn comms(list: &Value) -> Vec<String> {
     list.as_array()

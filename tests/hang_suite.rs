@@ -150,43 +150,15 @@ fn record_one(name: &'static str, dir: &Path) -> Row {
         .lines()
         .find_map(|l| serde_json::from_str(l).ok())
         .unwrap_or_else(|| panic!("{name}: no ground-truth line: {stdout}"));
-    let out = run(&[
-        "build",
-        trace.to_str().expect("utf-8"),
-        "-o",
-        snapshot.to_str().expect("utf-8"),
-        "--threshold",
-        "1",
-    ]);
-    assert!(
-        out.status.success(),
-        "{name}: argus build failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
     let pid = truth["target_pid"].as_i64().expect("target_pid") as i32;
-    let out = run(&[
-        "debug",
-        snapshot.to_str().expect("utf-8"),
-        "--pid",
-        &pid.to_string(),
-        "--auto",
-        "--json",
-        "--threshold",
-        "1",
-    ]);
-    let auto: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-        panic!(
-            "{name}: debug printed no JSON ({e}): {}",
-            String::from_utf8_lossy(&out.stderr)
-        )
-    });
+    let (code, auto) = build_and_debug(name, &trace, &snapshot, pid);
     // Kept for a look after a failure.
     let _ = std::fs::write(
         Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("hang_suite-{name}.json")),
         serde_json::to_string_pretty(&auto).unwrap_or_default(),
     );
     let root_comm = truth["root_comm"].as_str().unwrap_or("").to_string();
-    let found = out.status.code() == Some(1);
+    let found = code == Some(1);
     let class_ok = auto["hang"]["class"] == truth["class"];
     // Root cause hit: the deepest culprit is the true one (the last of `root_causes`).
     let roots = comms(&auto["root_causes"]);
@@ -296,10 +268,16 @@ fn as_kdebug(
     let file = dir.join("trace.ktrace");
     std::fs::write(&file, kd.write(argus_ingest::import::kdebug::KdVersion::V3))
         .expect("write the ktrace");
-    let snapshot = dir.join("kdebug-snapshot");
+    let (_, report) = build_and_debug("kdebug", &file, &dir.join("kdebug-snapshot"), pid);
+    (report, kd.left_out)
+}
+
+/// `argus build TRACE -o SNAPSHOT` and `argus debug --pid PID --auto --json`, both with the
+/// suite's 1 s threshold: debug's exit code and report.
+fn build_and_debug(name: &str, trace: &Path, snapshot: &Path, pid: i32) -> (Option<i32>, Value) {
     let out = run(&[
         "build",
-        file.to_str().expect("utf-8"),
+        trace.to_str().expect("utf-8"),
         "-o",
         snapshot.to_str().expect("utf-8"),
         "--threshold",
@@ -307,7 +285,7 @@ fn as_kdebug(
     ]);
     assert!(
         out.status.success(),
-        "argus build of the kdebug translation failed: {}",
+        "{name}: argus build failed: {}",
         String::from_utf8_lossy(&out.stderr)
     );
     let out = run(&[
@@ -320,8 +298,13 @@ fn as_kdebug(
         "--threshold",
         "1",
     ]);
-    let report: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
-    (report, kd.left_out)
+    let report = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "{name}: debug printed no JSON ({e}): {}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    (out.status.code(), report)
 }
 
 fn table(rows: &[Row]) -> String {

@@ -3,7 +3,9 @@
 //! `RAW_VERSION1`, `RAW_VERSION2` and V3 files, imported, built and diagnosed: the hang and
 //! root cause are `argus record`'s.
 
-use crate::common::{build_snapshot, chain, comms, debug_json, run};
+use crate::common::{
+    build_refuses_with_offset, build_snapshot, chain, debug_json, run, same_chain_diagnosis,
+};
 use argus_ingest::import::kdebug::KdVersion;
 use argus_ingest::import::ImportFormat;
 use argus_schema::{Event, EventKind};
@@ -68,26 +70,7 @@ fn the_chain_as_kdebug_v1_v2_v3_gives_argus_records_root_cause() {
         build_snapshot(&file, &snap, &[]);
         let (code, got) = debug_json(&snap, rec.pid);
         assert_eq!(code, 1, "{what}: a hang was diagnosed: {got:#}");
-        assert_eq!(
-            got["hang"]["tid"].as_u64(),
-            Some(rec.pid as u64 + TID_OFFSET),
-            "{what}: the main thread hangs: {got:#}"
-        );
-        assert_eq!(got["hang"]["class"], want["hang"]["class"], "{what}");
-        let (roots, want_roots) = (&got["root_causes"], &want["root_causes"]);
-        assert_eq!(
-            comms(roots).first(),
-            comms(want_roots).first(),
-            "{what}: {got:#}\nargus record: {want:#}"
-        );
-        assert_eq!(roots[0]["class"], want_roots[0]["class"], "{what}: {got:#}");
-        let path = comms(&got["path"]);
-        for who in ["argus-hang-main", "argus-worker", "sh", "sleep"] {
-            assert!(
-                path.iter().any(|c| c == who),
-                "{what}: {who} is on the path {path:?}"
-            );
-        }
+        same_chain_diagnosis(&got, &want, rec.pid as u64 + TID_OFFSET, &what);
         // Named by its thread's name, the hang is the same: the main thread of a macOS
         // process is not numbered as its pid, and is found anyway.
         let out = run(&[
@@ -117,25 +100,7 @@ fn a_truncated_ktrace_names_file_and_offset() {
     for cut in [100, bytes.len() / 2 + 13] {
         let file = dir.path().join(format!("cut-{cut}.ktrace"));
         std::fs::write(&file, &bytes[..cut]).expect("write");
-        let snap = dir.path().join(format!("snap-{cut}"));
-        let out = run(&[
-            "build",
-            file.to_str().expect("utf-8"),
-            "-o",
-            snap.to_str().expect("utf-8"),
-        ]);
-        let stderr = String::from_utf8_lossy(&out.stderr).to_string();
-        assert_eq!(out.status.code(), Some(2), "{stderr}");
-        assert!(!stderr.contains("panicked"), "{stderr}");
-        assert!(stderr.contains(file.to_str().expect("utf-8")), "{stderr}");
-        let offset: u64 = stderr
-            .split("offset ")
-            .nth(1)
-            .and_then(|s| s.split(':').next())
-            .and_then(|s| s.parse().ok())
-            .unwrap_or_else(|| panic!("an offset in {stderr}"));
-        assert!(offset <= cut as u64, "{stderr}");
-        assert!(!snap.exists());
+        build_refuses_with_offset(&file, &dir.path().join(format!("snap-{cut}")), cut as u64);
     }
 }
 

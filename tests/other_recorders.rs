@@ -4,39 +4,12 @@
 //! classes (`scripts/perfetto-trace`), imported from the `.pftrace`.
 
 use crate::common::{
-    build_snapshot, chain, comms, debug_json, live_or_skip, recorded_truth, recording_lock,
-    venv_python,
+    build_snapshot, chain, debug_json, live_or_skip, recorded_truth, recording_lock,
+    same_chain_diagnosis, venv_python,
 };
-use serde_json::Value;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-
-/// Asserts that the report `got` names the hang and root cause of `want` (the chain's).
-fn same_diagnosis(got: &Value, want: &Value, pid: i32, what: &str) {
-    assert_eq!(
-        got["hang"]["tid"], pid,
-        "{what}: the main thread hangs: {got:#}"
-    );
-    assert_eq!(
-        got["hang"]["class"], want["hang"]["class"],
-        "{what}: {got:#}"
-    );
-    let (roots, want_roots) = (&got["root_causes"], &want["root_causes"]);
-    assert_eq!(
-        comms(roots).first(),
-        comms(want_roots).first(),
-        "{what}: {got:#}\nargus record: {want:#}"
-    );
-    assert_eq!(roots[0]["class"], want_roots[0]["class"], "{what}: {got:#}");
-    let path = comms(&got["path"]);
-    for who in ["argus-hang-main", "argus-worker", "sh", "sleep"] {
-        assert!(
-            path.iter().any(|c| c == who),
-            "{what}: {who} is on the path {path:?}"
-        );
-    }
-}
 
 /// The chain workload (main thread ← worker ← shell over a pipe ← `sleep 3`) under `perf
 /// record -a` with Argus's default tracepoints (all but `ftrace/print`, which perf cannot
@@ -75,7 +48,7 @@ fn perf_record_of_the_chain_gives_argus_records_root_cause() {
     build_snapshot(&data, &snap, &[]);
     let (code, got) = debug_json(&snap, pid);
     assert_eq!(code, 1, "a hang was diagnosed from the perf.data: {got:#}");
-    same_diagnosis(&got, &want, pid, "perf.data");
+    same_chain_diagnosis(&got, &want, pid as u64, "perf.data");
 }
 
 fn root() -> PathBuf {
@@ -191,6 +164,6 @@ fn a_perfetto_trace_of_the_chain_gives_argus_records_root_cause() {
         build_snapshot(&out, &snap, &[]);
         let (code, got) = debug_json(&snap, rec.pid);
         assert_eq!(code, 1, "{what}: a hang was diagnosed: {got:#}");
-        same_diagnosis(&got, &want, rec.pid, what);
+        same_chain_diagnosis(&got, &want, rec.pid as u64, what);
     }
 }

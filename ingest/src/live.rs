@@ -451,7 +451,7 @@ impl LiveMerge {
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::format::EventFormat;
     use argus_schema::{Pid, Tid};
@@ -609,7 +609,7 @@ mod tests {
     }
 
     /// `sched_waking` as this kernel lays it out, id 2.
-    fn waking_formats() -> FormatSet {
+    pub(crate) fn waking_formats() -> FormatSet {
         let text = "name: sched_waking\nID: 2\nformat:\n\
 \tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n\
 \tfield:unsigned char common_flags;\toffset:2;\tsize:1;\tsigned:0;\n\
@@ -626,7 +626,7 @@ mod tests {
 
     /// A 4 KiB page starting at `ts` of `sched_waking` records `(ts, waker)` (36 bytes each,
     /// `type_len` 9) waking thread 1; `missed`: flagged as following that many lost events.
-    fn waking_page(ts: u64, missed: Option<u64>, records: &[(u64, i32)]) -> Vec<u8> {
+    pub(crate) fn waking_page(ts: u64, missed: Option<u64>, records: &[(u64, i32)]) -> Vec<u8> {
         let payloads: Vec<(u64, [u8; 36])> = records
             .iter()
             .map(|&(t, tid)| {

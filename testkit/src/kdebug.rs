@@ -443,6 +443,21 @@ pub fn from_linux(events: &[Event], threads: &[ThreadInfo]) -> KdTrace {
 }
 
 impl KdTrace {
+    /// A CPU map: `kd_cpumap_header` (`version`, count) and a 16-byte `kd_cpumap` a CPU.
+    fn cpu_map(&self, version: u32) -> Vec<u8> {
+        let mut m = version.to_le_bytes().to_vec();
+        m.extend_from_slice(&(self.cpus.len() as u32).to_le_bytes());
+        for c in &self.cpus {
+            m.extend_from_slice(&c.cpu_id.to_le_bytes());
+            m.extend_from_slice(&c.flags.to_le_bytes());
+            let mut name = [0u8; 8];
+            let n = c.name.len().min(7);
+            name[..n].copy_from_slice(&c.name.as_bytes()[..n]);
+            m.extend_from_slice(&name);
+        }
+        m
+    }
+
     /// The file bytes of `version` (V1: times in nanoseconds; V2 and V3: 24 MHz ticks).
     pub fn write(&self, version: KdVersion) -> Vec<u8> {
         let mut ticks = self.clone();
@@ -500,16 +515,7 @@ impl KdTrace {
                 f.extend_from_slice(&0u32.to_le_bytes());
                 f.extend_from_slice(&[0; 4]);
                 f.extend(map);
-                f.extend_from_slice(&0x55aa_0101u32.to_le_bytes());
-                f.extend_from_slice(&(self.cpus.len() as u32).to_le_bytes());
-                for c in &self.cpus {
-                    f.extend_from_slice(&c.cpu_id.to_le_bytes());
-                    f.extend_from_slice(&c.flags.to_le_bytes());
-                    let mut name = [0u8; 8];
-                    let n = c.name.len().min(7);
-                    name[..n].copy_from_slice(&c.name.as_bytes()[..n]);
-                    f.extend_from_slice(&name);
-                }
+                f.extend(self.cpu_map(0x55aa_0101));
                 pad(&mut f);
                 f.extend(records);
             }
@@ -546,17 +552,7 @@ impl KdTrace {
                 }
                 chunk(&mut f, 0x55aa_0300, &header);
                 chunk(&mut f, codes_tags::THREAD_MAP, &map);
-                let mut cpus = 0x55aa_0300u32.to_le_bytes().to_vec();
-                cpus.extend_from_slice(&(self.cpus.len() as u32).to_le_bytes());
-                for c in &self.cpus {
-                    cpus.extend_from_slice(&c.cpu_id.to_le_bytes());
-                    cpus.extend_from_slice(&c.flags.to_le_bytes());
-                    let mut name = [0u8; 8];
-                    let n = c.name.len().min(7);
-                    name[..n].copy_from_slice(&c.name.as_bytes()[..n]);
-                    cpus.extend_from_slice(&name);
-                }
-                chunk(&mut f, codes_tags::CPU_MAP, &cpus);
+                chunk(&mut f, codes_tags::CPU_MAP, &self.cpu_map(0x55aa_0300));
                 // Events in chunks of at most 4096 records, as the kernel writes them.
                 for part in records.chunks(4096 * 64) {
                     let mut data = 0u64.to_le_bytes().to_vec();

@@ -299,7 +299,6 @@ impl Pages<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::format::EventFormat;
 
     /// Pages flagged with lost-events counts that add up past `u64::MAX` (the count is the
     /// file's word, trace.dat's or a raw directory's): the summary saturates, each page is
@@ -307,26 +306,11 @@ mod tests {
     // See: issue 18 (fuzzing), docs/fuzzing.md.
     #[test]
     fn gh_18_page_lost_counts_saturate() {
-        let text = "name: sched_waking\nID: 2\nformat:\n\
-\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n\
-\tfield:unsigned char common_flags;\toffset:2;\tsize:1;\tsigned:0;\n\
-\tfield:unsigned char common_preempt_count;\toffset:3;\tsize:1;\tsigned:0;\n\
-\tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;\n\n\
-\tfield:char comm[16];\toffset:8;\tsize:16;\tsigned:0;\n\
-\tfield:pid_t pid;\toffset:24;\tsize:4;\tsigned:1;\n\
-\tfield:int prio;\toffset:28;\tsize:4;\tsigned:1;\n\
-\tfield:int target_cpu;\toffset:32;\tsize:4;\tsigned:1;\n";
-        let mut formats = FormatSet::default();
-        formats.insert(EventFormat::parse("sched", text).expect("a format"));
-        let mut payload = [0u8; 36];
-        payload[0..2].copy_from_slice(&2u16.to_le_bytes());
-        payload[4..8].copy_from_slice(&7i32.to_le_bytes());
-        payload[24..28].copy_from_slice(&1i32.to_le_bytes());
+        use crate::live::tests::{waking_formats, waking_page};
+        let formats = waking_formats();
         let mut data = Vec::new();
         for ts in [1_000u64, 2_000] {
-            let page = crate::page::encode_page(4096, ts, &[(ts, &payload[..])], Some(u64::MAX))
-                .expect("a page");
-            data.extend(page);
+            data.extend(waking_page(ts, Some(u64::MAX), &[(ts, 7)]));
         }
         let pages = Pages {
             formats: &formats,

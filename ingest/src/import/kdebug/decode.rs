@@ -364,9 +364,20 @@ pub fn parse(file: &Path, bytes: &[u8]) -> Result<KdFile, IngestError> {
     }
 }
 
-/// Where V1/V2 events start: the 4 KiB boundary at or after `end` of the headers.
-fn aligned(end: u64) -> u64 {
-    end.div_ceil(EVENTS_ALIGN as u64) * EVENTS_ALIGN as u64
+/// The events of a V1/V2 file: from the 4 KiB boundary at or after `end` of the headers to
+/// the end of the file.
+fn aligned_events(
+    file: &Path,
+    bytes: &[u8],
+    end: u64,
+    lp64: bool,
+) -> Result<Vec<KdEvent>, IngestError> {
+    let at = end.div_ceil(EVENTS_ALIGN as u64) * EVENTS_ALIGN as u64;
+    let mut events = Vec::new();
+    if at < bytes.len() as u64 {
+        records(file, &bytes[at as usize..], at, lp64, &mut events)?;
+    }
+    Ok(events)
 }
 
 fn parse_v1(file: &Path, bytes: &[u8]) -> Result<KdFile, IngestError> {
@@ -389,17 +400,7 @@ fn parse_v1(file: &Path, bytes: &[u8]) -> Result<KdFile, IngestError> {
             end += 8 + n * 16;
         }
     }
-    let events_at = aligned(end);
-    let mut events = Vec::new();
-    if events_at < bytes.len() as u64 {
-        records(
-            file,
-            &bytes[events_at as usize..],
-            events_at,
-            true,
-            &mut events,
-        )?;
-    }
+    let events = aligned_events(file, bytes, end, true)?;
     Ok(KdFile {
         version: KdVersion::V1,
         lp64: true,
@@ -430,17 +431,7 @@ fn parse_v2(file: &Path, bytes: &[u8]) -> Result<KdFile, IngestError> {
     let map_len = u64::from(count) * THREADMAP_ENTRY as u64;
     let map = bytes_at(file, bytes, HEADER, map_len, "the thread map")?;
     let threads = threadmap(map);
-    let events_at = aligned(HEADER + map_len);
-    let mut events = Vec::new();
-    if events_at < bytes.len() as u64 {
-        records(
-            file,
-            &bytes[events_at as usize..],
-            events_at,
-            lp64,
-            &mut events,
-        )?;
-    }
+    let events = aligned_events(file, bytes, HEADER + map_len, lp64)?;
     Ok(KdFile {
         version: KdVersion::V2,
         lp64,
