@@ -17,11 +17,15 @@
 
 #![no_main]
 
+use argus_fuzz::writers::{perf_data, proto, Dat, PerfRecord};
 use argus_fuzz::{formats, sections};
+use argus_ingest::format::{EventFormat, FormatSet, HeaderPage};
+use argus_ingest::import::{self, TraceDat};
+use argus_ingest::page::parse_page;
 use argus_ingest::perffile::{self as pf, StreamInfo, StreamKind, StreamsFile};
 use argus_ingest::replay::TraceReader;
 use argus_sinks::{write_snapshot, SnapshotData, SnapshotInfo};
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 /// The largest seed: libFuzzer's `-max_len` of `scripts/fuzz`.
@@ -296,6 +300,7 @@ fn repo_seeds(out: &mut Out, repo: &Path, scratch: &Path) {
     let bundle = read(&repo.join("demo/chain.bundle.zst")).expect("demo/chain.bundle.zst");
     unbundle(&bundle, &trace).expect("the demo bundle unpacks");
     let chain = format_dir(&trace.join("formats")).expect("the demo's formats");
+    importer_seeds(out, &trace, &chain, scratch);
 
     // Pages and chunks: the first pages of each CPU, recompressed in two frames.
     for cpu in [0, 1] {
@@ -531,6 +536,8 @@ ffffffffc0000000 t mod_fn\t[mod]\n";
         );
     }
 
+    kdebug_seeds(out, &trace, scratch);
+
     // A snapshot of the demo's first events and its threads.
     if let Ok(reader) = TraceReader::open(&trace) {
         let mut events = reader.events();
@@ -570,6 +577,701 @@ ffffffffc0000000 t mod_fn\t[mod]\n";
     }
 }
 
+/// A seed of an importer target must be a valid file: importing it gives events (when
+/// `events`) and no errors. A writer that produces anything else fails `scripts/fuzz seeds`
+/// loudly.
+fn check_import(scratch: &Path, target: &str, name: &str, bytes: &[u8], events: bool) {
+    let path = scratch.join(format!("check-{target}-{name}"));
+    std::fs::write(&path, bytes).expect("scratch file");
+    let fail = |why: String| -> ! {
+        eprintln!(
+            "seeds: INVALID seed {target}/{name} ({} bytes): {why}",
+            bytes.len()
+        );
+        std::process::exit(1);
+    };
+    let imported = match import::open(&path) {
+        Ok(i) => i,
+        Err(e) => fail(format!("import failed: {e}")),
+    };
+    let _ = std::fs::remove_file(&path);
+    if let Some(e) = imported.errors().first() {
+        fail(format!(
+            "{} errors, the first: {e}",
+            imported.errors().len()
+        ));
+    }
+    if events && imported.event_slice().is_empty() {
+        fail(format!("no events ({:?})", imported.summary()));
+    }
+}
+
+/// The `import_kdebug` seeds: the demo's first events translated into the kdebug events xnu
+/// records for them (`argus_testkit::kdebug`), as `RAW_VERSION1`, `RAW_VERSION2` and V3 files.
+fn kdebug_seeds(out: &mut Out, trace: &Path, scratch: &Path) {
+    use argus_ingest::import::kdebug::KdVersion;
+    let reader = TraceReader::open(trace).expect("the demo trace opens");
+    let mut events = reader.events();
+    let evs: Vec<_> = events.by_ref().filter_map(Result::ok).take(500).collect();
+    let threads = events.finish().threads;
+    let kd = argus_testkit::kdebug::from_linux(&evs, &threads);
+    for (name, version) in [
+        ("chain-v1.trace", KdVersion::V1),
+        ("chain-v2.trace", KdVersion::V2),
+        ("chain-v3.ktrace", KdVersion::V3),
+    ] {
+        import_seed(out, scratch, "import_kdebug", name, &kd.write(version));
+    }
+}
+
+/// Writes an importer seed after [`check_import`] (which asks for events).
+fn import_seed(out: &mut Out, scratch: &Path, target: &str, name: &str, bytes: &[u8]) {
+    import_seed_of(out, scratch, target, name, bytes, true);
+}
+
+/// Writes an importer seed after [`check_import`].
+fn import_seed_of(
+    out: &mut Out,
+    scratch: &Path,
+    target: &str,
+    name: &str,
+    bytes: &[u8],
+    events: bool,
+) {
+    if bytes.len() > MAX_SEED {
+        eprintln!(
+            "seeds: INVALID seed {target}/{name}: {} bytes, more than {MAX_SEED}",
+            bytes.len()
+        );
+        std::process::exit(1);
+    }
+    check_import(scratch, target, name, bytes, events);
+    out.seed(target, name, bytes);
+}
+
+/// `(ts, cpu, payload)` of every record of `pages` (whole pages of `page_size`).
+fn page_records(
+    layout: &HeaderPage,
+    cpu: u32,
+    pages: &[u8],
+    page_size: usize,
+) -> Vec<(u64, u32, Vec<u8>)> {
+    let mut out = Vec::new();
+    for page in pages.chunks_exact(page_size) {
+        let Ok(recs) = parse_page(layout, page) else {
+            continue;
+        };
+        for r in recs.flatten() {
+            if r.id().is_some() {
+                out.push((r.ts, cpu, r.payload.to_vec()));
+            }
+        }
+    }
+    out
+}
+
+/// The formats of `formats` whose event ids the records use, plus `keep` by name.
+fn used_formats(
+    formats: &[(String, String)],
+    records: &[(u64, u32, Vec<u8>)],
+    keep: &[&str],
+) -> Vec<(String, String)> {
+    let ids: BTreeSet<u16> = records
+        .iter()
+        .filter_map(|r| Some(u16::from_le_bytes([*r.2.first()?, *r.2.get(1)?])))
+        .collect();
+    formats
+        .iter()
+        .filter(|(sys, text)| {
+            EventFormat::parse(sys, text)
+                .is_ok_and(|ev| ids.contains(&ev.id) || keep.contains(&ev.name.as_str()))
+        })
+        .cloned()
+        .collect()
+}
+
+/// A decoded scheduling record of the demo, for the Perfetto seeds.
+enum Sched {
+    Switch {
+        prev_comm: String,
+        prev_pid: i64,
+        prev_prio: i64,
+        prev_state: i64,
+        next_comm: String,
+        next_pid: i64,
+        next_prio: i64,
+    },
+    Waking {
+        comm: String,
+        pid: i64,
+        prio: i64,
+        target_cpu: i64,
+    },
+    SysEnter {
+        id: i64,
+        args: Vec<u64>,
+    },
+    SysExit {
+        id: i64,
+        ret: i64,
+    },
+}
+
+fn decode_sched(set: &FormatSet, payload: &[u8]) -> Option<(i64, Sched)> {
+    let id = u16::from_le_bytes([*payload.first()?, *payload.get(1)?]);
+    let ev = set.get(id)?;
+    let int = |n: &str| ev.field(n).and_then(|f| f.read_i64(payload).ok());
+    let s = |n: &str| {
+        ev.field(n)
+            .and_then(|f| f.read_str(payload).ok())
+            .map(|b| String::from_utf8_lossy(b).into_owned())
+    };
+    let pid = int("common_pid")?;
+    let rec = match ev.name.as_str() {
+        "sched_switch" => Sched::Switch {
+            prev_comm: s("prev_comm")?,
+            prev_pid: int("prev_pid")?,
+            prev_prio: int("prev_prio")?,
+            prev_state: int("prev_state")?,
+            next_comm: s("next_comm")?,
+            next_pid: int("next_pid")?,
+            next_prio: int("next_prio")?,
+        },
+        "sched_waking" => Sched::Waking {
+            comm: s("comm")?,
+            pid: int("pid")?,
+            prio: int("prio")?,
+            target_cpu: int("target_cpu")?,
+        },
+        "sys_enter" => Sched::SysEnter {
+            id: int("id")?,
+            args: ev
+                .field("args")?
+                .bytes(payload)
+                .ok()?
+                .chunks_exact(8)
+                .map(|c| u64::from_le_bytes(c.try_into().unwrap_or([0; 8])))
+                .collect(),
+        },
+        "sys_exit" => Sched::SysExit {
+            id: int("id")?,
+            ret: int("ret")?,
+        },
+        _ => return None,
+    };
+    Some((pid, rec))
+}
+
+/// A full `FtraceEvent`.
+fn ftrace_event(ts: u64, pid: i64, rec: &Sched) -> Vec<u8> {
+    let mut ev = Vec::new();
+    proto::uint(&mut ev, 1, ts);
+    proto::int(&mut ev, 2, pid);
+    let mut m = Vec::new();
+    let num = match rec {
+        Sched::Switch {
+            prev_comm,
+            prev_pid,
+            prev_prio,
+            prev_state,
+            next_comm,
+            next_pid,
+            next_prio,
+        } => {
+            proto::bytes(&mut m, 1, prev_comm.as_bytes());
+            proto::int(&mut m, 2, *prev_pid);
+            proto::int(&mut m, 3, *prev_prio);
+            proto::int(&mut m, 4, *prev_state);
+            proto::bytes(&mut m, 5, next_comm.as_bytes());
+            proto::int(&mut m, 6, *next_pid);
+            proto::int(&mut m, 7, *next_prio);
+            4
+        }
+        Sched::Waking {
+            comm,
+            pid,
+            prio,
+            target_cpu,
+        } => {
+            proto::bytes(&mut m, 1, comm.as_bytes());
+            proto::int(&mut m, 2, *pid);
+            proto::int(&mut m, 3, *prio);
+            proto::int(&mut m, 4, 1);
+            proto::int(&mut m, 5, *target_cpu);
+            20
+        }
+        Sched::SysEnter { id, args } => {
+            proto::int(&mut m, 1, *id);
+            proto::packed(&mut m, 2, args);
+            329
+        }
+        Sched::SysExit { id, ret } => {
+            proto::int(&mut m, 1, *id);
+            proto::int(&mut m, 2, *ret);
+            330
+        }
+    };
+    proto::bytes(&mut ev, num, &m);
+    ev
+}
+
+/// A `TracePacket` holding `body` in field `num`, as a `Trace`'s `packet` field.
+fn packet(num: u32, body: &[u8]) -> Vec<u8> {
+    let mut p = Vec::new();
+    proto::bytes(&mut p, num, body);
+    let mut out = Vec::new();
+    proto::bytes(&mut out, 1, &p);
+    out
+}
+
+/// Perfetto traces of the demo's records: a process tree, then per CPU bundles of full
+/// events or of compact sched (switches and wakings) with the rest full; the second bundle
+/// of CPU 0 says events were lost before it.
+fn perfetto_trace(set: &FormatSet, records: &[(u64, u32, Vec<u8>)], compact: bool) -> Vec<u8> {
+    let decoded: Vec<(u64, u32, i64, Sched)> = records
+        .iter()
+        .filter_map(|(ts, cpu, p)| decode_sched(set, p).map(|(pid, r)| (*ts, *cpu, pid, r)))
+        .collect();
+    let mut comms: BTreeMap<i64, String> = BTreeMap::new();
+    for (_, _, _, r) in &decoded {
+        match r {
+            Sched::Switch {
+                prev_comm,
+                prev_pid,
+                next_comm,
+                next_pid,
+                ..
+            } => {
+                comms.insert(*prev_pid, prev_comm.clone());
+                comms.insert(*next_pid, next_comm.clone());
+            }
+            Sched::Waking { comm, pid, .. } => {
+                comms.insert(*pid, comm.clone());
+            }
+            _ => {}
+        }
+    }
+    let mut tree = Vec::new();
+    for (k, (pid, comm)) in comms.iter().enumerate() {
+        if *pid == 0 {
+            continue;
+        }
+        let mut p = Vec::new();
+        proto::int(&mut p, 1, *pid);
+        proto::int(&mut p, 2, 1);
+        proto::bytes(&mut p, 3, format!("/usr/bin/{comm}").as_bytes());
+        proto::bytes(&mut tree, 1, &p);
+        // Every other thread in its own entry too, as Perfetto lists threads.
+        if k % 2 == 0 {
+            let mut t = Vec::new();
+            proto::int(&mut t, 1, *pid);
+            proto::bytes(&mut t, 2, comm.as_bytes());
+            proto::int(&mut t, 3, *pid);
+            proto::bytes(&mut tree, 2, &t);
+        }
+    }
+    let mut out = packet(2, &tree);
+    let cpus: BTreeSet<u32> = decoded.iter().map(|d| d.1).collect();
+    for cpu in cpus {
+        let evs: Vec<&(u64, u32, i64, Sched)> = decoded.iter().filter(|d| d.1 == cpu).collect();
+        for (k, chunk) in evs.chunks(evs.len().div_ceil(3).max(1)).enumerate() {
+            let mut b = Vec::new();
+            proto::uint(&mut b, 1, cpu.into());
+            let mut c = CompactCols::default();
+            for (ts, _, pid, r) in chunk {
+                if compact && c.take(*ts, r) {
+                    continue;
+                }
+                proto::bytes(&mut b, 2, &ftrace_event(*ts, *pid, r));
+            }
+            if cpu == 0 && k == 1 {
+                proto::uint(&mut b, 3, 1);
+            }
+            if compact {
+                proto::bytes(&mut b, 4, &c.encode());
+            }
+            out.extend(packet(1, &b));
+        }
+    }
+    out
+}
+
+/// The columns of a `CompactSched`.
+#[derive(Default)]
+struct CompactCols {
+    intern: Vec<String>,
+    switch: [Vec<u64>; 5],
+    waking: [Vec<u64>; 6],
+    last_switch: u64,
+    last_waking: u64,
+}
+
+impl CompactCols {
+    fn comm(&mut self, c: &str) -> u64 {
+        match self.intern.iter().position(|i| i == c) {
+            Some(k) => k as u64,
+            None => {
+                self.intern.push(c.to_string());
+                self.intern.len() as u64 - 1
+            }
+        }
+    }
+
+    /// Takes a switch or waking into the columns; false for other records.
+    fn take(&mut self, ts: u64, r: &Sched) -> bool {
+        match r {
+            Sched::Switch {
+                prev_state,
+                next_comm,
+                next_pid,
+                next_prio,
+                ..
+            } => {
+                let comm = self.comm(next_comm);
+                let s = &mut self.switch;
+                s[0].push(ts - self.last_switch);
+                s[1].push(*prev_state as u64);
+                s[2].push(*next_pid as u64);
+                s[3].push(*next_prio as u64);
+                s[4].push(comm);
+                self.last_switch = ts;
+                true
+            }
+            Sched::Waking {
+                comm,
+                pid,
+                prio,
+                target_cpu,
+            } => {
+                let comm = self.comm(comm);
+                let w = &mut self.waking;
+                w[0].push(ts - self.last_waking);
+                w[1].push(*pid as u64);
+                w[2].push(*target_cpu as u64);
+                w[3].push(*prio as u64);
+                w[4].push(comm);
+                w[5].push(0);
+                self.last_waking = ts;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    fn encode(&self) -> Vec<u8> {
+        let mut c = Vec::new();
+        for s in &self.intern {
+            proto::bytes(&mut c, 5, s.as_bytes());
+        }
+        for (num, col) in [1, 2, 3, 4, 6].into_iter().zip(&self.switch) {
+            proto::packed(&mut c, num, col);
+        }
+        for (num, col) in [7, 8, 9, 10, 11, 12].into_iter().zip(&self.waking) {
+            proto::packed(&mut c, num, col);
+        }
+        c
+    }
+}
+
+/// perf.data files of the demo's records: one tracepoint attr per event (an id per CPU),
+/// COMM and FORK records for the tasks, RAW samples, a LOST record; plain and compressed.
+fn perf_files(
+    dat: &Dat,
+    set: &FormatSet,
+    records: &[(u64, u32, Vec<u8>)],
+) -> Vec<(String, Vec<u8>)> {
+    let ncpus = records.iter().map(|r| r.1 + 1).max().unwrap_or(1);
+    let ids: BTreeSet<u16> = records
+        .iter()
+        .filter_map(|r| Some(u16::from_le_bytes([*r.2.first()?, *r.2.get(1)?])))
+        .filter(|id| set.get(*id).is_some())
+        .collect();
+    let attrs: Vec<(u64, Vec<u64>)> = ids
+        .iter()
+        .enumerate()
+        .map(|(k, &id)| {
+            (
+                id.into(),
+                (0..ncpus)
+                    .map(|c| 100 + (k as u64) * 16 + u64::from(c))
+                    .collect(),
+            )
+        })
+        .collect();
+    let id_of = |ev: u16, cpu: u32| {
+        let k = ids.iter().position(|&i| i == ev).unwrap_or(0) as u64;
+        100 + k * 16 + u64::from(cpu)
+    };
+    let mut sorted: Vec<&(u64, u32, Vec<u8>)> = records.iter().collect();
+    sorted.sort_by_key(|r| r.0);
+    let mut recs = Vec::new();
+    let mut seen = BTreeSet::new();
+    for (ts, _, p) in &sorted {
+        if let Some((
+            pid,
+            Sched::Switch {
+                next_comm,
+                next_pid,
+                ..
+            },
+        )) = decode_sched(set, p)
+        {
+            for (tid, comm) in [(pid, None), (next_pid, Some(next_comm))] {
+                if tid > 0 && seen.insert(tid) {
+                    if seen.len() == 2 {
+                        recs.push(PerfRecord::Fork {
+                            pid: tid as u32,
+                            ppid: 1,
+                            tid: tid as u32,
+                            ptid: 1,
+                            time: ts.saturating_sub(1),
+                        });
+                    }
+                    if let Some(comm) = comm {
+                        recs.push(PerfRecord::Comm {
+                            pid: tid as u32,
+                            tid: tid as u32,
+                            comm,
+                            time: ts.saturating_sub(1),
+                        });
+                    }
+                }
+            }
+        }
+    }
+    let half = sorted.len() / 2;
+    for (k, (ts, cpu, p)) in sorted.iter().enumerate() {
+        let ev = u16::from_le_bytes([p[0], p[1]]);
+        if set.get(ev).is_none() {
+            continue;
+        }
+        if k == half {
+            recs.push(PerfRecord::Lost {
+                id: id_of(ev, *cpu),
+                lost: 3,
+                cpu: *cpu,
+                time: *ts,
+            });
+        }
+        let tid = i32::from_le_bytes([p[4], p[5], p[6], p[7]]) as u32;
+        recs.push(PerfRecord::Sample {
+            id: id_of(ev, *cpu),
+            time: *ts,
+            cpu: *cpu,
+            pid: tid,
+            tid,
+            raw: p.to_vec(),
+        });
+    }
+    let tracing = dat.tracing_data();
+    vec![
+        ("chain".into(), perf_data(&attrs, &recs, &tracing, None)),
+        (
+            "chain-z".into(),
+            perf_data(&attrs, &recs, &tracing, Some(16 << 10)),
+        ),
+        (
+            "chain-z-split".into(),
+            perf_data(&attrs, &recs, &tracing, Some(3000)),
+        ),
+    ]
+}
+
+/// The importers' seeds from the demo's recording: trace.dat v6 and v7 (plain, zstd), perf.data
+/// (plain, compressed), Perfetto (full, compact).
+fn importer_seeds(out: &mut Out, trace: &Path, chain: &FormatDir, scratch: &Path) {
+    let fmt = trace.join("formats");
+    let header_event = read(&fmt.join("header_event"))
+        .or_else(|| read(&fmt.join("events/header_event")))
+        .unwrap_or_else(|| formats::HEADER_EVENT.as_bytes().to_vec());
+    let header_page = String::from_utf8_lossy(&chain.header_page).into_owned();
+    let layout = HeaderPage::parse(&header_page).expect("the demo's header_page");
+    let page_size = HeaderPage::page_size_of(&header_page).unwrap_or(PAGE);
+    let mut cpus = Vec::new();
+    let mut records = Vec::new();
+    for cpu in [0u32, 1] {
+        let chunk = read(&trace.join(format!("cpu{cpu}/000000.chunk.zst"))).expect("chunk");
+        let raw = zstd::decode_all(&chunk[..]).expect("chunk");
+        let pages = raw[..raw.len().min(2 * page_size)].to_vec();
+        records.extend(page_records(&layout, cpu, &pages, page_size));
+        cpus.push(pages);
+    }
+    let all: Vec<(String, String)> = chain
+        .texts
+        .iter()
+        .map(|(path, text)| {
+            (
+                path.split('/').next().unwrap_or("").to_string(),
+                String::from_utf8_lossy(text).into_owned(),
+            )
+        })
+        .collect();
+    let formats = used_formats(&all, &records, &["sched_switch", "sched_waking"]);
+    let mut set = FormatSet::default();
+    for (sys, text) in &formats {
+        if let Ok(ev) = EventFormat::parse(sys, text) {
+            set.insert(ev);
+        }
+    }
+    let comms: BTreeMap<i64, String> = records
+        .iter()
+        .filter_map(|r| match decode_sched(&set, &r.2)? {
+            (
+                _,
+                Sched::Switch {
+                    next_pid,
+                    next_comm,
+                    ..
+                },
+            ) => Some((next_pid, next_comm)),
+            _ => None,
+        })
+        .collect();
+    let cmdlines: String = comms.iter().map(|(p, c)| format!("{p} {c}\n")).collect();
+    let dat = Dat {
+        long_size: 8,
+        page_size: page_size as u32,
+        header_page,
+        header_event: String::from_utf8_lossy(&header_event).into_owned(),
+        formats,
+        kallsyms: "ffffffff81000000 T _stext\nffffffff81001000 t hrtimer_wakeup\n\
+                   ffffffffc0000000 t mod_fn\t[mod]\n"
+            .into(),
+        printk: "0xffffffff82000000 : \"hello %d\\n\"\n".into(),
+        cmdlines,
+        clock: Some("local".into()),
+        ts_offset: None,
+        cpus,
+    };
+    let t = "import_tracedat";
+    import_seed(out, scratch, t, "chain-v6", &dat.v6());
+    import_seed(out, scratch, t, "chain-v7-none", &dat.v7(false, 1));
+    import_seed(out, scratch, t, "chain-v7-zstd", &dat.v7(true, 1));
+    let mut offset = dat.clone();
+    offset.ts_offset = Some(-1000);
+    offset.clock = Some("mono".into());
+    import_seed(out, scratch, t, "chain-v6-offset", &offset.v6());
+    import_seed(out, scratch, t, "chain-v7-zstd-offset", &offset.v7(true, 2));
+    for (name, bytes) in perf_files(&dat, &set, &records) {
+        import_seed(out, scratch, "import_perfdata", &name, &bytes);
+    }
+    import_seed(
+        out,
+        scratch,
+        "import_perfetto",
+        "chain-full",
+        &perfetto_trace(&set, &records, false),
+    );
+    import_seed(
+        out,
+        scratch,
+        "import_perfetto",
+        "chain-compact",
+        &perfetto_trace(&set, &records, true),
+    );
+}
+
+/// `../shared/realtraces/trace-dat/*.trace.dat` and `derived/*.trace.dat` (0.7–4 MB, read in
+/// place) cut to fit libFuzzer's `-max_len`: the first page with records of each CPU, the
+/// formats of the events on them, no kallsyms or printk formats, the first saved cmdlines;
+/// written as the version they are (v7 with their compression).
+fn realtrace_dat_seeds(out: &mut Out, realtraces: &Path, scratch: &Path) {
+    let dir = realtraces.join("trace-dat");
+    let mut files: Vec<PathBuf> = Vec::new();
+    for d in [dir.clone(), dir.join("derived")] {
+        if let Ok(entries) = std::fs::read_dir(&d) {
+            files.extend(
+                entries
+                    .flatten()
+                    .map(|e| e.path())
+                    .filter(|p| p.to_string_lossy().ends_with(".trace.dat")),
+            );
+        }
+    }
+    files.sort();
+    for path in files {
+        let name = path
+            .file_name()
+            .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
+        let Some(bytes) = read(&path) else { continue };
+        let dat = match TraceDat::parse(&path, &bytes) {
+            Ok(d) => d,
+            Err(e) => {
+                eprintln!("seeds: INVALID real trace {}: {e}", path.display());
+                std::process::exit(1);
+            }
+        };
+        let Ok(layout) = HeaderPage::parse(&dat.header_page) else {
+            continue;
+        };
+        // The cut must give events when the whole file does (trappy_trace_32bit has only
+        // bprint and thermal events, which Argus does not map: no events either way).
+        let whole = import::open(&path).unwrap_or_else(|e| {
+            eprintln!("seeds: INVALID real trace {}: {e}", path.display());
+            std::process::exit(1);
+        });
+        let events = !whole.event_slice().is_empty();
+        let mut cut = Dat::from_trace_dat(&dat);
+        cut.kallsyms.clear();
+        cut.printk.clear();
+        let head = head_lines(cut.cmdlines.as_bytes());
+        let head = &head[..head.len().min(2048)];
+        let end = head.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
+        cut.cmdlines = String::from_utf8_lossy(&head[..end]).into_owned();
+        // The first page with a scheduling event (else with any record) of each CPU.
+        let sched: BTreeSet<u16> = dat
+            .formats
+            .iter()
+            .filter_map(|(sys, text)| EventFormat::parse(sys, text).ok())
+            .filter(|ev| ev.name.starts_with("sched_"))
+            .map(|ev| ev.id)
+            .collect();
+        let has = |page: &[u8], any: bool| {
+            parse_page(&layout, page).is_ok_and(|mut r| {
+                r.any(|r| r.is_ok_and(|r| any || r.id().is_some_and(|id| sched.contains(&id))))
+            })
+        };
+        let mut records = Vec::new();
+        cut.cpus = dat
+            .cpus
+            .iter()
+            .map(|c| {
+                let mut pages = c.pages.chunks_exact(dat.page_size);
+                let first = pages
+                    .clone()
+                    .find(|page| has(page, false))
+                    .or_else(|| pages.find(|page| has(page, true)));
+                let page = first.map(<[u8]>::to_vec).unwrap_or_default();
+                records.extend(page_records(&layout, c.cpu, &page, dat.page_size));
+                page
+            })
+            .collect();
+        cut.formats = used_formats(&dat.formats, &records, &[]);
+        let write = |d: &Dat| match dat.compression.as_deref() {
+            Some("zstd") => d.v7(true, 1),
+            Some(_) => d.v7(false, 1),
+            None => d.v6(),
+        };
+        // The CPUs past what fits are left without pages.
+        let mut bytes = write(&cut);
+        while bytes.len() > MAX_SEED {
+            let Some(last) = cut.cpus.iter_mut().rev().find(|p| !p.is_empty()) else {
+                break;
+            };
+            last.clear();
+            bytes = write(&cut);
+        }
+        import_seed_of(
+            out,
+            scratch,
+            "import_tracedat",
+            &format!("real-{name}"),
+            &bytes,
+            events,
+        );
+    }
+}
+
 /// Writes every seed and exits the process (before libFuzzer would start fuzzing).
 fn generate() {
     let Some(out_dir) = std::env::var_os("ARGUS_FUZZ_SEEDS_OUT").map(PathBuf::from) else {
@@ -590,6 +1292,7 @@ fn generate() {
     repo_seeds(&mut out, &repo, &scratch);
     if realtraces.is_dir() {
         main_seeds(&mut out, &realtraces, &extracted);
+        realtrace_dat_seeds(&mut out, &realtraces, &scratch);
     } else {
         eprintln!(
             "seeds: {} missing: only the repository's seeds",

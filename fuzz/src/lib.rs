@@ -8,6 +8,8 @@
 //! - [`sections`]: the byte layout of inputs that carry several files (format texts and
 //!   pages, `meta.json` and `proc.json`): what the seeds generator writes and the targets'
 //!   byte modes read;
+//! - [`writers`]: trace-cmd `trace.dat` (v6, v7), `perf.data` and Perfetto protobuf writers
+//!   for the seeds of the importer targets;
 //! - [`scratch`]: a per-process scratch directory for the readers that take a path
 //!   (trace directories, snapshots, importers).
 //!
@@ -19,3 +21,4 @@ pub mod pages;
 pub mod scratch;
 pub mod sections;
 pub mod tracedir;
+pub mod writers;

@@ -18,6 +18,7 @@ use crate::page::{parse_page, PageError, PageErrorKind, PageHeader, RawRecord};
 use argus_schema::{Context, Cpu, Event, EventKind, Nanos, Pid, TaskState, Tid};
 use std::collections::BTreeMap;
 use std::fmt;
+use std::sync::Arc;
 
 /// `CLONE_THREAD`.
 const CLONE_THREAD: u64 = 0x0001_0000;
@@ -609,10 +610,12 @@ struct Slot {
 /// `formats/events/ftrace/{kernel,user}_stack/format`, like any other event).
 #[derive(Clone, Debug)]
 pub struct Converter {
-    slots: Vec<Option<Slot>>,
-    names: Vec<Option<String>>,
+    /// Per event id, shared by the clones (one per CPU): a format with a high id makes them
+    /// long, and a crafted file of many CPUs must not copy them once each (issue 18).
+    slots: Arc<Vec<Option<Slot>>>,
+    names: Arc<Vec<Option<String>>>,
     counts_unknown: BTreeMap<u16, u64>,
-    counts_ignored: Vec<u64>,
+    counts_ignored: BTreeMap<u16, u64>,
     /// Children announced by `task_newtask` whose `sched_process_fork` is pending.
     pending_forks: Vec<i32>,
 }
@@ -679,9 +682,9 @@ impl Converter {
             });
         }
         Ok(Converter {
-            counts_ignored: vec![0; max],
-            slots,
-            names,
+            counts_ignored: BTreeMap::new(),
+            slots: Arc::new(slots),
+            names: Arc::new(names),
             counts_unknown: BTreeMap::new(),
             pending_forks: Vec::new(),
         })
@@ -693,11 +696,9 @@ impl Converter {
             unknown_ids: self.counts_unknown.clone(),
             ..Skipped::default()
         };
-        for (id, &n) in self.counts_ignored.iter().enumerate() {
-            if n > 0 {
-                if let Some(Some(name)) = self.names.get(id) {
-                    s.ignored.insert(name.clone(), n);
-                }
+        for (&id, &n) in &self.counts_ignored {
+            if let Some(Some(name)) = self.names.get(id as usize) {
+                s.ignored.insert(name.clone(), n);
             }
         }
         s
@@ -736,7 +737,7 @@ impl Converter {
         };
         let kind = match &slot.handler {
             Handler::Ignored => {
-                self.counts_ignored[id as usize] += 1;
+                *self.counts_ignored.entry(id).or_default() += 1;
                 return Ok(None);
             }
             Handler::Switch {
@@ -1031,6 +1032,38 @@ pub fn decode_page(
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+
+    /// A format with the highest event id makes the per-id tables 65 536 entries long: the
+    /// clones a recording of many CPUs makes (one per CPU) share them instead of copying
+    /// them each, and count what they skip apart.
+    // See: issue 18 (fuzzing, target `import_tracedat`: 3500 CPUs of a 61 KB trace.dat
+    // with an `ID: 65535` format copied 20 MB of tables per CPU), docs/fuzzing.md.
+    #[test]
+    fn gh_18_converter_clones_share_their_id_tables() {
+        let text = "name: cpu_idle\nID: 65535\nformat:\n\
+\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n\
+\tfield:unsigned char common_flags;\toffset:2;\tsize:1;\tsigned:0;\n\
+\tfield:unsigned char common_preempt_count;\toffset:3;\tsize:1;\tsigned:0;\n\
+\tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;\n\n\
+\tfield:u32 state;\toffset:8;\tsize:4;\tsigned:0;\n";
+        let mut set = FormatSet::default();
+        set.insert(EventFormat::parse("power", text).expect("format"));
+        let conv = Converter::new(&set).expect("converter");
+        assert_eq!(conv.slots.len(), 65_536);
+        let mut a = conv.clone();
+        let b = conv.clone();
+        assert!(Arc::ptr_eq(&a.slots, &b.slots) && Arc::ptr_eq(&a.names, &conv.names));
+        let mut p = vec![0u8; 12];
+        p[0..2].copy_from_slice(&65_535u16.to_le_bytes());
+        let rec = RawRecord {
+            ts: 5,
+            offset: 0,
+            payload: &p,
+        };
+        assert_eq!(a.convert(Cpu(0), &rec).expect("a record"), None);
+        assert_eq!(a.skipped().ignored.get("power/cpu_idle"), Some(&1));
+        assert!(b.skipped().ignored.is_empty(), "each clone counts its own");
+    }
 
     #[test]
     fn comm_is_inline_and_cut_at_nul() {

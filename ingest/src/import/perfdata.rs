@@ -165,6 +165,10 @@ struct Collected {
     lost_ranges: Vec<(u32, u64, u64, Option<u64>)>,
     last_ts: HashMap<u32, u64>,
     not_tracepoints: u64,
+    /// Bytes the `COMPRESSED` records gave so far, and the most the file may give in all
+    /// ([`crate::inflate::limit_for`] its size).
+    inflated: u64,
+    inflate_limit: u64,
 }
 
 struct Reader<'a> {
@@ -349,6 +353,21 @@ impl Reader<'_> {
                             format!("a compressed record gives more than {MAX_DECOMPRESSED} bytes"),
                         ));
                     }
+                    // Records of up to 64 MiB each, as many as the file holds: bounded for
+                    // the whole file too (issue 18).
+                    out.inflated += n as u64;
+                    if out.inflated > out.inflate_limit {
+                        return Err(malformed(
+                            self.file,
+                            at,
+                            format!(
+                                "the compressed records give more than {} bytes in all ({} times \
+                                 the file's size)",
+                                out.inflate_limit,
+                                crate::inflate::MAX_RATIO
+                            ),
+                        ));
+                    }
                     let done = input.pos() >= body.len() && n < buf.len();
                     if done || (n == 0 && input.pos() == before) {
                         break;
@@ -405,6 +424,9 @@ pub(super) fn import(path: &Path, bytes: &[u8]) -> Result<Imported, IngestError>
     }
     let mut attrs = Vec::new();
     let mut by_id = HashMap::new();
+    // Every attr may point at the same ids: in all they may not be more than the file holds,
+    // or a file of many attrs sharing a large ids section takes quadratic time (issue 18).
+    let mut ids_total = 0u64;
     for i in 0..attrs_len / attr_size {
         let at = (attrs_off + i * attr_size) as usize;
         let a = &bytes[at..at + attr_size as usize];
@@ -417,6 +439,17 @@ pub(super) fn import(path: &Path, bytes: &[u8]) -> Result<Imported, IngestError>
             regs_user,
         });
         let (ids_off, ids_len) = section(path, bytes, at + attr_len, "ids")?;
+        ids_total += ids_len;
+        if ids_total > bytes.len() as u64 {
+            return Err(malformed(
+                path,
+                (at + attr_len) as u64,
+                format!(
+                    "the attrs' ids sections add up to {ids_total} bytes, more than the {}-byte file",
+                    bytes.len()
+                ),
+            ));
+        }
         for k in 0..ids_len / 8 {
             by_id.insert(le_u64(bytes, (ids_off + 8 * k) as usize), attrs.len() - 1);
         }
@@ -477,6 +510,8 @@ pub(super) fn import(path: &Path, bytes: &[u8]) -> Result<Imported, IngestError>
         lost_ranges: Vec::new(),
         last_ts: HashMap::new(),
         not_tracepoints: 0,
+        inflated: 0,
+        inflate_limit: crate::inflate::limit_for(bytes.len() as u64),
     };
     let mut pending = Vec::new();
     let data = &bytes[data_off as usize..(data_off + data_len) as usize];
@@ -493,7 +528,8 @@ pub(super) fn import(path: &Path, bytes: &[u8]) -> Result<Imported, IngestError>
     }
 
     let mut summary = ImportSummary {
-        cpus: got.by_cpu.keys().max().map_or(0, |&c| c + 1),
+        // Saturating: a sample's CPU is the file's word (issue 18).
+        cpus: got.by_cpu.keys().max().map_or(0, |&c| c.saturating_add(1)),
         lost: got.lost,
         lost_ranges: got.lost_ranges,
         ..ImportSummary::default()
@@ -594,23 +630,181 @@ mod tests {
             data.extend_from_slice(&((body.len() + 8) as u16).to_le_bytes());
             data.extend(body);
         }
-        let mut out = Collected {
-            zstd: ZDecoder::new().unwrap(),
-            by_cpu: BTreeMap::new(),
-            threads: BTreeMap::new(),
-            lost: 0,
-            lost_ranges: Vec::new(),
-            last_ts: HashMap::new(),
-            not_tracepoints: 0,
-        };
+        let mut out = collected(u64::MAX);
         let used = reader
             .walk(&data, 0, false, &mut out, &mut Vec::new())
-            .unwrap();
+            .expect("lost records walk");
         assert_eq!(used, data.len());
         assert_eq!(out.lost, u64::MAX);
         assert_eq!(
             out.lost_ranges,
             vec![(1, 10, 10, Some(u64::MAX)), (1, 20, 20, Some(u64::MAX))]
         );
+    }
+
+    fn collected(inflate_limit: u64) -> Collected {
+        Collected {
+            zstd: ZDecoder::new().expect("a zstd decoder"),
+            by_cpu: BTreeMap::new(),
+            threads: BTreeMap::new(),
+            lost: 0,
+            lost_ranges: Vec::new(),
+            last_ts: HashMap::new(),
+            not_tracepoints: 0,
+            inflated: 0,
+            inflate_limit,
+        }
+    }
+
+    /// Attrs that all point at the same ids section: each id was inserted once per attr, so
+    /// a file of N attrs over an ids section of M ids took N × M steps (quadratic in the
+    /// file). The ids sections may add up to the file at most; the error names the attr's
+    /// ids pointer.
+    // See: issue 18 (fuzzing, target import_perfdata), docs/fuzzing.md.
+    #[test]
+    fn gh_18_attrs_sharing_their_ids_are_refused() {
+        let path = Path::new("ids.perf.data");
+        let (nattrs, ids_len) = (4u64, 400u64);
+        let attr_size = 152u64;
+        let ids_at = HEADER_SIZE + nattrs * attr_size;
+        let end = ids_at + ids_len;
+        let mut b = MAGIC.to_vec();
+        for v in [
+            HEADER_SIZE,
+            attr_size,
+            HEADER_SIZE,
+            nattrs * attr_size,
+            end,
+            0,
+            0,
+            0,
+        ] {
+            b.extend_from_slice(&v.to_le_bytes());
+        }
+        b.resize(HEADER_SIZE as usize, 0);
+        for _ in 0..nattrs {
+            let mut a = vec![0u8; attr_size as usize];
+            a[..4].copy_from_slice(&TYPE_TRACEPOINT.to_le_bytes());
+            a[136..144].copy_from_slice(&ids_at.to_le_bytes());
+            a[144..152].copy_from_slice(&ids_len.to_le_bytes());
+            b.extend(a);
+        }
+        b.resize(end as usize, 0);
+        let Err(err) = import(path, &b) else {
+            panic!("attrs sharing their ids import")
+        };
+        let IngestError::Malformed { file, offset, .. } = &err else {
+            panic!("{err:?}")
+        };
+        assert_eq!(file, path);
+        // The third attr's ids: 1200 bytes of ids in a 1112-byte file.
+        assert_eq!(*offset, HEADER_SIZE + 2 * attr_size + 136, "{err}");
+    }
+
+    /// `COMPRESSED` records of a few bytes of zstd RLE blocks each give up to 64 MiB, and a
+    /// file holds as many records as it has room for: what they give in all is bounded by the
+    /// file's size; the error names the record that went past it.
+    // See: issue 18 (fuzzing, target import_perfdata), docs/fuzzing.md.
+    #[test]
+    fn gh_18_compressed_records_are_bounded_for_the_whole_file() {
+        let reader = Reader {
+            file: Path::new("z.perf.data"),
+            attrs: vec![Attr {
+                kind: TYPE_TRACEPOINT,
+                sample_type: SAMPLE_TID | SAMPLE_TIME,
+                sample_id_all: false,
+                regs_user: 0,
+            }],
+            by_id: HashMap::new(),
+        };
+        // 0x10 bytes are records of an unknown type 0x10101010 and 0x1010 bytes each.
+        let frame = argus_testkit::zstd_rle_bomb(768 << 10, 0x10);
+        let mut record = RECORD_COMPRESSED.to_le_bytes().to_vec();
+        record.extend_from_slice(&0u16.to_le_bytes());
+        record.extend_from_slice(&((frame.len() + 8) as u16).to_le_bytes());
+        record.extend_from_slice(&frame);
+        let data = [record.clone(), record.clone(), record.clone()].concat();
+        let mut out = collected(1 << 20);
+        let Err(err) = reader.walk(&data, 4096, false, &mut out, &mut Vec::new()) else {
+            panic!("2.25 MiB of records pass a 1 MiB bound")
+        };
+        let IngestError::Malformed { offset, what, .. } = &err else {
+            panic!("{err:?}")
+        };
+        assert_eq!(*offset, 4096 + record.len() as u64, "{err}");
+        assert!(what.contains("more than 1048576 bytes in all"), "{what}");
+        // Within the bound, the same records are read.
+        let mut out = collected(u64::MAX);
+        reader
+            .walk(&data, 4096, false, &mut out, &mut Vec::new())
+            .expect("within the bound");
+        assert_eq!(out.inflated, 3 * (768 << 10));
+    }
+
+    /// A sample on CPU `u32::MAX` (a mutated perf.data): counting the CPUs as the highest
+    /// plus one overflowed. The count saturates; the sample is read (its event unknown).
+    // See: issue 18 (fuzzing, target import_perfdata), docs/fuzzing.md.
+    #[test]
+    fn gh_18_a_sample_on_the_last_cpu_number() {
+        let path = Path::new("cpu.perf.data");
+        let p64 = |b: &mut Vec<u8>, v: u64| b.extend_from_slice(&v.to_le_bytes());
+        let p32 = |b: &mut Vec<u8>, v: u32| b.extend_from_slice(&v.to_le_bytes());
+        // The tracing data: a 64-bit header_page and no event formats.
+        let header_page = "\tfield: u64 timestamp;\toffset:0;\tsize:8;\tsigned:0;\n\
+                           \tfield: local_t commit;\toffset:8;\tsize:8;\tsigned:1;\n\
+                           \tfield: char data;\toffset:16;\tsize:4080;\tsigned:0;\n";
+        let mut tracing = super::super::tracedat::MAGIC.to_vec();
+        tracing.extend_from_slice(b"0.6\0\0\x08");
+        p32(&mut tracing, 4096);
+        tracing.extend_from_slice(b"header_page\0");
+        p64(&mut tracing, header_page.len() as u64);
+        tracing.extend_from_slice(header_page.as_bytes());
+        tracing.extend_from_slice(b"header_event\0");
+        p64(&mut tracing, 0);
+        for _ in 0..4 {
+            p32(&mut tracing, 0); // ftrace formats, systems, kallsyms, printk formats
+        }
+        p64(&mut tracing, 0); // saved cmdlines
+                              // One sample: tid, time, cpu u32::MAX, 8 bytes of raw record of event 1.
+        let mut body = Vec::new();
+        p32(&mut body, 5);
+        p32(&mut body, 5);
+        p64(&mut body, 1000);
+        p32(&mut body, u32::MAX);
+        p32(&mut body, 0);
+        p32(&mut body, 12);
+        body.extend_from_slice(&[1, 0, 0, 0, 5, 0, 0, 0, 0, 0, 0, 0]);
+        let mut data = Vec::new();
+        p32(&mut data, RECORD_SAMPLE);
+        data.extend_from_slice(&0u16.to_le_bytes());
+        data.extend_from_slice(&((body.len() + 8) as u16).to_le_bytes());
+        data.extend(body);
+        let attr_size = 152u64;
+        let data_at = HEADER_SIZE + attr_size;
+        let feats_at = data_at + data.len() as u64;
+        let mut b = MAGIC.to_vec();
+        for v in [HEADER_SIZE, attr_size, HEADER_SIZE, attr_size, data_at] {
+            p64(&mut b, v);
+        }
+        for v in [data.len() as u64, 0, 0, 1 << FEAT_TRACING_DATA, 0, 0, 0] {
+            p64(&mut b, v);
+        }
+        let mut a = vec![0u8; attr_size as usize];
+        a[..4].copy_from_slice(&TYPE_TRACEPOINT.to_le_bytes());
+        a[24..32].copy_from_slice(
+            &(SAMPLE_TID | SAMPLE_TIME | SAMPLE_CPU | crate::perffile::SAMPLE_RAW).to_le_bytes(),
+        );
+        b.extend(a);
+        b.extend(data);
+        p64(&mut b, feats_at + 16);
+        p64(&mut b, tracing.len() as u64);
+        b.extend(tracing);
+        let imported = match import(path, &b) {
+            Ok(i) => i,
+            Err(e) => panic!("{e}"),
+        };
+        assert_eq!(imported.summary().cpus, u32::MAX);
+        assert_eq!(imported.summary().unknown.get("#1"), Some(&1));
+        assert!(imported.errors().is_empty(), "{:?}", imported.errors());
     }
 }

@@ -343,13 +343,22 @@ enum Rec<'a> {
     },
 }
 
+/// The most characters of a task name (the kernel's `TASK_COMM_LEN` less its NUL).
+const COMM_LEN: usize = 15;
+
 /// The compact sched records of `c`: times are deltas, comms indices into its intern table.
+/// A task name is at most [`COMM_LEN`] characters, as the kernel's: each record copies its
+/// comm out of the table, so a long entry used by every record would be copied once per
+/// record (issue 18).
 fn compact_records(
     file: &Path,
     c: &Message<'_>,
     out: &mut Vec<(u64, Rec<'static>)>,
 ) -> Result<(), IngestError> {
-    let table: Vec<String> = c.all(5).map(|(v, _)| v.str()).collect();
+    let table: Vec<String> = c
+        .all(5)
+        .map(|(v, _)| v.str().chars().take(COMM_LEN).collect())
+        .collect();
     let name = |k: u64| table.get(k as usize).cloned().unwrap_or_default();
     let col = |n: u32| c.packed(n, file);
     let (state, pid, prio, comm) = (col(2)?, col(3)?, col(4)?, col(6)?);
@@ -388,6 +397,8 @@ fn compact_records(
 fn bundle(file: &Path, b: &Message<'_>, g: &mut Gathered) -> Result<(), IngestError> {
     let cpu = b.get(1).map_or(0, Value::u64) as u32;
     let mut first_ts = None;
+    // The time of the last line this bundle gives (all of its CPU).
+    let lines_before = g.lines.len();
     let mut compact = Vec::new();
     if let Some(c) = b.sub(4, file)? {
         compact_records(file, &c, &mut compact)?;
@@ -505,7 +516,9 @@ fn bundle(file: &Path, b: &Message<'_>, g: &mut Gathered) -> Result<(), IngestEr
         let from = g.last_ts.get(&cpu).copied().unwrap_or(first).min(first);
         g.lost_ranges.push((cpu, from, first, None));
     }
-    if let Some(last) = g.lines.iter().rev().find(|l| l.cpu == cpu).map(|l| l.ts) {
+    // The CPU's last line: this bundle's last, else what the CPU had (looking it up among
+    // every CPU's lines was quadratic in the number of bundles, issue 18).
+    if let Some(last) = g.lines[lines_before..].last().map(|l| l.ts) {
         g.last_ts.insert(cpu, last);
     }
     Ok(())
@@ -632,7 +645,13 @@ pub(super) fn import(path: &Path, bytes: &[u8]) -> Result<Imported, IngestError>
         })
         .collect();
     let mut summary = ImportSummary {
-        cpus: g.lines.iter().map(|l| l.cpu + 1).max().unwrap_or(0),
+        // Saturating: a bundle's CPU is the file's word (issue 18).
+        cpus: g
+            .lines
+            .iter()
+            .map(|l| l.cpu.saturating_add(1))
+            .max()
+            .unwrap_or(0),
         lost_ranges: g.lost_ranges.clone(),
         ..ImportSummary::default()
     };
@@ -725,5 +744,86 @@ mod tests {
     fn text_is_not_taken_for_a_trace() {
         assert!(!looks_like(b"\n# tracer: nop\n#\n"));
         assert!(looks_like(&field(1, &[0x08, 0x01])));
+    }
+
+    /// A compact sched intern table entry of 100 000 bytes that every switch names: each
+    /// record copied it (and its rendered line again), so 64 KiB of input asked for
+    /// gigabytes. Task names are cut to the kernel's 15 characters.
+    // See: issue 18 (fuzzing, target import_perfetto), docs/fuzzing.md.
+    #[test]
+    fn gh_18_long_intern_entries_are_cut_to_a_task_name() {
+        let packed = |v: &[u64]| v.iter().flat_map(|&x| varint_bytes(x)).collect::<Vec<u8>>();
+        let mut c = field(5, &vec![b'x'; 100_000]);
+        c.extend(field(1, &packed(&[100, 1, 1])));
+        c.extend(field(3, &packed(&[7, 8, 9])));
+        c.extend(field(6, &packed(&[0, 0, 0])));
+        let m = Message::parse(Path::new("t"), &c, 0).expect("parses");
+        let mut out = Vec::new();
+        compact_records(Path::new("t"), &m, &mut out).expect("decodes");
+        assert_eq!(out.len(), 3);
+        for (_, r) in &out {
+            let Rec::Switch { comm, .. } = r else {
+                panic!("only switches")
+            };
+            assert_eq!(comm, &"x".repeat(COMM_LEN));
+        }
+    }
+
+    /// Each bundle looked for its CPU's last line among all CPUs' lines: bundles of a CPU
+    /// without lines after many lines of another CPU took quadratic time. The CPU's last line
+    /// is now the bundle's own; a lost range still starts at the CPU's last line before it.
+    // See: issue 18 (fuzzing, target import_perfetto), docs/fuzzing.md.
+    #[test]
+    fn gh_18_empty_bundles_do_not_scan_every_line() {
+        let file = Path::new("t.pftrace");
+        let full = |ts: u64, pid: u64| {
+            let mut ev = vec![0x08];
+            ev.extend(varint_bytes(ts));
+            ev.push(0x10);
+            ev.extend(varint_bytes(pid));
+            // irq_handler_exit (37) { irq = 1 }
+            ev.extend(field(37, &[0x08, 0x01]));
+            field(2, &ev)
+        };
+        let run = |cpu: u8, body: &[u8], g: &mut Gathered| {
+            let mut b = vec![0x08, cpu];
+            b.extend_from_slice(body);
+            let m = Message::parse(file, &b, 0).expect("parses");
+            bundle(file, &m, g).expect("a bundle");
+        };
+        let mut g = Gathered::default();
+        run(0, &full(100, 5), &mut g);
+        let many: Vec<u8> = (0..20_000u64).flat_map(|k| full(200 + k, 6)).collect();
+        run(1, &many, &mut g);
+        for _ in 0..20_000 {
+            run(0, &[], &mut g);
+        }
+        // lost_events, then a line at 50 000.
+        let mut lost = vec![0x18, 0x01];
+        lost.extend(full(50_000, 5));
+        run(0, &lost, &mut g);
+        assert_eq!(g.lost_ranges, vec![(0, 100, 50_000, None)]);
+        assert_eq!(g.last_ts.get(&0), Some(&50_000));
+        assert_eq!(g.last_ts.get(&1), Some(&20_199));
+    }
+
+    /// A bundle of CPU `u32::MAX` (the same bug as perf.data's samples, found there by
+    /// the `import_perfdata` target): counting the CPUs as the highest plus one overflowed.
+    // See: issue 18 (fuzzing, target import_perfetto), docs/fuzzing.md.
+    #[test]
+    fn gh_18_a_bundle_of_the_last_cpu_number() {
+        // irq_handler_exit (37) { irq = 1 } at 100 by pid 5.
+        let mut ev = vec![0x08, 100, 0x10, 5];
+        ev.extend(field(37, &[0x08, 0x01]));
+        let mut b = vec![0x08];
+        b.extend(varint_bytes(u32::MAX.into()));
+        b.extend(field(2, &ev));
+        let trace = field(1, &field(1, &b));
+        let imported = match import(Path::new("cpu.pftrace"), &trace) {
+            Ok(i) => i,
+            Err(e) => panic!("{e}"),
+        };
+        assert_eq!(imported.summary().cpus, u32::MAX);
+        assert_eq!(imported.event_slice().len(), 1);
     }
 }

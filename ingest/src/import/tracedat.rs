@@ -198,6 +198,30 @@ impl<'a> Cursor<'a> {
     }
 }
 
+/// Adds `size` bytes of CPU `cpu`'s data (its entry at `at`) to the `claimed` bytes of the
+/// CPUs before it: the CPUs' data are distinct parts of the file, so more than the file is
+/// CPUs pointing at the same bytes, each copied and decoded again (issue 18).
+fn claim(
+    file: &Path,
+    at: u64,
+    cpu: u32,
+    claimed: u64,
+    size: u64,
+    file_size: usize,
+) -> Result<u64, IngestError> {
+    match claimed.checked_add(size) {
+        Some(total) if total <= file_size as u64 => Ok(total),
+        _ => Err(malformed(
+            file,
+            at,
+            format!(
+                "cpu{cpu} data of {size} bytes after {claimed} bytes of the CPUs before it: \
+                 more than the {file_size}-byte file (CPUs share their data)"
+            ),
+        )),
+    }
+}
+
 fn malformed(file: &Path, offset: u64, what: impl Into<String>) -> IngestError {
     IngestError::Malformed {
         file: file.to_path_buf(),
@@ -206,16 +230,46 @@ fn malformed(file: &Path, offset: u64, what: impl Into<String>) -> IngestError {
     }
 }
 
+/// What a v7 file may decompress to in all, its sections and CPU chunks together
+/// ([`crate::inflate::limit_for`] its size): each section or chunk declares up to 4 GiB and a
+/// few bytes of zstd make that much, so without a bound for the file a crafted one asks for
+/// gigabytes (issue 18).
+struct Inflate {
+    limit: u64,
+    left: u64,
+}
+
+impl Inflate {
+    fn for_file(size: usize) -> Inflate {
+        let limit = crate::inflate::limit_for(size as u64);
+        Inflate { limit, left: limit }
+    }
+}
+
 /// Decompresses `data` (at `offset` of `file`) with `algo`, which must give exactly `usize`
 /// bytes: the output grows only as the decoder produces it, so a declared size the data
-/// cannot back allocates nothing.
+/// cannot back allocates nothing, and a declared size past what is left of the file's
+/// `budget` is refused before anything is decompressed.
 fn decompress(
     file: &Path,
     offset: u64,
     algo: &str,
     data: &[u8],
     usize: u32,
+    budget: &mut Inflate,
 ) -> Result<Vec<u8>, IngestError> {
+    if u64::from(usize) > budget.left {
+        return Err(malformed(
+            file,
+            offset,
+            format!(
+                "compressed data declared to give {usize} bytes: the file would decompress to \
+                 more than {} bytes in all ({} times its size)",
+                budget.limit,
+                crate::inflate::MAX_RATIO
+            ),
+        ));
+    }
     if algo != "zstd" {
         return Err(malformed(
             file,
@@ -242,6 +296,7 @@ fn decompress(
             ),
         ));
     }
+    budget.left -= u64::from(usize);
     Ok(out)
 }
 
@@ -455,6 +510,7 @@ impl TraceDat {
                 format!("{} CPUs do not fit in the rest of the file", self.cpu_count),
             ));
         }
+        let mut claimed = 0u64;
         for cpu in 0..self.cpu_count {
             let entry_at = c.pos as u64;
             let offset = c.u64("cpu data offset")?;
@@ -469,6 +525,7 @@ impl TraceDat {
                     ),
                     e => e,
                 })?;
+            claimed = claim(c.file, entry_at, cpu, claimed, size, c.bytes.len())?;
             self.cpus.push(CpuData {
                 cpu,
                 offset,
@@ -530,6 +587,7 @@ impl TraceDat {
         let mut sections: BTreeMap<u16, u64> = BTreeMap::new();
         let mut buffers: Vec<(u64, Vec<u8>)> = Vec::new();
         let mut seen = Vec::new();
+        let mut budget = Inflate::for_file(c.bytes.len());
         while next != 0 {
             if seen.contains(&next) || seen.len() >= MAX_OPTION_SECTIONS {
                 return Err(malformed(
@@ -539,7 +597,7 @@ impl TraceDat {
                 ));
             }
             seen.push(next);
-            let body = self.section(c.file, c.bytes, next, &algo)?;
+            let body = self.section(c.file, c.bytes, next, &algo, &mut budget)?;
             let (start, data) = (body.0, body.1);
             let mut o = OwnedCursor::new(c.file, &data, start);
             next = 0;
@@ -580,7 +638,7 @@ impl TraceDat {
             }
         }
         for (id, at) in sections {
-            let (start, data) = self.section(c.file, c.bytes, at, &algo)?;
+            let (start, data) = self.section(c.file, c.bytes, at, &algo, &mut budget)?;
             let mut s = OwnedCursor::new(c.file, &data, start);
             match id {
                 SEC_HEADER_INFO => {
@@ -634,6 +692,9 @@ impl TraceDat {
             ));
         }
         let mut top = false;
+        // The CPUs' data is copied (or decompressed) out of the file: together it may not be
+        // more than the file, or CPUs pointing at the same bytes multiply it (issue 18).
+        let mut claimed = 0u64;
         for (at, d) in buffers {
             let mut b = OwnedCursor::new(c.file, &d, at);
             let section = b.u64("buffer section offset")?;
@@ -676,19 +737,21 @@ impl TraceDat {
             let flags = hdr.u16("buffer section flags")?;
             let compressed = flags & SECTION_COMPRESSED != 0;
             for _ in 0..ncpus {
+                let entry_at = b.file_offset();
                 let cpu = b.u32("cpu")?;
                 let offset = b.u64("cpu data offset")?;
                 let size = b.u64("cpu data size")?;
                 // A compressed CPU's size counts its chunks' data, not their headers
                 // (trace-cmd reads the chunk list from the offset on): the file bounds it.
-                let pages = if compressed {
+                let (pages, used) = if compressed {
                     let rest = Cursor::at(c.file, c.bytes, offset)?;
-                    self.chunks(c.file, offset, &c.bytes[rest.pos..], &algo)?
+                    self.chunks(c.file, offset, &c.bytes[rest.pos..], &algo, &mut budget)?
                 } else {
-                    Cursor::at(c.file, c.bytes, offset)
-                        .and_then(|mut d| d.take(size, &format!("cpu{cpu} data")))?
-                        .to_vec()
+                    let d = Cursor::at(c.file, c.bytes, offset)
+                        .and_then(|mut d| d.take(size, &format!("cpu{cpu} data")))?;
+                    (d.to_vec(), size)
                 };
+                claimed = claim(c.file, entry_at, cpu, claimed, used, c.bytes.len())?;
                 self.cpus.push(CpuData {
                     cpu,
                     offset,
@@ -714,6 +777,7 @@ impl TraceDat {
         bytes: &[u8],
         at: u64,
         algo: &str,
+        budget: &mut Inflate,
     ) -> Result<(u64, Vec<u8>), IngestError> {
         let mut c = Cursor::at(file, bytes, at)?;
         let _id = c.u16("section id")?;
@@ -735,11 +799,22 @@ impl TraceDat {
                 format!("compressed size {csize} is larger than the {size}-byte section"),
             )
         })?;
-        Ok((body_at, decompress(file, body_at + 8, algo, data, usize)?))
+        Ok((
+            body_at,
+            decompress(file, body_at + 8, algo, data, usize, budget)?,
+        ))
     }
 
     /// A compressed CPU's data: a u32 chunk count, then (u32 csize, u32 usize, data) chunks.
-    fn chunks(&self, file: &Path, at: u64, raw: &[u8], algo: &str) -> Result<Vec<u8>, IngestError> {
+    /// Gives the pages and the bytes of the file the chunks took.
+    fn chunks(
+        &self,
+        file: &Path,
+        at: u64,
+        raw: &[u8],
+        algo: &str,
+        budget: &mut Inflate,
+    ) -> Result<(Vec<u8>, u64), IngestError> {
         let mut c = OwnedCursor::new(file, raw, at);
         let n = c.u32("chunk count")?;
         if u64::from(n) * 8 > c.left() {
@@ -755,9 +830,9 @@ impl TraceDat {
             let usize = c.u32("chunk uncompressed size")?;
             let data_at = c.file_offset();
             let data = c.take(csize.into(), "chunk")?;
-            out.extend(decompress(file, data_at, algo, data, usize)?);
+            out.extend(decompress(file, data_at, algo, data, usize, budget)?);
         }
-        Ok(out)
+        Ok((out, c.file_offset() - at))
     }
 
     /// The formats of the file, with the page layout from `header_page`.
@@ -970,4 +1045,105 @@ pub(super) fn import(path: &Path, bytes: &[u8]) -> Result<Imported, IngestError>
         summary,
         kallsyms: (!kallsyms.is_empty()).then_some(kallsyms),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A v6 file's start: empty header parts, no formats, then `cpus` and the flyrecord tag.
+    fn v6_head(cpus: u32) -> Vec<u8> {
+        let mut b = MAGIC.to_vec();
+        b.extend_from_slice(b"6\0\0\x08");
+        b.extend_from_slice(&4096u32.to_le_bytes());
+        b.extend_from_slice(b"header_page\0");
+        b.extend_from_slice(&0u64.to_le_bytes());
+        b.extend_from_slice(b"header_event\0");
+        b.extend_from_slice(&0u64.to_le_bytes());
+        b.extend_from_slice(&0u32.to_le_bytes()); // ftrace formats
+        b.extend_from_slice(&0u32.to_le_bytes()); // systems
+        b.extend_from_slice(&0u32.to_le_bytes()); // kallsyms
+        b.extend_from_slice(&0u32.to_le_bytes()); // printk formats
+        b.extend_from_slice(&0u64.to_le_bytes()); // saved cmdlines
+        b.extend_from_slice(&cpus.to_le_bytes());
+        b.extend_from_slice(b"flyrecord\0");
+        b
+    }
+
+    /// CPUs whose flyrecord entries all point at the same pages: each was copied out of the
+    /// file and decoded again, so a 64 KiB file of 4000 such CPUs made gigabytes of events.
+    /// Together the CPUs' data may not be more than the file; the error names the entry.
+    // See: issue 18 (fuzzing, target import_tracedat), docs/fuzzing.md.
+    #[test]
+    fn gh_18_cpus_sharing_their_pages_are_refused() {
+        let file = Path::new("shared.dat");
+        let mut b = v6_head(3);
+        let table = b.len() as u64;
+        let data = table + 3 * 16;
+        for _ in 0..3 {
+            b.extend_from_slice(&data.to_le_bytes());
+            b.extend_from_slice(&4096u64.to_le_bytes());
+        }
+        b.resize(b.len() + 4096, 0);
+        let Err(err) = TraceDat::parse(file, &b) else {
+            panic!("three CPUs of the same 4096 bytes parse")
+        };
+        let IngestError::Malformed {
+            file: f, offset, ..
+        } = &err
+        else {
+            panic!("{err:?}")
+        };
+        assert_eq!(f, file);
+        // The second CPU's entry: 8192 bytes of data in a file of less.
+        assert_eq!(*offset, table + 16, "{err}");
+        // Each CPU on its own pages is a file.
+        let mut b = v6_head(2);
+        let data = b.len() as u64 + 2 * 16;
+        for k in 0..2u64 {
+            b.extend_from_slice(&(data + 4096 * k).to_le_bytes());
+            b.extend_from_slice(&4096u64.to_le_bytes());
+        }
+        b.resize(b.len() + 2 * 4096, 0);
+        let dat = TraceDat::parse(file, &b).expect("two CPUs of their own pages");
+        assert_eq!(dat.cpus.len(), 2);
+    }
+
+    /// A v7 section that declares 3 GiB of zstd output and holds the 96 KiB of RLE blocks
+    /// that make it: refused before decompressing, by what the whole file may give (1000
+    /// times its size, at least 64 MiB), at the offset of its compressed data.
+    // See: issue 18 (fuzzing, target import_tracedat), docs/fuzzing.md.
+    #[test]
+    fn gh_18_zstd_bomb_section_is_refused_before_decompressing() {
+        let file = Path::new("bomb.dat");
+        let bomb = argus_testkit::zstd_rle_bomb(3 << 30, b'x');
+        let mut b = MAGIC.to_vec();
+        b.extend_from_slice(b"7\0\0\x08");
+        b.extend_from_slice(&4096u32.to_le_bytes());
+        b.extend_from_slice(b"zstd\0\0");
+        let options = b.len() as u64 + 8;
+        b.extend_from_slice(&options.to_le_bytes());
+        b.extend_from_slice(&0u16.to_le_bytes()); // OPTIONS
+        b.extend_from_slice(&SECTION_COMPRESSED.to_le_bytes());
+        b.extend_from_slice(&0u32.to_le_bytes());
+        b.extend_from_slice(&(bomb.len() as u64 + 8).to_le_bytes());
+        b.extend_from_slice(&(bomb.len() as u32).to_le_bytes());
+        b.extend_from_slice(&(3u32 << 30).to_le_bytes());
+        b.extend_from_slice(&bomb);
+        let Err(err) = TraceDat::parse(file, &b) else {
+            panic!("a 3 GiB options section parses")
+        };
+        let IngestError::Malformed {
+            file: f,
+            offset,
+            what,
+        } = &err
+        else {
+            panic!("{err:?}")
+        };
+        assert_eq!(f, file);
+        assert_eq!(*offset, options + 16 + 8, "{err}");
+        let limit = crate::inflate::limit_for(b.len() as u64);
+        assert!(what.contains(&format!("more than {limit} bytes")), "{what}");
+    }
 }

@@ -529,7 +529,7 @@ pub(super) fn map(kd: &KdFile) -> Mapped {
     m.summary.cpus = kd
         .events
         .iter()
-        .map(|e| e.cpu + 1)
+        .map(|e| e.cpu.saturating_add(1))
         .max()
         .unwrap_or(0)
         .max(kd.cpus.len() as u32);
@@ -995,5 +995,22 @@ mod tests {
             )
         );
         assert_eq!(m.summary.lost_ranges, vec![(0, 2_750, 3_750, None)]);
+    }
+
+    /// A record on CPU `u32::MAX` counts `u32::MAX` CPUs instead of overflowing.
+    // See: issue 18 (fuzzing, target `import_kdebug`), docs/fuzzing.md.
+    #[test]
+    fn gh_18_a_record_on_the_last_cpu_number() {
+        let kd = file(vec![(
+            10,
+            2001,
+            codes::MACH_MKRUNNABLE,
+            u32::MAX,
+            [1001, 0, 0, 0],
+        )]);
+        let m = map(&kd);
+        assert_eq!(m.summary.cpus, u32::MAX);
+        assert_eq!(m.events.len(), 1);
+        assert_eq!(m.events[0].cpu, Cpu(u32::MAX));
     }
 }
