@@ -8,6 +8,7 @@ use crate::common::{
 };
 use argus_ingest::import::kdebug::KdVersion;
 use argus_ingest::import::ImportFormat;
+use argus_ingest::macos::{KdebugConfig, Replay};
 use argus_schema::{Event, EventKind};
 use argus_testkit::kdebug::{from_linux, TID_OFFSET};
 
@@ -85,6 +86,57 @@ fn the_chain_as_kdebug_v1_v2_v3_gives_argus_records_root_cause() {
             serde_json::from_slice(&out.stdout).expect("debug --comm prints a report");
         assert_eq!(by_name["hang"], got["hang"], "{what}");
     }
+}
+
+/// The macOS collector (`argus_ingest::macos::record`) driven by a replay of the chain's kdebug
+/// translation writes a trace directory (a ring of V3 chunk files) that `argus build` reads
+/// and `argus debug` diagnoses as `argus record`'s trace; a damaged file before the last is
+/// refused naming it (exit 2).
+#[test]
+fn the_collector_replaying_the_chain_writes_a_trace_that_diagnoses_the_same() {
+    if !crate::common::live_or_skip(
+        "the_collector_replaying_the_chain_writes_a_trace_that_diagnoses_the_same",
+    ) {
+        return;
+    }
+    let rec = chain();
+    let (code, want) = debug_json(&rec.snapshot, rec.pid);
+    assert_eq!(code, 1, "{want:#}");
+    let (events, threads) = chain_events();
+    let bytes = from_linux(&events, &threads).write(KdVersion::V3);
+    let kd = argus_ingest::import::kdebug::parse(std::path::Path::new("chain.ktrace"), &bytes)
+        .expect("the translation decodes");
+    let mut replay = Replay::new(&kd);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let trace = dir.path().join("trace");
+    let mut cfg = KdebugConfig::new(&trace);
+    cfg.chunk_bytes = 64 << 10;
+    let done = replay.done();
+    let summary = argus_ingest::macos::record(&mut replay, &cfg, &move || {
+        done.load(std::sync::atomic::Ordering::SeqCst)
+    })
+    .expect("the collector records the replay");
+    assert_eq!(summary.events, kd.events.len() as u64);
+    assert!(summary.lost.is_empty(), "{:?}", summary.lost);
+    assert!(summary.chunks >= 2, "{summary:?}");
+
+    let snap = dir.path().join("snap");
+    build_snapshot(&trace, &snap, &[]);
+    let (code, got) = debug_json(&snap, rec.pid);
+    assert_eq!(code, 1, "a hang was diagnosed: {got:#}");
+    same_chain_diagnosis(&got, &want, rec.pid as u64 + TID_OFFSET, "collector");
+
+    let first = argus_ingest::tracedir::kdebug_path(&trace, 0);
+    std::fs::write(&first, b"not zstd").expect("damage");
+    let out = run(&[
+        "build",
+        trace.to_str().expect("utf-8"),
+        "-o",
+        dir.path().join("snap2").to_str().expect("utf-8"),
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains(first.to_str().expect("utf-8")), "{stderr}");
 }
 
 /// A kdebug file cut short is refused by `argus build` with its name and an offset inside

@@ -30,6 +30,8 @@
 //! - [`tracedir`]: trace directory file names and JSON documents.
 //! - [`files`]: file identity (what each file descriptor referred to), [`files::FileTable`].
 //! - [`linux`]: the live collector (writes trace directories).
+//! - [`macos`]: the macOS kdebug collector (writes V3 chunks into a trace directory; its OS
+//!   calls behind [`macos::KdebugSystem`], replayed anywhere by [`macos::Replay`]).
 //!
 //! **What this crate does:** validates the trace directory; decodes every page defensively
 //! (a malformed page, chunk or record is an [`IngestError`] naming the file and byte offset,
@@ -90,6 +92,7 @@ pub mod import;
 mod inflate;
 pub mod kallsyms;
 pub mod live;
+pub mod macos;
 pub mod merge;
 pub mod page;
 pub mod perffile;

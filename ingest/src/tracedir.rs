@@ -102,6 +102,15 @@ pub fn chunk_path(dir: &Path, cpu: u32, seq: u32) -> PathBuf {
     cpu_dir(dir, cpu).join(format!("{seq:06}.chunk.zst"))
 }
 
+/// Directory holding a macOS recording's kdebug chunks (`docs/kdebug.md`).
+pub fn kdebug_dir(dir: &Path) -> PathBuf {
+    dir.join("kdebug")
+}
+/// Path of kdebug chunk number `seq`: zstd frames that decompress to a V3 kdebug file.
+pub fn kdebug_path(dir: &Path, seq: u32) -> PathBuf {
+    kdebug_dir(dir).join(format!("{seq:06}.ktrace.zst"))
+}
+
 /// The `meta.json` keys added by the always-on collector, beside those of [`TraceMeta`]
 /// (which stays unchanged so older traces and other writers need not know them). Read them
 /// with [`MetaExt::from_meta_json`]; all are optional.

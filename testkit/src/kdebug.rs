@@ -17,8 +17,7 @@
 //! nanoseconds for V1. What macOS has no record for (socket data, file locks,
 //! stacks, watchpoints, signals, wheel timers, kernel work items) is left out, and counted.
 
-use argus_ingest::import::kdebug::tags as codes_tags;
-use argus_ingest::import::kdebug::{codes, KdCpu, KdEvent, KdThread, KdVersion};
+use argus_ingest::import::kdebug::{codes, encode, KdCpu, KdEvent, KdThread, KdVersion};
 use argus_schema::{syscalls, Context, Event, EventKind, ThreadInfo};
 use std::collections::{BTreeMap, HashMap, HashSet};
 
@@ -443,21 +442,6 @@ pub fn from_linux(events: &[Event], threads: &[ThreadInfo]) -> KdTrace {
 }
 
 impl KdTrace {
-    /// A CPU map: `kd_cpumap_header` (`version`, count) and a 16-byte `kd_cpumap` a CPU.
-    fn cpu_map(&self, version: u32) -> Vec<u8> {
-        let mut m = version.to_le_bytes().to_vec();
-        m.extend_from_slice(&(self.cpus.len() as u32).to_le_bytes());
-        for c in &self.cpus {
-            m.extend_from_slice(&c.cpu_id.to_le_bytes());
-            m.extend_from_slice(&c.flags.to_le_bytes());
-            let mut name = [0u8; 8];
-            let n = c.name.len().min(7);
-            name[..n].copy_from_slice(&c.name.as_bytes()[..n]);
-            m.extend_from_slice(&name);
-        }
-        m
-    }
-
     /// The file bytes of `version` (V1: times in nanoseconds; V2 and V3: 24 MHz ticks).
     pub fn write(&self, version: KdVersion) -> Vec<u8> {
         let mut ticks = self.clone();
@@ -477,90 +461,11 @@ impl KdTrace {
     /// The file bytes of `version` with the events' times as they are (already in the
     /// file's units: nanoseconds for V1, 24 MHz ticks for V2 and V3).
     pub fn write_raw(&self, version: KdVersion) -> Vec<u8> {
-        let ticks = |t: u64| t;
-        let mut records = Vec::with_capacity(self.events.len() * 64);
-        for e in &self.events {
-            records.extend_from_slice(&ticks(e.timestamp).to_le_bytes());
-            for a in e.args {
-                records.extend_from_slice(&a.to_le_bytes());
-            }
-            records.extend_from_slice(&e.tid.to_le_bytes());
-            records.extend_from_slice(&e.debugid.to_le_bytes());
-            records.extend_from_slice(&e.cpu.to_le_bytes());
-            records.extend_from_slice(&0u64.to_le_bytes());
-        }
-        let mut map = Vec::with_capacity(self.threads.len() * 32);
-        for t in &self.threads {
-            map.extend_from_slice(&t.tid.to_le_bytes());
-            // xnu marks kernel_task's threads with 1.
-            let pid = if t.pid == 0 { 1 } else { t.pid };
-            map.extend_from_slice(&pid.to_le_bytes());
-            let mut c = [0u8; 20];
-            let cmd = if t.pid == 0 {
-                "kernel_task"
-            } else {
-                t.command.as_str()
-            };
-            let n = cmd.len().min(19);
-            c[..n].copy_from_slice(&cmd.as_bytes()[..n]);
-            map.extend_from_slice(&c);
-        }
-        let pad = |f: &mut Vec<u8>| f.resize(f.len().div_ceil(4096) * 4096, 0);
-        let mut f = Vec::new();
-        match version {
-            KdVersion::V1 => {
-                f.extend_from_slice(&0x55aa_0101u32.to_le_bytes());
-                f.extend_from_slice(&(self.threads.len() as u32).to_le_bytes());
-                f.extend_from_slice(&1_764_300_000u64.to_le_bytes());
-                f.extend_from_slice(&0u32.to_le_bytes());
-                f.extend_from_slice(&[0; 4]);
-                f.extend(map);
-                f.extend(self.cpu_map(0x55aa_0101));
-                pad(&mut f);
-                f.extend(records);
-            }
-            KdVersion::V2 => {
-                f.extend_from_slice(&0x55aa_0200u32.to_le_bytes());
-                f.extend_from_slice(&(self.threads.len() as u32).to_le_bytes());
-                f.extend_from_slice(&0u64.to_le_bytes());
-                f.extend_from_slice(&0u32.to_le_bytes());
-                f.extend_from_slice(&1u32.to_le_bytes());
-                f.extend_from_slice(&24_000_000u64.to_le_bytes());
-                f.extend_from_slice(&[0; 256]);
-                f.extend(map);
-                pad(&mut f);
-                f.extend(records);
-            }
-            KdVersion::V3 => {
-                let chunk = |f: &mut Vec<u8>, tag: u32, data: &[u8]| {
-                    f.extend_from_slice(&tag.to_le_bytes());
-                    f.extend_from_slice(&0u32.to_le_bytes());
-                    f.extend_from_slice(&(data.len() as u64).to_le_bytes());
-                    f.extend_from_slice(data);
-                    f.resize(f.len().div_ceil(8) * 8, 0);
-                };
-                let mut header = Vec::new();
-                for v in [125u32, 3] {
-                    header.extend_from_slice(&v.to_le_bytes());
-                }
-                header.extend_from_slice(
-                    &ticks(self.events.first().map_or(0, |e| e.timestamp)).to_le_bytes(),
-                );
-                header.extend_from_slice(&1_764_300_000u64.to_le_bytes());
-                for v in [0u32, 0, 0, 1] {
-                    header.extend_from_slice(&v.to_le_bytes());
-                }
-                chunk(&mut f, 0x55aa_0300, &header);
-                chunk(&mut f, codes_tags::THREAD_MAP, &map);
-                chunk(&mut f, codes_tags::CPU_MAP, &self.cpu_map(0x55aa_0300));
-                // Events in chunks of at most 4096 records, as the kernel writes them.
-                for part in records.chunks(4096 * 64) {
-                    let mut data = 0u64.to_le_bytes().to_vec();
-                    data.extend_from_slice(part);
-                    chunk(&mut f, codes_tags::RAW_EVENTS, &data);
-                }
-            }
-        }
-        f
+        let header = encode::V3Header {
+            timebase: (125, 3),
+            start: self.events.first().map_or(0, |e| e.timestamp),
+            walltime: (1_764_300_000, 0),
+        };
+        encode::file(version, &header, &self.threads, &self.cpus, &self.events)
     }
 }

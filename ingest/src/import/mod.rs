@@ -273,18 +273,23 @@ fn clone_error(e: &IngestError) -> IngestError {
 }
 
 /// Whether `path` is something [`open`] reads rather than an Argus trace directory: a file,
-/// or a directory without `meta.json` that holds `formats/`.
+/// a macOS recording (`kdebug/`), or a directory without `meta.json` that holds `formats/`.
 pub fn is_importable(path: &Path) -> bool {
     if path.is_file() {
         return true;
     }
-    path.is_dir() && !crate::tracedir::meta_path(path).exists() && raw::looks_raw(path)
+    path.is_dir()
+        && (kdebug::is_recording(path)
+            || !crate::tracedir::meta_path(path).exists() && raw::looks_raw(path))
 }
 
 /// Reads a recording made by another tool (see the module doc for the formats), detecting
 /// its kind from the content.
 pub fn open(path: &Path) -> Result<Imported, IngestError> {
     if path.is_dir() {
+        if kdebug::is_recording(path) {
+            return kdebug::import_dir(path);
+        }
         return raw::open(path);
     }
     let bytes = std::fs::read(path).map_err(|source| {

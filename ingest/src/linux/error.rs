@@ -189,6 +189,15 @@ pub enum RecordError {
         /// The least that works here.
         needed: u64,
     },
+    /// A `sysctl(KERN_KDEBUG)` operation of the macOS collector failed.
+    #[error("kdebug {op} failed: {source}{}", kdebug_hint(source))]
+    Kdebug {
+        /// The operation (`KERN_KDSETBUF`, `KERN_KDREADTR`, …).
+        op: &'static str,
+        /// The error.
+        #[source]
+        source: io::Error,
+    },
     /// A per-CPU reader thread panicked (a bug: it should return errors).
     #[error("the reader thread of cpu {cpu} panicked")]
     ReaderPanicked {
@@ -198,6 +207,18 @@ pub enum RecordError {
     /// A `--dispatch` or `--probe BINARY:SYMBOL` uprobe cannot be set up.
     #[error(transparent)]
     Dispatch(#[from] DispatchError),
+}
+
+/// What to do about a kdebug error, when the error says it.
+fn kdebug_hint(e: &io::Error) -> &'static str {
+    match e.raw_os_error() {
+        Some(libc::EBUSY) => {
+            ": another tracer owns kdebug (ktrace, Instruments, fs_usage, sc_usage, \
+             spindump): stop it, or run `sudo ktrace reset`"
+        }
+        Some(libc::EPERM | libc::EACCES) => ": kdebug needs root: run the same command with sudo",
+        _ => "",
+    }
 }
 
 impl RecordError {

@@ -75,7 +75,7 @@
 //! `event_filter_pid_sched_switch_probe_pre`), so a recorder thread can appear as
 //! `common_pid` of those records only.
 
-mod chunks;
+pub(crate) mod chunks;
 mod drainprio;
 mod error;
 mod fds;
@@ -84,7 +84,7 @@ mod perf;
 mod reader;
 mod ring;
 mod signals;
-mod sysinfo;
+pub(crate) mod sysinfo;
 mod tracefs;
 mod uprobe;
 
@@ -1586,7 +1586,7 @@ fn check_events(tracefs: &Path, events: &mut Vec<String>) -> Result<(), RecordEr
 }
 
 /// Creates the output directory, or checks that an existing one is empty.
-fn prepare_output(dir: &Path) -> Result<(), RecordError> {
+pub(crate) fn prepare_output(dir: &Path) -> Result<(), RecordError> {
     if dir.exists() {
         if !dir.is_dir() {
             return Err(RecordError::OutputNotDirectory {

@@ -543,6 +543,7 @@ pub fn pair_intervals(events: &[KdEvent]) -> Vec<(usize, usize)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::import::kdebug::encode;
 
     fn ev(ts: u64, tid: u64, debugid: u32, cpu: u32, args: [u64; 4]) -> KdEvent {
         KdEvent {
@@ -556,15 +557,8 @@ mod tests {
     }
 
     fn kd_buf64(e: &KdEvent) -> Vec<u8> {
-        let mut b = Vec::with_capacity(64);
-        b.extend_from_slice(&e.timestamp.to_le_bytes());
-        for a in e.args {
-            b.extend_from_slice(&a.to_le_bytes());
-        }
-        b.extend_from_slice(&e.tid.to_le_bytes());
-        b.extend_from_slice(&e.debugid.to_le_bytes());
-        b.extend_from_slice(&e.cpu.to_le_bytes());
-        b.extend_from_slice(&0u64.to_le_bytes());
+        let mut b = Vec::new();
+        encode::kd_buf(&mut b, e);
         b
     }
 
@@ -578,13 +572,8 @@ mod tests {
     }
 
     fn chunk(tag: u32, data: &[u8]) -> Vec<u8> {
-        let mut b = tag.to_le_bytes().to_vec();
-        b.extend_from_slice(&0u32.to_le_bytes());
-        b.extend_from_slice(&(data.len() as u64).to_le_bytes());
-        b.extend_from_slice(data);
-        while !b.len().is_multiple_of(8) {
-            b.push(0);
-        }
+        let mut b = Vec::new();
+        encode::v3_chunk(&mut b, tag, data);
         b
     }
 
