@@ -607,7 +607,8 @@ fn check_import(scratch: &Path, target: &str, name: &str, bytes: &[u8], events: 
 }
 
 /// The `import_kdebug` seeds: the demo's first events translated into the kdebug events xnu
-/// records for them (`argus_testkit::kdebug`), as `RAW_VERSION1`, `RAW_VERSION2` and V3 files.
+/// records for them (`argus_testkit::kdebug`), as `RAW_VERSION1`, `RAW_VERSION2` and V3 files
+/// (both V3 layouts).
 fn kdebug_seeds(out: &mut Out, trace: &Path, scratch: &Path) {
     use argus_ingest::import::kdebug::KdVersion;
     let reader = TraceReader::open(trace).expect("the demo trace opens");
@@ -622,6 +623,13 @@ fn kdebug_seeds(out: &mut Out, trace: &Path, scratch: &Path) {
     ] {
         import_seed(out, scratch, "import_kdebug", name, &kd.write(version));
     }
+    import_seed(
+        out,
+        scratch,
+        "import_kdebug",
+        "chain-v3-stream.ktrace",
+        &kd.write_stream(),
+    );
 }
 
 /// Writes an importer seed after [`check_import`] (which asks for events).

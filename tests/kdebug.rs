@@ -39,10 +39,15 @@ fn the_chain_as_kdebug_v1_v2_v3_gives_argus_records_root_cause() {
         .filter(|e| matches!(e.kind, EventKind::Switch { .. }))
         .count() as u64;
     let dir = tempfile::tempdir().expect("tempdir");
-    for version in [KdVersion::V1, KdVersion::V2, KdVersion::V3] {
-        let what = format!("{version:?}");
+    let files = [
+        ("V1", kd.write(KdVersion::V1)),
+        ("V2", kd.write(KdVersion::V2)),
+        ("V3", kd.write(KdVersion::V3)),
+        ("V3 stream", kd.write_stream()),
+    ];
+    for (what, bytes) in files {
         let file = dir.path().join(format!("chain-{what}.ktrace"));
-        std::fs::write(&file, kd.write(version)).expect("write");
+        std::fs::write(&file, bytes).expect("write");
         let imported = argus_ingest::import::open(&file).unwrap_or_else(|e| panic!("{what}: {e}"));
         assert_eq!(imported.format(), ImportFormat::Kdebug);
         assert!(imported.errors().is_empty(), "{what}");
@@ -71,7 +76,7 @@ fn the_chain_as_kdebug_v1_v2_v3_gives_argus_records_root_cause() {
         build_snapshot(&file, &snap, &[]);
         let (code, got) = debug_json(&snap, rec.pid);
         assert_eq!(code, 1, "{what}: a hang was diagnosed: {got:#}");
-        same_chain_diagnosis(&got, &want, rec.pid as u64 + TID_OFFSET, &what);
+        same_chain_diagnosis(&got, &want, rec.pid as u64 + TID_OFFSET, what);
         // Named by its thread's name, the hang is the same: the main thread of a macOS
         // process is not numbered as its pid, and is found anyway.
         let out = run(&[
@@ -253,8 +258,10 @@ fn pykdebugparser_reads_the_test_vectors_as_argus_does() {
     };
     let (events, threads) = chain_events();
     let dir = tempfile::tempdir().expect("tempdir");
+    let kd = from_linux(&events, &threads);
     let vectors = [
-        ("chain", from_linux(&events, &threads).write(KdVersion::V2)),
+        ("chain", kd.write(KdVersion::V2)),
+        ("chain V3 stream", kd.write_stream()),
         ("real records", real_records_v2()),
     ];
     let mut codes_checked = false;

@@ -92,6 +92,19 @@ fn syscall(nr: i32, args: Option<&[u64; 6]>, futex_wake: bool) -> (u32, [u64; 4]
     }
 }
 
+/// The start of the timer's interrupt on `cpu` (`DBG_INTR_TYPE_TIMER`, interrupt 0 as on
+/// arm64).
+fn timer_interrupt(ts: u64, me: u64, cpu: u32) -> KdEvent {
+    KdEvent {
+        offset: 0,
+        timestamp: ts,
+        args: [0, 0, 0, codes::INTR_TYPE_TIMER],
+        tid: me,
+        debugid: codes::INTERRUPT | 1,
+        cpu,
+    }
+}
+
 /// Translates a Linux recording (its events in `seq` order and its thread table).
 pub fn from_linux(events: &[Event], threads: &[ThreadInfo]) -> KdTrace {
     let mut out = KdTrace::default();
@@ -196,10 +209,12 @@ pub fn from_linux(events: &[Event], threads: &[ThreadInfo]) -> KdTrace {
                     ),
                 );
             }
+            // A wake-up in hard-IRQ context outside any handler Linux traced is from the
+            // local timer or an IPI (no handler tracepoint): xnu's timer interrupt.
             EventKind::Waking { target } | EventKind::WakeupNew { target } => {
                 let wrap = irq_ctx && in_irq.get(&cpu).copied().unwrap_or(0) == 0;
                 if wrap {
-                    push(&mut out, ev(ts, me, codes::INTERRUPT | 1, cpu, [0; 4]));
+                    push(&mut out, timer_interrupt(ts, me, cpu));
                 }
                 push(
                     &mut out,
@@ -219,7 +234,13 @@ pub fn from_linux(events: &[Event], threads: &[ThreadInfo]) -> KdTrace {
                 *in_irq.entry(cpu).or_default() += 1;
                 push(
                     &mut out,
-                    ev(ts, me, codes::INTERRUPT | 1, cpu, [*irq as u64, 0, 0, 0]),
+                    ev(
+                        ts,
+                        me,
+                        codes::INTERRUPT | 1,
+                        cpu,
+                        [*irq as u64, 0, 0, codes::INTR_TYPE_OTHER],
+                    ),
                 );
             }
             EventKind::SoftirqEntry { vec } => {
@@ -231,7 +252,7 @@ pub fn from_linux(events: &[Event], threads: &[ThreadInfo]) -> KdTrace {
                         me,
                         codes::INTERRUPT | 1,
                         cpu,
-                        [1000 + *vec as u64, 0, 0, 0],
+                        [1000 + *vec as u64, 0, 0, codes::INTR_TYPE_OTHER],
                     ),
                 );
             }
@@ -253,7 +274,7 @@ pub fn from_linux(events: &[Event], threads: &[ThreadInfo]) -> KdTrace {
                         me,
                         codes::INTERRUPT | 2,
                         cpu,
-                        [1000 + *vec as u64, 0, 0, 0],
+                        [1000 + *vec as u64, 0, 0, codes::INTR_TYPE_OTHER],
                     ),
                 );
             }
@@ -368,7 +389,7 @@ pub fn from_linux(events: &[Event], threads: &[ThreadInfo]) -> KdTrace {
                 *depth += 1;
                 timer_wrapped.insert(cpu, wrap);
                 if wrap {
-                    push(&mut out, ev(ts, me, codes::INTERRUPT | 1, cpu, [0; 4]));
+                    push(&mut out, timer_interrupt(ts, me, cpu));
                 }
                 push(
                     &mut out,
@@ -444,28 +465,121 @@ pub fn from_linux(events: &[Event], threads: &[ThreadInfo]) -> KdTrace {
 impl KdTrace {
     /// The file bytes of `version` (V1: times in nanoseconds; V2 and V3: 24 MHz ticks).
     pub fn write(&self, version: KdVersion) -> Vec<u8> {
+        if version == KdVersion::V1 {
+            self.write_raw(version)
+        } else {
+            self.in_ticks().write_raw(version)
+        }
+    }
+
+    /// The trace as a V3 file in the stream layout pykdebugparser reads (24 MHz ticks).
+    pub fn write_stream(&self) -> Vec<u8> {
+        let t = self.in_ticks();
+        encode::stream_file(&t.header(), &t.threads, t.cpus.len(), &t.events)
+    }
+
+    /// The trace with its times (and timer deadlines) in 24 MHz ticks.
+    fn in_ticks(&self) -> KdTrace {
         let mut ticks = self.clone();
-        if version != KdVersion::V1 {
-            let tick = |ns: u64| (u128::from(ns) * 3 / 125) as u64;
-            for e in &mut ticks.events {
-                e.timestamp = tick(e.timestamp);
-                // A timer call's deadline is a time too.
-                if e.debugid == codes::TMR_TIMER_CALL_ENTER {
-                    e.args[2] = tick(e.args[2]);
-                }
+        let tick = |ns: u64| (u128::from(ns) * 3 / 125) as u64;
+        for e in &mut ticks.events {
+            e.timestamp = tick(e.timestamp);
+            // A timer call's deadline is a time too.
+            if e.debugid == codes::TMR_TIMER_CALL_ENTER {
+                e.args[2] = tick(e.args[2]);
             }
         }
-        ticks.write_raw(version)
+        ticks
+    }
+
+    fn header(&self) -> encode::V3Header {
+        encode::V3Header {
+            timebase: (125, 3),
+            start: self.events.first().map_or(0, |e| e.timestamp),
+            walltime: (1_764_300_000, 0),
+        }
     }
 
     /// The file bytes of `version` with the events' times as they are (already in the
     /// file's units: nanoseconds for V1, 24 MHz ticks for V2 and V3).
     pub fn write_raw(&self, version: KdVersion) -> Vec<u8> {
-        let header = encode::V3Header {
-            timebase: (125, 3),
-            start: self.events.first().map_or(0, |e| e.timestamp),
-            walltime: (1_764_300_000, 0),
-        };
-        encode::file(version, &header, &self.threads, &self.cpus, &self.events)
+        encode::file(
+            version,
+            &self.header(),
+            &self.threads,
+            &self.cpus,
+            &self.events,
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use argus_schema::{Cpu, Nanos, Pid, Tid};
+
+    fn linux(ts: u64, ctx: Context, kind: EventKind) -> Event {
+        Event {
+            ts: Nanos(ts),
+            seq: ts,
+            cpu: Cpu(1),
+            pid: Pid(40),
+            tid: Tid(41),
+            ctx,
+            kind,
+        }
+    }
+
+    /// A Linux wake-up in hard-IRQ context with no handler record (the local timer, an IPI)
+    /// becomes xnu's timer interrupt, which names no handler; a device's handler stays one.
+    #[test]
+    fn interrupts_keep_whether_they_name_a_handler() {
+        let hard = Context::HardIrq;
+        let events = vec![
+            linux(1_000, hard, EventKind::Waking { target: Tid(50) }),
+            linux(2_000, hard, EventKind::IrqEntry { irq: 33 }),
+            linux(2_100, hard, EventKind::Waking { target: Tid(51) }),
+            linux(2_200, hard, EventKind::IrqExit { irq: 33 }),
+        ];
+        let kd = from_linux(&events, &[]);
+        let types: Vec<u64> = kd
+            .events
+            .iter()
+            .filter(|e| {
+                e.eventid() == codes::INTERRUPT
+                    && e.func() == argus_ingest::import::kdebug::FuncQual::Start
+            })
+            .map(|e| e.args[3])
+            .collect();
+        assert_eq!(types, [codes::INTR_TYPE_TIMER, codes::INTR_TYPE_OTHER]);
+        let path =
+            std::env::temp_dir().join(format!("argus-testkit-{}.ktrace", std::process::id()));
+        std::fs::write(&path, kd.write(KdVersion::V3)).expect("write");
+        let imported = argus_ingest::import::open(&path).expect("imports");
+        std::fs::remove_file(&path).ok();
+        let got: Vec<(Context, EventKind)> = imported
+            .events()
+            .map(|e| e.expect("an event"))
+            .map(|e| (e.ctx, e.kind))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (
+                    hard,
+                    EventKind::Waking {
+                        target: Tid(50 + TID_OFFSET as i32)
+                    }
+                ),
+                (hard, EventKind::IrqEntry { irq: 33 }),
+                (
+                    hard,
+                    EventKind::Waking {
+                        target: Tid(51 + TID_OFFSET as i32)
+                    }
+                ),
+                (hard, EventKind::IrqExit { irq: 33 }),
+            ]
+        );
     }
 }

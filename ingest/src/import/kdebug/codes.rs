@@ -16,8 +16,20 @@ pub const MACH_MKRUNNABLE: u32 = 0x0140_0018;
 pub const MACH_IDLE: u32 = 0x0140_0024;
 /// `MACH_WAIT`: the emitter asserts a wait (arg1 the event, arg2 interruptible).
 pub const MACH_WAIT: u32 = 0x0140_0040;
-/// `INTERRUPT`: an interrupt handler (START/END; arg1 the interrupt).
+/// `INTERRUPT`: an interrupt handler (START/END; arg1 the interrupt number — 0 on arm64 —,
+/// arg2 the interrupted pc, arg3 whether it was in user mode, arg4 its type, one of
+/// `INTR_TYPE_*`).
 pub const INTERRUPT: u32 = 0x0105_0000;
+/// `INTERRUPT`'s arg4 `DBG_INTR_TYPE_UNKNOWN` (xnu `bsd/sys/kdebug.h`; written by
+/// `osfmk/i386/trap.c` `interrupt()` and `osfmk/arm64/sleh.c`
+/// `sleh_interrupt_handler_prologue`).
+pub const INTR_TYPE_UNKNOWN: u64 = 0;
+/// `DBG_INTR_TYPE_IPI`: an inter-processor interrupt.
+pub const INTR_TYPE_IPI: u64 = 1;
+/// `DBG_INTR_TYPE_TIMER`: the CPU's timer (x86 local APIC timer, arm64 decrementer FIQ).
+pub const INTR_TYPE_TIMER: u64 = 2;
+/// `DBG_INTR_TYPE_OTHER`: any other interrupt (a device's).
+pub const INTR_TYPE_OTHER: u64 = 3;
 /// `MACH_IPC_msg_send`: a Mach message is queued (arg1 the kmsg).
 pub const MACH_IPC_MSG_SEND: u32 = 0x0120_000c;
 /// `MACH_IPC_msg_recv`: a Mach message is received (arg1 the kmsg).

@@ -53,6 +53,25 @@ pub mod tags {
     pub const RAW_EVENTS: u32 = 0x1e00;
     /// Padding.
     pub const NULL_CHUNK: u32 = 0x2000;
+    /// The header chunk after the magic word of the stream layout
+    /// ([`super::V3Layout::Stream`]): xnu's own `RAW_VERSION3` (`kd_header_v3.tag`).
+    pub const HEADER: u32 = 0x1000;
+    /// A stackshot (kcdata; not read).
+    pub const STACKSHOT: u32 = 0x8002;
+}
+
+/// The two V3 layouts Argus reads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum V3Layout {
+    /// The first chunk is the header: tag `0x55aa0300`, 40 bytes (timebase, start time, wall
+    /// time, time zone, flags), as lldb's `ktrace.py` saves a trace and Argus's collector
+    /// writes it.
+    Chunks,
+    /// The word `0x55aa0300` alone, then a header chunk of tag `0x1000` whose 40 bytes are
+    /// followed by a `u32` and a `u64`-length-prefixed property list (the CPUs), padded so
+    /// the chunks after it start 8-aligned in the file: the layout of iOS core-profile
+    /// streams as pykdebugparser reads them (pymobiledevice3's kdebug captures).
+    Stream,
 }
 
 /// Bytes of one LP64/arm64 `kd_buf`.
@@ -445,6 +464,15 @@ fn parse_v2(file: &Path, bytes: &[u8]) -> Result<KdFile, IngestError> {
     })
 }
 
+/// Which V3 layout `bytes` (starting with `0x55aa0300`) have.
+pub fn v3_layout(bytes: &[u8]) -> V3Layout {
+    if bytes.len() >= 8 && le_u32(bytes, 4) == tags::HEADER {
+        V3Layout::Stream
+    } else {
+        V3Layout::Chunks
+    }
+}
+
 fn parse_v3(file: &Path, bytes: &[u8]) -> Result<KdFile, IngestError> {
     let mut kd = KdFile {
         version: KdVersion::V3,
@@ -457,60 +485,80 @@ fn parse_v3(file: &Path, bytes: &[u8]) -> Result<KdFile, IngestError> {
         skipped: Vec::new(),
         notes: Vec::new(),
     };
-    let mut at = 0u64;
     let len = bytes.len() as u64;
-    while at < len {
-        let head = bytes_at(file, bytes, at, 16, "a chunk header")?;
-        let tag = le_u32(head, 0);
-        let size = le_u64(head, 8);
-        let data = bytes_at(file, bytes, at + 16, size, "a chunk")?;
-        let data_at = at + 16;
-        if at == 0 {
-            if data.len() < 40 {
+    // The header's 40 bytes, and where the chunks after it start.
+    let (fields_at, mut at) = match v3_layout(bytes) {
+        V3Layout::Chunks => {
+            let head = bytes_at(file, bytes, 0, 16, "a chunk header")?;
+            let size = le_u64(head, 8);
+            bytes_at(file, bytes, 16, size, "a chunk")?;
+            if size < 40 {
                 return Err(malformed(
                     file,
                     16,
                     format!("a V3 header chunk of {size} bytes (at least 40)"),
                 ));
             }
-            let (numer, denom) = (le_u32(data, 0), le_u32(data, 4));
-            if numer == 0 || denom == 0 {
-                return Err(malformed(
-                    file,
-                    16,
-                    format!("a timebase of {numer}/{denom}"),
-                ));
-            }
-            kd.timebase = (u64::from(numer), u64::from(denom));
-            let wall = (le_u64(data, 16), le_u32(data, 24));
-            kd.walltime = (wall != (0, 0)).then_some(wall);
-            kd.lp64 = le_u32(data, 36) & 1 != 0;
-        } else {
-            match tag {
-                tags::THREAD_MAP => {
-                    if data.len() % THREADMAP_ENTRY != 0 {
-                        return Err(malformed(
-                            file,
-                            data_at,
-                            format!("a thread map of {size} bytes (entries are {THREADMAP_ENTRY})"),
-                        ));
-                    }
-                    kd.threads.extend(threadmap(data));
+            (16, (16 + size).div_ceil(8).saturating_mul(8).min(len))
+        }
+        V3Layout::Stream => {
+            // magic, chunk header, 40 bytes, u32, u64 plist length.
+            let head = bytes_at(file, bytes, 0, 72, "a stream header")?;
+            let plist = le_u64(head, 64);
+            bytes_at(file, bytes, 72, plist, "the header's property list")?;
+            // Padded to 8 bytes from the chunk header, then 4 bytes to realign.
+            let end = 4 + (68 + plist).div_ceil(8).saturating_mul(8) + 4;
+            kd.notes.push(
+                "the stream layout of iOS core-profile captures (the header's property list \
+                 of CPUs is not read)"
+                    .into(),
+            );
+            (20, end.min(len))
+        }
+    };
+    let fields = &bytes[fields_at..fields_at + 40];
+    let (numer, denom) = (le_u32(fields, 0), le_u32(fields, 4));
+    if numer == 0 || denom == 0 {
+        return Err(malformed(
+            file,
+            fields_at as u64,
+            format!("a timebase of {numer}/{denom}"),
+        ));
+    }
+    kd.timebase = (u64::from(numer), u64::from(denom));
+    let wall = (le_u64(fields, 16), le_u32(fields, 24));
+    kd.walltime = (wall != (0, 0)).then_some(wall);
+    kd.lp64 = le_u32(fields, 36) & 1 != 0;
+    while at < len {
+        let head = bytes_at(file, bytes, at, 16, "a chunk header")?;
+        let tag = le_u32(head, 0);
+        let size = le_u64(head, 8);
+        let data = bytes_at(file, bytes, at + 16, size, "a chunk")?;
+        let data_at = at + 16;
+        match tag {
+            tags::THREAD_MAP => {
+                if data.len() % THREADMAP_ENTRY != 0 {
+                    return Err(malformed(
+                        file,
+                        data_at,
+                        format!("a thread map of {size} bytes (entries are {THREADMAP_ENTRY})"),
+                    ));
                 }
-                tags::CPU_MAP => kd.cpus = cpumap(file, data, data_at)?,
-                tags::RAW_EVENTS => {
-                    if data.len() < 8 {
-                        return Err(malformed(
-                            file,
-                            data_at,
-                            "an events chunk shorter than its 8-byte time",
-                        ));
-                    }
-                    records(file, &data[8..], data_at + 8, kd.lp64, &mut kd.events)?;
-                }
-                tags::NULL_CHUNK => {}
-                _ => kd.skipped.push((tag, at)),
+                kd.threads.extend(threadmap(data));
             }
+            tags::CPU_MAP => kd.cpus = cpumap(file, data, data_at)?,
+            tags::RAW_EVENTS => {
+                if data.len() < 8 {
+                    return Err(malformed(
+                        file,
+                        data_at,
+                        "an events chunk shorter than its 8-byte time",
+                    ));
+                }
+                records(file, &data[8..], data_at + 8, kd.lp64, &mut kd.events)?;
+            }
+            tags::NULL_CHUNK => {}
+            _ => kd.skipped.push((tag, at)),
         }
         // Chunks are 8-aligned; the last one may end unpadded.
         at = (at + 16 + size).div_ceil(8).saturating_mul(8).min(len);

@@ -165,6 +165,54 @@ pub fn file(
     f
 }
 
+/// A V3 file in the stream layout ([`super::V3Layout::Stream`], the layout pykdebugparser reads):
+/// the magic word, the `0x1000` header chunk with `header`'s fields, a `u32` 0 and a property
+/// list saying how many CPUs; a stackshot chunk holding only the kcdata field name
+/// `stackshot_out_flags` (pykdebugparser finds the thread map by searching past it); the
+/// thread map; the events in chunks of [`EVENTS_PER_CHUNK`] records with a null chunk
+/// between two, all chunks of version 0.
+pub fn stream_file(
+    header: &V3Header,
+    threads: &[KdThread],
+    cpus: usize,
+    events: &[KdEvent],
+) -> Vec<u8> {
+    let plist = format!(
+        "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<plist version=\"1.0\"><dict>\
+         <key>CPUs</key><integer>{cpus}</integer></dict></plist>\n"
+    );
+    let mut f = RAW_VERSION3.to_le_bytes().to_vec();
+    f.extend_from_slice(&tags::HEADER.to_le_bytes());
+    f.extend_from_slice(&0u32.to_le_bytes());
+    f.extend_from_slice(&((V3_HEADER + 12 + plist.len()) as u64).to_le_bytes());
+    f.extend_from_slice(&header.timebase.0.to_le_bytes());
+    f.extend_from_slice(&header.timebase.1.to_le_bytes());
+    f.extend_from_slice(&header.start.to_le_bytes());
+    f.extend_from_slice(&header.walltime.0.to_le_bytes());
+    f.extend_from_slice(&header.walltime.1.to_le_bytes());
+    for v in [0u32, 0, 1, 0] {
+        f.extend_from_slice(&v.to_le_bytes());
+    }
+    f.extend_from_slice(&(plist.len() as u64).to_le_bytes());
+    f.extend_from_slice(plist.as_bytes());
+    f.resize(4 + (f.len() - 4).div_ceil(8) * 8 + 4, 0);
+    v3_chunk(&mut f, tags::STACKSHOT, b"stackshot_out_flags\0");
+    v3_chunk(&mut f, tags::THREAD_MAP, &thread_map(threads));
+    let mut records = Vec::with_capacity(EVENTS_PER_CHUNK * super::decode::KD_BUF_64 + 8);
+    for (i, part) in events.chunks(EVENTS_PER_CHUNK).enumerate() {
+        if i > 0 {
+            v3_chunk(&mut f, tags::NULL_CHUNK, &[]);
+        }
+        records.clear();
+        records.extend_from_slice(&0u64.to_le_bytes());
+        for e in part {
+            kd_buf(&mut records, e);
+        }
+        v3_chunk(&mut f, tags::RAW_EVENTS, &records);
+    }
+    f
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -234,6 +282,41 @@ mod tests {
             if version == KdVersion::V3 {
                 assert_eq!(kd.timebase, (125, 3));
                 assert_eq!(kd.walltime, Some((1_764_300_000, 250)));
+            }
+        }
+        let bytes = stream_file(&header, &threads, 2, &events);
+        assert_eq!(
+            super::super::v3_layout(&bytes),
+            super::super::V3Layout::Stream
+        );
+        let kd = super::super::parse(Path::new("x.ktrace"), &bytes).expect("a stream decodes");
+        let got: Vec<_> = kd
+            .events
+            .iter()
+            .map(|e| (e.timestamp, e.args, e.debugid))
+            .collect();
+        let want: Vec<_> = events
+            .iter()
+            .map(|e| (e.timestamp, e.args, e.debugid))
+            .collect();
+        assert_eq!(got, want);
+        assert_eq!(kd.threads.len(), 2);
+        assert_eq!(
+            (kd.timebase, kd.walltime),
+            ((125, 3), Some((1_764_300_000, 250)))
+        );
+        assert_eq!(
+            kd.skipped.iter().map(|s| s.0).collect::<Vec<_>>(),
+            [tags::STACKSHOT]
+        );
+        // Every cut of it is an error naming an offset inside it.
+        for cut in (0..bytes.len()).step_by(61) {
+            match super::super::parse(Path::new("x.ktrace"), &bytes[..cut]) {
+                Err(crate::error::IngestError::Malformed { offset, .. }) => {
+                    assert!(offset <= cut as u64, "cut {cut}: offset {offset}")
+                }
+                Ok(kd) => assert!(kd.events.len() < events.len(), "cut {cut}"),
+                Err(e) => panic!("cut {cut}: {e}"),
             }
         }
     }

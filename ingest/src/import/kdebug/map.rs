@@ -73,7 +73,9 @@ struct Mapper<'a> {
     threads: BTreeMap<i32, Thread>,
     /// Process names by pid.
     processes: HashMap<i32, String>,
-    irq_depth: HashMap<u32, u32>,
+    /// The interrupts open on each CPU, innermost last: the number of a device's (an
+    /// `IrqEntry` was emitted), `None` for the timer's and IPIs.
+    irqs: HashMap<u32, Vec<Option<i32>>>,
     last_ts: HashMap<u32, Nanos>,
     events: Vec<Event>,
     summary: ImportSummary,
@@ -126,7 +128,7 @@ impl Mapper<'_> {
     }
 
     fn ctx(&self, cpu: u32) -> Context {
-        if self.irq_depth.get(&cpu).copied().unwrap_or(0) > 0 {
+        if self.irqs.get(&cpu).is_some_and(|open| !open.is_empty()) {
             Context::HardIrq
         } else {
             Context::Task
@@ -183,21 +185,25 @@ impl Mapper<'_> {
                 }
             }
             codes::MACH_IDLE => {}
-            codes::INTERRUPT => {
-                let irq = e.args[0] as i32;
-                let depth = self.irq_depth.entry(cpu).or_default();
-                match e.func() {
-                    FuncQual::Start => {
-                        *depth += 1;
+            // A device's interrupt is an `irq_handler_entry`/`exit` pair; the CPU's timer and
+            // IPIs are hard-IRQ context naming no handler, as Linux's local timer and IPIs
+            // (which have no handler tracepoint) are.
+            codes::INTERRUPT => match e.func() {
+                FuncQual::Start => {
+                    let named = !matches!(e.args[3], codes::INTR_TYPE_TIMER | codes::INTR_TYPE_IPI);
+                    let irq = named.then_some(e.args[0] as i32);
+                    self.irqs.entry(cpu).or_default().push(irq);
+                    if let Some(irq) = irq {
                         self.push(e, me, Context::HardIrq, EventKind::IrqEntry { irq });
                     }
-                    FuncQual::End => {
-                        *depth = depth.saturating_sub(1);
+                }
+                FuncQual::End => {
+                    if let Some(Some(irq)) = self.irqs.entry(cpu).or_default().pop() {
                         self.push(e, me, Context::HardIrq, EventKind::IrqExit { irq });
                     }
-                    _ => self.count_unknown(e),
                 }
-            }
+                _ => self.count_unknown(e),
+            },
             codes::TMR_TIMER_CALL_ENTER => {
                 let kind = EventKind::HrtimerStart {
                     timer: e.args[0],
@@ -472,7 +478,7 @@ pub(super) fn map(kd: &KdFile) -> Mapped {
         renumbered: HashMap::new(),
         threads: BTreeMap::new(),
         processes: HashMap::new(),
-        irq_depth: HashMap::new(),
+        irqs: HashMap::new(),
         last_ts: HashMap::new(),
         events: Vec::with_capacity(kd.events.len()),
         summary: ImportSummary::default(),
@@ -655,9 +661,15 @@ mod tests {
             (290, 1001, codes::MACH_IPC_MSG_SEND, 1, [kmsg, 0, 0, 0]),
             (300, 2001, codes::MACH_IPC_MSG_RECV, 0, [kmsg, 0, 0, 0]),
             (310, 1001, msc("MSC_mach_msg_trap") | END, 1, [0, 0, 0, 0]),
-            (320, 2001, codes::INTERRUPT | START, 0, [33, 0, 0, 0]),
+            (
+                320,
+                2001,
+                codes::INTERRUPT | START,
+                0,
+                [33, 0, 0, codes::INTR_TYPE_OTHER],
+            ),
             (321, 2001, codes::MACH_MKRUNNABLE, 0, [1002, 31, 0, 0]),
-            (322, 2001, codes::INTERRUPT | END, 0, [33, 0, 0, 0]),
+            (322, 2001, codes::INTERRUPT | END, 0, [0; 4]),
             (330, 1001, codes::TRACE_DATA_NEWTHREAD, 1, [1003, 500, 0, 0]),
             (
                 340,
@@ -674,6 +686,16 @@ mod tests {
                 [1003, 0, 0, 0],
             ),
             (360, 2001, 0x0501_0000, 0, [0; 4]),
+            // The timer's interrupt names no handler: a wake-up in hard-IRQ context alone.
+            (
+                365,
+                2001,
+                codes::INTERRUPT | START,
+                0,
+                [0, 0, 0, codes::INTR_TYPE_TIMER],
+            ),
+            (366, 2001, codes::MACH_MKRUNNABLE, 0, [1001, 31, 0, 0]),
+            (367, 2001, codes::INTERRUPT | END, 0, [0; 4]),
             (370, 2001, bsc("BSC_kevent") | END, 0, [0, 2, 0, 0]),
             (380, 1002, bsc("BSC_ulock_wait") | END, 2, [60, 0, 0, 0]),
             (390, 2001, 0x040c_0000 | 9 << 2 | START, 0, [5, 0, 0, 0]),
@@ -867,6 +889,13 @@ mod tests {
                 },
             ),
             (43_750, 1003, 500, task, EventKind::Exit),
+            (
+                45_750,
+                2001,
+                600,
+                Context::HardIrq,
+                EventKind::Waking { target: Tid(1001) },
+            ),
             (
                 46_250,
                 2001,
