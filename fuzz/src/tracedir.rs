@@ -14,26 +14,16 @@ pub fn meta(
     dropped: &BTreeMap<u32, u32>,
 ) -> serde_json::Value {
     let meta = TraceMeta {
-        format: "argus-trace".into(),
-        version: 1,
         status: if recording { "recording" } else { "complete" }.into(),
-        clock: "mono".into(),
         page_size: 4096,
         cpus: chunks.keys().copied().collect(),
         kernel: "6.18.0".into(),
         machine: "x86_64".into(),
         hostname: "fuzz".into(),
-        start_ns: 0,
         end_ns: if recording { 0 } else { u64::MAX / 2 },
-        events: Vec::new(),
         recorder_pid: 1,
-        command: None,
-        command_pid: None,
-        command_status: None,
-        lost: BTreeMap::new(),
         chunks: chunks.clone(),
-        wall_offset_ns: None,
-        excluded_tids: Vec::new(),
+        ..TraceMeta::recording("mono")
     };
     let ext = MetaExt {
         ring: (!dropped.is_empty()).then(|| RingInfo {

@@ -62,6 +62,36 @@ pub struct TraceMeta {
     pub excluded_tids: Vec<i32>,
 }
 
+impl TraceMeta {
+    /// The `meta.json` of a recording this process starts: this format and version, status
+    /// `recording`, the `clock` given, this process as the recorder, everything else empty
+    /// for the recorder to fill in (`TraceMeta { cpus, ..TraceMeta::recording("mono") }`).
+    pub fn recording(clock: &str) -> TraceMeta {
+        TraceMeta {
+            format: FORMAT_NAME.into(),
+            version: FORMAT_VERSION,
+            status: "recording".into(),
+            clock: clock.into(),
+            page_size: 0,
+            cpus: Vec::new(),
+            kernel: String::new(),
+            machine: String::new(),
+            hostname: String::new(),
+            start_ns: 0,
+            end_ns: 0,
+            events: Vec::new(),
+            recorder_pid: std::process::id() as i32,
+            command: None,
+            command_pid: None,
+            command_status: None,
+            lost: BTreeMap::new(),
+            chunks: BTreeMap::new(),
+            wall_offset_ns: None,
+            excluded_tids: Vec::new(),
+        }
+    }
+}
+
 /// One line of `proc.json`: a thread alive when recording started.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ProcEntry {

@@ -663,26 +663,13 @@ impl Recorder {
         let marker_path = instance.file("trace_marker");
         let (release, machine, hostname) = sysinfo::uname();
         let meta = TraceMeta {
-            format: tracedir::FORMAT_NAME.to_string(),
-            version: tracedir::FORMAT_VERSION,
-            status: "recording".to_string(),
-            clock: "mono".to_string(),
             page_size: page_size as u32,
-            cpus: Vec::new(),
             kernel: release,
             machine,
             hostname,
-            start_ns: 0,
-            end_ns: 0,
             events: events.clone(),
-            recorder_pid: std::process::id() as i32,
             command: config.command.clone(),
-            command_pid: None,
-            command_status: None,
-            lost: BTreeMap::new(),
-            chunks: BTreeMap::new(),
-            wall_offset_ns: None,
-            excluded_tids: Vec::new(),
+            ..TraceMeta::recording("mono")
         };
         // SAFETY: eventfd has no memory-safety preconditions.
         let wake = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };

@@ -273,26 +273,11 @@ mod tests {
 
     fn meta() -> TraceMeta {
         TraceMeta {
-            format: tracedir::FORMAT_NAME.into(),
-            version: tracedir::FORMAT_VERSION,
-            status: "recording".into(),
-            clock: "mono".into(),
             page_size: 4096,
             cpus: vec![0, 1],
-            kernel: String::new(),
-            machine: String::new(),
-            hostname: String::new(),
             start_ns: 1,
-            end_ns: 0,
-            events: Vec::new(),
             recorder_pid: 1,
-            command: None,
-            command_pid: None,
-            command_status: None,
-            lost: BTreeMap::new(),
-            chunks: BTreeMap::new(),
-            wall_offset_ns: None,
-            excluded_tids: Vec::new(),
+            ..TraceMeta::recording("mono")
         }
     }
 

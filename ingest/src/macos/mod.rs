@@ -304,26 +304,11 @@ pub fn record(
         chunks,
         chunk_bytes: cfg.chunk_bytes,
         meta: TraceMeta {
-            format: tracedir::FORMAT_NAME.into(),
-            version: tracedir::FORMAT_VERSION,
-            status: "recording".into(),
-            clock: "mach_absolute_time".into(),
-            page_size: 0,
-            cpus: Vec::new(),
             kernel: host.kernel,
             machine: host.machine,
             hostname: host.hostname,
-            start_ns: 0,
-            end_ns: 0,
             events: vec!["kdebug".into()],
-            recorder_pid: std::process::id() as i32,
-            command: None,
-            command_pid: None,
-            command_status: None,
-            lost: BTreeMap::new(),
-            chunks: BTreeMap::new(),
-            wall_offset_ns: None,
-            excluded_tids: Vec::new(),
+            ..TraceMeta::recording("mach_absolute_time")
         },
         ext: MetaExt {
             ring: cfg.ring_size.map(|size| RingInfo {
@@ -399,10 +384,6 @@ mod tests {
     /// `n` records on 2 CPUs, 10 µs apart, in 24 MHz ticks.
     fn stream(n: u64) -> KdFile {
         KdFile {
-            version: KdVersion::V3,
-            lp64: true,
-            timebase: (125, 3),
-            walltime: None,
             threads: vec![
                 KdThread {
                     tid: 7,
@@ -415,7 +396,6 @@ mod tests {
                     command: "app".into(),
                 },
             ],
-            cpus: Vec::new(),
             events: (0..n)
                 .map(|i| KdEvent {
                     offset: 0,
@@ -426,8 +406,7 @@ mod tests {
                     cpu: (i % 2) as u32,
                 })
                 .collect(),
-            skipped: Vec::new(),
-            notes: Vec::new(),
+            ..KdFile::new(KdVersion::V3, (125, 3))
         }
     }
 

@@ -31,26 +31,17 @@ fn material() -> Option<Material> {
 
 fn meta(cpus: &[u32], chunks: BTreeMap<u32, u32>) -> TraceMeta {
     TraceMeta {
-        format: tracedir::FORMAT_NAME.into(),
-        version: tracedir::FORMAT_VERSION,
         status: "complete".into(),
-        clock: "mono".into(),
         page_size: PAGE as u32,
         cpus: cpus.to_vec(),
         kernel: "test".into(),
         machine: "x86_64".into(),
         hostname: "test".into(),
-        start_ns: 0,
-        end_ns: 0,
         events: vec!["sched/sched_switch".into(), "sched/sched_waking".into()],
         recorder_pid: 1,
-        command: None,
-        command_pid: None,
-        command_status: None,
         lost: cpus.iter().map(|&c| (c, 0)).collect(),
         chunks,
-        wall_offset_ns: None,
-        excluded_tids: Vec::new(),
+        ..TraceMeta::recording("mono")
     }
 }
 

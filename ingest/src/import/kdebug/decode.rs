@@ -202,6 +202,21 @@ pub struct KdFile {
 }
 
 impl KdFile {
+    /// A file of `version` with 64-bit records, `timebase`, and nothing else yet.
+    pub fn new(version: KdVersion, timebase: (u64, u64)) -> KdFile {
+        KdFile {
+            version,
+            lp64: true,
+            timebase,
+            walltime: None,
+            threads: Vec::new(),
+            cpus: Vec::new(),
+            events: Vec::new(),
+            skipped: Vec::new(),
+            notes: Vec::new(),
+        }
+    }
+
     /// `t` (in the file's time units) in nanoseconds, saturating.
     pub fn ns(&self, t: u64) -> u64 {
         let (n, d) = self.timebase;
@@ -421,19 +436,16 @@ fn parse_v1(file: &Path, bytes: &[u8]) -> Result<KdFile, IngestError> {
     }
     let events = aligned_events(file, bytes, end, true)?;
     Ok(KdFile {
-        version: KdVersion::V1,
-        lp64: true,
-        timebase: (1, 1),
         walltime: Some(tod),
         threads,
         cpus,
         events,
-        skipped: Vec::new(),
         notes: vec![
             "a RAW_VERSION1 file has no timebase: its times are taken as nanoseconds (Intel Macs); \
              on Apple silicon they are 24 MHz ticks"
                 .to_string(),
         ],
+        ..KdFile::new(KdVersion::V1, (1, 1))
     })
 }
 
@@ -452,15 +464,11 @@ fn parse_v2(file: &Path, bytes: &[u8]) -> Result<KdFile, IngestError> {
     let threads = threadmap(map);
     let events = aligned_events(file, bytes, HEADER + map_len, lp64)?;
     Ok(KdFile {
-        version: KdVersion::V2,
         lp64,
-        timebase: (1_000_000_000, freq),
         walltime: (tod != (0, 0)).then_some(tod),
         threads,
-        cpus: Vec::new(),
         events,
-        skipped: Vec::new(),
-        notes: Vec::new(),
+        ..KdFile::new(KdVersion::V2, (1_000_000_000, freq))
     })
 }
 
@@ -474,17 +482,7 @@ pub fn v3_layout(bytes: &[u8]) -> V3Layout {
 }
 
 fn parse_v3(file: &Path, bytes: &[u8]) -> Result<KdFile, IngestError> {
-    let mut kd = KdFile {
-        version: KdVersion::V3,
-        lp64: true,
-        timebase: (1, 1),
-        walltime: None,
-        threads: Vec::new(),
-        cpus: Vec::new(),
-        events: Vec::new(),
-        skipped: Vec::new(),
-        notes: Vec::new(),
-    };
+    let mut kd = KdFile::new(KdVersion::V3, (1, 1));
     let len = bytes.len() as u64;
     // The header's 40 bytes, and where the chunks after it start.
     let (fields_at, mut at) = match v3_layout(bytes) {

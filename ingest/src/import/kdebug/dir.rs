@@ -138,15 +138,10 @@ pub(crate) fn read(dir: &Path) -> Result<KdFile, IngestError> {
             other => other,
         })?;
         let all = all.get_or_insert_with(|| KdFile {
-            version: kd.version,
             lp64: kd.lp64,
-            timebase: kd.timebase,
             walltime: kd.walltime,
-            threads: Vec::new(),
             cpus: kd.cpus.clone(),
-            events: Vec::new(),
-            skipped: Vec::new(),
-            notes: Vec::new(),
+            ..KdFile::new(kd.version, kd.timebase)
         });
         for t in kd.threads {
             if seen.insert(t.tid) {

@@ -566,10 +566,6 @@ mod tests {
 
     fn file(events: Vec<(u64, u64, u32, u32, [u64; 4])>) -> KdFile {
         KdFile {
-            version: KdVersion::V3,
-            lp64: true,
-            timebase: (125, 3),
-            walltime: None,
             threads: vec![
                 KdThread {
                     tid: 1001,
@@ -592,7 +588,6 @@ mod tests {
                     command: "kernel_task".into(),
                 },
             ],
-            cpus: Vec::new(),
             events: events
                 .into_iter()
                 .map(|(ts, tid, debugid, cpu, args)| KdEvent {
@@ -604,8 +599,7 @@ mod tests {
                     cpu,
                 })
                 .collect(),
-            skipped: Vec::new(),
-            notes: Vec::new(),
+            ..KdFile::new(KdVersion::V3, (125, 3))
         }
     }
 
