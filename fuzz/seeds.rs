@@ -554,17 +554,7 @@ ffffffffc0000000 t mod_fn\t[mod]\n";
             errors: Vec::new(),
         };
         if write_snapshot(&snap_dir, &data).is_ok() {
-            let files = [
-                "manifest.json",
-                "events.parquet",
-                "segments.parquet",
-                "edges.parquet",
-                "spins.parquet",
-                "threads.parquet",
-                "errors.parquet",
-                "stacks.parquet",
-            ];
-            let parts: Vec<Vec<u8>> = files
+            let parts: Vec<Vec<u8>> = argus_fuzz::sections::SNAPSHOT_FILES
                 .iter()
                 .map(|f| read(&snap_dir.join(f)).unwrap_or_default())
                 .collect();

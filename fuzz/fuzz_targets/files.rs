@@ -13,9 +13,9 @@ use arbitrary::{Arbitrary, Unstructured};
 use argus_fuzz::scratch::Scratch;
 use argus_fuzz::sections;
 use argus_ingest::files::{FileTable, FilesError};
+use argus_ingest::tracedir::FileLine;
 use argus_schema::{Nanos, Pid};
 use libfuzzer_sys::fuzz_target;
-use serde_json::json;
 use std::sync::OnceLock;
 
 #[derive(Arbitrary, Debug)]
@@ -68,10 +68,11 @@ enum LineSpec {
 }
 
 impl LineSpec {
+    /// The line as the recorder writes it (`FileLine`'s own serialization), or free text.
     fn text(&self) -> String {
         let kinds = ["pipe", "socket", "regular", "anon", "other", "device"];
-        match self {
-            LineSpec::Snapshot { seq, ts } => json!({"type": "snapshot", "seq": seq, "ts": ts}),
+        let line = match self {
+            LineSpec::Snapshot { seq, ts } => FileLine::Snapshot { seq: *seq, ts: *ts },
             LineSpec::Fd {
                 ts,
                 pid,
@@ -80,24 +81,34 @@ impl LineSpec {
                 ino,
                 peer,
                 target,
-            } => json!({
-                "type": "fd", "ts": ts, "pid": pid, "fd": fd,
-                "kind": kinds[*kind as usize % kinds.len()], "ino": ino, "peer": peer,
-                "target": target, "src": "syscall",
-            }),
-            LineSpec::Unknown { ts, pid, fd } => {
-                json!({"type": "unknown", "ts": ts, "pid": pid, "fd": fd})
-            }
-            LineSpec::Fork { ts, parent, child } => {
-                json!({"type": "fork", "ts": ts, "parent": parent, "child": child})
-            }
-            LineSpec::Lost { ts, messages } => {
-                json!({"type": "lost", "ts": ts, "messages": messages})
-            }
+            } => FileLine::Fd {
+                ts: *ts,
+                pid: *pid,
+                fd: *fd,
+                kind: kinds[*kind as usize % kinds.len()].into(),
+                ino: *ino,
+                peer: *peer,
+                target: target.clone(),
+                src: "syscall".into(),
+            },
+            LineSpec::Unknown { ts, pid, fd } => FileLine::Unknown {
+                ts: *ts,
+                pid: *pid,
+                fd: *fd,
+            },
+            LineSpec::Fork { ts, parent, child } => FileLine::Fork {
+                ts: *ts,
+                parent: *parent,
+                child: *child,
+            },
+            LineSpec::Lost { ts, messages } => FileLine::Lost {
+                ts: *ts,
+                messages: *messages,
+            },
             LineSpec::Text(t) => return t.clone(),
             LineSpec::Blank => return String::new(),
-        }
-        .to_string()
+        };
+        serde_json::to_string(&line).expect("invariant: a FileLine serializes")
     }
 }
 

@@ -4,27 +4,15 @@
 //! schema and row counts, then decoded.
 //!
 //! Input: sections ([`argus_fuzz::sections`]), one per file of a snapshot directory, in the
-//! order of [`FILES`]; an empty section leaves its file out. The seeds are a snapshot of the
-//! demo's recording.
+//! order of [`SNAPSHOT_FILES`]; an empty section leaves its file out. The seeds are a
+//! snapshot of the demo's recording.
 #![no_main]
 
 use argus_fuzz::scratch::Scratch;
-use argus_fuzz::sections;
+use argus_fuzz::sections::{self, SNAPSHOT_FILES};
 use argus_sinks::{read_events, read_snapshot, read_snapshot_tables, read_stacks, Manifest};
 use libfuzzer_sys::fuzz_target;
 use std::sync::OnceLock;
-
-/// The files of a snapshot, in input order.
-const FILES: [&str; 8] = [
-    "manifest.json",
-    "events.parquet",
-    "segments.parquet",
-    "edges.parquet",
-    "spins.parquet",
-    "threads.parquet",
-    "errors.parquet",
-    "stacks.parquet",
-];
 
 fn scratch() -> &'static Scratch {
     static S: OnceLock<Scratch> = OnceLock::new();
@@ -40,10 +28,10 @@ fn restore_default_panic_hook() {
 }
 
 fuzz_target!(init: restore_default_panic_hook(), |data: &[u8]| {
-    let parts = sections::split(data, FILES.len());
+    let parts = sections::split(data, SNAPSHOT_FILES.len());
     let s = scratch();
     s.reset();
-    for (name, bytes) in FILES.iter().zip(&parts) {
+    for (name, bytes) in SNAPSHOT_FILES.iter().zip(&parts) {
         if !bytes.is_empty() {
             s.write(name, bytes);
         }

@@ -2,6 +2,18 @@
 //! LE, cut to the bytes left), then the last section, which runs to the end. Mutations that
 //! break a length still give sections (shorter or empty ones), never an unusable input.
 
+/// The files of a snapshot, in the order of the snapshot target's sections.
+pub const SNAPSHOT_FILES: [&str; 8] = [
+    "manifest.json",
+    "events.parquet",
+    "segments.parquet",
+    "edges.parquet",
+    "spins.parquet",
+    "threads.parquet",
+    "errors.parquet",
+    "stacks.parquet",
+];
+
 /// Splits `data` into exactly `count` sections (missing ones are empty).
 pub fn split(mut data: &[u8], count: usize) -> Vec<&[u8]> {
     let mut out = Vec::with_capacity(count);

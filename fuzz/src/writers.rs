@@ -171,13 +171,7 @@ impl Dat {
 
     /// A v6 file: the header parts in order, options, `flyrecord` and the pages.
     pub fn v6(&self) -> Vec<u8> {
-        let mut b = self.start("6");
-        b.extend(self.header_info());
-        b.extend(self.ftrace_events());
-        b.extend(self.event_formats());
-        b.extend(self.kallsyms_section());
-        b.extend(self.printk_section());
-        b.extend(self.cmdlines_section());
+        let mut b = self.header_parts("6");
         p32(&mut b, self.cpus.len() as u32);
         b.extend_from_slice(b"options  \0");
         for (id, d) in self.options() {
@@ -303,7 +297,12 @@ impl Dat {
 
     /// perf's `HEADER_TRACING_DATA`: the v6 header up to `saved_cmdlines`, version `0.6`.
     pub fn tracing_data(&self) -> Vec<u8> {
-        let mut b = self.start("0.6");
+        self.header_parts("0.6")
+    }
+
+    /// The v6 layout's start and header parts up to `saved_cmdlines`, as `version`.
+    fn header_parts(&self, version: &str) -> Vec<u8> {
+        let mut b = self.start(version);
         b.extend(self.header_info());
         b.extend(self.ftrace_events());
         b.extend(self.event_formats());

@@ -1118,8 +1118,9 @@ mod tests {
         );
     }
 
-    #[test]
-    fn truncated_chunk_file_is_an_error_naming_the_file_and_offset() {
+    /// A trace directory whose `perf/` has the stacks stream and chunk 0 holding `chunk`
+    /// (compressed bytes, as written).
+    fn perf_trace_with(chunk: &[u8]) -> tempfile::TempDir {
         let dir = tempfile::tempdir().unwrap();
         let pdir = perf_dir(dir.path());
         std::fs::create_dir_all(&pdir).unwrap();
@@ -1132,13 +1133,15 @@ mod tests {
             serde_json::to_vec(&streams).unwrap(),
         )
         .unwrap();
+        std::fs::write(chunk_path(dir.path(), 0), chunk).unwrap();
+        dir
+    }
+
+    #[test]
+    fn truncated_chunk_file_is_an_error_naming_the_file_and_offset() {
         let bytes = sample_bytes();
         let cut = &bytes[..bytes.len() - 5];
-        std::fs::write(
-            chunk_path(dir.path(), 0),
-            zstd::bulk::compress(cut, 1).unwrap(),
-        )
-        .unwrap();
+        let dir = perf_trace_with(&zstd::bulk::compress(cut, 1).unwrap());
         let trace = PerfTrace::open(dir.path()).unwrap().unwrap();
         let items: Vec<_> = trace.items().collect();
         assert_eq!(items.len(), 1);
@@ -1151,20 +1154,7 @@ mod tests {
     // See: issue 18 (resource limits), docs/fuzzing.md.
     #[test]
     fn gh_18_zstd_bomb_chunk_is_refused() {
-        let dir = tempfile::tempdir().unwrap();
-        let pdir = perf_dir(dir.path());
-        std::fs::create_dir_all(&pdir).unwrap();
-        let streams = StreamsFile {
-            version: PERF_FORMAT_VERSION,
-            streams: vec![stacks_stream()],
-        };
-        std::fs::write(
-            pdir.join(STREAMS_FILE),
-            serde_json::to_vec(&streams).unwrap(),
-        )
-        .unwrap();
-        let bomb = argus_testkit::zstd_rle_bomb(1 << 30, 0);
-        std::fs::write(chunk_path(dir.path(), 0), &bomb).unwrap();
+        let dir = perf_trace_with(&argus_testkit::zstd_rle_bomb(1 << 30, 0));
         let trace = PerfTrace::open(dir.path()).unwrap().unwrap();
         let items: Vec<_> = trace.items().collect();
         assert_eq!(items.len(), 1);

@@ -380,14 +380,8 @@ impl Mapper<'_> {
                 self.push(e, me, ctx, EventKind::SysEnter { nr: linux, args });
             }
             FuncQual::End => {
-                let calls = &mut self.thread(me).calls;
-                let open = calls.iter().rposition(|c| c.0 == e.eventid());
-                let linux = match open {
-                    Some(i) => {
-                        let c = calls.remove(i);
-                        calls.truncate(i);
-                        c.1
-                    }
+                let linux = match self.close_call(me, e.eventid()) {
+                    Some(linux) => linux,
                     // Entered before the trace began.
                     None => match s.args {
                         Args::MachMsg => nr("recvmsg"),
@@ -403,16 +397,12 @@ impl Mapper<'_> {
                     } else {
                         i64::from(linux == nr("recvmsg"))
                     }
-                } else if a[0] != 0 {
-                    let errno = codes::linux_errno(a[0]);
-                    // A sleep that ran its course.
-                    if linux == nr("nanosleep") && errno == 110 {
-                        0
-                    } else {
-                        -errno
-                    }
                 } else {
-                    a[1] as i64
+                    match bsd_ret(&a) {
+                        // A sleep that ran its course.
+                        -110 if a[0] != 0 && linux == nr("nanosleep") => 0,
+                        ret => ret,
+                    }
                 };
                 self.push(e, me, ctx, EventKind::SysExit { nr: linux, ret });
             }
@@ -444,19 +434,31 @@ impl Mapper<'_> {
                 );
             }
             FuncQual::End => {
-                let calls = &mut self.thread(me).calls;
-                if let Some(i) = calls.iter().rposition(|c| c.0 == e.eventid()) {
-                    calls.truncate(i);
-                }
-                let ret = if e.args[0] != 0 {
-                    -codes::linux_errno(e.args[0])
-                } else {
-                    e.args[1] as i64
-                };
+                self.close_call(me, e.eventid());
+                let ret = bsd_ret(&e.args);
                 self.push(e, me, ctx, EventKind::SysExit { nr: number, ret });
             }
             _ => self.count_unknown(e),
         }
+    }
+
+    /// Closes `me`'s innermost open call of `eventid` (and any left open inside it): the
+    /// Linux number it was entered as.
+    fn close_call(&mut self, me: Tid, eventid: u32) -> Option<i32> {
+        let calls = &mut self.thread(me).calls;
+        let i = calls.iter().rposition(|c| c.0 == eventid)?;
+        let linux = calls[i].1;
+        calls.truncate(i);
+        Some(linux)
+    }
+}
+
+/// A BSD syscall's result as Linux gives it: `-errno` when arg1 holds an error, else arg2.
+fn bsd_ret(a: &[u64; 4]) -> i64 {
+    if a[0] != 0 {
+        -codes::linux_errno(a[0])
+    } else {
+        a[1] as i64
     }
 }
 
