@@ -118,6 +118,17 @@ pub fn wall_offset_ns() -> i64 {
     (wall - (before + after) / 2) as i64
 }
 
+/// The last pid the kernel handed out in this pid namespace and `pid_max`
+/// (`/proc/sys/kernel/ns_last_pid`, `/proc/sys/kernel/pid_max`); `None` when either cannot
+/// be read (a kernel without `CONFIG_CHECKPOINT_RESTORE` has no `ns_last_pid`).
+pub(crate) fn pid_cursor() -> Option<(i32, i32)> {
+    let read = |p: &str| std::fs::read_to_string(p).ok()?.trim().parse::<i32>().ok();
+    Some((
+        read("/proc/sys/kernel/ns_last_pid")?,
+        read("/proc/sys/kernel/pid_max")?,
+    ))
+}
+
 /// `uname`: (release, machine, nodename).
 pub(crate) fn uname() -> (String, String, String) {
     // SAFETY: utsname is plain old data; all-zero is a valid value.
