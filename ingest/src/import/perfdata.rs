@@ -171,6 +171,23 @@ struct Collected {
     inflate_limit: u64,
 }
 
+impl Collected {
+    /// Nothing collected yet; `COMPRESSED` records may give `inflate_limit` bytes in all.
+    fn new(inflate_limit: u64) -> std::io::Result<Collected> {
+        Ok(Collected {
+            zstd: ZDecoder::new()?,
+            by_cpu: BTreeMap::new(),
+            threads: BTreeMap::new(),
+            lost: 0,
+            lost_ranges: Vec::new(),
+            last_ts: HashMap::new(),
+            not_tracepoints: 0,
+            inflated: 0,
+            inflate_limit,
+        })
+    }
+}
+
 struct Reader<'a> {
     file: &'a Path,
     attrs: Vec<Attr>,
@@ -502,17 +519,8 @@ pub(super) fn import(path: &Path, bytes: &[u8]) -> Result<Imported, IngestError>
         attrs,
         by_id,
     };
-    let mut got = Collected {
-        zstd: ZDecoder::new().map_err(|e| malformed(path, 0, format!("zstd: {e}")))?,
-        by_cpu: BTreeMap::new(),
-        threads: BTreeMap::new(),
-        lost: 0,
-        lost_ranges: Vec::new(),
-        last_ts: HashMap::new(),
-        not_tracepoints: 0,
-        inflated: 0,
-        inflate_limit: crate::inflate::limit_for(bytes.len() as u64),
-    };
+    let mut got = Collected::new(crate::inflate::limit_for(bytes.len() as u64))
+        .map_err(|e| malformed(path, 0, format!("zstd: {e}")))?;
     let mut pending = Vec::new();
     let data = &bytes[data_off as usize..(data_off + data_len) as usize];
     reader.walk(data, data_off, false, &mut got, &mut pending)?;
@@ -643,17 +651,7 @@ mod tests {
     }
 
     fn collected(inflate_limit: u64) -> Collected {
-        Collected {
-            zstd: ZDecoder::new().expect("a zstd decoder"),
-            by_cpu: BTreeMap::new(),
-            threads: BTreeMap::new(),
-            lost: 0,
-            lost_ranges: Vec::new(),
-            last_ts: HashMap::new(),
-            not_tracepoints: 0,
-            inflated: 0,
-            inflate_limit,
-        }
+        Collected::new(inflate_limit).expect("a zstd decoder")
     }
 
     /// Attrs that all point at the same ids section: each id was inserted once per attr, so
