@@ -165,9 +165,17 @@ fn a_truncated_ktrace_names_file_and_offset() {
 /// matan1008/pykdebugparser @2da81e77 (MIT licence, © 2021 Matan Perelman):
 /// `tests/traces/test_mach.py` (`test_mach_sched`, `test_mach_stkhandoff`,
 /// `test_mach_mkrunnable`, `test_mach_idle`, `test_mach_wait`, `test_mach_dispatch`) and
+/// `tests/traces/test_turnstile.py` (`test_turnstile_waitq_add_thread_priority_queue`: a
+/// thread queued on a turnstile, whose owner the record does not name) and
 /// `tests/test_pykdebugparser.py` (`test_kevents`: a `BSC` code-202 END). Each is
 /// `(timestamp, [arg1..arg4], tid, debugid)`; the tests give no CPU (0 here).
 const REAL_RECORDS: &[(u64, [u64; 4], u64, u32)] = &[
+    (
+        7_476_381_345,
+        [9_311_246_762_178_912_673, 7569, 37, 0],
+        7569,
+        890_241_028,
+    ),
     (3_897_242_679_331, [5, 324_983, 55, 63], 2761, 20_971_528),
     (
         4_365_975_502_717,
@@ -349,6 +357,10 @@ fn real_ios_records_map_to_switches_and_a_wake_up() {
     assert!(kinds.contains(&(261, &EventKind::Waking { target: Tid(439) })));
     // The idle thread's own records are tid 0's; nothing is left as thread 332.
     assert!(kinds.iter().all(|(t, _)| *t != 332));
+    // A thread queued on a turnstile that names no owner in the trace names none.
+    assert!(!kinds
+        .iter()
+        .any(|(_, k)| matches!(k, EventKind::LockOwner { .. })));
     let springboard = imported
         .threads()
         .iter()

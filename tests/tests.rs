@@ -25,6 +25,7 @@ mod inspect;
 mod kdebug;
 mod live;
 mod live_query;
+mod lock_owners;
 mod moment;
 mod notebook;
 mod oracle_real;

@@ -239,29 +239,30 @@ pub enum Finding {
         /// What it did during the loop.
         during: During,
     },
-    /// It held the file lock `poller` retries and was busy on CPU through the loop.
+    /// It held the lock `poller` waited for (a file lock it retries, a lock whose owner the
+    /// kernel named) and was busy on CPU through the wait.
     LockHolderBusy {
-        /// The retrying (hung) thread.
+        /// The thread that wanted the lock (retrying, or blocked on it).
         poller: Tid,
-        /// Its time on CPU during the loop.
+        /// Its time on CPU during the wait.
         on_cpu_ns: u64,
-        /// The loop's length.
+        /// The wait's length (the retry loop's, the blocked wait's).
         loop_ns: u64,
     },
-    /// It held the file lock `poller` retries while it was blocked through the loop.
+    /// It held the lock `poller` waited for while it was blocked through the wait.
     LockHolderBlocked {
-        /// The retrying (hung) thread.
+        /// The thread that wanted the lock (retrying, or blocked on it).
         poller: Tid,
         /// The syscall it was blocked in.
         syscall: String,
-        /// How long during the loop.
+        /// How long during the wait.
         blocked_ns: u64,
     },
-    /// It held the file lock `poller` retries, neither busy nor blocked.
+    /// It held the lock `poller` waited for, neither busy nor blocked.
     LockHolder {
-        /// The retrying (hung) thread.
+        /// The thread that wanted the lock (retrying, or blocked on it).
         poller: Tid,
-        /// What it did during the loop.
+        /// What it did during the wait.
         during: During,
     },
     /// It set the flag `poller` polls (known from the trace) after running through the loop.
@@ -401,13 +402,14 @@ pub enum Step {
         /// What it did during the loop.
         during: During,
     },
-    /// The holder of the file lock the hung thread retries.
+    /// The holder of the lock a thread waits for: a file lock the hung thread retries (a
+    /// lock-file edge), a lock whose owner the kernel named (a lock-owner edge).
     LockHolder {
-        /// The retrying (hung) thread.
+        /// The thread that wanted the lock (retrying, or blocked on it).
         poller: Tid,
-        /// Its lock operation.
+        /// Its lock operation (lock file), or when the waiter blocked (lock owner).
         at: Nanos,
-        /// Strength of the lock-file edge.
+        /// Strength of the edge.
         #[serde(with = "crate::path_edge::lower_strength")]
         strength: Strength,
     },

@@ -391,6 +391,11 @@ enum Handler {
         ret: Field,
         flock: bool,
     },
+    /// `sched/sched_pi_setprio`: a priority-inheritance owner's priority set by another task
+    /// (a waiter blocking on its PI futex); by the owner itself (its release), skipped.
+    PiSetprio {
+        pid: Field,
+    },
     /// `sock/sk_data_ready`.
     SockReady {
         sk: Field,
@@ -474,6 +479,7 @@ impl Handler {
                 comm: opt("comm"),
                 new: true,
             },
+            "sched_pi_setprio" => Handler::PiSetprio { pid: int("pid")? },
             "sched_process_fork" => Handler::ProcessFork {
                 child_pid: int("child_pid")?,
                 child_comm: opt("child_comm"),
@@ -925,6 +931,14 @@ impl Converter {
                 sig: sig.i32(p).map_err(oob)?,
                 target: Tid(pid.i32(p).map_err(oob)?),
             },
+            Handler::PiSetprio { pid } => {
+                let owner = Tid(pid.i32(p).map_err(oob)?);
+                if owner.0 == slot.common_pid.i32(p).map_err(oob)? {
+                    *self.counts_ignored.entry(id).or_default() += 1;
+                    return Ok(None);
+                }
+                EventKind::LockOwner { owner, lock: 0 }
+            }
             Handler::SignalDeliver { sig } => EventKind::SignalDeliver {
                 sig: sig.i32(p).map_err(oob)?,
             },

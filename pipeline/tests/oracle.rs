@@ -20,7 +20,7 @@ use argus_pipeline::dataflow::{collect_epochs, DataflowConfig};
 use argus_pipeline::rules::{route, Counter, Key, Role, RulesConfig};
 use argus_pipeline::{reference, Graph};
 use argus_schema::{EdgeKind, EndCause, Event, EventKind, Nanos, Strength, Tid};
-use common::{batches, rules, stream, with_sockets};
+use common::{batches, rules, stream, with_lock_owners, with_sockets};
 use std::collections::HashMap;
 
 /// Asserts equality, printing only the records that differ.
@@ -146,6 +146,26 @@ fn dataflow_equals_reference_every_epoch_two_workers() {
 fn dataflow_equals_reference_with_shuffled_arrival_within_each_epoch() {
     for (seed, size, workers) in [(7, 211, 1), (8, 500, 2)] {
         check(seed, 6000, size, workers, true);
+    }
+}
+
+/// Lock owners the kernel names: the owner's segment at the record (running, blocked, or
+/// none when unseen or gone) → the waiter's, equal in the dataflow and the reference.
+#[test]
+fn dataflow_equals_reference_with_lock_owner_records() {
+    for (seed, size, workers, shuffle) in
+        [(41, 97, 1, false), (42, 1000, 2, false), (43, 300, 2, true)]
+    {
+        let evs = with_lock_owners(stream(seed, 6000), seed);
+        let g = check_events(evs, seed, size, workers, shuffle);
+        assert!(
+            g.edges
+                .iter()
+                .filter(|e| e.kind == EdgeKind::LockOwner)
+                .count()
+                > 5,
+            "seed {seed}: lock-owner edges"
+        );
     }
 }
 
@@ -324,13 +344,13 @@ fn check_forgetting(
 const HORIZONS: [u64; 2] = [1_000_000_000, 20_000_000];
 
 /// [`check_forgetting`] at every horizon of [`HORIZONS`] for each case `(seed, batch size,
-/// with socket events, shuffled)`, with `workers` workers.
+/// with socket events and lock owners, shuffled)`, with `workers` workers.
 fn check_forgetting_cases(cases: &[(u64, usize, bool, bool)], workers: usize) {
     for &(seed, size, sockets, shuffle) in cases {
         for forget in HORIZONS {
             let evs = stream(seed, 6000);
             let evs = if sockets {
-                with_sockets(evs, seed)
+                with_lock_owners(with_sockets(evs, seed), seed)
             } else {
                 evs
             };

@@ -1843,3 +1843,50 @@ fn a_task_running_without_a_recorded_switch_in_is_on_cpu_from_its_first_own_reco
         "{second:#?}"
     );
 }
+
+/// Lock owners the kernel names (`lock_owner` records, docs/rules.md "Lock owners"): a strong
+/// edge from the owner's segment at that moment — blocked in a wait of its own, or running —
+/// to the segment the waiter's wait ends. None for an owner never seen, nor for the waiter
+/// itself. (`graph` checks the dataflow against the reference, 1 and 2 workers.)
+#[test]
+fn a_lock_owner_record_links_the_owners_segment_to_the_waiters() {
+    let owner = |s: &mut S, tid: i32, of: i32| {
+        s.task(
+            tid,
+            EventKind::LockOwner {
+                owner: Tid(of),
+                lock: 0,
+            },
+        )
+    };
+    let mut s = S::default();
+    s.run(902);
+    s.run(901);
+    s.enter(901, FUTEX, 0);
+    owner(&mut s, 901, 902);
+    s.block(901);
+    s.run(900);
+    s.enter(900, FUTEX, 0);
+    owner(&mut s, 900, 901);
+    owner(&mut s, 900, 777);
+    owner(&mut s, 900, 900);
+    s.block(900);
+    s.run(902);
+    let g = graph(&s.evs, &RulesConfig::default());
+    let mut owners: Vec<_> = g
+        .edges
+        .iter()
+        .filter(|e| e.kind == EdgeKind::LockOwner)
+        .map(|e| (e.src, e.dst, e.strength))
+        .collect();
+    owners.sort();
+    assert_eq!(
+        owners,
+        vec![
+            (seg(901, 0), seg(900, 0), Strength::Strong),
+            (seg(902, 0), seg(901, 0), Strength::Strong),
+        ],
+        "{:#?}",
+        g.edges
+    );
+}

@@ -178,6 +178,16 @@ edge_kinds! {
         name: "lock_file", beam_cost: 0.5, specificity: 3,
         ends_wait: true, starts_input: false, sending_stack: true, walked: true, heuristic: false,
     },
+    /// The owner of a lock (a macOS turnstile's inheritor, a Linux PI futex's owner) as the
+    /// kernel named it when `dst` blocked on the lock ([`EventKind::LockOwner`]): from the
+    /// owner's segment at that moment to the segment that ended in the wait. It does not end
+    /// the wait (the unlock's wake-up does); the walk follows it when nothing ended the wait.
+    ///
+    /// [`EventKind::LockOwner`]: crate::EventKind::LockOwner
+    LockOwner = 12 {
+        name: "lock_owner", beam_cost: 0.5, specificity: 3,
+        ends_wait: false, starts_input: false, sending_stack: false, walked: true, heuristic: false,
+    },
 }
 
 // The rows are in code order, codes 0, 1, 2, … (so `EDGE_KINDS[code]` is the code's row and

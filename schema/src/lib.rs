@@ -454,6 +454,18 @@ pub enum EventKind {
         /// The receive's result: bytes read, or a negative errno.
         ret: i32,
     },
+    /// The current task blocks on a lock whose owner the kernel names: on macOS a
+    /// turnstile's inheritor (`TURNSTILE_thread_added_to_turnstile_waitq` for the waiter,
+    /// `TURNSTILE_turnstile_added_to_thread_heap` for the owner, through
+    /// `TURNSTILE_turnstile_added_to_turnstile_heap` when one turnstile pushes on another);
+    /// on Linux a priority-inheritance futex whose owner the waiter boosts
+    /// (`sched:sched_pi_setprio` in the waiter's context).
+    LockOwner {
+        /// The task holding the lock.
+        owner: Tid,
+        /// The lock (a turnstile's address; 0 when the kernel does not say).
+        lock: u64,
+    },
 }
 
 impl EventKind {
@@ -489,6 +501,7 @@ impl EventKind {
             EventKind::FileLock { .. } => "file_lock",
             EventKind::SockReady { .. } => "sock_ready",
             EventKind::SockRecv { .. } => "sock_recv",
+            EventKind::LockOwner { .. } => "lock_owner",
         }
     }
 }

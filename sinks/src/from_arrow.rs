@@ -360,6 +360,10 @@ pub(crate) fn decode_events(
                 }
             }
             EventKindTag::SockReady => EventKind::SockReady { sk: need_arg0()? },
+            EventKindTag::LockOwner => EventKind::LockOwner {
+                owner: Tid(need_target()?),
+                lock: need_arg0()?,
+            },
             EventKindTag::SockRecv => {
                 let ret = need_ret()?;
                 EventKind::SockRecv {

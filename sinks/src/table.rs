@@ -148,6 +148,7 @@ pub enum EventKindTag {
     FileLock,
     SockReady,
     SockRecv,
+    LockOwner,
 }
 
 impl EventKindTag {
@@ -184,6 +185,7 @@ impl EventKindTag {
             K::FileLock { .. } => EventKindTag::FileLock,
             K::SockReady { .. } => EventKindTag::SockReady,
             K::SockRecv { .. } => EventKindTag::SockRecv,
+            K::LockOwner { .. } => EventKindTag::LockOwner,
         }
     }
 }
@@ -221,6 +223,7 @@ pub fn parse_event_kind(name: &str) -> Option<EventKindTag> {
         "file_lock" => FileLock,
         "sock_ready" => SockReady,
         "sock_recv" => SockRecv,
+        "lock_owner" => LockOwner,
         _ => return None,
     })
 }

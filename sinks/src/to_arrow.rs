@@ -469,6 +469,11 @@ impl Encoder for EventEncoder {
                 arg0 = *sk;
                 ret = i64::from(*r);
             }
+            EventKind::LockOwner { owner, lock } => {
+                present = has::ARG0 | has::TARGET;
+                arg0 = *lock;
+                target = owner.0;
+            }
         }
         if let Some(t) = text {
             self.text.extend_from_slice(t.as_bytes());

@@ -11,7 +11,9 @@
 //! `TRACE_STRING_EXEC`, names `TRACE_STRING_THREADNAME`, exits
 //! `TRACE_DATA_THREAD_TERMINATE`, application markers
 //! the strings of `kdebug_trace_string`
-//! (`TRACE_STRING_GLOBAL`). Thread ids are moved by [`TID_OFFSET`] (macOS thread ids
+//! (`TRACE_STRING_GLOBAL`), a waiter naming its lock's owner a
+//! `TURNSTILE_thread_added_to_turnstile_waitq` then a `TURNSTILE_turnstile_added_to_thread_heap`.
+//! Thread ids are moved by [`TID_OFFSET`] (macOS thread ids
 //! and pids are different numbers), each CPU's idle task is a thread of its own that says
 //! `MACH_IDLE`, times are Apple silicon ticks (24 MHz, timebase 125/3) for V2 and V3 and
 //! nanoseconds for V1. What macOS has no record for (socket data, file locks,
@@ -47,6 +49,9 @@ pub fn kd_tid(tid: i32, cpu: u32) -> u64 {
         tid as u64 + TID_OFFSET
     }
 }
+
+/// Where the turnstiles of the translation's lock owners are (a kernel address).
+const TURNSTILE_BASE: u64 = 0xffff_ff80_0000_0000;
 
 /// The four argument words of a string event: up to 32 bytes of `s`.
 pub fn string_args(s: &[u8]) -> [u64; 4] {
@@ -455,6 +460,35 @@ pub fn from_linux(events: &[Event], threads: &[ThreadInfo]) -> KdTrace {
                     );
                     at += 32;
                 }
+            }
+            // A lock whose owner the kernel named: the waiter queued on a turnstile, which
+            // pushes on its owner (Linux names no lock: one turnstile per owner here).
+            EventKind::LockOwner { owner, lock } => {
+                let turnstile = if *lock != 0 {
+                    *lock
+                } else {
+                    TURNSTILE_BASE + kd_tid(owner.0, 0)
+                };
+                push(
+                    &mut out,
+                    ev(
+                        ts,
+                        me,
+                        codes::TURNSTILE_THREAD_ADDED_TO_WAITQ,
+                        cpu,
+                        [turnstile, me, 31, 0],
+                    ),
+                );
+                push(
+                    &mut out,
+                    ev(
+                        ts,
+                        me,
+                        codes::TURNSTILE_ADDED_TO_THREAD_HEAP,
+                        cpu,
+                        [kd_tid(owner.0, 0), turnstile, 31, 0],
+                    ),
+                );
             }
             other => *out.left_out.entry(other.name()).or_default() += 1,
         }

@@ -36,6 +36,12 @@ pub const WORKLOADS: &[Workload] = &[
         "passes descriptors with known identities between processes (tests/fds.rs)",
         |_| crate::fdpass::run(),
     ),
+    // A chain of priority-inheritance lock owners (tests/diagnosis.rs, lock owners).
+    Workload::hidden(
+        "pi-lock",
+        "main thread blocks on a PI mutex whose owner (nice +5) blocks on one held by a thread (nice +10) computing for SECS (root cause: argus-spinner)",
+        pi_lock,
+    ),
     // An event loop dispatching jobs to `argus_dispatch_job` (`--dispatch`).
     Workload::hidden(
         "dispatch",
@@ -148,5 +154,116 @@ fn yield_loop(secs: f64) -> Result<()> {
     println!(
         "{{\"workload\":\"yield\",\"main_tid\":{main_tid},\"worker_tid\":{worker_tid},\"root_cause_comm\":\"argus-setter\",\"polls\":{spins}}}"
     );
+    Ok(())
+}
+
+/// A `pthread` mutex with the priority-inheritance protocol (`PTHREAD_PRIO_INHERIT`):
+/// contended, it is a PI futex (`FUTEX_LOCK_PI`), whose waiter the kernel lets boost the
+/// owner — and records it (`sched:sched_pi_setprio`, naming the owner, in the waiter's
+/// context).
+struct PiMutex(std::cell::UnsafeCell<libc::pthread_mutex_t>);
+
+// SAFETY: a pthread mutex is made to be shared between threads; it is only used through
+// `pthread_mutex_*` after `new` initialised it in place, and never moved (it lives in an Arc).
+unsafe impl Sync for PiMutex {}
+// SAFETY: as above.
+unsafe impl Send for PiMutex {}
+
+impl PiMutex {
+    fn new() -> Result<Arc<PiMutex>> {
+        let m = Arc::new(PiMutex(std::cell::UnsafeCell::new(
+            libc::PTHREAD_MUTEX_INITIALIZER,
+        )));
+        // SAFETY: the attribute object is initialised before use and destroyed after; the
+        // mutex is initialised in place where it stays (inside the Arc).
+        unsafe {
+            let mut attr: libc::pthread_mutexattr_t = std::mem::zeroed();
+            anyhow::ensure!(
+                libc::pthread_mutexattr_init(&mut attr) == 0,
+                "mutexattr_init"
+            );
+            let r = libc::pthread_mutexattr_setprotocol(&mut attr, libc::PTHREAD_PRIO_INHERIT);
+            anyhow::ensure!(r == 0, "PTHREAD_PRIO_INHERIT not supported ({r})");
+            let r = libc::pthread_mutex_init(m.0.get(), &attr);
+            libc::pthread_mutexattr_destroy(&mut attr);
+            anyhow::ensure!(r == 0, "pthread_mutex_init: {r}");
+        }
+        Ok(m)
+    }
+
+    fn lock(&self) {
+        // SAFETY: initialised in `new`; locked and unlocked by the same thread.
+        let r = unsafe { libc::pthread_mutex_lock(self.0.get()) };
+        assert_eq!(r, 0, "pthread_mutex_lock");
+    }
+
+    fn unlock(&self) {
+        // SAFETY: as for `lock`; called by the thread holding it.
+        let r = unsafe { libc::pthread_mutex_unlock(self.0.get()) };
+        assert_eq!(r, 0, "pthread_mutex_unlock");
+    }
+}
+
+/// Lowers the calling thread's priority by `n` nice levels below the process's (a
+/// background worker's; relative, so a workload started under `nice` keeps the order).
+fn nice(n: i32) {
+    // SAFETY: getpriority and setpriority have no memory-safety preconditions; `tid` names
+    // this thread (on Linux each thread has its own nice value).
+    unsafe {
+        let me = tid() as libc::id_t;
+        let now = libc::getpriority(libc::PRIO_PROCESS, me);
+        libc::setpriority(libc::PRIO_PROCESS, me, (now + n).min(19));
+    }
+}
+
+/// A chain of lock owners: `argus-spinner` holds lock B and computes for `secs`;
+/// `argus-holder` holds lock A and blocks on B; the main thread blocks on A. Both locks are
+/// priority-inheritance mutexes, and the two workers run at a lower priority (nice +5 and +10
+/// from the process's) than the main thread, as background workers do: each waiter boosts the owners down the
+/// chain, which is what the kernel records (a boost that changes no priority is not). The JSON line comes out once the chain stands (before the
+/// main thread blocks), so a recording can end while all of it still hangs — no wake-up
+/// then says who the main thread waits for, only the owners the kernel named.
+pub(crate) fn pi_lock(secs: f64) -> Result<()> {
+    let main_tid = hang_main();
+    let (a, b) = (PiMutex::new()?, PiMutex::new()?);
+    let (tx, rx) = mpsc::channel();
+    let b2 = b.clone();
+    let tx2 = tx.clone();
+    let d = Duration::from_secs_f64(secs);
+    let spinner = thread::Builder::new()
+        .name("argus-spinner".into())
+        .spawn(move || {
+            nice(10);
+            b2.lock();
+            let _ = tx2.send(tid());
+            busy(d);
+            b2.unlock();
+        })?;
+    let spinner_tid = rx.recv().context("spinner vanished")?;
+    let (a2, b3) = (a.clone(), b.clone());
+    let holder = thread::Builder::new()
+        .name("argus-holder".into())
+        .spawn(move || {
+            nice(5);
+            a2.lock();
+            let _ = tx.send(tid());
+            b3.lock();
+            b3.unlock();
+            a2.unlock();
+        })?;
+    let holder_tid = rx.recv().context("holder vanished")?;
+    // Let the holder block on B first.
+    thread::sleep(Duration::from_millis(200));
+    println!(
+        "{{\"workload\":\"pi-lock\",\"main_tid\":{main_tid},\"holder_tid\":{holder_tid},\"spinner_tid\":{spinner_tid},\"root_cause_comm\":\"argus-spinner\"}}"
+    );
+    use std::io::Write;
+    std::io::stdout().flush().context("stdout")?;
+    a.lock();
+    a.unlock();
+    for t in [spinner, holder] {
+        t.join()
+            .map_err(|_| anyhow::anyhow!("a lock thread panicked"))?;
+    }
     Ok(())
 }

@@ -78,6 +78,12 @@ impl<'g> Walk<'g, '_> {
             _ => None,
         };
         let Some(next) = next else {
+            // Blocked on a lock whose owner the kernel named: the owner held it through the
+            // wait (a lock never released, or an owner waiting in turn).
+            if let Some(e) = self.lock_owner(s) {
+                self.explain_holder(s.tid, e, w0, w1, Role::Cause, depth);
+                return;
+            }
             let finding = Finding::NeverWoken {
                 syscall: sys,
                 wait_ns: wait,
@@ -125,6 +131,19 @@ impl<'g> Walk<'g, '_> {
                 },
             ),
         }
+    }
+
+    /// The owner of the lock `s`'s wait was on, as the kernel named it when `s` blocked
+    /// ([`EdgeKind::LockOwner`]): the earliest such edge from another thread (on Linux a
+    /// waiter boosts its lock's owner first, then the owners down the chain of locks that
+    /// owner waits for: the walk reaches those through the owner).
+    fn lock_owner(&self, s: &'g Segment) -> Option<&'g CausalEdge> {
+        self.g
+            .incoming(s.id)
+            .filter(|e| {
+                e.kind == EdgeKind::LockOwner && e.src.tid().is_task() && e.src.tid() != s.tid
+            })
+            .min_by_key(|e| (e.ts, e.src))
     }
 
     /// When only interrupts woke `next` (a timer ending a poll's timeout, a softirq): the data

@@ -55,6 +55,7 @@ fn via(kind: PathEdgeKind) -> &'static str {
             EdgeKind::Rule => "linked by a rule to",
             EdgeKind::WaitWake => "possibly working for",
             EdgeKind::LockFile => "lock released by",
+            EdgeKind::LockOwner => "waiting for a lock held by",
         },
         PathEdgeKind::Baseline => "compared with",
     }
@@ -482,7 +483,7 @@ impl<'g> Phrases<'g> {
                 on_cpu_ns,
                 loop_ns,
             } => format!(
-                "{who} held the file lock {} retries and ran {} on CPU during its {} loop",
+                "{who} held the lock {} waited for and ran {} on CPU during its {} wait",
                 self.hang_who(*poller),
                 secs(*on_cpu_ns),
                 secs(*loop_ns)
@@ -492,13 +493,13 @@ impl<'g> Phrases<'g> {
                 syscall,
                 blocked_ns,
             } => format!(
-                "{who} held the file lock {} retries while it was blocked {} in {syscall} \
-                 during the loop",
+                "{who} held the lock {} waited for while it was blocked {} in {syscall} \
+                 during that wait",
                 self.hang_who(*poller),
                 secs(*blocked_ns)
             ),
             Finding::LockHolder { poller, during } => format!(
-                "{who} held the file lock {} retries: {}",
+                "{who} held the lock {} waited for: {}",
                 self.hang_who(*poller),
                 self.during(during)
             ),
@@ -755,8 +756,7 @@ impl<'g> Phrases<'g> {
                 at,
                 strength: st,
             } => format!(
-                "holds the file lock {} retries: {who} (its lock operation at {}, a {} \
-                 lock-file edge)",
+                "holds the lock {} waits for: {who} (known at {}, a {} edge)",
                 self.hang_who(*poller),
                 self.rel(*at),
                 strength(*st)

@@ -46,7 +46,7 @@ impl<'g> Walk<'g, '_> {
             },
         );
         if let Some(e) = self.lock_holder(spin, first) {
-            self.explain_holder(first, e, h1);
+            self.explain_holder(first.tid, e, self.hang_start, h1, Role::Setter, 0);
             return;
         }
         if let Some((ws, at, how)) = self.flag_setter(spin, first, h1) {
@@ -318,28 +318,37 @@ impl<'g> Walk<'g, '_> {
         })
     }
 
-    /// The loop retries a file lock `e` says who held: why did the holder hold it through
-    /// the loop `[h0, h1)`? Its thread's window: busy on CPU, or blocked in a wait (followed
-    /// recursively), or neither.
-    pub(super) fn explain_holder(&mut self, first: &'g Segment, e: &'g CausalEdge, h1: Nanos) {
+    /// `waiter` wanted a lock `e` says who held (a file lock a polling loop retries, a
+    /// lock a wait nobody ended was blocked on): why did the holder hold it through the
+    /// window `[h0, h1)`? Its thread's window: busy on CPU, or blocked in a wait (followed
+    /// recursively: an owner waiting for another owner, a chain), or neither. A holder
+    /// already on the path closes a circle: a deadlock.
+    pub(super) fn explain_holder(
+        &mut self,
+        waiter: Tid,
+        e: &'g CausalEdge,
+        h0: Nanos,
+        h1: Nanos,
+        role: Role,
+        depth: usize,
+    ) {
         let g = self.g;
         let Some(ws) = g.segment(e.src) else {
             return;
         };
-        let h0 = self.hang_start;
         let window = h0.until(h1);
-        let poller = first.tid;
-        self.visited.insert(ws.id);
-        self.push(
-            ws,
-            Some(path_edge(e)),
-            Role::Setter,
-            Step::LockHolder {
-                poller,
-                at: e.ts,
-                strength: e.strength,
-            },
-        );
+        let poller = waiter;
+        let step = Step::LockHolder {
+            poller,
+            at: e.ts,
+            strength: e.strength,
+        };
+        if !self.visited.insert(ws.id) {
+            self.push(ws, Some(path_edge(e)), role, step);
+            self.root(ws, self.classify(ws), Finding::Circular);
+            return;
+        }
+        self.push(ws, Some(path_edge(e)), role, step);
         let act = self.activity(ws.tid, h0, h1);
         if at_least(act.on_cpu_ns, window, self.cfg.busy_fraction) {
             let busy = act.busiest.unwrap_or(ws);
@@ -381,7 +390,7 @@ impl<'g> Walk<'g, '_> {
                         blocked_ns: ns,
                     },
                 );
-                self.explain_wait(b, 1);
+                self.explain_wait(b, depth + 1);
             }
             None => self.root(
                 ws,

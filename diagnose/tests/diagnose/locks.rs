@@ -194,3 +194,83 @@ fn a_retry_loop_with_sleeps_longer_than_the_threshold_is_one_loop_on_the_lock() 
         r.root_causes
     );
 }
+
+/// Lock owners the kernel named (docs/rules.md, "Lock owners"): `ui` blocks at 1000 on a
+/// lock `mid` holds, and is still blocked when the trace ends at 6000; `mid` blocked at 500
+/// on a lock `cruncher` holds; `cruncher` computes from 0 to the end. No wake-up ends either
+/// wait. With `deadlock`, `mid` waits for a lock `ui` holds instead (and `cruncher` is
+/// idle): a circle.
+fn owners(with_edges: bool, deadlock: bool) -> (Graph, [SegmentId; 3]) {
+    let mut b = B::new(6000.0);
+    b.thread(500, 500, "ui", "app");
+    b.thread(501, 500, "mid", "app");
+    b.thread(502, 500, "cruncher", "app");
+    let ui = b.open(500, 0.0, Some(1000.0), "futex", 20.0);
+    let mid = b.open(501, 0.0, Some(500.0), "futex", 10.0);
+    let cruncher = if deadlock {
+        b.open(502, 0.0, Some(1.0), "read", 0.5)
+    } else {
+        b.open(502, 0.0, None, "", 5900.0)
+    };
+    b.long_wait(ui);
+    if with_edges {
+        b.edge(mid, ui, EdgeKind::LockOwner, Strength::Strong, 1000.0, "");
+        let owner = if deadlock { ui } else { cruncher };
+        b.edge(owner, mid, EdgeKind::LockOwner, Strength::Strong, 500.0, "");
+    }
+    (b.graph(), [ui, mid, cruncher])
+}
+
+#[test]
+fn a_wait_on_a_lock_still_held_follows_the_owners_to_the_busy_one() {
+    let (g, [_, mid, cruncher]) = owners(true, false);
+    let r = run(&g, 500);
+    assert_eq!(r.hang.class, SpinClass::LongWait);
+    let causes: Vec<(SegmentId, PathEdgeKind)> = r
+        .path
+        .iter()
+        .filter(|p| p.role == Role::Cause)
+        .map(|p| (p.segment, p.edge.expect("an edge").kind))
+        .collect();
+    let owner = PathEdgeKind::Edge(EdgeKind::LockOwner);
+    assert_eq!(
+        causes,
+        vec![(mid, owner), (cruncher, owner)],
+        "{:#?}",
+        r.path
+    );
+    let root = r.root_causes.last().expect("a root cause");
+    assert_eq!(
+        (root.segment, root.class),
+        (cruncher, CauseClass::LongRunning),
+        "{:#?}",
+        r.root_causes
+    );
+    // The owner in the middle, blocked holding the lock, is implicated too.
+    assert!(r.root_causes.iter().any(|c| c.segment == mid));
+
+    // Without the owners the kernel named, nothing says who the wait is for.
+    let (g, _) = owners(false, false);
+    let r = run(&g, 500);
+    assert!(
+        r.root_causes.iter().all(|c| c.segment.tid() != Tid(502)),
+        "{:#?}",
+        r.root_causes
+    );
+}
+
+#[test]
+fn owners_waiting_for_each_other_are_a_deadlock() {
+    let (g, [ui, mid, _]) = owners(true, true);
+    let r = run(&g, 500);
+    let tids: Vec<Tid> = r.path.iter().map(|p| p.segment.tid()).collect();
+    assert_eq!(tids, vec![Tid(500), Tid(501), Tid(500)], "{:#?}", r.path);
+    assert!(
+        r.root_causes
+            .iter()
+            .any(|c| c.segment == ui && matches!(c.finding, argus_diagnose::Finding::Circular)),
+        "{:#?}",
+        r.root_causes
+    );
+    assert!(r.root_causes.iter().any(|c| c.segment == mid));
+}

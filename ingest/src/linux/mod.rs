@@ -118,8 +118,9 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 use tracefs::Instance;
 
-/// The events recorded when none are configured (`--events default`): scheduling, task
-/// lifetime, syscalls, interrupts, hrtimers, file locks (`filelock/*`: the kernel's record
+/// The events recorded when none are configured (`--events default`): scheduling (with
+/// `sched_pi_setprio`: a waiter naming the owner of the priority-inheritance futex it
+/// blocks on), task lifetime, syscalls, interrupts, hrtimers, file locks (`filelock/*`: the kernel's record
 /// of every `fcntl`/`flock` lock, unlock and release on close, by inode), socket data
 /// ([`OPTIONAL_EVENTS`]: which socket a send fed and which one a receive drained) and
 /// `trace_marker` writes (`ftrace/print`).
@@ -131,6 +132,7 @@ pub const DEFAULT_EVENTS: &[&str] = &[
     "sched/sched_process_fork",
     "sched/sched_process_exit",
     "sched/sched_process_exec",
+    "sched/sched_pi_setprio",
     "task/task_newtask",
     "task/task_rename",
     "raw_syscalls/sys_enter",

@@ -78,6 +78,10 @@ pub enum Role {
     Fire,
     /// A signal is generated for the task.
     SignalTarget,
+    /// Another task blocks on a lock the task holds ([`EventKind::LockOwner`]).
+    ///
+    /// [`EventKind::LockOwner`]: argus_schema::EventKind::LockOwner
+    Holder,
 }
 
 /// The lock key of a file: its device and inode, and whether the lock is a `flock` (which

@@ -108,6 +108,12 @@
 //!   loop) are linked to the latest granted operation of each other process on the file,
 //!   and a lock granted after refusals to the release before it: boosted
 //!   [`EdgeKind::LockFile`] edges ([`LockState`], docs/rules.md).
+//! - **lock owner**: a task blocking on a lock whose owner the kernel names
+//!   ([`EventKind::LockOwner`]: a macOS turnstile's inheritor, a Linux PI futex's owner) →
+//!   a strong [`EdgeKind::LockOwner`] edge from the owner's segment at that moment (running,
+//!   or blocked in a wait of its own) to the segment the waiter's wait ends. It does not end
+//!   the wait; the walk follows it when no wake-up did (a lock never released, a chain of
+//!   owners each waiting for the next).
 //! - **flag** (2.f): a write to a watched data flag (hardware watchpoint,
 //!   [`EventKind::FlagAccess`]) → the next reads of it by other threads, as
 //!   [`EdgeKind::Flag`] (joined on the process and address).

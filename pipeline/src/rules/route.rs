@@ -128,6 +128,16 @@ pub fn route(ev: &Event, cfg: &RulesConfig, mut f: impl FnMut(Key, Role)) {
             }
             f(Key::Sock(*sk), Role::Arm);
         }
+        // A task blocking on a lock the kernel names the owner of: the owner's segment is
+        // the source of the edge into the waiter's.
+        EventKind::LockOwner { owner, .. } => {
+            if task {
+                f(Key::Thread(ev.tid), Role::Own);
+                if owner.is_task() && *owner != ev.tid {
+                    f(Key::Thread(*owner), Role::Holder);
+                }
+            }
+        }
         // A receive that returned data drains the socket's channel.
         EventKind::SockRecv { sk, ret } => {
             if task {

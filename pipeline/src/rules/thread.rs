@@ -233,6 +233,7 @@ impl ThreadState {
             }
             Role::SwitchOut => self.switch_out(ev),
             Role::Actor => self.on_actor(ev, cfg, out),
+            Role::Holder => self.on_holder(ev, cfg, out),
             Role::SignalTarget => {
                 if let EventKind::SignalGenerate { sig, .. } = ev.kind {
                     self.signals.generated(sig, ev.seq);
@@ -319,6 +320,54 @@ impl ThreadState {
         if let Some(src) = src {
             out.push(Output::Src(src));
         }
+    }
+
+    /// Another task blocks on a lock this one holds (the lock-owner rule): the source of the
+    /// [`EdgeKind::LockOwner`] edge is the segment the owner is in (running, or blocked in
+    /// a wait of its own), untouched: the owner did nothing at that moment. An owner not
+    /// seen yet, or gone, has no segment to name.
+    fn on_holder(&mut self, ev: &Event, cfg: &RulesConfig, out: &mut Vec<Output>) {
+        let Some(seg) = self.open_id() else {
+            return;
+        };
+        if cfg.cull_threads.contains(&self.tid) || self.dead {
+            return;
+        }
+        out.push(Output::Src(Src {
+            seq: ev.seq,
+            seg,
+            ts: ev.ts,
+            syscall: self.in_syscall.unwrap_or(-1),
+            interrupt: false,
+            exiting: false,
+            condvar: false,
+        }));
+    }
+
+    /// The task blocks on a lock held by `owner` (its own record, [`EventKind::LockOwner`]):
+    /// the target of the lock-owner edge is the segment its wait will end. Routed to the
+    /// owner only when it is another task ([`super::route`]).
+    fn lock_wait(&mut self, ev: &Event, owner: Tid, cfg: &RulesConfig, out: &mut Vec<Output>) {
+        if self.dead || !owner.is_task() || owner == self.tid {
+            return;
+        }
+        self.ensure_open(ev.ts);
+        self.touch(ev.ts);
+        let Some(seg) = self.open_id() else {
+            return;
+        };
+        if cfg.cull_threads.contains(&self.tid) {
+            out.push(Output::Count(Counter::Culled));
+            return;
+        }
+        out.push(Output::Dst(Dst {
+            seq: ev.seq,
+            seg,
+            kind: EdgeKind::LockOwner,
+            wait: -1,
+            paired: false,
+            waited: false,
+        }));
     }
 
     /// The task takes a CPU at `ts` (a switch-in, seen or implied by its own record).
@@ -456,6 +505,10 @@ impl ThreadState {
                 if ret > 0 && self.in_syscall.is_some() && !self.dead {
                     self.reads.sock_received(ev.seq);
                 }
+                return;
+            }
+            EventKind::LockOwner { owner, .. } => {
+                self.lock_wait(ev, owner, cfg, out);
                 return;
             }
             _ => {}

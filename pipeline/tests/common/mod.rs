@@ -193,6 +193,44 @@ pub fn with_sockets(evs: Vec<Event>, seed: u64) -> Vec<Event> {
     out
 }
 
+/// `evs` with lock owners named (`LockOwner`): after a `futex` entry in task context, a
+/// third of the time, the kernel names an owner of the lock: another task seen so far
+/// (alive, exited or never running again), now and then the waiter itself or a task never
+/// seen. `seq` renumbered.
+pub fn with_lock_owners(evs: Vec<Event>, seed: u64) -> Vec<Event> {
+    let mut r = Lcg(seed ^ 0x10c4_0a4e);
+    let mut seen: Vec<Tid> = Vec::new();
+    let mut out = Vec::with_capacity(evs.len() + evs.len() / 8);
+    for (i, ev) in evs.iter().enumerate() {
+        if ev.tid.is_task() && !seen.contains(&ev.tid) {
+            seen.push(ev.tid);
+        }
+        out.push(ev.clone());
+        let futex = matches!(ev.kind, EventKind::SysEnter { nr: 202, .. });
+        if futex && ev.ctx == Context::Task && ev.tid.is_task() && r.below(3) == 0 {
+            let owner = match r.below(10) {
+                0 => ev.tid,
+                1 => Tid(9999),
+                _ => seen[r.below(seen.len() as u64) as usize],
+            };
+            let next = evs.get(i + 1).map_or(ev.ts.0 + 2, |n| n.ts.0);
+            out.push(Event {
+                ts: Nanos(ev.ts.0 + next.saturating_sub(ev.ts.0) / 2),
+                seq: 0,
+                cpu: ev.cpu,
+                pid: ev.pid,
+                tid: ev.tid,
+                ctx: Context::Task,
+                kind: EventKind::LockOwner { owner, lock: 0 },
+            });
+        }
+    }
+    for (i, ev) in out.iter_mut().enumerate() {
+        ev.seq = i as u64;
+    }
+    out
+}
+
 /// `evs` without what makes a thread's spins depend on more than its segments (see
 /// `argus_pipeline::arranged::spins`): a thread enters no syscall while in one, a syscall
 /// returns as the one it entered, and no file lock attempt is refused. `seq` renumbered.

@@ -137,7 +137,7 @@ fn documented_payloads() -> std::collections::BTreeMap<String, Vec<String>> {
 fn each_event_kind_fills_exactly_its_documented_payload_columns() {
     use arrow::array::{Array, AsArray};
     let expected = documented_payloads();
-    assert_eq!(expected.len(), 29, "{expected:?}");
+    assert_eq!(expected.len(), 30, "{expected:?}");
     let dir = tempfile::tempdir().unwrap();
     let target = dir.path().join("snap");
     let events = all_events();
@@ -181,5 +181,5 @@ fn each_event_kind_fills_exactly_its_documented_payload_columns() {
         rows += batch.num_rows();
     }
     assert_eq!(rows, 2 * events.len());
-    assert_eq!(kinds_seen.len(), 29, "{kinds_seen:?}");
+    assert_eq!(kinds_seen.len(), 30, "{kinds_seen:?}");
 }

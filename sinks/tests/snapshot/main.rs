@@ -145,6 +145,10 @@ pub fn all_events() -> Vec<Event> {
             sk: 0xffff_8881_0a0b_0d00,
             ret: -11,
         },
+        EventKind::LockOwner {
+            owner: Tid(4321),
+            lock: 0xffff_ff80_2a3b_4c50,
+        },
     ];
     let ctxs = [
         Context::Task,

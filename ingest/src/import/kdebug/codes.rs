@@ -56,6 +56,22 @@ pub const TRACE_STRING_THREADNAME: u32 = 0x0701_0010;
 /// `TRACE_LOST_EVENTS`: the buffer wrapped; events before this one were lost.
 pub const TRACE_LOST_EVENTS: u32 = 0x0702_0008;
 
+/// `TURNSTILE_thread_added_to_turnstile_waitq`: thread arg2 (the emitter, blocking) is
+/// queued on turnstile arg1 (`osfmk/kern/waitq.c`, `waitq_thread_insert`).
+pub const TURNSTILE_THREAD_ADDED_TO_WAITQ: u32 = 0x3510_0004;
+/// `TURNSTILE_turnstile_added_to_turnstile_heap`: turnstile arg2 pushes on turnstile arg1,
+/// its inheritor (`osfmk/kern/turnstile.c`, `turnstile_add_turnstile_promotion`).
+pub const TURNSTILE_ADDED_TO_TURNSTILE_HEAP: u32 = 0x3510_0010;
+/// `TURNSTILE_turnstile_removed_from_turnstile_heap`: turnstile arg2 no longer pushes on
+/// turnstile arg1.
+pub const TURNSTILE_REMOVED_FROM_TURNSTILE_HEAP: u32 = 0x3510_0014;
+/// `TURNSTILE_turnstile_added_to_thread_heap`: turnstile arg2 pushes on thread arg1, its
+/// inheritor: the owner of what its waiters wait for (`thread_add_turnstile_promotion`).
+pub const TURNSTILE_ADDED_TO_THREAD_HEAP: u32 = 0x3510_001c;
+/// `TURNSTILE_turnstile_removed_from_thread_heap`: turnstile arg2 no longer pushes on thread
+/// arg1 (the lock changed hands or was released).
+pub const TURNSTILE_REMOVED_FROM_THREAD_HEAP: u32 = 0x3510_0020;
+
 /// The event ids above by their xnu names.
 pub const NAMED: &[(&str, u32)] = &[
     ("MACH_SCHED", MACH_SCHED),
@@ -75,6 +91,26 @@ pub const NAMED: &[(&str, u32)] = &[
     ("TRACE_STRING_EXEC", TRACE_STRING_EXEC),
     ("TRACE_STRING_THREADNAME", TRACE_STRING_THREADNAME),
     ("TRACE_LOST_EVENTS", TRACE_LOST_EVENTS),
+    (
+        "TURNSTILE_thread_added_to_turnstile_waitq",
+        TURNSTILE_THREAD_ADDED_TO_WAITQ,
+    ),
+    (
+        "TURNSTILE_turnstile_added_to_turnstile_heap",
+        TURNSTILE_ADDED_TO_TURNSTILE_HEAP,
+    ),
+    (
+        "TURNSTILE_turnstile_removed_from_turnstile_heap",
+        TURNSTILE_REMOVED_FROM_TURNSTILE_HEAP,
+    ),
+    (
+        "TURNSTILE_turnstile_added_to_thread_heap",
+        TURNSTILE_ADDED_TO_THREAD_HEAP,
+    ),
+    (
+        "TURNSTILE_turnstile_removed_from_thread_heap",
+        TURNSTILE_REMOVED_FROM_THREAD_HEAP,
+    ),
 ];
 
 /// BSD syscalls: class `DBG_BSD` (4), subclass `DBG_BSD_EXCP_SC` (0x0c), the code is the

@@ -77,9 +77,26 @@ struct Mapper<'a> {
     /// `IrqEntry` was emitted), `None` for the timer's and IPIs.
     irqs: HashMap<u32, Vec<Option<i32>>>,
     last_ts: HashMap<u32, Nanos>,
+    /// What each turnstile pushes on (`TURNSTILE_*_heap` records): its owner's thread, or
+    /// another turnstile.
+    inheritors: HashMap<u64, Inheritor>,
+    /// Threads queued on a turnstile whose owner is not known yet (the owner is named just
+    /// after the waiter is queued, and only for the first waiter).
+    unowned: BTreeMap<u64, Vec<Tid>>,
     events: Vec<Event>,
     summary: ImportSummary,
 }
+
+/// What a turnstile pushes on.
+#[derive(Clone, Copy)]
+enum Inheritor {
+    Thread(Tid),
+    Turnstile(u64),
+}
+
+/// Turnstiles a chain of pushes is followed through before giving up (xnu stops
+/// propagating at a similar depth, `TURNSTILE_MAX_HOP_DEFAULT`, 10).
+const MAX_TURNSTILE_HOPS: usize = 16;
 
 /// The printable bytes packed in a string event's arguments.
 fn string_bytes(args: &[u64; 4]) -> Vec<u8> {
@@ -143,6 +160,48 @@ impl Mapper<'_> {
             .or_default() += 1;
     }
 
+    /// The thread a turnstile pushes on, through the turnstiles it pushes on.
+    fn owner_of(&self, turnstile: u64) -> Option<Tid> {
+        let mut cur = turnstile;
+        for _ in 0..MAX_TURNSTILE_HOPS {
+            match self.inheritors.get(&cur)? {
+                Inheritor::Thread(t) => return Some(*t),
+                Inheritor::Turnstile(next) => cur = *next,
+            }
+        }
+        None
+    }
+
+    /// Turnstile `turnstile` now pushes on `on`: the threads queued on it, or on a turnstile
+    /// pushing on it, with no owner known yet, learn theirs.
+    fn inherits(&mut self, e: &KdEvent, turnstile: u64, on: Inheritor) {
+        self.inheritors.insert(turnstile, on);
+        let waiting: Vec<u64> = self.unowned.keys().copied().collect();
+        for t in waiting {
+            if let Some(owner) = self.owner_of(t) {
+                for waiter in self.unowned.remove(&t).unwrap_or_default() {
+                    self.lock_owner(e, waiter, owner, t);
+                }
+            }
+        }
+    }
+
+    /// `waiter` blocks on `turnstile`, which `owner` holds.
+    fn lock_owner(&mut self, e: &KdEvent, waiter: Tid, owner: Tid, turnstile: u64) {
+        if waiter.0 == 0 || owner.0 == 0 || waiter == owner {
+            return;
+        }
+        self.push(
+            e,
+            waiter,
+            Context::Task,
+            EventKind::LockOwner {
+                owner,
+                lock: turnstile,
+            },
+        );
+    }
+
     fn event(&mut self, e: &KdEvent) {
         let cpu = e.cpu;
         let ts = Nanos(self.kd.ns(e.timestamp));
@@ -173,6 +232,10 @@ impl Mapper<'_> {
             codes::MACH_MKRUNNABLE => {
                 let target = self.tid(e.args[0]);
                 self.thread(target).waiting = None;
+                self.unowned.retain(|_, q| {
+                    q.retain(|t| *t != target);
+                    !q.is_empty()
+                });
                 self.push(e, me, ctx, EventKind::Waking { target });
             }
             codes::MACH_WAIT => {
@@ -346,6 +409,38 @@ impl Mapper<'_> {
                     }
                 }
             }
+            codes::TURNSTILE_THREAD_ADDED_TO_WAITQ => {
+                let (turnstile, waiter) = (e.args[0], self.tid(e.args[1]));
+                match self.owner_of(turnstile) {
+                    Some(owner) => self.lock_owner(e, waiter, owner, turnstile),
+                    None => {
+                        let q = self.unowned.entry(turnstile).or_default();
+                        if !q.contains(&waiter) {
+                            q.push(waiter);
+                        }
+                    }
+                }
+            }
+            codes::TURNSTILE_ADDED_TO_THREAD_HEAP => {
+                let owner = self.tid(e.args[0]);
+                self.inherits(e, e.args[1], Inheritor::Thread(owner));
+            }
+            codes::TURNSTILE_ADDED_TO_TURNSTILE_HEAP => {
+                self.inherits(e, e.args[1], Inheritor::Turnstile(e.args[0]));
+            }
+            codes::TURNSTILE_REMOVED_FROM_THREAD_HEAP => {
+                let owner = self.tid(e.args[0]);
+                if matches!(self.inheritors.get(&e.args[1]), Some(Inheritor::Thread(t)) if *t == owner)
+                {
+                    self.inheritors.remove(&e.args[1]);
+                }
+            }
+            codes::TURNSTILE_REMOVED_FROM_TURNSTILE_HEAP => {
+                if matches!(self.inheritors.get(&e.args[1]), Some(Inheritor::Turnstile(t)) if *t == e.args[0])
+                {
+                    self.inheritors.remove(&e.args[1]);
+                }
+            }
             codes::TRACE_LOST_EVENTS => {
                 let from = self.last_ts.get(&cpu).copied().unwrap_or(ts);
                 self.summary.lost_ranges.push((cpu, from.0, ts.0, None));
@@ -482,6 +577,8 @@ pub(super) fn map(kd: &KdFile) -> Mapped {
         processes: HashMap::new(),
         irqs: HashMap::new(),
         last_ts: HashMap::new(),
+        inheritors: HashMap::new(),
+        unowned: BTreeMap::new(),
         events: Vec::with_capacity(kd.events.len()),
         summary: ImportSummary::default(),
     };
@@ -1020,6 +1117,84 @@ mod tests {
             )
         );
         assert_eq!(m.summary.lost_ranges, vec![(0, 2_750, 3_750, None)]);
+    }
+
+    /// Turnstiles: a waiter queued before its turnstile names an owner learns it when the
+    /// turnstile pushes on a thread (the first waiter); one queued later learns it at once;
+    /// a turnstile pushing on another reaches that one's owner; a released turnstile names
+    /// no owner any more.
+    #[test]
+    fn turnstile_inheritors_name_the_owners_of_the_locks_waited_for() {
+        let (t1, t2) = (0xffff_ff80_0000_1000u64, 0xffff_ff80_0000_2000u64);
+        let kd = file(vec![
+            // 1001 blocks on t1 (owned by 2001): queued, then the turnstile pushes on 2001.
+            (
+                10,
+                1001,
+                codes::TURNSTILE_THREAD_ADDED_TO_WAITQ,
+                0,
+                [t1, 1001, 31, 0],
+            ),
+            (
+                11,
+                1001,
+                codes::TURNSTILE_ADDED_TO_THREAD_HEAP,
+                0,
+                [2001, t1, 31, 0],
+            ),
+            // 1002 blocks on t1 too: its owner is known already.
+            (
+                20,
+                1002,
+                codes::TURNSTILE_THREAD_ADDED_TO_WAITQ,
+                1,
+                [t1, 1002, 31, 0],
+            ),
+            // t2 pushes on t1 (a port's turnstile on a workloop's): 9's wait reaches 2001.
+            (
+                30,
+                9,
+                codes::TURNSTILE_THREAD_ADDED_TO_WAITQ,
+                0,
+                [t2, 9, 31, 0],
+            ),
+            (
+                31,
+                9,
+                codes::TURNSTILE_ADDED_TO_TURNSTILE_HEAP,
+                0,
+                [t1, t2, 31, 0],
+            ),
+            // t1 is released: a waiter queued on it now has no owner to name.
+            (
+                40,
+                2001,
+                codes::TURNSTILE_REMOVED_FROM_THREAD_HEAP,
+                0,
+                [2001, t1, 0, 0],
+            ),
+            (
+                50,
+                1001,
+                codes::TURNSTILE_THREAD_ADDED_TO_WAITQ,
+                0,
+                [t1, 1001, 31, 0],
+            ),
+        ]);
+        let m = map(&kd);
+        let owners: Vec<(i32, i32, u64)> = m
+            .events
+            .iter()
+            .filter_map(|e| match e.kind {
+                EventKind::LockOwner { owner, lock } => Some((e.tid.0, owner.0, lock)),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            owners,
+            vec![(1001, 2001, t1), (1002, 2001, t1), (9, 2001, t2)]
+        );
+        assert!(m.summary.unknown.is_empty(), "{:?}", m.summary.unknown);
     }
 
     /// A record on CPU `u32::MAX` counts `u32::MAX` CPUs instead of overflowing.
