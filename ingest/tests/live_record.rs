@@ -874,6 +874,7 @@ fn own_threads_are_reported_hidden_then_gone_and_unlisted() {
     assert!(ended.keys().all(|t| now.contains(t)), "{now:?}");
     // ...and leave it at the next look once the kernel's last pid comes near them (set here
     // as a fork storm would move it: just below the first gone tid).
+    let before = monotonic_ns();
     fs::write(last_pid, (first - 10).to_string()).unwrap();
     // (A read while the list is being rewritten sees it empty: wait for the rewrite.)
     let me = std::process::id() as i32;
@@ -886,9 +887,22 @@ fn own_threads_are_reported_hidden_then_gone_and_unlisted() {
     }
     assert!(ended.keys().all(|t| !now.contains(t)), "{now:?}");
     assert!(now.contains(&me), "{now:?}");
+    let after = monotonic_ns();
 
     stop.stop();
     let summary = waiter.join().unwrap().unwrap();
     // The summary names every thread ever hidden.
     assert!(ended.keys().all(|t| summary.excluded_tids.contains(t)));
+    // The rewrite is a possible loss on every CPU, in `meta.json` as the kernel's losses.
+    let reader = argus_ingest::replay::TraceReader::open(&tmp.path().join("trace")).unwrap();
+    let ranges = &reader.meta_ext().lost_ranges;
+    let cpus = std::thread::available_parallelism().unwrap().get() as u32;
+    for cpu in 0..cpus {
+        assert!(
+            ranges.get(&cpu).is_some_and(|rs| rs
+                .iter()
+                .any(|r| r.events.is_none() && r.from_ns >= before && r.from_ns <= after)),
+            "cpu {cpu}: no possible-loss range in [{before}, {after}]: {ranges:?}"
+        );
+    }
 }

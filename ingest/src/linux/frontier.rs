@@ -12,13 +12,20 @@
 //! from the next page and read the missing ones back from the ring). A consumer that loads the frontier *before* taking what the tap holds has every
 //! page stamped up to it.
 //!
+//! The recorder's own possible losses go the same way. While it rewrites its exclusion list
+//! (`set_event_notrace_pid`, which may drop records of every task for milliseconds) it
+//! *holds* the frontier at the rewrite's start ([`ReadFrontier::hold`]), then leaves the
+//! stretch as a gap and lets go ([`ReadFrontier::release_with_gap`]). A consumer that takes
+//! the gaps ([`ReadFrontier::take_gaps`]) after loading the frontier, in the same tick, so
+//! knows of every such gap before it releases any record after its start.
+//!
 //! Without it, `argus start` released up to `now − lag` and counted as late (dropped) every
 //! record a starved reader delivered after that: 4.1 M of 219 M events in a 10-minute soak
 //! at 377k events/s.
 
 use argus_schema::Nanos;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 /// How long before the empty read the published frontier is put (see the module docs).
 pub const COMMIT_MARGIN: u64 = 1_000_000;
@@ -28,14 +35,58 @@ pub const COMMIT_MARGIN: u64 = 1_000_000;
 #[derive(Clone, Debug, Default)]
 pub struct ReadFrontier {
     slots: Arc<[(u32, AtomicU64)]>,
+    own: Arc<Mutex<OwnLoss>>,
 }
+
+/// The recorder's own possible losses: the start of one under way, and those not yet taken.
+#[derive(Debug, Default)]
+struct OwnLoss {
+    held_at: Option<u64>,
+    gaps: Vec<(Nanos, Nanos)>,
+}
+
+/// Possible-loss gaps kept for a consumer that never takes them (a plain recording).
+const MAX_OWN_GAPS: usize = 4096;
 
 impl ReadFrontier {
     /// A frontier for `cpus`, none of them read yet.
     pub fn new(cpus: &[u32]) -> ReadFrontier {
         ReadFrontier {
             slots: cpus.iter().map(|&c| (c, AtomicU64::new(0))).collect(),
+            own: Arc::default(),
         }
+    }
+
+    /// The CPUs of the recording.
+    pub fn cpus(&self) -> Vec<u32> {
+        self.slots.iter().map(|(c, _)| *c).collect()
+    }
+
+    fn own(&self) -> std::sync::MutexGuard<'_, OwnLoss> {
+        self.own.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The recorder may lose records of any task from `from` (monotonic ns) on: the frontier
+    /// stays at or before it until [`ReadFrontier::release_with_gap`].
+    pub fn hold(&self, from: u64) {
+        self.own().held_at = Some(from);
+    }
+
+    /// The possible loss begun at [`ReadFrontier::hold`] lasted `from..to`: a gap for the
+    /// consumer, and the frontier free again.
+    pub fn release_with_gap(&self, from: u64, to: u64) {
+        let mut own = self.own();
+        if own.gaps.len() >= MAX_OWN_GAPS {
+            own.gaps.remove(0);
+        }
+        own.gaps.push((Nanos(from), Nanos(to.max(from))));
+        own.held_at = None;
+    }
+
+    /// The recorder's possible-loss gaps since the last call. Taken after [`ReadFrontier::min`]
+    /// in the same tick, they include every gap that starts before the time it returned.
+    pub fn take_gaps(&self) -> Vec<(Nanos, Nanos)> {
+        std::mem::take(&mut self.own().gaps)
     }
 
     /// `cpu`'s buffer was read to its end by a read that began at `read_at` (monotonic ns);
@@ -49,10 +100,12 @@ impl ReadFrontier {
     /// Every CPU has been read up to the returned time (`Nanos(0)` while one has not been
     /// read to its end yet); `None` for a frontier of no CPU (not a recording's).
     pub fn min(&self) -> Option<Nanos> {
+        let held = self.own().held_at.map(Nanos);
         self.slots
             .iter()
             .map(|(_, slot)| Nanos(slot.load(Ordering::Acquire)))
             .min()
+            .map(|m| held.map_or(m, |h| m.min(h)))
     }
 }
 
@@ -75,5 +128,26 @@ mod tests {
         f.advance(7, at(900));
         assert_eq!(f.min(), Some(Nanos(300)), "not a CPU of the recording");
         assert_eq!(ReadFrontier::default().min(), None);
+    }
+
+    /// A possible loss of the recorder's own holds the frontier at its start until its gap is
+    /// there to take: a consumer that takes the gaps after loading the frontier never sees the
+    /// frontier past a gap it has not taken.
+    #[test]
+    fn the_recorders_own_loss_holds_the_frontier_until_its_gap_is_there() {
+        let f = ReadFrontier::new(&[0, 1]);
+        let at = |ns: u64| ns + COMMIT_MARGIN;
+        f.advance(0, at(1_000));
+        f.advance(1, at(1_000));
+        f.hold(1_200);
+        f.advance(0, at(5_000));
+        f.advance(1, at(5_000));
+        assert_eq!(f.min(), Some(Nanos(1_200)), "held at the loss's start");
+        assert!(f.take_gaps().is_empty());
+        f.release_with_gap(1_200, 1_900);
+        assert_eq!(f.min(), Some(Nanos(5_000)));
+        assert_eq!(f.take_gaps(), vec![(Nanos(1_200), Nanos(1_900))]);
+        assert!(f.take_gaps().is_empty(), "taken once");
+        assert_eq!(f.cpus(), vec![0, 1]);
     }
 }

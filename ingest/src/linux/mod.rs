@@ -282,6 +282,10 @@ const EXCLUDE_RESCAN: Duration = Duration::from_millis(250);
 /// all context switches lost with one rewrite a second, in windows of up to 4 ms that end
 /// with each rewrite). So rewrites are kept as rare as the tids' reuse allows.
 const RELIST_EVERY: Duration = Duration::from_secs(60);
+/// How long after a rewrite of `set_event_notrace_pid` returns its possible-loss stretch is
+/// taken to last: records of the last CPU to see the new filter may still be dropped a little
+/// after the write returns.
+const RELIST_SETTLE_NS: u64 = 5_000_000;
 /// How long the command gets to exit after SIGTERM before SIGKILL.
 const COMMAND_GRACE: Duration = Duration::from_secs(2);
 
@@ -1182,10 +1186,30 @@ impl Recording {
             tracing::debug!(tids = %list, "excluded own threads from tracing");
         } else if stale {
             let list = joined(&mut alive.iter());
-            tracefs::write(&path, &list)?;
+            // Records of any task may be dropped while the kernel re-registers its filter
+            // (see RELIST_EVERY): the stretch is a possible loss on every CPU, in `meta.json`
+            // as the kernel's losses are and for the live consumer through the read
+            // frontier, so no edge is made across it.
+            let from = sysinfo::monotonic_ns();
+            self.read_frontier.hold(from);
+            let written = tracefs::write(&path, &list);
+            let to = sysinfo::monotonic_ns() + RELIST_SETTLE_NS;
+            // A live consumer takes it as a gap before it releases any record after `from`.
+            self.read_frontier.release_with_gap(from, to);
+            written?;
+            for &(cpu, _) in &self.readers {
+                self.shared.lost(
+                    cpu,
+                    LostRange {
+                        from_ns: from,
+                        to_ns: to,
+                        events: None,
+                    },
+                );
+            }
             self.listed = alive.clone();
             self.listed_at = Instant::now();
-            tracing::debug!(tids = %list, "relisted own threads (gone ones dropped)");
+            tracing::debug!(tids = %list, from, to, "relisted own threads (gone ones dropped): a possible loss on every CPU");
         } else {
             let unlisted: Vec<i32> = alive.difference(&self.listed).copied().collect();
             if !unlisted.is_empty() {

@@ -177,20 +177,29 @@ impl Shared {
         sysinfo::write_meta(&self.dir, &meta, &ext).inspect_err(|_| self.lock().dirty = true)
     }
 
-    /// The kernel lost events on `cpu` between two pages; adjacent ranges are merged.
+    /// Events on `cpu` were (or may have been) lost in `range`: the kernel's count between two
+    /// pages (a reader's, in time order per CPU), or the recorder's own stretch where it
+    /// rewrote its exclusion list (the control thread's, at any time relative to them). The
+    /// ranges stay sorted by start, overlapping or adjacent ones merged.
     pub(crate) fn lost(&self, cpu: u32, range: LostRange) {
         let mut st = self.lock();
         let ranges = st.ext.lost_ranges.entry(cpu).or_default();
-        match ranges.last_mut() {
-            Some(last) if last.to_ns >= range.from_ns => {
-                last.to_ns = last.to_ns.max(range.to_ns);
-                last.events = match (last.events, range.events) {
-                    (Some(a), Some(b)) => Some(a + b),
-                    _ => None,
-                };
+        let at = ranges.partition_point(|r| r.from_ns <= range.from_ns);
+        ranges.insert(at, range);
+        let mut merged: Vec<LostRange> = Vec::with_capacity(ranges.len());
+        for r in ranges.drain(..) {
+            match merged.last_mut() {
+                Some(last) if last.to_ns >= r.from_ns => {
+                    last.to_ns = last.to_ns.max(r.to_ns);
+                    last.events = match (last.events, r.events) {
+                        (Some(a), Some(b)) => Some(a + b),
+                        _ => None,
+                    };
+                }
+                _ => merged.push(r),
             }
-            _ => ranges.push(range),
         }
+        *ranges = merged;
         st.dirty = true;
     }
 
@@ -349,6 +358,38 @@ mod tests {
         assert_eq!(
             st.ext.lost_ranges[&1],
             vec![r(10, 30, Some(12)), r(50, 70, None)]
+        );
+    }
+
+    /// A range that comes out of time order (the recorder's own possible-loss stretch, told by
+    /// the control thread while the readers report theirs) goes in its place: before,
+    /// between, or over the others, merging with what it overlaps.
+    #[test]
+    fn a_lost_range_out_of_order_is_sorted_in() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let shared = Shared::new(tmp.path(), meta());
+        let r = |from_ns, to_ns, events| LostRange {
+            from_ns,
+            to_ns,
+            events,
+        };
+        shared.lost(2, r(100, 110, Some(3)));
+        shared.lost(2, r(300, 310, Some(4)));
+        shared.lost(2, r(10, 20, None));
+        shared.lost(2, r(200, 220, None));
+        assert_eq!(
+            shared.lock().ext.lost_ranges[&2],
+            vec![
+                r(10, 20, None),
+                r(100, 110, Some(3)),
+                r(200, 220, None),
+                r(300, 310, Some(4))
+            ]
+        );
+        shared.lost(2, r(105, 205, None));
+        assert_eq!(
+            shared.lock().ext.lost_ranges[&2],
+            vec![r(10, 20, None), r(100, 220, None), r(300, 310, Some(4))]
         );
     }
 }

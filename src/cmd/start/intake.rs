@@ -117,6 +117,19 @@ impl Intake {
         // Loaded before the tap is read: every page stamped up to it is in the tap now (or
         // was dropped from it, and the catch-up holds the watermark for it).
         let read_up_to = read.min();
+        // The recorder's own possible losses (a rewrite of its exclusion list), taken after
+        // the frontier: each is a gap before any record after its start is released.
+        for (from, to) in read.take_gaps() {
+            for cpu in read.cpus() {
+                merge.add_gap(
+                    cpu,
+                    from,
+                    to,
+                    None,
+                    "the recorder rewrote its exclusion list (records of any task may be missing)",
+                );
+            }
+        }
         let mut sink = |cpu: u32, page: &[u8], lost: u64| merge.push_page(cpu, page, lost);
         // Only what is there now: on a saturated machine the tap refills as fast as it is
         // read, and draining it to empty held the tick (and every release) off for the
