@@ -371,3 +371,104 @@ fn real_ios_records_map_to_switches_and_a_wake_up() {
         (812, "SpringBoard")
     );
 }
+
+/// libdispatch's work items (its introspection build's `DISPATCH_QOS_TRACE_*` records): a
+/// function pushed by one thread and popped, run and completed by a worker is a kernel-style
+/// work item — the worker's work-item segment (with the function pushed), and a queue edge
+/// from the pusher's segment to it, as for a kernel work queue.
+#[test]
+fn dispatch_work_items_are_queued_work_with_a_queue_edge() {
+    use argus_ingest::import::kdebug::codes;
+    const ITEM: u64 = 0x6000_0123_4560;
+    const FUNCTION: u64 = 0x1_0000_3f00;
+    let ev = |timestamp: u64, tid: u64, debugid: u32, cpu: u32, args: [u64; 4]| {
+        argus_ingest::import::kdebug::KdEvent {
+            offset: 0,
+            timestamp,
+            args,
+            tid,
+            debugid,
+            cpu,
+        }
+    };
+    let kd = argus_testkit::kdebug::KdTrace {
+        threads: vec![
+            argus_ingest::import::kdebug::KdThread {
+                tid: 1001,
+                pid: 500,
+                command: "Mail".into(),
+            },
+            argus_ingest::import::kdebug::KdThread {
+                tid: 1002,
+                pid: 500,
+                command: "Mail".into(),
+            },
+        ],
+        events: vec![
+            ev(
+                1_000,
+                1001,
+                codes::DISPATCH_PUSH_F,
+                0,
+                [ITEM, FUNCTION, 7 << 32, 0],
+            ),
+            ev(2_000, 1002, codes::DISPATCH_POP, 1, [ITEM, 0, 7, 0]),
+            ev(90_000, 1002, codes::DISPATCH_COMPLETE, 1, [ITEM, 0, 0, 0]),
+            ev(
+                95_000,
+                1001,
+                codes::DISPATCH_PUSH_AB,
+                0,
+                [ITEM + 64, FUNCTION, 7 << 32, 0],
+            ),
+        ],
+        ..Default::default()
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("dispatch.trace");
+    std::fs::write(&file, kd.write_raw(KdVersion::V2)).expect("write");
+    let snap = dir.path().join("snap");
+    build_snapshot(&file, &snap, &[]);
+    let s = argus_sinks::read_snapshot(&snap).expect("the snapshot reads");
+    let kinds: Vec<(i32, &EventKind)> = s
+        .events
+        .as_ref()
+        .expect("events")
+        .iter()
+        .map(|e| (e.tid.0, &e.kind))
+        .collect();
+    assert!(kinds.contains(&(
+        1001,
+        &EventKind::WorkQueue {
+            work: ITEM,
+            function: FUNCTION
+        }
+    )));
+    assert!(kinds.contains(&(
+        1002,
+        &EventKind::WorkStart {
+            work: ITEM,
+            function: FUNCTION
+        }
+    )));
+    assert!(kinds.contains(&(1002, &EventKind::WorkEnd { work: ITEM })));
+    let item = s
+        .segments
+        .iter()
+        .find(|g| {
+            g.tid.0 == 1002
+                && g.kind
+                    == argus_schema::SegmentKind::WorkItem {
+                        work: ITEM,
+                        function: FUNCTION,
+                    }
+        })
+        .unwrap_or_else(|| panic!("the worker's work item: {:#?}", s.segments));
+    let queued: Vec<_> = s
+        .edges
+        .iter()
+        .filter(|e| e.kind == argus_schema::EdgeKind::Queue && e.dst == item.id)
+        .map(|e| e.src.tid().0)
+        .collect();
+    assert_eq!(queued, vec![1001], "{:#?}", s.edges);
+}

@@ -72,6 +72,34 @@ pub const TURNSTILE_ADDED_TO_THREAD_HEAP: u32 = 0x3510_001c;
 /// arg1 (the lock changed hands or was released).
 pub const TURNSTILE_REMOVED_FROM_THREAD_HEAP: u32 = 0x3510_0020;
 
+/// libdispatch's class (`DBG_DISPATCH`, 46), and its `DISPATCH_TRACE_SUBCLASS_QOS_TRACE` (5)
+/// codes: neither xnu's `trace_codes` nor pykdebugparser's `trace.codes` has them. They are
+/// libdispatch's own (`src/internal.h`, `KDBG_CODE(DBG_DISPATCH, DISPATCH_TRACE_SUBCLASS_##sub,
+/// code)`; emitted in `src/introspection.c` and `src/trace.h`, apple/swift-corelibs-libdispatch,
+/// Apache-2.0) and only its introspection build emits them (the one Instruments loads).
+pub const DBG_DISPATCH: u32 = 46;
+/// `DISPATCH_TRACE_SUBCLASS_QOS_TRACE`.
+pub const DISPATCH_SUBCLASS_QOS_TRACE: u32 = 5;
+
+/// A libdispatch event id: `KDBG_CODE(DBG_DISPATCH, subclass, code)`.
+pub const fn dispatch_code(subclass: u32, code: u32) -> u32 {
+    (DBG_DISPATCH << 24) | (subclass << 16) | (code << 2)
+}
+
+/// `DISPATCH_QOS_TRACE_continuation_push_eb`: the emitter enqueues a block with private data
+/// (arg1 the continuation, arg2 the block, arg3 the queue's serial number << 32 | flags).
+pub const DISPATCH_PUSH_EB: u32 = dispatch_code(DISPATCH_SUBCLASS_QOS_TRACE, 5);
+/// `DISPATCH_QOS_TRACE_continuation_push_ab`: the emitter enqueues a block (arg2 its invoke
+/// function).
+pub const DISPATCH_PUSH_AB: u32 = dispatch_code(DISPATCH_SUBCLASS_QOS_TRACE, 6);
+/// `DISPATCH_QOS_TRACE_continuation_push_f`: the emitter enqueues a function (arg2 it).
+pub const DISPATCH_PUSH_F: u32 = dispatch_code(DISPATCH_SUBCLASS_QOS_TRACE, 7);
+/// `DISPATCH_QOS_TRACE_continuation_pop`: the emitter dequeues continuation arg1 to run it
+/// (arg3 the queue's serial number).
+pub const DISPATCH_POP: u32 = dispatch_code(DISPATCH_SUBCLASS_QOS_TRACE, 9);
+/// `DISPATCH_QOS_TRACE_queue_item_complete`: the emitter finished continuation arg1.
+pub const DISPATCH_COMPLETE: u32 = dispatch_code(DISPATCH_SUBCLASS_QOS_TRACE, 11);
+
 /// The event ids above by their xnu names.
 pub const NAMED: &[(&str, u32)] = &[
     ("MACH_SCHED", MACH_SCHED),
@@ -306,6 +334,31 @@ pub fn mach_timed_out(kr: u64) -> bool {
 mod tests {
     use super::*;
     use std::collections::HashMap;
+
+    /// libdispatch's codes are in no codes file: their values, as `KDBG_CODE(46, 5, n)`
+    /// gives them (class in the top byte, subclass next, the code shifted past the two
+    /// function-qualifier bits), and outside every class the files name (xnu's and
+    /// pykdebugparser's list `0x2e02…` for subclass 2 only).
+    #[test]
+    fn libdispatch_codes_are_its_kdbg_codes() {
+        assert_eq!(
+            [
+                DISPATCH_PUSH_EB,
+                DISPATCH_PUSH_AB,
+                DISPATCH_PUSH_F,
+                DISPATCH_POP,
+                DISPATCH_COMPLETE
+            ],
+            [
+                0x2e05_0014,
+                0x2e05_0018,
+                0x2e05_001c,
+                0x2e05_0024,
+                0x2e05_002c
+            ]
+        );
+        assert!(NAMED.iter().all(|(_, id)| id >> 24 != DBG_DISPATCH));
+    }
 
     /// `0xID<TAB>NAME` lines, by name.
     fn codes(text: &str) -> HashMap<String, u32> {

@@ -22,6 +22,10 @@
 //!   `TRACE_DATA_EXEC` an exec with the program name of `TRACE_STRING_EXEC`,
 //!   `TRACE_STRING_THREADNAME` a thread's name; `TRACE_LOST_EVENTS` a lost range.
 //!
+//! - A thread queued on a turnstile whose inheritor chain ends at a thread is a `LockOwner`
+//!   record of the waiter naming that thread; libdispatch's work items (its introspection
+//!   build's push, pop and completion records) are `WorkQueue`/`WorkStart`/`WorkEnd`.
+//!
 //! Processes keep their macOS pids; the thread map, creations and execs say which thread is
 //! whose. Thread ids above `i32::MAX` (a machine up for a very long time) are renumbered
 //! below it, which a note says.
@@ -83,6 +87,8 @@ struct Mapper<'a> {
     /// Threads queued on a turnstile whose owner is not known yet (the owner is named just
     /// after the waiter is queued, and only for the first waiter).
     unowned: BTreeMap<u64, Vec<Tid>>,
+    /// The function of each libdispatch continuation queued and not yet complete.
+    dispatched: HashMap<u64, u64>,
     events: Vec<Event>,
     summary: ImportSummary,
 }
@@ -409,6 +415,29 @@ impl Mapper<'_> {
                     }
                 }
             }
+            // libdispatch's work items (its introspection build): a push is work queued
+            // by the emitter, a pop the start of the item in the worker that runs it, the
+            // completion its end — as a kernel work item, so the queue edge links the two.
+            codes::DISPATCH_PUSH_EB | codes::DISPATCH_PUSH_AB | codes::DISPATCH_PUSH_F => {
+                let (work, function) = (e.args[0], e.args[1]);
+                self.dispatched.insert(work, function);
+                self.push(e, me, ctx, EventKind::WorkQueue { work, function });
+            }
+            codes::DISPATCH_POP => {
+                let work = e.args[0];
+                let function = self.dispatched.get(&work).copied().unwrap_or(0);
+                self.push(
+                    e,
+                    me,
+                    Context::Task,
+                    EventKind::WorkStart { work, function },
+                );
+            }
+            codes::DISPATCH_COMPLETE => {
+                let work = e.args[0];
+                self.dispatched.remove(&work);
+                self.push(e, me, Context::Task, EventKind::WorkEnd { work });
+            }
             codes::TURNSTILE_THREAD_ADDED_TO_WAITQ => {
                 let (turnstile, waiter) = (e.args[0], self.tid(e.args[1]));
                 match self.owner_of(turnstile) {
@@ -579,6 +608,7 @@ pub(super) fn map(kd: &KdFile) -> Mapped {
         last_ts: HashMap::new(),
         inheritors: HashMap::new(),
         unowned: BTreeMap::new(),
+        dispatched: HashMap::new(),
         events: Vec::with_capacity(kd.events.len()),
         summary: ImportSummary::default(),
     };
