@@ -341,15 +341,18 @@ mod tests {
         assert_eq!(meta.status, "recording");
     }
 
+    fn r(from_ns: u64, to_ns: u64, events: Option<u64>) -> LostRange {
+        LostRange {
+            from_ns,
+            to_ns,
+            events,
+        }
+    }
+
     #[test]
     fn adjacent_lost_ranges_merge() {
         let tmp = tempfile::tempdir().expect("tempdir");
         let shared = Shared::new(tmp.path(), meta());
-        let r = |from_ns, to_ns, events| LostRange {
-            from_ns,
-            to_ns,
-            events,
-        };
         shared.lost(1, r(10, 20, Some(5)));
         shared.lost(1, r(20, 30, Some(7)));
         shared.lost(1, r(50, 60, None));
@@ -368,11 +371,6 @@ mod tests {
     fn a_lost_range_out_of_order_is_sorted_in() {
         let tmp = tempfile::tempdir().expect("tempdir");
         let shared = Shared::new(tmp.path(), meta());
-        let r = |from_ns, to_ns, events| LostRange {
-            from_ns,
-            to_ns,
-            events,
-        };
         shared.lost(2, r(100, 110, Some(3)));
         shared.lost(2, r(300, 310, Some(4)));
         shared.lost(2, r(10, 20, None));

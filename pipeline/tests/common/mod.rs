@@ -138,6 +138,22 @@ pub fn spin_stream(seed: u64, n: usize) -> Vec<Event> {
     well_formed(generate(seed, n, true))
 }
 
+/// An event of `evs[i]`'s task and CPU in context `ctx`, halfway to the next record: a time
+/// of its own, in order (`seq` 0, renumbered by the caller).
+fn halfway(evs: &[Event], i: usize, ctx: Context, kind: EventKind) -> Event {
+    let ev = &evs[i];
+    let next = evs.get(i + 1).map_or(ev.ts.0 + 2, |n| n.ts.0);
+    Event {
+        ts: Nanos(ev.ts.0 + next.saturating_sub(ev.ts.0) / 2),
+        seq: 0,
+        cpu: ev.cpu,
+        pid: ev.pid,
+        tid: ev.tid,
+        ctx,
+        kind,
+    }
+}
+
 /// `evs` with socket data events: after a write's entry in task context, most of the time
 /// a delivery to one of two sockets (`SockReady`, in the writer's or a softirq's context);
 /// after a read's entry, a receive from one of them (data or `EAGAIN`); now and then a
@@ -174,17 +190,7 @@ pub fn with_sockets(evs: Vec<Event>, seed: u64) -> Vec<Event> {
         };
         out.push(ev.clone());
         if let Some((ctx, kind)) = after {
-            // Halfway to the next record: its own time, in order.
-            let next = evs.get(i + 1).map_or(ev.ts.0 + 2, |n| n.ts.0);
-            out.push(Event {
-                ts: Nanos(ev.ts.0 + next.saturating_sub(ev.ts.0) / 2),
-                seq: 0,
-                cpu: ev.cpu,
-                pid: ev.pid,
-                tid: ev.tid,
-                ctx,
-                kind,
-            });
+            out.push(halfway(&evs, i, ctx, kind));
         }
     }
     for (i, ev) in out.iter_mut().enumerate() {
@@ -213,16 +219,12 @@ pub fn with_lock_owners(evs: Vec<Event>, seed: u64) -> Vec<Event> {
                 1 => Tid(9999),
                 _ => seen[r.below(seen.len() as u64) as usize],
             };
-            let next = evs.get(i + 1).map_or(ev.ts.0 + 2, |n| n.ts.0);
-            out.push(Event {
-                ts: Nanos(ev.ts.0 + next.saturating_sub(ev.ts.0) / 2),
-                seq: 0,
-                cpu: ev.cpu,
-                pid: ev.pid,
-                tid: ev.tid,
-                ctx: Context::Task,
-                kind: EventKind::LockOwner { owner, lock: 0 },
-            });
+            out.push(halfway(
+                &evs,
+                i,
+                Context::Task,
+                EventKind::LockOwner { owner, lock: 0 },
+            ));
         }
     }
     for (i, ev) in out.iter_mut().enumerate() {
