@@ -240,6 +240,7 @@ fn render(ev: &Message<'_>, file: &Path) -> Result<Option<(&'static str, String)
         (239, "sched_process_fork"),
         (329, "sys_enter"),
         (330, "sys_exit"),
+        (353, "sched_pi_setprio"),
         (551, "hrtimer_start"),
         (553, "hrtimer_expire_entry"),
         (554, "hrtimer_expire_exit"),
@@ -286,6 +287,10 @@ fn render(ev: &Message<'_>, file: &Path) -> Result<Option<(&'static str, String)
             format!("NR {} ({a})", l(1))
         }
         "sys_exit" => format!("NR {} = {}", l(1), l(2)),
+        "sched_pi_setprio" => format!(
+            "comm={} pid={} oldprio={} newprio={}",
+            s(1), i(4), i(3), i(2)
+        ),
         "irq_handler_entry" => format!("irq={} name={}", i(1), s(2)),
         "irq_handler_exit" => format!("irq={} ret={}", i(1), i(2)),
         "softirq_entry" | "softirq_exit" => format!("vec={}", u(1)),
@@ -737,6 +742,50 @@ mod tests {
         assert_eq!(
             got,
             vec![(100, 7, "b".to_string()), (130, 8, "a".to_string())]
+        );
+    }
+
+    /// `sched_pi_setprio` (`FtraceEvent` field 353: comm 1, newprio 2, oldprio 3, pid 4, as
+    /// Perfetto's `SchedPiSetprioFtraceEvent`) by a waiter names the PI futex's owner; the
+    /// owner's own reset at its release does not.
+    #[test]
+    fn a_pi_boost_is_a_lock_owner() {
+        use argus_schema::EventKind;
+        let vfield = |num: u32, v: u64| {
+            let mut out = varint_bytes(u64::from(num) << 3);
+            out.extend(varint_bytes(v));
+            out
+        };
+        let event = |ts: u64, current: u64, owner: u64, old: u64, new: u64| {
+            let mut set = field(1, b"argus-spinner");
+            set.extend(vfield(2, new));
+            set.extend(vfield(3, old));
+            set.extend(vfield(4, owner));
+            let mut ev = vfield(1, ts);
+            ev.extend(vfield(2, current));
+            ev.extend(field(353, &set));
+            field(2, &ev)
+        };
+        let mut bundle = vfield(1, 0);
+        bundle.extend(event(1_000, 30286, 30285, 130, 125));
+        bundle.extend(event(2_000, 30285, 30285, 125, 130));
+        let trace = field(1, &field(1, &bundle));
+        let imported = import(Path::new("t.pftrace"), &trace).expect("imports");
+        let owners: Vec<(i32, &EventKind)> = imported
+            .event_slice()
+            .iter()
+            .filter(|e| matches!(e.kind, EventKind::LockOwner { .. }))
+            .map(|e| (e.tid.0, &e.kind))
+            .collect();
+        assert_eq!(
+            owners,
+            vec![(
+                30286,
+                &EventKind::LockOwner {
+                    owner: argus_schema::Tid(30285),
+                    lock: 0
+                }
+            )]
         );
     }
 
