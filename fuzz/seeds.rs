@@ -620,6 +620,44 @@ fn kdebug_seeds(out: &mut Out, trace: &Path, scratch: &Path) {
         "chain-v3-stream.ktrace",
         &kd.write_stream(),
     );
+    // Turnstile owners (a chain through a second turnstile, a release) and libdispatch work
+    // items, between two of the demo's threads.
+    use argus_ingest::import::kdebug::{codes, KdEvent};
+    let tids: Vec<u64> = kd.threads.iter().map(|t| t.tid).take(2).collect();
+    if let [a, b] = tids[..] {
+        let start = kd.events.first().map_or(0, |e| e.timestamp);
+        let (t1, t2, item) = (0xffff_ff80_0000_1000u64, 0xffff_ff80_0000_2000, 0x6000_0040);
+        let records = [
+            (a, codes::TURNSTILE_THREAD_ADDED_TO_WAITQ, [t1, a, 31, 0]),
+            (a, codes::TURNSTILE_ADDED_TO_THREAD_HEAP, [b, t1, 31, 0]),
+            (b, codes::TURNSTILE_THREAD_ADDED_TO_WAITQ, [t2, b, 31, 0]),
+            (b, codes::TURNSTILE_ADDED_TO_TURNSTILE_HEAP, [t1, t2, 31, 0]),
+            (b, codes::TURNSTILE_REMOVED_FROM_THREAD_HEAP, [b, t1, 0, 0]),
+            (a, codes::DISPATCH_PUSH_F, [item, 0x1_0000_3f00, 7 << 32, 0]),
+            (b, codes::DISPATCH_POP, [item, 0, 7, 0]),
+            (b, codes::DISPATCH_COMPLETE, [item, 0, 0, 0]),
+        ];
+        let mut locks = kd.clone();
+        locks.events = records
+            .iter()
+            .enumerate()
+            .map(|(i, &(tid, debugid, args))| KdEvent {
+                offset: 0,
+                timestamp: start + i as u64 * 1_000,
+                args,
+                tid,
+                debugid,
+                cpu: 0,
+            })
+            .collect();
+        import_seed(
+            out,
+            scratch,
+            "import_kdebug",
+            "locks-dispatch-v2.trace",
+            &locks.write(KdVersion::V2),
+        );
+    }
 }
 
 /// Writes an importer seed after [`check_import`] (which asks for events).
