@@ -158,3 +158,32 @@ fn lock_owner_events(snapshot: &Path) -> Vec<(Tid, Tid)> {
         })
         .collect()
 }
+
+/// The same chain released inside the trace (`argus record -- argus workload pi-lock --secs 3`):
+/// each waiter is woken by the futex unlock of the owner the kernel named for its lock, a
+/// wake-up that alone looks like mere mutual exclusion (weak); with the owner named it is the
+/// release, so the walk asks nothing on its way to the spinner.
+#[test]
+fn a_released_chain_of_locks_is_followed_without_questions() {
+    if !live_or_skip("a_released_chain_of_locks_is_followed_without_questions") {
+        return;
+    }
+    let exe = env!("CARGO_BIN_EXE_argus");
+    let rec = crate::common::record_command(&[exe, "workload", "pi-lock", "--secs", "3"]);
+    let (code, r) = debug_json(&rec.snapshot, rec.pid);
+    assert_eq!(code, 1, "{r:#}");
+    assert_eq!(r["hang"]["tid"], rec.truth["main_tid"], "{r:#}");
+    let (root, class, comm, path) = verdict(&r);
+    assert_eq!(
+        (root, class.as_str(), comm.as_str()),
+        (
+            rec.truth["spinner_tid"].as_u64().expect("a tid"),
+            "LongRunning",
+            "argus-spinner"
+        ),
+        "{r:#}"
+    );
+    let holder = rec.truth["holder_tid"].as_u64().expect("a tid");
+    assert!(path.contains(&holder), "{r:#}");
+    assert_eq!(r["questions"].as_array().map(Vec::len), Some(0), "{r:#}");
+}

@@ -110,6 +110,10 @@ impl<'g> Walk<'g, '_> {
             .filter(|e| ended_wait_of(e, next))
             .collect();
         edges.extend(self.couriered(next, w0, &edges));
+        if let Some(e) = self.owner_release(s, &edges) {
+            self.follow(e, next, w0, depth + 1);
+            return;
+        }
         let prompt = self.wake_prompt(self.words().ask_wait_ended(s.tid, &sys, wait, w1), &edges);
         match self.choose("wake", s, prompt, edges) {
             Chosen::Edge(e) => self.follow(e, next, w0, depth + 1),
@@ -131,6 +135,21 @@ impl<'g> Walk<'g, '_> {
                 },
             ),
         }
+    }
+
+    /// The wake-up to follow without asking when every one of `edges` (those that ended the
+    /// wait of `waited`) comes from the owner the kernel named for the lock that wait was on:
+    /// its release, not mere mutual exclusion, however weak the futex wake-up looks.
+    fn owner_release(
+        &self,
+        waited: &'g Segment,
+        edges: &[&'g CausalEdge],
+    ) -> Option<&'g CausalEdge> {
+        let owner = self.lock_owner(waited)?.src.tid();
+        if !edges.iter().all(|e| e.src.tid() == owner) {
+            return None;
+        }
+        edges.iter().copied().max_by_key(|e| (e.strength, e.ts))
     }
 
     /// The owner of the lock `s`'s wait was on, as the kernel named it when `s` blocked
@@ -608,6 +627,10 @@ impl<'g> Walk<'g, '_> {
             wait_ns: waited.as_ref().map_or(0, |(_, ns)| *ns),
             walk_stopped,
         };
+        if let Some(e2) = prev.and_then(|p| self.owner_release(p, &edges)) {
+            self.follow(e2, w, h0, depth + 1);
+            return;
+        }
         if !edges.is_empty() {
             let prompt = self.wake_prompt(
                 self.words().ask_started_after_wait(

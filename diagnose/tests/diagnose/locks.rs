@@ -259,6 +259,59 @@ fn a_wait_on_a_lock_still_held_follows_the_owners_to_the_busy_one() {
     );
 }
 
+/// The same chain released in the end: `cruncher` unlocks at 5000 (a weak futex wake-up of
+/// `mid`), `mid` unlocks at 5001 (one of `ui`). Each wake-up comes from the owner the kernel
+/// named for the lock the wait was on, so it is the release, not mere mutual exclusion: the
+/// walk follows both without a question. Without the owners, both are questions.
+#[test]
+fn a_wake_up_by_the_named_owner_is_followed_without_a_question() {
+    let build = |with_owners: bool| {
+        let mut b = B::new(6000.0);
+        b.thread(500, 500, "ui", "app");
+        b.thread(501, 500, "mid", "app");
+        b.thread(502, 500, "cruncher", "app");
+        let ui = b.task(500, 0.0, 1000.0, 5001.0, "futex", 20.0);
+        let ui2 = b.open(500, 5001.0, None, "", 1.0);
+        let mid = b.task(501, 0.0, 500.0, 5000.0, "futex", 10.0);
+        let mid2 = b.open(501, 5000.0, Some(5002.0), "futex", 1.0);
+        let cruncher = b.open(502, 0.0, Some(5003.0), "futex", 4990.0);
+        b.long_wait(ui);
+        b.edge(mid2, ui2, EdgeKind::Wakeup, Strength::Weak, 5001.0, "futex");
+        b.edge(
+            cruncher,
+            mid2,
+            EdgeKind::Wakeup,
+            Strength::Weak,
+            5000.0,
+            "futex",
+        );
+        if with_owners {
+            b.edge(mid, ui, EdgeKind::LockOwner, Strength::Strong, 1000.0, "");
+            b.edge(
+                cruncher,
+                mid,
+                EdgeKind::LockOwner,
+                Strength::Strong,
+                500.0,
+                "",
+            );
+        }
+        (b.graph(), cruncher)
+    };
+    let (g, cruncher) = build(true);
+    let r = run(&g, 500);
+    assert!(r.questions.is_empty(), "{:#?}", r.questions);
+    let root = r.root_causes.last().expect("a root cause");
+    assert_eq!(
+        (root.segment, root.class),
+        (cruncher, CauseClass::LongRunning),
+        "{:#?}",
+        r.root_causes
+    );
+    let (g, _) = build(false);
+    assert_eq!(run(&g, 500).questions.len(), 2);
+}
+
 #[test]
 fn owners_waiting_for_each_other_are_a_deadlock() {
     let (g, [ui, mid, _]) = owners(true, true);
