@@ -87,6 +87,11 @@ struct Mapper<'a> {
     /// Threads queued on a turnstile whose owner is not known yet (the owner is named just
     /// after the waiter is queued, and only for the first waiter).
     unowned: BTreeMap<u64, Vec<Tid>>,
+    /// The turnstile each thread of `unowned` is queued on.
+    queued_on: HashMap<Tid, u64>,
+    /// The turnstiles pushing on each turnstile (the reverse of `inheritors`' chains), so an
+    /// inheritance reaches the waiters it names an owner for without a scan.
+    pushers: HashMap<u64, Vec<u64>>,
     /// The function of each libdispatch continuation queued and not yet complete.
     dispatched: HashMap<u64, u64>,
     events: Vec<Event>,
@@ -103,6 +108,11 @@ enum Inheritor {
 /// Turnstiles a chain of pushes is followed through before giving up (xnu stops
 /// propagating at a similar depth, `TURNSTILE_MAX_HOP_DEFAULT`, 10).
 const MAX_TURNSTILE_HOPS: usize = 16;
+/// Turnstiles with waiters whose owner is not known yet, kept at most (a bound against a
+/// crafted file; a real trace has a few: the waiters blocked right now).
+const MAX_UNOWNED: usize = 65_536;
+/// Turnstiles remembered as pushing on one turnstile, at most.
+const MAX_PUSHERS: usize = 64;
 
 /// The printable bytes packed in a string event's arguments.
 fn string_bytes(args: &[u64; 4]) -> Vec<u8> {
@@ -179,14 +189,58 @@ impl Mapper<'_> {
     }
 
     /// Turnstile `turnstile` now pushes on `on`: the threads queued on it, or on a turnstile
-    /// pushing on it, with no owner known yet, learn theirs.
+    /// pushing on it (up to [`MAX_TURNSTILE_HOPS`] back), with no owner known yet, learn
+    /// theirs.
     fn inherits(&mut self, e: &KdEvent, turnstile: u64, on: Inheritor) {
+        if let Inheritor::Turnstile(to) = on {
+            let p = self.pushers.entry(to).or_default();
+            if !p.contains(&turnstile) && p.len() < MAX_PUSHERS {
+                p.push(turnstile);
+            }
+        }
         self.inheritors.insert(turnstile, on);
-        let waiting: Vec<u64> = self.unowned.keys().copied().collect();
-        for t in waiting {
-            if let Some(owner) = self.owner_of(t) {
+        let Some(owner) = self.owner_of(turnstile) else {
+            return;
+        };
+        let mut level = vec![turnstile];
+        for _ in 0..MAX_TURNSTILE_HOPS {
+            let mut next = Vec::new();
+            for t in level {
+                // A link that no longer holds (released since) names nobody.
+                if self.owner_of(t) != Some(owner) {
+                    continue;
+                }
                 for waiter in self.unowned.remove(&t).unwrap_or_default() {
+                    self.queued_on.remove(&waiter);
                     self.lock_owner(e, waiter, owner, t);
+                }
+                next.extend(self.pushers.get(&t).into_iter().flatten().copied());
+            }
+            if next.is_empty() {
+                break;
+            }
+            level = next;
+        }
+    }
+
+    /// `waiter` is queued on `turnstile`, whose owner is not known yet. A thread waits on one
+    /// turnstile at a time: an earlier queueing of it is forgotten.
+    fn queue_unowned(&mut self, turnstile: u64, waiter: Tid) {
+        self.dequeue_unowned(waiter);
+        if self.unowned.len() >= MAX_UNOWNED && !self.unowned.contains_key(&turnstile) {
+            return;
+        }
+        self.unowned.entry(turnstile).or_default().push(waiter);
+        self.queued_on.insert(waiter, turnstile);
+    }
+
+    /// `waiter` runs again (woken): it waits on no turnstile any more.
+    fn dequeue_unowned(&mut self, waiter: Tid) {
+        if let Some(t) = self.queued_on.remove(&waiter) {
+            if let Some(q) = self.unowned.get_mut(&t) {
+                q.retain(|w| *w != waiter);
+                if q.is_empty() {
+                    self.unowned.remove(&t);
                 }
             }
         }
@@ -238,10 +292,7 @@ impl Mapper<'_> {
             codes::MACH_MKRUNNABLE => {
                 let target = self.tid(e.args[0]);
                 self.thread(target).waiting = None;
-                self.unowned.retain(|_, q| {
-                    q.retain(|t| *t != target);
-                    !q.is_empty()
-                });
+                self.dequeue_unowned(target);
                 self.push(e, me, ctx, EventKind::Waking { target });
             }
             codes::MACH_WAIT => {
@@ -442,12 +493,7 @@ impl Mapper<'_> {
                 let (turnstile, waiter) = (e.args[0], self.tid(e.args[1]));
                 match self.owner_of(turnstile) {
                     Some(owner) => self.lock_owner(e, waiter, owner, turnstile),
-                    None => {
-                        let q = self.unowned.entry(turnstile).or_default();
-                        if !q.contains(&waiter) {
-                            q.push(waiter);
-                        }
-                    }
+                    None => self.queue_unowned(turnstile, waiter),
                 }
             }
             codes::TURNSTILE_ADDED_TO_THREAD_HEAP => {
@@ -468,6 +514,9 @@ impl Mapper<'_> {
                 if matches!(self.inheritors.get(&e.args[1]), Some(Inheritor::Turnstile(t)) if *t == e.args[0])
                 {
                     self.inheritors.remove(&e.args[1]);
+                }
+                if let Some(p) = self.pushers.get_mut(&e.args[0]) {
+                    p.retain(|t| *t != e.args[1]);
                 }
             }
             codes::TRACE_LOST_EVENTS => {
@@ -608,6 +657,8 @@ pub(super) fn map(kd: &KdFile) -> Mapped {
         last_ts: HashMap::new(),
         inheritors: HashMap::new(),
         unowned: BTreeMap::new(),
+        queued_on: HashMap::new(),
+        pushers: HashMap::new(),
         dispatched: HashMap::new(),
         events: Vec::with_capacity(kd.events.len()),
         summary: ImportSummary::default(),
@@ -1225,6 +1276,61 @@ mod tests {
             vec![(1001, 2001, t1), (1002, 2001, t1), (9, 2001, t2)]
         );
         assert!(m.summary.unknown.is_empty(), "{:?}", m.summary.unknown);
+    }
+
+    /// Waiters whose owner comes later: one woken before it is named nobody; one queued on a
+    /// turnstile that pushes on another learns the owner when the other one gets it.
+    #[test]
+    fn a_woken_waiter_names_no_owner_and_a_chain_learns_it_late() {
+        let (t1, t2, t3) = (0x1000u64, 0x2000u64, 0x3000u64);
+        let kd = file(vec![
+            (
+                10,
+                1001,
+                codes::TURNSTILE_THREAD_ADDED_TO_WAITQ,
+                0,
+                [t1, 1001, 31, 0],
+            ),
+            (11, 2001, codes::MACH_MKRUNNABLE, 1, [1001, 31, 0, 0]),
+            (
+                12,
+                1002,
+                codes::TURNSTILE_THREAD_ADDED_TO_WAITQ,
+                0,
+                [t2, 1002, 31, 0],
+            ),
+            (
+                13,
+                1002,
+                codes::TURNSTILE_ADDED_TO_TURNSTILE_HEAP,
+                0,
+                [t3, t2, 31, 0],
+            ),
+            (
+                20,
+                9,
+                codes::TURNSTILE_ADDED_TO_THREAD_HEAP,
+                1,
+                [2001, t1, 31, 0],
+            ),
+            (
+                21,
+                9,
+                codes::TURNSTILE_ADDED_TO_THREAD_HEAP,
+                1,
+                [2001, t3, 31, 0],
+            ),
+        ]);
+        let m = map(&kd);
+        let owners: Vec<(i32, i32, u64)> = m
+            .events
+            .iter()
+            .filter_map(|e| match e.kind {
+                EventKind::LockOwner { owner, lock } => Some((e.tid.0, owner.0, lock)),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(owners, vec![(1002, 2001, t2)]);
     }
 
     /// A record on CPU `u32::MAX` counts `u32::MAX` CPUs instead of overflowing.
