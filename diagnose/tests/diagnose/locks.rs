@@ -221,6 +221,17 @@ fn owners(with_edges: bool, deadlock: bool) -> (Graph, [SegmentId; 3]) {
     (b.graph(), [ui, mid, cruncher])
 }
 
+/// The last root cause is `seg`, LongRunning.
+fn busy_root(r: &Report, seg: SegmentId) {
+    let root = r.root_causes.last().expect("a root cause");
+    assert_eq!(
+        (root.segment, root.class),
+        (seg, CauseClass::LongRunning),
+        "{:#?}",
+        r.root_causes
+    );
+}
+
 #[test]
 fn a_wait_on_a_lock_still_held_follows_the_owners_to_the_busy_one() {
     let (g, [_, mid, cruncher]) = owners(true, false);
@@ -239,13 +250,7 @@ fn a_wait_on_a_lock_still_held_follows_the_owners_to_the_busy_one() {
         "{:#?}",
         r.path
     );
-    let root = r.root_causes.last().expect("a root cause");
-    assert_eq!(
-        (root.segment, root.class),
-        (cruncher, CauseClass::LongRunning),
-        "{:#?}",
-        r.root_causes
-    );
+    busy_root(&r, cruncher);
     // The owner in the middle, blocked holding the lock, is implicated too.
     assert!(r.root_causes.iter().any(|c| c.segment == mid));
 
@@ -301,13 +306,7 @@ fn a_wake_up_by_the_named_owner_is_followed_without_a_question() {
     let (g, cruncher) = build(true);
     let r = run(&g, 500);
     assert!(r.questions.is_empty(), "{:#?}", r.questions);
-    let root = r.root_causes.last().expect("a root cause");
-    assert_eq!(
-        (root.segment, root.class),
-        (cruncher, CauseClass::LongRunning),
-        "{:#?}",
-        r.root_causes
-    );
+    busy_root(&r, cruncher);
     let (g, _) = build(false);
     assert_eq!(run(&g, 500).questions.len(), 2);
 }

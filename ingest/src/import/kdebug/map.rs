@@ -1200,6 +1200,17 @@ mod tests {
         assert_eq!(m.summary.lost_ranges, vec![(0, 2_750, 3_750, None)]);
     }
 
+    /// The (waiter, owner, lock) of each `LockOwner` record mapped.
+    fn lock_owners(m: &Mapped) -> Vec<(i32, i32, u64)> {
+        m.events
+            .iter()
+            .filter_map(|e| match e.kind {
+                EventKind::LockOwner { owner, lock } => Some((e.tid.0, owner.0, lock)),
+                _ => None,
+            })
+            .collect()
+    }
+
     /// Turnstiles: a waiter queued before its turnstile names an owner learns it when the
     /// turnstile pushes on a thread (the first waiter); one queued later learns it at once;
     /// a turnstile pushing on another reaches that one's owner; a released turnstile names
@@ -1263,14 +1274,7 @@ mod tests {
             ),
         ]);
         let m = map(&kd);
-        let owners: Vec<(i32, i32, u64)> = m
-            .events
-            .iter()
-            .filter_map(|e| match e.kind {
-                EventKind::LockOwner { owner, lock } => Some((e.tid.0, owner.0, lock)),
-                _ => None,
-            })
-            .collect();
+        let owners = lock_owners(&m);
         assert_eq!(
             owners,
             vec![(1001, 2001, t1), (1002, 2001, t1), (9, 2001, t2)]
@@ -1322,14 +1326,7 @@ mod tests {
             ),
         ]);
         let m = map(&kd);
-        let owners: Vec<(i32, i32, u64)> = m
-            .events
-            .iter()
-            .filter_map(|e| match e.kind {
-                EventKind::LockOwner { owner, lock } => Some((e.tid.0, owner.0, lock)),
-                _ => None,
-            })
-            .collect();
+        let owners = lock_owners(&m);
         assert_eq!(owners, vec![(1002, 2001, t2)]);
     }
 
