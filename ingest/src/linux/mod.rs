@@ -120,10 +120,10 @@ use tracefs::Instance;
 
 /// The events recorded when none are configured (`--events default`): scheduling (with
 /// `sched_pi_setprio`: a waiter naming the owner of the priority-inheritance futex it
-/// blocks on), task lifetime, syscalls, interrupts, hrtimers, file locks (`filelock/*`: the kernel's record
-/// of every `fcntl`/`flock` lock, unlock and release on close, by inode), socket data
-/// ([`OPTIONAL_EVENTS`]: which socket a send fed and which one a receive drained) and
-/// `trace_marker` writes (`ftrace/print`).
+/// blocks on), task lifetime, syscalls, interrupts, hrtimers, file locks (`filelock/*`: the
+/// kernel's record of every `fcntl`/`flock` lock, unlock and release on close, by inode),
+/// socket data ([`OPTIONAL_EVENTS`]: which socket a send fed and which one a receive
+/// drained) and `trace_marker` writes (`ftrace/print`).
 /// The trade-off against overhead is discussed in `docs/trace-dir.md` ("Event sets").
 pub const DEFAULT_EVENTS: &[&str] = &[
     "sched/sched_switch",
@@ -1209,7 +1209,12 @@ impl Recording {
             }
             self.listed = alive.clone();
             self.listed_at = Instant::now();
-            tracing::debug!(tids = %list, from, to, "relisted own threads (gone ones dropped): a possible loss on every CPU");
+            tracing::debug!(
+                tids = %list,
+                from,
+                to,
+                "relisted own threads (gone ones dropped): a possible loss on every CPU"
+            );
         } else {
             let unlisted: Vec<i32> = alive.difference(&self.listed).copied().collect();
             if !unlisted.is_empty() {
