@@ -218,11 +218,12 @@ fn nice(n: i32) {
 
 /// A chain of lock owners: `argus-spinner` holds lock B and computes for `secs`;
 /// `argus-holder` holds lock A and blocks on B; the main thread blocks on A. Both locks are
-/// priority-inheritance mutexes, and the two workers run at a lower priority (nice +5 and +10
-/// from the process's) than the main thread, as background workers do: each waiter boosts the owners down the
-/// chain, which is what the kernel records (a boost that changes no priority is not). The JSON line comes out once the chain stands (before the
-/// main thread blocks), so a recording can end while all of it still hangs — no wake-up
-/// then says who the main thread waits for, only the owners the kernel named.
+/// priority-inheritance mutexes, and the two workers run at a lower priority (nice +5 and
+/// +10 from the process's) than the main thread, as background workers do: each waiter
+/// boosts the owner of its lock, which is what the kernel records (a boost that changes no
+/// priority is not). The JSON line comes out once the chain stands (before the main thread
+/// blocks), so a recording can end while all of it still hangs — no wake-up then says who
+/// the main thread waits for, only the owners the kernel named.
 pub(crate) fn pi_lock(secs: f64) -> Result<()> {
     let main_tid = hang_main();
     let (a, b) = (PiMutex::new()?, PiMutex::new()?);
