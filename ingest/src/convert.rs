@@ -391,10 +391,13 @@ enum Handler {
         ret: Field,
         flock: bool,
     },
-    /// `sched/sched_pi_setprio`: a priority-inheritance owner's priority set by another task
-    /// (a waiter blocking on its PI futex); by the owner itself (its release), skipped.
+    /// `sched/sched_pi_setprio`: a priority-inheritance owner's priority raised by another
+    /// task (a waiter blocking on its PI futex). Set by the owner itself (its release), or
+    /// lowered (a waiter leaving: a timeout, a signal), skipped.
     PiSetprio {
         pid: Field,
+        oldprio: Field,
+        newprio: Field,
     },
     /// `sock/sk_data_ready`.
     SockReady {
@@ -479,7 +482,11 @@ impl Handler {
                 comm: opt("comm"),
                 new: true,
             },
-            "sched_pi_setprio" => Handler::PiSetprio { pid: int("pid")? },
+            "sched_pi_setprio" => Handler::PiSetprio {
+                pid: int("pid")?,
+                oldprio: int("oldprio")?,
+                newprio: int("newprio")?,
+            },
             "sched_process_fork" => Handler::ProcessFork {
                 child_pid: int("child_pid")?,
                 child_comm: opt("child_comm"),
@@ -931,9 +938,14 @@ impl Converter {
                 sig: sig.i32(p).map_err(oob)?,
                 target: Tid(pid.i32(p).map_err(oob)?),
             },
-            Handler::PiSetprio { pid } => {
+            Handler::PiSetprio {
+                pid,
+                oldprio,
+                newprio,
+            } => {
                 let owner = Tid(pid.i32(p).map_err(oob)?);
-                if owner.0 == slot.common_pid.i32(p).map_err(oob)? {
+                let raised = newprio.i32(p).map_err(oob)? < oldprio.i32(p).map_err(oob)?;
+                if !raised || owner.0 == slot.common_pid.i32(p).map_err(oob)? {
                     *self.counts_ignored.entry(id).or_default() += 1;
                     return Ok(None);
                 }

@@ -747,7 +747,7 @@ mod tests {
 
     /// `sched_pi_setprio` (`FtraceEvent` field 353: comm 1, newprio 2, oldprio 3, pid 4, as
     /// Perfetto's `SchedPiSetprioFtraceEvent`) by a waiter names the PI futex's owner; the
-    /// owner's own reset at its release does not.
+    /// owner's own reset at its release, and a lowering by a waiter leaving, do not.
     #[test]
     fn a_pi_boost_is_a_lock_owner() {
         use argus_schema::EventKind;
@@ -769,6 +769,7 @@ mod tests {
         let mut bundle = vfield(1, 0);
         bundle.extend(event(1_000, 30286, 30285, 130, 125));
         bundle.extend(event(2_000, 30285, 30285, 125, 130));
+        bundle.extend(event(2_100, 30286, 30285, 125, 130));
         let trace = field(1, &field(1, &bundle));
         let imported = import(Path::new("t.pftrace"), &trace).expect("imports");
         let owners: Vec<(i32, &EventKind)> = imported

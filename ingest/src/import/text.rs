@@ -335,10 +335,15 @@ impl Mapper {
                 };
                 with_comm(kind, target, comm)
             }
-            // A waiter boosting the owner of the PI futex it blocks on (the owner's own
-            // priority reset at its release is dropped where the line's task is known).
+            // A waiter boosting the owner of the PI futex it blocks on. A priority lowered (a
+            // waiter leaving, the owner's release) names no lock waited for; the owner's own
+            // reset is dropped anyway where the line's task is known.
             "sched_pi_setprio" => {
                 let owner = tid_of("pid")?;
+                let prio = |k| int(kv(p, k)).ok_or("missing priority field");
+                if prio("newprio")? >= prio("oldprio")? {
+                    return Ok(Mapped::Ignored);
+                }
                 with_comm(
                     EventKind::LockOwner { owner, lock: 0 },
                     owner,
@@ -951,12 +956,15 @@ mod tests {
 
     /// `sched_pi_setprio` in a waiter's context names the owner of the PI futex it blocks on
     /// (lines as tracefs prints them, from the `pi-lock` workload); the owner's own reset at
-    /// its release names itself and is no lock owner.
+    /// its release, and a priority lowered by another task (a waiter leaving), are no lock
+    /// owner.
     #[test]
-    fn a_pi_boost_by_a_waiter_is_a_lock_owner_and_a_self_reset_is_not() {
+    fn a_pi_boost_by_a_waiter_is_a_lock_owner_and_a_lowering_is_not() {
         let text = "    argus-holder-30286   [000] d..2. 38160.029635: sched_pi_setprio: \
                     comm=argus-spinner pid=30285 oldprio=130 newprio=125\n   \
                     argus-spinner-30285   [001] d..2. 38161.029429: sched_pi_setprio: \
+                    comm=argus-spinner pid=30285 oldprio=125 newprio=130\n   \
+                    argus-holder-30286   [000] d..2. 38161.029500: sched_pi_setprio: \
                     comm=argus-spinner pid=30285 oldprio=125 newprio=130\n";
         let imported = import(Path::new("t.txt"), text, ImportFormat::FtraceText).unwrap();
         let kinds: Vec<(i32, &EventKind)> = imported
@@ -974,7 +982,7 @@ mod tests {
                 }
             )]
         );
-        assert_eq!(imported.summary().ignored.get("sched_pi_setprio"), Some(&1));
+        assert_eq!(imported.summary().ignored.get("sched_pi_setprio"), Some(&2));
     }
 
     #[test]

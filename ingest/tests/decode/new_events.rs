@@ -365,3 +365,48 @@ fn socket_data_deliveries_and_receives() {
         EventKind::SockRecv { sk, ret: -11 }
     );
 }
+
+/// `sched_pi_setprio` raising a PI futex owner's priority, recorded in the waiter's context,
+/// names the owner (`LockOwner`); a priority lowered (a waiter leaving: a timeout, a signal)
+/// or set by the owner itself (its release) names no lock waited for and is skipped.
+#[test]
+fn pi_boosts_name_lock_owners_and_other_priority_changes_do_not() {
+    let Some(set) = tracefs_formats() else {
+        return;
+    };
+    assert_eq!(
+        kind(
+            &set,
+            "sched",
+            "sched_pi_setprio",
+            100,
+            &[("pid", 200), ("oldprio", 125), ("newprio", 120)]
+        ),
+        EventKind::LockOwner {
+            owner: Tid(200),
+            lock: 0
+        }
+    );
+    let ev = set
+        .by_name("sched", "sched_pi_setprio")
+        .expect("event exists");
+    let mut conv = Converter::new(&set).expect("converter");
+    for (current, old, new) in [(100, 120, 125), (200, 125, 120), (200, 120, 125)] {
+        let p = record(
+            ev,
+            full_len(ev),
+            current,
+            0,
+            &[("pid", 200), ("oldprio", old), ("newprio", new)],
+        );
+        let rec = RawRecord {
+            ts: 1000,
+            offset: 16,
+            payload: &p,
+        };
+        assert!(
+            conv.convert(Cpu(1), &rec).expect("converts").is_none(),
+            "current {current}, {old} -> {new}"
+        );
+    }
+}
