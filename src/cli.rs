@@ -202,9 +202,15 @@ pub struct RecordArgs {
     pub watch: Vec<String>,
     /// User-space dispatch function (repeatable): every call of SYMBOL in BINARY (a path,
     /// or a name looked up in PATH) becomes its own segment, through a uprobe and a
-    /// uretprobe that record `argus:dispatch-begin/end SYMBOL` markers.
-    #[arg(long, value_name = "BINARY:SYMBOL")]
+    /// uretprobe that record `argus:dispatch-begin/end SYMBOL` markers. `@N`: its Nth
+    /// argument is the work item run, joined to the `--enqueue` that queued it.
+    #[arg(long, value_name = "BINARY:SYMBOL[@N]")]
     pub dispatch: Vec<String>,
+    /// User-space enqueue function (repeatable): every call of SYMBOL in BINARY queues the
+    /// work item in its Nth argument (default 1); the `--dispatch …@N` run of the same item
+    /// gets a queue edge from the segment that called it.
+    #[arg(long, value_name = "BINARY:SYMBOL[@N]")]
+    pub enqueue: Vec<String>,
     /// Function whose calls to record (repeatable): every entry and return of SYMBOL in
     /// BINARY becomes an `argus:call-begin/end SYMBOL` marker of the calling thread (a uprobe
     /// and a uretprobe), without a segment of its own; `argus dig` counts them.

@@ -1,8 +1,8 @@
 //! `argus inspect` on recordings made to have what it looks for: a thread that signals two
-//! processes in one segment (batching) and a polling loop recorded without a
-//! watchpoint on its flag (a missing flag edge); applying each suggestion (the rule, the
-//! re-recording with the watchpoint) removes the suspect, and the latter fixes the
-//! diagnosis.
+//! processes in one segment (batching), a group-commit flusher whose batch misleads the walk,
+//! and a polling loop recorded without a watchpoint on its flag (a missing flag edge);
+//! applying each suggestion (the rule, the re-recording with the probes or the watchpoint)
+//! removes the suspect, and the latter two fix the diagnosis.
 
 use crate::common::{json_out, live_or_skip, record_command, record_with, run};
 use serde_json::Value;
@@ -157,4 +157,95 @@ fn inspect_finds_a_loop_with_no_flag_edge_and_a_watchpoint_fixes_the_diagnosis()
         "{after:#}"
     );
     assert_eq!(root(&watched.snapshot, pid), "argus-flagger");
+}
+
+/// `argus workload group-commit`: a group-commit flusher runs two clients' jobs in one
+/// segment, woken by client 1's job while client 2's reader was the one busy. The walk from
+/// client 2's hang goes through that segment to client 1; inspect reports the batch and
+/// names, from the stacks, the function the flusher's loop runs each job with and the one
+/// the readers queue them with. Recorded again with those probes, each job is a segment
+/// joined to its enqueue, the batch is gone, and the diagnosis names the busy reader.
+#[test]
+fn inspect_finds_a_group_commit_batch_and_its_probes_fix_the_diagnosis() {
+    if !live_or_skip("inspect_finds_a_group_commit_batch_and_its_probes_fix_the_diagnosis") {
+        return;
+    }
+    let exe = env!("CARGO_BIN_EXE_argus");
+    let cmd = [exe, "workload", "group-commit", "--secs", "2"];
+    let root = |snap: &Path, pid: i64| -> (i64, String) {
+        let out = run(&[
+            "debug",
+            snap.to_str().expect("utf-8"),
+            "--pid",
+            &pid.to_string(),
+            "--threshold",
+            "1",
+            "--auto",
+            "--json",
+        ]);
+        let r: Value = serde_json::from_slice(&out.stdout).expect("a report");
+        let last = r["root_causes"]
+            .as_array()
+            .and_then(|a| a.last())
+            .cloned()
+            .unwrap_or_else(|| panic!("a root cause: {r:#}"));
+        (
+            last["tid"].as_i64().unwrap_or(0),
+            last["class"].as_str().unwrap_or("").to_string(),
+        )
+    };
+    let truth = |rec: &crate::common::Recorded, key: &str| {
+        rec.truth[key]
+            .as_i64()
+            .unwrap_or_else(|| panic!("{key} in {}", rec.truth))
+    };
+
+    let plain = record_with(&["--stacks"], &cmd, &[]);
+    let server = truth(&plain, "server_pid");
+    let found = inspect(&plain.snapshot, &[]);
+    let batching = suspects(&found, "batching", server);
+    assert_eq!(batching.len(), 1, "{found:#}");
+    assert_eq!(
+        batching[0]["tid"].as_i64(),
+        Some(truth(&plain, "flusher_tid")),
+        "{found:#}"
+    );
+    let probes = batching[0]["next"]
+        .as_array()
+        .expect("next steps")
+        .iter()
+        .find_map(|n| {
+            n["options"]
+                .as_str()
+                .filter(|o| o.starts_with("--dispatch "))
+        })
+        .unwrap_or_else(|| panic!("probes suggested: {found:#}"))
+        .to_string();
+    let words: Vec<&str> = probes.split_whitespace().collect();
+    assert_eq!(words.len(), 4, "{probes}");
+    assert_eq!(
+        (words[0], words[2]),
+        ("--dispatch", "--enqueue"),
+        "{probes}"
+    );
+    assert!(words[1].ends_with(":argus_run_job@1"), "{probes}");
+    assert!(words[3].ends_with(":argus_enqueue_job@1"), "{probes}");
+    let (blamed, _) = root(&plain.snapshot, truth(&plain, "hung_pid"));
+    assert_ne!(
+        blamed,
+        truth(&plain, "slow_reader_tid"),
+        "without the probes the batch leads the walk to client 1"
+    );
+
+    // The suggestion applied, as printed.
+    let mut opts = vec!["--stacks"];
+    opts.extend(&words);
+    let probed = record_with(&opts, &cmd, &[]);
+    let server = truth(&probed, "server_pid");
+    let after = inspect(&probed.snapshot, &[]);
+    assert!(suspects(&after, "batching", server).is_empty(), "{after:#}");
+    assert_eq!(
+        root(&probed.snapshot, truth(&probed, "hung_pid")),
+        (truth(&probed, "slow_reader_tid"), "LongRunning".to_string())
+    );
 }

@@ -530,6 +530,13 @@ pub enum WakerState {
         /// When.
         at: Nanos,
     },
+    /// It acted in a work item (a kernel work item, or a user-space dispatch probed with
+    /// its enqueue) that was queued only at `at`, late in the window: the walk went on to
+    /// the segment that queued it.
+    QueuedLate {
+        /// When the item was queued.
+        at: Nanos,
+    },
     /// Its thread spent the window in many short waits, no one of which explains it, and
     /// `by` ended most of that blocked time: the walk went on to `by` (a hand-off chain, as
     /// between a runtime's threads).

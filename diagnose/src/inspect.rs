@@ -7,7 +7,11 @@
 //! - **Batching**: one segment whose strong messages or wake-ups reach two or more other
 //!   processes: the thread served several clients in one vertex, so a walk through it blames
 //!   all of its work on each of them. Next: a `[[split]]` rule on the syscall it sent
-//!   through, or a `--dispatch` probe on the function in its sending stack.
+//!   through, or probes on the function its loop called to send (`--dispatch`; the frame of
+//!   its sending stack just inside the frames it shares with a stack where it waited) and,
+//!   when another thread's wake-up set the loop going, on the function that thread's loop
+//!   called to wake it (`--enqueue`): each run of a work item becomes a segment joined to
+//!   the enqueue that queued it.
 //! - **Unexplained wait**: a wait at least the threshold long that ended with nothing
 //!   leading to the thread's next segment, or only the thread's own order: the connection
 //!   that woke it is missing. Next: for a futex word, a `[[condvar]]` rule or a watchpoint on
@@ -154,6 +158,136 @@ fn dispatch_probe(stack: &[crate::Frame]) -> Option<NextStep> {
         })
 }
 
+/// Whether `e` is a strong message, queued work or wake-up: what a server sends a client.
+fn sends(e: &argus_schema::CausalEdge) -> bool {
+    matches!(
+        e.kind,
+        EdgeKind::Message | EdgeKind::Queue | EdgeKind::Wakeup
+    ) && e.strength != Strength::Weak
+}
+
+/// How many segments back a thread's history is searched for a stack where it waited, or
+/// the wake-up that set its loop going.
+const LOOKBACK: usize = 8;
+
+/// Whether a frame is a C runtime's wrapper (a syscall stub): never the function a loop
+/// calls for one piece of work.
+fn runtime_frame(f: &crate::Frame) -> bool {
+    let file = f
+        .object
+        .as_deref()
+        .and_then(|o| o.rsplit('/').next())
+        .unwrap_or("");
+    [
+        "libc.so",
+        "libc-",
+        "libpthread",
+        "ld-linux",
+        "ld-musl",
+        "libc.musl",
+    ]
+    .iter()
+    .any(|p| file.starts_with(p))
+}
+
+/// The function a thread's loop called to do what it did at `sending` (a stack, innermost
+/// first): the frame of `sending` just inside its innermost frame that `waiting` (a stack
+/// where the same thread waited: its loop, and the loop's callers) also holds. `None` when
+/// the stacks share nothing, or that frame is the C runtime's (the loop itself sent).
+fn loop_callee<'a>(
+    sending: &'a [crate::Frame],
+    waiting: &[crate::Frame],
+) -> Option<&'a crate::Frame> {
+    let user = |v: &'a [crate::Frame]| v.iter().filter(|f| !f.kernel).collect::<Vec<_>>();
+
+    let sending = user(sending);
+    let shared: BTreeSet<(&str, &str)> = waiting
+        .iter()
+        .filter(|f| !f.kernel)
+        .filter_map(named)
+        .collect();
+    let held = |f: &crate::Frame| named(f).is_some_and(|k| shared.contains(&k));
+    // Past the frames both hold at the innermost end (a shared syscall stub), the first
+    // frame of the loop.
+    let first_own = sending.iter().position(|f| !held(f))?;
+    let loop_at = first_own + sending[first_own..].iter().position(|f| held(f))?;
+    let callee = sending[loop_at - 1];
+    (named(callee).is_some() && !runtime_frame(callee)).then_some(callee)
+}
+
+/// A stack where the thread of `s` waited: `s`'s own, else one of the segments before it.
+fn waiting_stack(g: &Graph, s: &argus_schema::Segment) -> Vec<crate::Frame> {
+    let mut cur = Some(s);
+    for _ in 0..LOOKBACK {
+        let Some(c) = cur else { break };
+        if c.wait_start_ns.is_some() {
+            let st = g.blocking_stack(c);
+            if !st.is_empty() {
+                return st;
+            }
+        }
+        cur = g.prev_in_thread(c.id);
+    }
+    Vec::new()
+}
+
+/// A frame's `(object, symbol)`, when it has both.
+fn named(f: &crate::Frame) -> Option<(&str, &str)> {
+    Some((f.object.as_deref()?, f.symbol.as_deref()?))
+}
+
+/// `OBJECT:SYMBOL` of a named frame.
+fn probe_spec(f: &crate::Frame) -> Option<String> {
+    Some(format!("{}:{}", f.object.as_deref()?, f.symbol.as_deref()?))
+}
+
+/// The probes that make each piece of work a batching segment `s` sent at `ts` a segment of
+/// its own: `--dispatch` on the function its loop called to send, and `--enqueue` on the
+/// function another thread's loop called when it set `s`'s loop going (the latest wake-up or
+/// message from another task into `s` or the segments before it), the first argument of
+/// each taken as the work item (`@1`). Without stacks where the threads waited: the
+/// innermost named user frame of the sending stack.
+fn work_probes(g: &Graph, s: &argus_schema::Segment, ts: argus_schema::Nanos) -> Option<NextStep> {
+    let sending = g.sending_stack(s, ts);
+    let Some(run) = loop_callee(&sending, &waiting_stack(g, s)) else {
+        return dispatch_probe(&sending);
+    };
+    let run_spec = probe_spec(run)?;
+    let mut cur = Some(s);
+    let mut enqueue = None;
+    'back: for _ in 0..LOOKBACK {
+        let Some(c) = cur else { break };
+        let mut into: Vec<_> = g
+            .incoming(c.id)
+            .filter(|e| {
+                matches!(
+                    e.kind,
+                    EdgeKind::Wakeup | EdgeKind::Message | EdgeKind::Queue
+                ) && e.src.tid() != c.tid
+                    && e.src.tid().irq_cpu().is_none()
+            })
+            .collect();
+        into.sort_by_key(|e| std::cmp::Reverse(e.ts));
+        for e in into {
+            let Some(src) = g.segment(e.src) else {
+                continue;
+            };
+            let from = g.sending_stack(src, e.ts);
+            if let Some(f) = loop_callee(&from, &waiting_stack(g, src)) {
+                enqueue = probe_spec(f).filter(|q| *q != run_spec);
+                break 'back;
+            }
+        }
+        cur = g.prev_in_thread(c.id);
+    }
+    Some(NextStep::Record {
+        options: match enqueue {
+            Some(q) => format!("--dispatch {run_spec}@1 --enqueue {q}@1"),
+            None => format!("--dispatch {run_spec}"),
+        },
+    })
+}
+
 /// Segments whose strong messages, queued work or wake-ups reach two or more other
 /// processes, grouped by thread.
 fn batching(g: &Graph) -> Vec<Suspect> {
@@ -165,17 +299,12 @@ fn batching(g: &Graph) -> Vec<Suspect> {
     }
     let mut by_thread: BTreeMap<(Pid, Tid), Seen> = BTreeMap::new();
     for s in g.segments().iter().filter(|s| s.kind == SegmentKind::Task) {
-        let sends: Vec<_> = g
+        let sent: Vec<_> = g
             .outgoing(s.id)
-            .filter(|e| {
-                matches!(
-                    e.kind,
-                    EdgeKind::Message | EdgeKind::Queue | EdgeKind::Wakeup
-                ) && e.strength != Strength::Weak
-            })
+            .filter(|e| sends(e))
             .filter(|e| g.pid_of(e.dst.tid()).is_some_and(|p| p != s.pid))
             .collect();
-        let pids: BTreeSet<i32> = sends
+        let pids: BTreeSet<i32> = sent
             .iter()
             .filter_map(|e| g.pid_of(e.dst.tid()).map(|p| p.0))
             .collect();
@@ -190,12 +319,12 @@ fn batching(g: &Graph) -> Vec<Suspect> {
         });
         seen.segments.push(s.id);
         seen.reached.extend(pids);
-        for e in &sends {
+        for e in &sent {
             if e.src_syscall >= 0 {
                 *seen.syscalls.entry(e.src_syscall).or_default() += 1;
             }
             if seen.probe.is_none() {
-                seen.probe = dispatch_probe(&g.sending_stack(s, e.ts));
+                seen.probe = work_probes(g, s, e.ts);
             }
         }
     }
@@ -625,5 +754,54 @@ mod tests {
         };
         assert_eq!(mutexes(&graph(MS / 10)), 1);
         assert_eq!(mutexes(&graph(50 * MS)), 0);
+    }
+
+    fn frames(list: &[(&str, &str)]) -> Vec<crate::Frame> {
+        list.iter()
+            .map(|(object, symbol)| crate::Frame {
+                kernel: false,
+                ip: 1,
+                symbol: Some(symbol.to_string()),
+                offset: None,
+                object: Some(object.to_string()),
+            })
+            .collect()
+    }
+
+    /// The function a loop calls for one piece of work is the sending stack's frame just
+    /// inside the loop (the innermost frame a stack where the thread waited also holds),
+    /// past a syscall stub both share; a loop that sends by itself names no function.
+    #[test]
+    fn the_loop_callee_is_the_frame_inside_the_frames_a_wait_shares() {
+        let libc = "/lib/x86_64-linux-gnu/libc.so.6";
+        let waiting = frames(&[
+            (libc, "syscall"),
+            ("/app", "std::sys::futex::wait"),
+            ("/app", "app::flusher"),
+            ("/app", "start"),
+        ]);
+        let sending = frames(&[
+            (libc, "kill"),
+            ("/app", "run_job"),
+            ("/app", "app::flusher"),
+            ("/app", "start"),
+        ]);
+        let f = loop_callee(&sending, &waiting).expect("a callee");
+        assert_eq!(f.symbol.as_deref(), Some("run_job"));
+        // A shared stub at the innermost end is passed over.
+        let via_stub = frames(&[
+            (libc, "syscall"),
+            ("/app", "notify"),
+            ("/app", "enqueue_job"),
+            ("/app", "app::flusher"),
+        ]);
+        let f = loop_callee(&via_stub, &waiting).expect("a callee");
+        assert_eq!(f.symbol.as_deref(), Some("enqueue_job"));
+        // The loop calls kill itself: no function to probe.
+        let direct = frames(&[(libc, "kill"), ("/app", "app::flusher"), ("/app", "start")]);
+        assert!(loop_callee(&direct, &waiting).is_none());
+        // Nothing shared (another thread's stack, or none): nothing to say.
+        assert!(loop_callee(&sending, &frames(&[(libc, "read")])).is_none());
+        assert!(loop_callee(&sending, &[]).is_none());
     }
 }

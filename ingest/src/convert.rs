@@ -416,9 +416,12 @@ enum Handler {
         caller: ArrayField,
     },
     /// An event whose every record is a marker with this text ([`EventFormat::marker`]:
-    /// the `--dispatch` uprobes, `linux/uprobe.rs`).
+    /// the `--dispatch`/`--enqueue`/`--probe` uprobes, `linux/uprobe.rs`). With an `item`
+    /// field (fetched by `@N`), a non-zero item makes a dispatch entry a `work_start` and an
+    /// enqueue a `work_queue` of that item ([`Handler::marker_event`]).
     Marker {
         text: String,
+        item: Option<Field>,
     },
     /// A known format Argus does not map (counted).
     Ignored,
@@ -454,9 +457,39 @@ fn in_system(ev: &EventFormat, system: &str) -> bool {
 }
 
 impl Handler {
+    /// The event a record of a marker probe stands for: with a non-zero work `item`, a
+    /// dispatch entry starts that item (`work_start`) and an enqueue queues it
+    /// (`work_queue`), each with `function` the probed name's [`dispatch_id`]; else the
+    /// marker itself.
+    ///
+    /// [`dispatch_id`]: argus_schema::markers::dispatch_id
+    fn marker_event(text: &str, item: u64) -> EventKind {
+        use argus_schema::markers::{dispatch_id, parse, Marker};
+        match parse(text) {
+            Some(Marker::DispatchBegin(name)) if item != 0 => EventKind::WorkStart {
+                work: item,
+                function: dispatch_id(name),
+            },
+            Some(Marker::Enqueue(name)) if item != 0 => EventKind::WorkQueue {
+                work: item,
+                function: dispatch_id(name),
+            },
+            _ => EventKind::Marker {
+                text: text.to_string(),
+            },
+        }
+    }
+
     fn build(ev: &EventFormat) -> Result<Handler, FormatError> {
         if let Some(text) = &ev.marker {
-            return Ok(Handler::Marker { text: text.clone() });
+            let item = match ev.field(crate::format::ITEM_FIELD) {
+                Some(_) => Some(Field::int(ev, crate::format::ITEM_FIELD)?),
+                None => None,
+            };
+            return Ok(Handler::Marker {
+                text: text.clone(),
+                item,
+            });
         }
         let opt = |name| StrField::of(ev, name).ok();
         let int = |name| Field::int(ev, name);
@@ -906,7 +939,13 @@ impl Converter {
                     text: String::from_utf8_lossy(b).into_owned(),
                 }
             }
-            Handler::Marker { text } => EventKind::Marker { text: text.clone() },
+            Handler::Marker { text, item } => {
+                let item = match item {
+                    Some(f) => f.u64(p).map_err(oob)?,
+                    None => 0,
+                };
+                Handler::marker_event(text, item)
+            }
             Handler::WorkQueue { work, function } => EventKind::WorkQueue {
                 work: work.u64(p).map_err(oob)?,
                 function: function.u64(p).map_err(oob)?,
@@ -1138,6 +1177,70 @@ print fmt: \"(%lx <- %lx)\", REC->__probe_func, REC->__probe_ret_ip\n";
             e.kind,
             EventKind::Marker {
                 text: "argus:dispatch-end krate::f".into()
+            }
+        );
+    }
+
+    /// `--enqueue …@1` and `--dispatch …@1` entry probes as 6.18 writes their formats (an
+    /// `item` field after `__probe_ip`): a non-zero item makes a `work_queue` and a
+    /// `work_start` of that item; item 0 leaves the marker.
+    #[test]
+    fn item_probes_become_work_events() {
+        let format = |name: &str, id: u16| {
+            format!(
+                "name: {name}\nID: {id}\nformat:\n\
+\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n\
+\tfield:unsigned char common_flags;\toffset:2;\tsize:1;\tsigned:0;\n\
+\tfield:unsigned char common_preempt_count;\toffset:3;\tsize:1;\tsigned:0;\n\
+\tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;\n\n\
+\tfield:unsigned long __probe_ip;\toffset:8;\tsize:8;\tsigned:0;\n\
+\tfield:u64 item;\toffset:16;\tsize:8;\tsigned:0;\n\n\
+print fmt: \"(%lx) item=%llu\", REC->__probe_ip, REC->item\n"
+            )
+        };
+        let mut set = FormatSet::default();
+        for (name, id, marker) in [
+            ("enqueue_0", 2500u16, "argus:enqueue push_job"),
+            ("dispatch_0", 2501, "argus:dispatch-begin run_job"),
+        ] {
+            let mut ev = EventFormat::parse("argus_1", &format(name, id)).expect("format");
+            ev.marker = Some(marker.into());
+            set.insert(ev);
+        }
+        let mut conv = Converter::new(&set).expect("converter");
+        let mut convert = |id: u16, item: u64| {
+            let mut p = vec![0u8; 24];
+            p[0..2].copy_from_slice(&id.to_le_bytes());
+            p[4..8].copy_from_slice(&77i32.to_le_bytes());
+            p[16..24].copy_from_slice(&item.to_le_bytes());
+            let rec = RawRecord {
+                ts: 5,
+                offset: 16,
+                payload: &p,
+            };
+            let d = conv.convert(Cpu(0), &rec).expect("ok").expect("mapped");
+            d.event.expect("event").kind
+        };
+        let push = argus_schema::markers::dispatch_id("push_job");
+        let run = argus_schema::markers::dispatch_id("run_job");
+        assert_eq!(
+            convert(2500, 0x7f00_1000),
+            EventKind::WorkQueue {
+                work: 0x7f00_1000,
+                function: push
+            }
+        );
+        assert_eq!(
+            convert(2501, 0x7f00_1000),
+            EventKind::WorkStart {
+                work: 0x7f00_1000,
+                function: run
+            }
+        );
+        assert_eq!(
+            convert(2501, 0),
+            EventKind::Marker {
+                text: "argus:dispatch-begin run_job".into()
             }
         );
     }

@@ -314,6 +314,9 @@ pub struct EventFormat {
 /// The file next to an event's `format` in a trace directory's `formats/events/SYS/EVENT/`
 /// that makes every record of the event a marker with the file's text (first line).
 pub const MARKER_FILE: &str = "argus_marker";
+/// The field of a marker event's records (those with a [`MARKER_FILE`]) that holds the work
+/// item an item-fetching uprobe read (`argus record --enqueue`, `--dispatch …@N`).
+pub const ITEM_FIELD: &str = "item";
 
 impl EventFormat {
     /// Parses the text of a `format` file. `system` is recorded as given.

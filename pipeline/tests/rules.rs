@@ -872,6 +872,70 @@ fn each_user_space_dispatch_is_a_callout_segment_and_waits_inside_do_not_split_i
         .all(|e| items.iter().all(|i| e.src != i.id && e.dst != i.id)));
 }
 
+/// Item-fetching probes (`--enqueue …@1`, `--dispatch …@1`): the enqueue's `work_queue` and
+/// the dispatch's `work_start` carry the item, and the callout is joined to the segment that
+/// queued it by a strong queue edge; the dispatch's end marker closes it.
+#[test]
+fn a_probed_enqueue_joins_its_dispatch_by_a_queue_edge() {
+    let run_job = argus_pipeline::rules::dispatch_id("run_job");
+    let enqueue = argus_pipeline::rules::dispatch_id("enqueue_job");
+    let mut s = S::default();
+    s.run(20);
+    s.task(
+        20,
+        EventKind::WorkQueue {
+            work: 0x5000,
+            function: enqueue,
+        },
+    );
+    s.run(12);
+    s.task(
+        12,
+        EventKind::WorkStart {
+            work: 0x5000,
+            function: run_job,
+        },
+    );
+    s.enter(12, WRITE, 5);
+    s.exit(12, WRITE, 1);
+    s.task(
+        12,
+        EventKind::Marker {
+            text: "argus:dispatch-end run_job".into(),
+        },
+    );
+    s.enter(12, EPOLL_WAIT, 3);
+    let g = graph(&s.evs, &RulesConfig::default());
+    let item = g
+        .segments
+        .iter()
+        .find(|x| {
+            x.kind
+                == SegmentKind::WorkItem {
+                    work: 0x5000,
+                    function: run_job,
+                }
+        })
+        .expect("the dispatch is a work item");
+    assert_eq!(item.tid, Tid(12));
+    assert_eq!(item.syscalls, 1, "{item:#?}");
+    let queued: Vec<_> = g
+        .edges
+        .iter()
+        .filter(|e| e.kind == EdgeKind::Queue && e.dst == item.id)
+        .collect();
+    assert_eq!(queued.len(), 1, "{:#?}", g.edges);
+    assert_eq!(queued[0].src.tid(), Tid(20));
+    assert_eq!(queued[0].strength, Strength::Strong);
+    // Closed by the end marker: the loop goes on in a task segment of its own.
+    let after = g
+        .segments
+        .iter()
+        .rfind(|x| x.tid == Tid(12))
+        .expect("the loop");
+    assert_eq!(after.kind, SegmentKind::Task, "{:#?}", g.segments);
+}
+
 #[test]
 fn a_thread_reading_back_its_own_write_is_no_dependency() {
     let mut cfg = RulesConfig::default();

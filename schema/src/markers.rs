@@ -6,6 +6,7 @@
 //! |---|---|---|
 //! | `argus:dispatch-begin NAME` … `argus:dispatch-end NAME` | the application, or `argus record --dispatch` uprobes | one callback of a user-space dispatch loop: a callout segment of its own (pipeline rules) |
 //! | `argus:call-begin NAME` … `argus:call-end NAME` | `argus record --probe` uprobes | one call of a function (counted by `argus dig`; no segment of its own) |
+//! | `argus:enqueue NAME` | `argus record --enqueue` uprobes | a work item queued for a dispatch: with the item the probe fetched (a record field, not text), a `work_queue` event |
 //! | `argus:hang-begin [tid=N]` … `argus:hang-end [tid=N]` | the application | the hang to diagnose (diagnose) |
 //! | `argus:flag-set NAME` | the application | a data flag another thread polls was set (diagnose, RepeatedYield) |
 //! | `argus:input …` | the application | input that started a long run (diagnose, LongRunning) |
@@ -21,6 +22,9 @@
 pub const DISPATCH_BEGIN: &str = "argus:dispatch-begin";
 /// Ends the innermost dispatch callout of the same name.
 pub const DISPATCH_END: &str = "argus:dispatch-end";
+/// A work item was queued by the function named after it (`argus record --enqueue`; the
+/// item travels in the probe's record, see [`dispatch_id`]).
+pub const ENQUEUE: &str = "argus:enqueue";
 /// A probed function was entered (followed by its name).
 pub const CALL_BEGIN: &str = "argus:call-begin";
 /// A probed function returned (followed by its name).
@@ -34,6 +38,14 @@ pub const FLAG_SET: &str = "argus:flag-set";
 /// Input arrived that starts work (free text after it).
 pub const INPUT: &str = "argus:input";
 
+/// The `function` id of a user-space dispatch or enqueue named `name` (a dispatch
+/// callout's work-item segment, and the `function` of the `work_start`/`work_queue` events
+/// the collector's item-fetching probes become): the name (trimmed) hashed with FNV-1a, so
+/// callouts of different functions differ and a begin matches its end.
+pub fn dispatch_id(name: &str) -> u64 {
+    crate::hash::fnv1a(name.trim().as_bytes())
+}
+
 /// A marker of the protocol, with the text after its keyword (trimmed).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Marker<'a> {
@@ -41,6 +53,8 @@ pub enum Marker<'a> {
     DispatchBegin(&'a str),
     /// [`DISPATCH_END`] and the callout's name.
     DispatchEnd(&'a str),
+    /// [`ENQUEUE`] and the queuing function's name.
+    Enqueue(&'a str),
     /// [`CALL_BEGIN`] and the function's name.
     CallBegin(&'a str),
     /// [`CALL_END`] and the function's name.
@@ -65,6 +79,7 @@ pub fn parse(text: &str) -> Option<Marker<'_>> {
     Some(match word {
         DISPATCH_BEGIN => Marker::DispatchBegin(rest),
         DISPATCH_END => Marker::DispatchEnd(rest),
+        ENQUEUE => Marker::Enqueue(rest),
         CALL_BEGIN => Marker::CallBegin(rest),
         CALL_END => Marker::CallEnd(rest),
         HANG_BEGIN => Marker::HangBegin(rest),
@@ -91,6 +106,7 @@ mod tests {
             Some(Marker::FlagSet("ready"))
         );
         assert_eq!(parse("argus:input\tGET /"), Some(Marker::Input("GET /")));
+        assert_eq!(parse("argus:enqueue q"), Some(Marker::Enqueue("q")));
         assert_eq!(parse("argus:inputs"), None);
         assert_eq!(parse("argus:q"), None);
         assert_eq!(parse(""), None);

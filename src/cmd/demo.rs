@@ -54,6 +54,7 @@ pub(crate) fn run(args: &DemoArgs, quiet: bool) -> Result<u8> {
                 profile: None,
                 watch: Vec::new(),
                 dispatch: Vec::new(),
+                enqueue: Vec::new(),
                 probe: Vec::new(),
                 command: vec![
                     exe.to_string_lossy().into_owned(),

@@ -327,6 +327,7 @@ fn plan(
         profile: Some(args.hz),
         watch: watch.clone(),
         dispatch: Vec::new(),
+        enqueue: Vec::new(),
         probe: subject.probes.clone(),
         command: command.clone(),
     };

@@ -41,12 +41,19 @@ pub(crate) fn record_config(args: &RecordArgs) -> Result<argus_ingest::linux::Re
         cfg.perf.watches.push(spec);
     }
     for p in &args.probe {
-        cfg.probes
-            .push(argus_ingest::linux::DispatchSpec::parse(p).map_err(anyhow::Error::new)?);
+        let spec = argus_ingest::linux::DispatchSpec::parse(p).map_err(anyhow::Error::new)?;
+        if spec.item_arg.is_some() {
+            bail!("--probe {p}: a call probe fetches no work item; `@N` is for --dispatch and --enqueue");
+        }
+        cfg.probes.push(spec);
     }
     for d in &args.dispatch {
         cfg.dispatch
             .push(argus_ingest::linux::DispatchSpec::parse(d).map_err(anyhow::Error::new)?);
+    }
+    for q in &args.enqueue {
+        cfg.enqueue
+            .push(argus_ingest::linux::DispatchSpec::parse_enqueue(q).map_err(anyhow::Error::new)?);
     }
     Ok(cfg)
 }

@@ -48,6 +48,12 @@ pub const WORKLOADS: &[Workload] = &[
         "an event loop dispatching jobs to argus_dispatch_job (tests/dispatch.rs)",
         crate::dispatchwork::run,
     ),
+    // A group-commit server whose batch misleads a walk (`--dispatch`/`--enqueue`).
+    Workload::hidden(
+        "group-commit",
+        "a group-commit flusher batching two clients' jobs (tests/inspect.rs)",
+        crate::groupcommit::run,
+    ),
 ];
 
 fn tid() -> i32 {

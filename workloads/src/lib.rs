@@ -9,7 +9,7 @@
 //!
 //! | module | workloads | used by |
 //! |---|---|---|
-//! | [`basic`] | `chain`, `cpu`, `yield` (+ hidden `fd-pass`, `dispatch`) | `argus demo`, tests/live.rs, … |
+//! | [`basic`] | `chain`, `cpu`, `yield` (+ hidden `fd-pass`, `dispatch`, `group-commit`) | `argus demo`, tests/live.rs, … |
 //! | [`patterns`] | the causal patterns (pipes, locks, timers, stack-loop, …) | tests/graph_rules.rs |
 //! | [`suite`] | the hang suite | tests/hang_suite.rs |
 //! | [`real`] | the real-software suite (MariaDB, Redis, lighttpd, Go, Ruby, …) | tests/real_suite.rs |
@@ -23,6 +23,7 @@
 pub mod basic;
 pub mod dispatchwork;
 pub mod fdpass;
+pub mod groupcommit;
 pub mod patterns;
 pub mod real;
 pub mod stackflag;
@@ -179,7 +180,14 @@ mod tests {
             assert!(seen.insert(w.name), "{} has two rows", w.name);
             assert!(!w.about.is_empty(), "{} has no description", w.name);
         }
-        for n in ["fd-pass", "dispatch", "stacks", "flag", "flag-watch"] {
+        for n in [
+            "fd-pass",
+            "dispatch",
+            "group-commit",
+            "stacks",
+            "flag",
+            "flag-watch",
+        ] {
             assert!(find(n).is_some(), "{n} runs by name");
         }
         assert!(names()

@@ -269,6 +269,21 @@ impl<'g> Walk<'g, '_> {
             edge_by(e)
         };
         let slack = ((len as f64 * self.cfg.running_slack) as u64).max(self.floor);
+        // A work item queued late in the window started late because of its queuing, not
+        // because of what its worker did before: the segment that queued it is followed.
+        if len >= self.floor && w.start_ns > plus(h0, slack) {
+            if let Some(q) = self.queued_late(w, h0, slack) {
+                self.describe_item(
+                    idx,
+                    Step::Waker {
+                        by,
+                        then: WakerState::QueuedLate { at: q.ts },
+                    },
+                );
+                self.follow(q, w, h0, depth + 1);
+                return;
+            }
+        }
         if len >= self.floor && w.start_ns > plus(h0, slack) {
             if let Some((from, on_cpu)) = self.busy_through_brief_waits(w, e.ts, h0, slack) {
                 let run = from.until(e.ts).max(1);
@@ -491,6 +506,25 @@ impl<'g> Walk<'g, '_> {
             }
         }
         self.late_waker(idx, w, by, woken, h0, depth);
+    }
+
+    /// The queue edge into work item `w` when the item was queued after the window
+    /// `[h0, …)` had run `slack` (its latest, should an item be queued twice) and its
+    /// source is not on the path yet.
+    pub(super) fn queued_late(
+        &self,
+        w: &'g Segment,
+        h0: Nanos,
+        slack: u64,
+    ) -> Option<&'g CausalEdge> {
+        if !matches!(w.kind, SegmentKind::WorkItem { .. }) {
+            return None;
+        }
+        self.g
+            .incoming(w.id)
+            .filter(|e| e.kind == EdgeKind::Queue && e.ts <= w.start_ns)
+            .max_by_key(|e| e.ts)
+            .filter(|e| e.ts > plus(h0, slack) && !self.visited.contains(&e.src))
     }
 
     /// The thread whose wake-ups ended most of `w`'s thread's blocked time in the window

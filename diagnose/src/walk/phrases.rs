@@ -695,6 +695,9 @@ impl<'g> Phrases<'g> {
                         "{by}, whose thread first appears in the trace at {}",
                         self.rel(*at)
                     ),
+                    WakerState::QueuedLate { at } => {
+                        format!("{by}, running a work item queued only at {}", self.rel(*at))
+                    }
                     WakerState::WokenThroughWindow {
                         by: t,
                         waits,

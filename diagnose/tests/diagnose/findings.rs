@@ -363,6 +363,7 @@ fn step_samples() -> Vec<Step> {
         },
         WakerState::CreatedAt { at: ms(1.0) },
         WakerState::FirstSeenAt { at: ms(1.0) },
+        WakerState::QueuedLate { at: ms(1.0) },
         WakerState::WokenThroughWindow {
             by: Tid(7),
             waits: 3,

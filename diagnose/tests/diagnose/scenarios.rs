@@ -882,3 +882,70 @@ fn the_json_report_has_every_contract_field() {
     let back: Report = serde_json::from_value(j).unwrap();
     assert_eq!(back, r);
 }
+
+/// A group commit: the flusher, woken by reader 1's job, runs client 2's job in a work item
+/// that reader 2 queued only at 3000 ms, after 2990 ms on CPU over client 2's request. The
+/// item started late because it was queued late: the walk follows its queue edge to the
+/// busy reader, not the flusher's wake-up by reader 1.
+#[test]
+fn a_work_item_queued_late_is_explained_by_the_segment_that_queued_it() {
+    let mut b = B::new(6000.0);
+    b.thread(300, 300, "client2", "client2");
+    b.thread(200, 200, "client1", "client1");
+    b.thread(101, 100, "flusher", "server");
+    b.thread(102, 100, "reader2", "server");
+    b.thread(103, 100, "reader1", "server");
+    let c0 = b.task(300, 0.0, 10.0, 3045.0, "rt_sigtimedwait", 1.0);
+    let c1 = b.open(300, 3045.0, Some(3046.0), "rt_sigtimedwait", 0.5);
+    let r2 = b.task(102, 5.0, 3000.5, 5000.0, "read", 2990.0);
+    b.edge(c0, r2, EdgeKind::Message, Strength::Strong, 5.0, "write");
+    let k0 = b.task(200, 0.0, 1.0, 2979.0, "clock_nanosleep", 0.5);
+    let r1 = b.task(103, 2979.0, 2980.0, 5000.0, "read", 0.5);
+    b.edge(k0, r1, EdgeKind::Message, Strength::Strong, 2979.0, "write");
+    b.task(101, 0.0, 1.0, 2980.0, "futex", 0.5);
+    let w1 = b.task(101, 2980.0, 2981.0, 3030.0, "nanosleep", 0.5);
+    b.edge(r1, w1, EdgeKind::Wakeup, Strength::Weak, 2980.0, "futex");
+    let item = |b: &mut B, start: f64, end: f64, work: u64| {
+        let id = b.seg(Seg {
+            tid: 101,
+            start,
+            wait: None,
+            end: Some(end),
+            sys: "",
+            on_cpu: end - start,
+            ret: None,
+        });
+        let s = b.segments.last_mut().expect("the item");
+        s.kind = SegmentKind::WorkItem { work, function: 7 };
+        s.end = argus_schema::EndCause::HandlerDone;
+        id
+    };
+    let i1 = item(&mut b, 3030.0, 3040.0, 0x1000);
+    let i2 = item(&mut b, 3040.0, 3050.0, 0x2000);
+    b.edge(r1, i1, EdgeKind::Queue, Strength::Strong, 2979.5, "");
+    b.edge(r2, i2, EdgeKind::Queue, Strength::Strong, 3000.0, "futex");
+    b.wake(i2, c1, 3045.0, "kill");
+    b.long_wait(c0);
+    let r = run(&b.graph(), 300, &mut AutoOracle);
+    let rc = r.root_causes.last().expect("a root cause");
+    assert_eq!(
+        (rc.segment, rc.class),
+        (r2, CauseClass::LongRunning),
+        "{r:#?}"
+    );
+    let through = r
+        .path
+        .iter()
+        .find(|p| p.segment == i2)
+        .expect("the item on the path");
+    assert_eq!(
+        through.step,
+        Step::Waker {
+            by: By::Edge {
+                edge: PathEdgeKind::Edge(EdgeKind::Wakeup),
+                syscall: Some("kill".into()),
+            },
+            then: WakerState::QueuedLate { at: ms(3000.0) },
+        }
+    );
+}

@@ -235,11 +235,19 @@ impl RecordError {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum DispatchError {
-    /// The spec is not `BINARY:SYMBOL`.
-    #[error("uprobe {spec:?}: expected BINARY:SYMBOL (e.g. /usr/bin/app:handle_event)")]
+    /// The spec is not `BINARY:SYMBOL[@N]`.
+    #[error("uprobe {spec:?}: expected BINARY:SYMBOL or BINARY:SYMBOL@N with N from 1 to 6 (e.g. /usr/bin/app:handle_event@1)")]
     BadSpec {
         /// The text as given.
         spec: String,
+    },
+    /// `@N` on an architecture whose argument registers the recorder does not know.
+    #[error("uprobe {spec}: fetching an argument is supported on x86_64 and aarch64, not {arch}")]
+    NoItemArgument {
+        /// The spec.
+        spec: String,
+        /// This machine's architecture.
+        arch: &'static str,
     },
     /// The binary does not exist (or a bare name is not in `PATH`).
     #[error("uprobe {}:{symbol}: binary {} not found{}", binary.display(), binary.display(),

@@ -363,6 +363,10 @@ pub struct RecordConfig {
     /// an `argus:dispatch-begin SYMBOL` / `argus:dispatch-end SYMBOL` marker of the calling
     /// thread, through a uprobe and a uretprobe (`uprobe.rs`). Empty by default.
     pub dispatch: Vec<DispatchSpec>,
+    /// User-space enqueue functions (`--enqueue BINARY:SYMBOL[@N]`): each call is recorded
+    /// with its work item (argument `N`, default 1) and becomes a `work_queue` event, joined
+    /// to the `--dispatch …@N` run of the same item by a queue edge. Empty by default.
+    pub enqueue: Vec<DispatchSpec>,
     /// Functions whose calls are recorded (`--probe BINARY:SYMBOL`) as `argus:call-begin
     /// SYMBOL` / `argus:call-end SYMBOL` markers of the calling thread, without making
     /// segments of them (`argus dig` counts them). Empty by default.
@@ -395,6 +399,7 @@ impl RecordConfig {
             perf: PerfConfig::default(),
             track_files: true,
             dispatch: Vec::new(),
+            enqueue: Vec::new(),
             probes: Vec::new(),
             drain_priority: DrainPriority::default(),
         }
@@ -431,6 +436,7 @@ impl PartialEq for RecordConfig {
             && self.perf == other.perf
             && self.track_files == other.track_files
             && self.dispatch == other.dispatch
+            && self.enqueue == other.enqueue
             && self.probes == other.probes
             && self.drain_priority == other.drain_priority
     }
@@ -665,6 +671,7 @@ impl Recorder {
             &config.tracefs,
             &uprobe::group_name(&name),
             &config.dispatch,
+            &config.enqueue,
             &config.probes,
         )?;
         events.extend(uprobes.events().iter().cloned());

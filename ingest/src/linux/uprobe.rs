@@ -1,13 +1,22 @@
-//! User-space dispatch probes (`argus record --dispatch BINARY:SYMBOL`) and call probes
-//! (`--probe BINARY:SYMBOL`).
+//! User-space dispatch probes (`argus record --dispatch BINARY:SYMBOL[@N]`), enqueue probes
+//! (`--enqueue BINARY:SYMBOL[@N]`) and call probes (`--probe BINARY:SYMBOL`).
 //!
-//! Each spec becomes two tracefs uprobe events in a group private to this recorder
+//! Each spec becomes tracefs uprobe events in a group private to this recorder
 //! (`argus_<pid>`, `argus_<pid>_<n>` for further recorders of the same process):
 //!
 //! ```text
-//!  p:argus_<pid>/dispatch_<i>     BINARY:0xOFFSET      entry      (probe_<i> for --probe)
-//!  r:argus_<pid>/dispatch_<i>_ret BINARY:0xOFFSET      return     (probe_<i>_ret)
+//!  p:argus_<pid>/dispatch_<i>     BINARY:0xOFFSET [item=%di:u64]  entry  (probe_<i> for --probe)
+//!  r:argus_<pid>/dispatch_<i>_ret BINARY:0xOFFSET                 return (probe_<i>_ret)
+//!  p:argus_<pid>/enqueue_<i>      BINARY:0xOFFSET item=%di:u64    entry only
 //! ```
+//!
+//! `@N` (1 to 6; `--enqueue` without it: 1) fetches the function's `N`th integer argument at
+//! entry (the System V / AAPCS64 argument register: `%di %si %dx %cx %r8 %r9` on x86-64,
+//! `%x0`…`%x5` on aarch64) as field `item`: the identity of the work item queued or run
+//! (a pointer to the job, a request id). The converter makes an enqueue record with a non-zero
+//! item a `work_queue { work: item }` event and a dispatch entry with one a
+//! `work_start { work: item }`, so the graph rules join each run to the segment that queued
+//! it by a queue edge, as for kernel work items.
 //!
 //! `OFFSET` is the symbol's file offset (`st_value - p_vaddr + p_offset` of the `PT_LOAD`
 //! segment holding it). The events are enabled in the recorder's instance and their format
@@ -37,6 +46,10 @@ pub(crate) const GROUP_PREFIX: &str = "argus_";
 pub const DISPATCH_BEGIN: &str = "argus:dispatch-begin";
 /// Marker text of a dispatch return (then a space and the symbol).
 pub const DISPATCH_END: &str = "argus:dispatch-end";
+/// The field of an item-fetching probe's record that holds the item.
+pub use crate::format::ITEM_FIELD;
+/// The highest argument `@N` can fetch (the integer argument registers of the ABI).
+pub const MAX_ITEM_ARG: u8 = 6;
 
 /// A user-space function whose every call is a dispatched callout:
 /// `argus record --dispatch BINARY:SYMBOL`.
@@ -48,23 +61,44 @@ pub struct DispatchSpec {
     /// The symbol (raw `.symtab`/`.dynsym` name, or a demangled Rust path such as
     /// `mycrate::event_loop::dispatch`).
     pub symbol: String,
+    /// `@N`: the 1-based integer argument that identifies the work item, fetched at entry.
+    pub item_arg: Option<u8>,
 }
 
 impl DispatchSpec {
-    /// Parses `BINARY:SYMBOL` (split at the first `:`, so a demangled Rust path such as
-    /// `app:crate::module::f` keeps its `::`).
+    /// Parses `BINARY:SYMBOL[@N]` (split at the first `:`, so a demangled Rust path such as
+    /// `app:crate::module::f` keeps its `::`; `@N`, 1 to [`MAX_ITEM_ARG`], names the argument
+    /// that identifies the work item).
     pub fn parse(spec: &str) -> Result<DispatchSpec, DispatchError> {
         let bad = || DispatchError::BadSpec {
             spec: spec.to_string(),
         };
-        let (binary, symbol) = spec.split_once(':').ok_or_else(bad)?;
+        let (binary, rest) = spec.split_once(':').ok_or_else(bad)?;
+        let (symbol, item_arg) = match rest.rsplit_once('@') {
+            Some((symbol, n)) => {
+                let n: u8 = n.parse().map_err(|_| bad())?;
+                if !(1..=MAX_ITEM_ARG).contains(&n) {
+                    return Err(bad());
+                }
+                (symbol, Some(n))
+            }
+            None => (rest, None),
+        };
         if binary.is_empty() || symbol.is_empty() {
             return Err(bad());
         }
         Ok(DispatchSpec {
             binary: PathBuf::from(binary),
             symbol: symbol.to_string(),
+            item_arg,
         })
+    }
+
+    /// An `--enqueue` spec: the item is the first argument unless `@N` says otherwise.
+    pub fn parse_enqueue(spec: &str) -> Result<DispatchSpec, DispatchError> {
+        let mut s = DispatchSpec::parse(spec)?;
+        s.item_arg.get_or_insert(1);
+        Ok(s)
     }
 
     /// The file: the path as given when it contains a `/`, else the first executable file of
@@ -124,6 +158,20 @@ impl DispatchSpec {
 fn is_executable(path: &Path) -> bool {
     use std::os::unix::fs::PermissionsExt;
     fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}
+
+/// The uprobe fetch-argument of integer argument `n` (1-based) at function entry:
+/// `item=REG:u64`; `None` on an architecture whose registers this does not know.
+pub fn item_fetch(n: u8) -> Option<String> {
+    const REGS: [&str; MAX_ITEM_ARG as usize] = if cfg!(target_arch = "x86_64") {
+        ["%di", "%si", "%dx", "%cx", "%r8", "%r9"]
+    } else if cfg!(target_arch = "aarch64") {
+        ["%x0", "%x1", "%x2", "%x3", "%x4", "%x5"]
+    } else {
+        [""; MAX_ITEM_ARG as usize]
+    };
+    let reg = REGS.get(usize::from(n).checked_sub(1)?)?;
+    (!reg.is_empty()).then(|| format!("{ITEM_FIELD}={reg}:u64"))
 }
 
 /// Why [`symbol_file_offset`] failed.
@@ -201,6 +249,7 @@ impl Uprobes {
         tracefs: &Path,
         group: &str,
         specs: &[DispatchSpec],
+        enqueues: &[DispatchSpec],
         calls: &[DispatchSpec],
     ) -> Result<Uprobes, RecordError> {
         let control = tracefs.join("uprobe_events");
@@ -210,7 +259,7 @@ impl Uprobes {
             events: Vec::new(),
             markers: Vec::new(),
         };
-        if specs.is_empty() && calls.is_empty() {
+        if specs.is_empty() && enqueues.is_empty() && calls.is_empty() {
             return Ok(probes);
         }
         if !probes.control.exists() {
@@ -221,19 +270,29 @@ impl Uprobes {
         }
         // Resolve everything before touching the kernel.
         let mut defs = Vec::new();
+        // (spec, event name, entry marker, return marker: none for an enqueue, item?)
         let kinds = specs
             .iter()
             .enumerate()
-            .map(|(i, s)| (s, format!("dispatch_{i}"), DISPATCH_BEGIN, DISPATCH_END))
+            .map(|(i, s)| {
+                let name = format!("dispatch_{i}");
+                (s, name, DISPATCH_BEGIN, Some(DISPATCH_END), s.item_arg)
+            })
+            .chain(enqueues.iter().enumerate().map(|(i, s)| {
+                let name = format!("enqueue_{i}");
+                let arg = Some(s.item_arg.unwrap_or(1));
+                (s, name, argus_schema::markers::ENQUEUE, None, arg)
+            }))
             .chain(calls.iter().enumerate().map(|(i, s)| {
                 (
                     s,
                     format!("probe_{i}"),
                     argus_schema::markers::CALL_BEGIN,
-                    argus_schema::markers::CALL_END,
+                    Some(argus_schema::markers::CALL_END),
+                    None,
                 )
             }));
-        for (spec, name, begin_marker, end_marker) in kinds {
+        for (spec, name, begin_marker, end_marker, item_arg) in kinds {
             let (path, offset) = spec.resolve()?;
             if path.to_string_lossy().chars().any(char::is_whitespace) {
                 return Err(DispatchError::UnusablePath {
@@ -250,18 +309,30 @@ impl Uprobes {
                 .into());
             }
             let target = format!("{}:{offset:#x}", path.display());
+            let fetch = match item_arg {
+                Some(n) => {
+                    let f = item_fetch(n).ok_or_else(|| DispatchError::NoItemArgument {
+                        spec: format!("{}:{}@{n}", spec.binary.display(), spec.symbol),
+                        arch: std::env::consts::ARCH,
+                    })?;
+                    format!(" {f}")
+                }
+                None => String::new(),
+            };
             let begin = name.clone();
-            let end = format!("{name}_ret");
             defs.push((
                 begin.clone(),
-                format!("p:{group}/{begin} {target}"),
+                format!("p:{group}/{begin} {target}{fetch}"),
                 format!("{begin_marker} {}", spec.symbol),
             ));
-            defs.push((
-                end.clone(),
-                format!("r:{group}/{end} {target}"),
-                format!("{end_marker} {}", spec.symbol),
-            ));
+            if let Some(end_marker) = end_marker {
+                let end = format!("{name}_ret");
+                defs.push((
+                    end.clone(),
+                    format!("r:{group}/{end} {target}"),
+                    format!("{end_marker} {}", spec.symbol),
+                ));
+            }
             tracing::info!(binary = %path.display(), symbol = %spec.symbol, offset, "dispatch probe");
         }
         for (event, def, marker) in defs {
@@ -272,7 +343,8 @@ impl Uprobes {
         Ok(probes)
     }
 
-    /// The `GROUP/EVENT` names to record (entry, return, entry, return, ...).
+    /// The `GROUP/EVENT` names to record (entry, return, entry, return, ..., an enqueue's
+    /// entry alone).
     pub(crate) fn events(&self) -> &[String] {
         &self.events
     }
@@ -365,9 +437,26 @@ mod tests {
         let s = DispatchSpec::parse("app:krate::loop_::f").expect("rust path");
         assert_eq!(s.binary, PathBuf::from("app"));
         assert_eq!(s.symbol, "krate::loop_::f");
-        for bad in ["app", ":f", "app:", ""] {
+        assert_eq!(s.item_arg, None);
+        let s = DispatchSpec::parse("/bin/app:run_job@2").expect("item argument");
+        assert_eq!((s.symbol.as_str(), s.item_arg), ("run_job", Some(2)));
+        let s = DispatchSpec::parse_enqueue("/bin/app:push").expect("enqueue");
+        assert_eq!(
+            s.item_arg,
+            Some(1),
+            "an enqueue's item is its first argument"
+        );
+        for bad in [
+            "app", ":f", "app:", "", "app:f@0", "app:f@7", "app:f@x", "app:@1",
+        ] {
             assert!(DispatchSpec::parse(bad).is_err(), "{bad:?}");
         }
+        if cfg!(target_arch = "x86_64") {
+            assert_eq!(item_fetch(1).as_deref(), Some("item=%di:u64"));
+            assert_eq!(item_fetch(6).as_deref(), Some("item=%r9:u64"));
+        }
+        assert_eq!(item_fetch(0), None);
+        assert_eq!(item_fetch(7), None);
     }
 
     #[test]
@@ -399,6 +488,7 @@ mod tests {
         let spec = DispatchSpec {
             binary: PathBuf::from("/nonexistent/argus-bin"),
             symbol: "f".into(),
+            item_arg: None,
         };
         let msg = spec.resolve().expect_err("missing").to_string();
         assert!(
@@ -408,6 +498,7 @@ mod tests {
         let spec = DispatchSpec {
             binary: exe,
             symbol: "no_such_symbol_argus".into(),
+            item_arg: None,
         };
         let msg = spec.resolve().expect_err("no symbol").to_string();
         assert!(msg.contains("no_such_symbol_argus"), "{msg}");

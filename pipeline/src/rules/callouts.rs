@@ -7,7 +7,11 @@
 //! User-space dispatches are callouts too: between the markers `argus:dispatch-begin NAME`
 //! and `argus:dispatch-end NAME` ([`DISPATCH_BEGIN`]; from `trace_marker` or the
 //! collector's uprobes) the thread runs one callback, a `WorkItem` segment with `work` 0 and
-//! `function` [`dispatch_id`]`(NAME)`.
+//! `function` [`dispatch_id`]`(NAME)`. Probes that fetch the work item's identity
+//! (`argus record --dispatch BINARY:SYMBOL@N --enqueue BINARY:SYMBOL@N`) begin it with a
+//! `work_start { work: item }` event instead, and the `work_queue { work: item }` of its
+//! enqueue gives it the queue edge a kernel work item has; the `argus:dispatch-end` marker
+//! ends either.
 //!
 //! While a thread is inside a callout (`callout_level > 0`) a blocking wait does not end
 //! its segment (line 1.b), and what it wakes it wakes for whoever queued the item.
@@ -22,12 +26,10 @@ use serde::{Deserialize, Serialize};
 /// [`argus_schema::markers`].
 pub use argus_schema::markers::{DISPATCH_BEGIN, DISPATCH_END};
 
-/// The `function` id of a dispatch callout's [`SegmentKind::WorkItem`] (its `work` is 0):
-/// the callout's name (trimmed) hashed with FNV-1a, so callouts of different functions
-/// differ and a begin matches its end.
-pub fn dispatch_id(name: &str) -> u64 {
-    argus_schema::hash::fnv1a(name.trim().as_bytes())
-}
+/// The `function` id of a dispatch callout's [`SegmentKind::WorkItem`]: the callout's name
+/// (trimmed) hashed with FNV-1a, so callouts of different functions differ and a begin
+/// matches its end.
+pub use argus_schema::markers::dispatch_id;
 
 /// A dispatch marker: the begin or the end of a dispatch of the function with this id.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -73,12 +75,12 @@ impl Callouts {
         self.stack.last().is_some_and(|c| c.culled)
     }
 
-    /// Whether the innermost callout is the user-space dispatch of `function` (a dispatch
-    /// that began before the trace did, or a kernel work item in progress, is not).
+    /// Whether the innermost callout is the user-space dispatch of `function`, begun by its
+    /// marker (`work` 0) or by an item-fetching probe's `work_start` (a dispatch that began
+    /// before the trace did, or a kernel work item in progress, is not: a kernel work
+    /// function is a kernel address, `function` a name's hash).
     pub(super) fn innermost_dispatch(&self, function: u64) -> bool {
-        self.stack
-            .last()
-            .is_some_and(|c| c.work == 0 && c.function == function)
+        self.stack.last().is_some_and(|c| c.function == function)
     }
 
     /// A callout starts in `seg`, just opened for it; returns the segment's id.

@@ -47,7 +47,9 @@
 //!   dispatches are callouts too: between the markers `argus:dispatch-begin NAME` and
 //!   `argus:dispatch-end NAME` ([`DISPATCH_BEGIN`]; from `trace_marker` or the collector's
 //!   uprobes) the thread runs one callback, a `WorkItem` segment with `work` 0 and
-//!   `function` [`dispatch_id`]`(NAME)`.
+//!   `function` [`dispatch_id`]`(NAME)`; with probes that fetch the item
+//!   (`--dispatch …@N --enqueue …@N`) it begins with `work_start { work: item }` and is
+//!   joined to its enqueue's `work_queue` by a queue edge (2.c, `Dispatch_enqueue`).
 //! - **interrupt cut-out** (1.a): hard interrupts, softirqs and timer callbacks (hrtimer and
 //!   wheel timers) are segments of the per-CPU pseudo-thread [`Tid::irq`], never of the task
 //!   they interrupted.
