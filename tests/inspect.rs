@@ -14,6 +14,26 @@ fn inspect(snapshot: &Path, extra: &[&str]) -> Value {
     json_out(&run(&args), 0)
 }
 
+/// The last root cause of `argus debug SNAPSHOT --pid P --threshold 1 --auto --json`.
+fn last_root(snapshot: &Path, pid: i64) -> Value {
+    let out = run(&[
+        "debug",
+        snapshot.to_str().expect("utf-8"),
+        "--pid",
+        &pid.to_string(),
+        "--threshold",
+        "1",
+        "--auto",
+        "--json",
+    ]);
+    let r: Value = serde_json::from_slice(&out.stdout).expect("a report");
+    r["root_causes"]
+        .as_array()
+        .and_then(|a| a.last())
+        .cloned()
+        .unwrap_or_else(|| panic!("a root cause: {r:#}"))
+}
+
 fn suspects<'a>(v: &'a Value, kind: &str, pid: i64) -> Vec<&'a Value> {
     v["suspects"]
         .as_array()
@@ -102,21 +122,10 @@ fn inspect_finds_a_loop_with_no_flag_edge_and_a_watchpoint_fixes_the_diagnosis()
     let exe = env!("CARGO_BIN_EXE_argus");
     let cmd = [exe, "workload", "flag-watch", "--secs", "1.5"];
     let root = |snap: &Path, pid: i64| -> String {
-        let out = run(&[
-            "debug",
-            snap.to_str().expect("utf-8"),
-            "--pid",
-            &pid.to_string(),
-            "--threshold",
-            "1",
-            "--auto",
-            "--json",
-        ]);
-        let r: Value = serde_json::from_slice(&out.stdout).expect("a report");
-        crate::common::comms(&r["root_causes"])
-            .last()
-            .cloned()
+        last_root(snap, pid)["comm"]
+            .as_str()
             .unwrap_or_default()
+            .to_string()
     };
 
     let plain = record_with(&[], &cmd, &["--threshold", "1"]);
@@ -173,22 +182,7 @@ fn inspect_finds_a_group_commit_batch_and_its_probes_fix_the_diagnosis() {
     let exe = env!("CARGO_BIN_EXE_argus");
     let cmd = [exe, "workload", "group-commit", "--secs", "2"];
     let root = |snap: &Path, pid: i64| -> (i64, String) {
-        let out = run(&[
-            "debug",
-            snap.to_str().expect("utf-8"),
-            "--pid",
-            &pid.to_string(),
-            "--threshold",
-            "1",
-            "--auto",
-            "--json",
-        ]);
-        let r: Value = serde_json::from_slice(&out.stdout).expect("a report");
-        let last = r["root_causes"]
-            .as_array()
-            .and_then(|a| a.last())
-            .cloned()
-            .unwrap_or_else(|| panic!("a root cause: {r:#}"));
+        let last = last_root(snap, pid);
         (
             last["tid"].as_i64().unwrap_or(0),
             last["class"].as_str().unwrap_or("").to_string(),
