@@ -15,7 +15,7 @@
 //! - **Unexplained wait**: a wait at least the threshold long that ended with nothing
 //!   leading to the thread's next segment, or only the thread's own order: the connection
 //!   that woke it is missing. Next: for a futex word, a `[[condvar]]` rule or a watchpoint on
-//!   it; else a `--dispatch` probe on the function it blocked in, or `--stacks` to learn it.
+//!   it; else a `--dispatch` probe on the function it blocked in (outside the C runtime), or `--stacks` to learn it.
 //! - **Weak path**: a hang of the watched threads whose diagnosed path is more than half weak
 //!   edges: the explanation rests on guesses. Next: the `[[condvar]]` rules for the futex
 //!   words of its weak wake-ups.
@@ -147,14 +147,15 @@ fn condvar_rule(pid: Pid, addr: u64) -> NextStep {
     }
 }
 
-/// `--dispatch OBJECT:SYMBOL` for the innermost user frame of `stack` with both.
+/// `--dispatch OBJECT:SYMBOL` for the innermost user frame of `stack` with both, outside
+/// the C runtime (its syscall stubs are no one's callback).
 fn dispatch_probe(stack: &[crate::Frame]) -> Option<NextStep> {
     stack
         .iter()
-        .filter(|f| !f.kernel)
-        .find_map(|f| Some((f.object.as_ref()?, f.symbol.as_ref()?)))
-        .map(|(o, s)| NextStep::Record {
-            options: format!("--dispatch {o}:{s}"),
+        .filter(|f| !f.kernel && !runtime_frame(f))
+        .find_map(probe_spec)
+        .map(|spec| NextStep::Record {
+            options: format!("--dispatch {spec}"),
         })
 }
 
@@ -199,7 +200,6 @@ fn loop_callee<'a>(
     waiting: &[crate::Frame],
 ) -> Option<&'a crate::Frame> {
     let user = |v: &'a [crate::Frame]| v.iter().filter(|f| !f.kernel).collect::<Vec<_>>();
-
     let sending = user(sending);
     let shared: BTreeSet<(&str, &str)> = waiting
         .iter()
