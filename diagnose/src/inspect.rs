@@ -15,7 +15,8 @@
 //! - **Unexplained wait**: a wait at least the threshold long that ended with nothing
 //!   leading to the thread's next segment, or only the thread's own order: the connection
 //!   that woke it is missing. Next: for a futex word, a `[[condvar]]` rule or a watchpoint on
-//!   it; else a `--dispatch` probe on the function it blocked in (outside the C runtime), or `--stacks` to learn it.
+//!   it; else a `--dispatch` probe on the function it blocked in (outside the C runtime), or
+//!   `--stacks` to learn it.
 //! - **Weak path**: a hang of the watched threads whose diagnosed path is more than half weak
 //!   edges: the explanation rests on guesses. Next: the `[[condvar]]` rules for the futex
 //!   words of its weak wake-ups.
