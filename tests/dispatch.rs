@@ -185,4 +185,26 @@ fn dispatch_errors_name_binary_and_symbol() {
             assert!(stderr.contains(n), "{spec}: {n:?} not in {stderr}");
         }
     }
+    // Work-item arguments: out of range, an enqueue with no dispatch fetching the item, a
+    // call probe given one. Refused before anything is probed or recorded.
+    let enqueue = format!("{exe}:argus_enqueue_job");
+    let probe = format!("{exe}:argus_run_job@1");
+    let cases: [(&[&str], &[&str]); 3] = [
+        (&["--dispatch", "app:f@7"], &["app:f@7"]),
+        (&["--enqueue", &enqueue], &["--enqueue", "--dispatch"]),
+        (&["--probe", &probe], &["--probe", "argus_run_job@1"]),
+    ];
+    for (i, (opts, needles)) in cases.iter().enumerate() {
+        let trace = dir.path().join(format!("w{i}"));
+        let mut args = vec!["record", "-o", trace.to_str().expect("utf-8")];
+        args.extend_from_slice(opts);
+        args.extend_from_slice(&["--duration", "1"]);
+        let out = run(&args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{opts:?}: {stderr}");
+        for n in needles.iter() {
+            assert!(stderr.contains(n), "{opts:?}: {n:?} not in {stderr}");
+        }
+        assert!(!trace.exists(), "{opts:?}: nothing recorded");
+    }
 }

@@ -51,6 +51,12 @@ pub(crate) fn record_config(args: &RecordArgs) -> Result<argus_ingest::linux::Re
         cfg.dispatch
             .push(argus_ingest::linux::DispatchSpec::parse(d).map_err(anyhow::Error::new)?);
     }
+    if !args.enqueue.is_empty() && cfg.dispatch.iter().all(|d| d.item_arg.is_none()) {
+        bail!(
+            "--enqueue needs a --dispatch BINARY:SYMBOL@N that fetches the same work item: \
+             without one no queued item is joined to its run"
+        );
+    }
     for q in &args.enqueue {
         cfg.enqueue
             .push(argus_ingest::linux::DispatchSpec::parse_enqueue(q).map_err(anyhow::Error::new)?);

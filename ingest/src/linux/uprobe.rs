@@ -74,7 +74,12 @@ impl DispatchSpec {
             spec: spec.to_string(),
         };
         let (binary, rest) = spec.split_once(':').ok_or_else(bad)?;
-        let (symbol, item_arg) = match rest.rsplit_once('@') {
+        // `@` then digits: the item's argument (a versioned `.dynsym` name such as
+        // `memcpy@GLIBC_2.14` stays whole).
+        let (symbol, item_arg) = match rest
+            .rsplit_once('@')
+            .filter(|(_, n)| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+        {
             Some((symbol, n)) => {
                 let n: u8 = n.parse().map_err(|_| bad())?;
                 if !(1..=MAX_ITEM_ARG).contains(&n) {
@@ -447,10 +452,19 @@ mod tests {
             "an enqueue's item is its first argument"
         );
         for bad in [
-            "app", ":f", "app:", "", "app:f@0", "app:f@7", "app:f@x", "app:@1",
+            "app",
+            ":f",
+            "app:",
+            "",
+            "app:f@0",
+            "app:f@7",
+            "app:f@300",
+            "app:@1",
         ] {
             assert!(DispatchSpec::parse(bad).is_err(), "{bad:?}");
         }
+        let s = DispatchSpec::parse("libc.so.6:memcpy@GLIBC_2.14").expect("versioned");
+        assert_eq!((s.symbol.as_str(), s.item_arg), ("memcpy@GLIBC_2.14", None));
         if cfg!(target_arch = "x86_64") {
             assert_eq!(item_fetch(1).as_deref(), Some("item=%di:u64"));
             assert_eq!(item_fetch(6).as_deref(), Some("item=%r9:u64"));
