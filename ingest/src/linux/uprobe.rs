@@ -67,7 +67,7 @@ pub struct DispatchSpec {
 
 impl DispatchSpec {
     /// Parses `BINARY:SYMBOL[@N]` (split at the first `:`, so a demangled Rust path such as
-    /// `app:crate::module::f` keeps its `::`; `@N`, 1 to [`MAX_ITEM_ARG`], names the argument
+    /// `app:crate::module::f` keeps its `::`; `@N`, 1 to 6, names the argument
     /// that identifies the work item).
     pub fn parse(spec: &str) -> Result<DispatchSpec, DispatchError> {
         let bad = || DispatchError::BadSpec {
