@@ -197,6 +197,20 @@ fn inspect_finds_a_group_commit_batch_and_its_probes_fix_the_diagnosis() {
     let plain = record_with(&["--stacks"], &cmd, &[]);
     let server = truth(&plain, "server_pid");
     let found = inspect(&plain.snapshot, &[]);
+    // Nothing of the recorder's own threads (stray records of them are in every trace).
+    let meta: Value =
+        serde_json::from_slice(&std::fs::read(plain.trace.join("meta.json")).expect("meta.json"))
+            .expect("meta.json is JSON");
+    let own = meta["excluded_tids"].as_array().expect("excluded_tids");
+    assert!(!own.is_empty(), "{meta:#}");
+    assert!(
+        found["suspects"]
+            .as_array()
+            .expect("suspects")
+            .iter()
+            .all(|s| !own.contains(&s["tid"])),
+        "{found:#}"
+    );
     let batching = suspects(&found, "batching", server);
     assert_eq!(batching.len(), 1, "{found:#}");
     assert_eq!(

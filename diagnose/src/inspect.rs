@@ -102,6 +102,10 @@ pub struct InspectConfig {
     pub diagnose: DiagnoseConfig,
     /// The watched threads for the weak-path check (their hangs are diagnosed).
     pub watched: Vec<Tid>,
+    /// Threads to say nothing of: the recorder's own (the snapshot manifest's
+    /// `recorder_tids`), of which the trace holds only stray records — a wait of theirs
+    /// ends with "nothing", their real wake-ups being hidden.
+    pub ignored: BTreeSet<Tid>,
 }
 
 /// Every suspect of `graph`, by kind then by count (largest first).
@@ -111,6 +115,7 @@ pub fn inspect(graph: &Graph, cfg: &InspectConfig) -> Vec<Suspect> {
     out.extend(unexplained_waits(graph, cfg.diagnose.hang.threshold_ns));
     out.extend(weak_paths(graph, cfg));
     out.extend(mutex_like(graph));
+    out.retain(|s| !cfg.ignored.contains(&s.tid));
     out.sort_by(|a, b| {
         (a.kind, std::cmp::Reverse(a.count), a.tid).cmp(&(
             b.kind,
@@ -662,6 +667,7 @@ mod tests {
         InspectConfig {
             diagnose,
             watched: Vec::new(),
+            ignored: BTreeSet::new(),
         }
     }
 
@@ -715,6 +721,10 @@ mod tests {
                 options: "--watch 0x1000:4@10".into()
             }
         );
+        // The same thread as one of the recorder's own: nothing is said of it.
+        let mut cfg = config();
+        cfg.ignored.insert(Tid(10));
+        assert!(inspect(&g, &cfg).iter().all(|s| s.tid != Tid(10)));
     }
 
     /// Two threads handing one futex word back and forth with 0.1 ms waits: mutex-like. The

@@ -92,6 +92,12 @@ pub struct Manifest {
     /// record it.
     #[serde(default)]
     pub wall_offset_ns: Option<i64>,
+    /// The recorder's own threads (`meta.json`'s `excluded_tids`): hidden from tracing once
+    /// the recorder knew them, so the trace holds only stray records of them (their first
+    /// ones, and switches with traced tasks); `argus inspect` reports nothing of them.
+    /// Absent when empty.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub recorder_tids: Vec<i32>,
 }
 
 /// What the caller tells [`crate::SnapshotWriter::finish`] about the snapshot; the writer
@@ -122,6 +128,8 @@ pub struct SnapshotInfo {
     pub workers: u32,
     /// The recording's wall-clock offset ([`Manifest::wall_offset_ns`]).
     pub wall_offset_ns: Option<i64>,
+    /// The recorder's own threads ([`Manifest::recorder_tids`]).
+    pub recorder_tids: Vec<i32>,
 }
 
 impl Default for SnapshotInfo {
@@ -139,6 +147,7 @@ impl Default for SnapshotInfo {
             threshold_ns: 0,
             workers: 1,
             wall_offset_ns: None,
+            recorder_tids: Vec::new(),
         }
     }
 }

@@ -1077,6 +1077,7 @@ impl SnapshotWriter {
             threshold_ns: info.threshold_ns,
             workers: info.workers,
             wall_offset_ns: info.wall_offset_ns,
+            recorder_tids: info.recorder_tids,
         };
         let path = temp.path.join(MANIFEST_FILE);
         let json = serde_json::to_vec_pretty(&manifest).map_err(|source| SinkError::Manifest {

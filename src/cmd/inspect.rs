@@ -54,6 +54,7 @@ pub fn run(args: &InspectArgs) -> Result<u8> {
     let cfg = InspectConfig {
         diagnose: crate::diagnosis::config(args.threshold, None, 8, 2, 3)?,
         watched: watched.clone(),
+        ignored: manifest.recorder_tids.iter().map(|&t| Tid(t)).collect(),
     };
     let suspects = inspect(&graph, &cfg);
 

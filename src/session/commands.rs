@@ -739,6 +739,7 @@ fn inspect(s: &mut Session, _: &[&str]) -> Result<Flow> {
     let cfg = argus_diagnose::inspect::InspectConfig {
         diagnose: s.config.clone(),
         watched: s.watched.clone(),
+        ignored: s.recorder_tids.clone(),
     };
     let suspects = argus_diagnose::inspect::inspect(&s.graph, &cfg);
     if suspects.is_empty() {

@@ -99,6 +99,9 @@ pub(crate) struct Session {
     trace_start: Nanos,
     trace_end: Nanos,
     wall_offset: Option<i64>,
+    /// The recorder's own threads (the manifest's `recorder_tids`): `inspect` says nothing
+    /// of them.
+    pub(crate) recorder_tids: std::collections::BTreeSet<Tid>,
     input: Input,
 }
 
@@ -146,6 +149,7 @@ impl Session {
             trace_start,
             trace_end,
             wall_offset: manifest.wall_offset_ns,
+            recorder_tids: manifest.recorder_tids.iter().map(|&t| Tid(t)).collect(),
             input,
         };
         if let Some(text) = &args.at {

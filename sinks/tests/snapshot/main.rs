@@ -357,6 +357,7 @@ pub fn sample_info() -> SnapshotInfo {
         threshold_ns: 1_000_000_000,
         workers: 4,
         wall_offset_ns: Some(1_764_000_000_000_000_000),
+        recorder_tids: vec![4242, 4243],
         ..SnapshotInfo::default()
     }
 }

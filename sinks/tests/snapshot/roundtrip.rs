@@ -82,6 +82,7 @@ fn manifest_holds_the_callers_facts_and_the_counts() {
         threshold_ns: 1_000_000_000,
         workers: 4,
         wall_offset_ns: Some(1_764_000_000_000_000_000),
+        recorder_tids: vec![4242, 4243],
     };
     assert_eq!(m, expected);
     // The JSON is plain numbers and strings, for notebooks.
@@ -93,6 +94,7 @@ fn manifest_holds_the_callers_facts_and_the_counts() {
     assert_eq!(json["lost_events"]["7"], 100);
     assert_eq!(json["lost_ranges"][1], serde_json::json!([50, 70]));
     assert_eq!(json["counts"]["segments"], 24);
+    assert_eq!(json["recorder_tids"], serde_json::json!([4242, 4243]));
 }
 
 #[test]

@@ -397,6 +397,7 @@ pub fn build(cfg: &BuildConfig) -> Result<BuildSummary> {
     let mut trace_start: Option<Nanos> = None;
     let mut trace_end = Nanos(0);
     let mut wall_offset: Option<i64> = None;
+    let mut recorder_tids: std::collections::BTreeSet<i32> = Default::default();
     let mut batch: Vec<Event> = Vec::with_capacity(cfg.batch);
     let mut feed_failed = false;
     let progress = crate::progress::BuildProgress::new();
@@ -407,6 +408,7 @@ pub fn build(cfg: &BuildConfig) -> Result<BuildSummary> {
         let meta = reader.meta().clone();
         // The first trace's wall-clock offset (traces of one machine share their clocks).
         wall_offset = wall_offset.or(meta.wall_offset_ns);
+        recorder_tids.extend(meta.excluded_tids.iter().copied());
         let start = Nanos(reader.start_ns());
         trace_start = Some(trace_start.map_or(start, |s| s.min(start)));
         for (cpu, from) in reader.complete_from() {
@@ -657,6 +659,7 @@ pub fn build(cfg: &BuildConfig) -> Result<BuildSummary> {
             threshold_ns: cfg.dataflow.rules.spin_threshold_ns,
             workers: cfg.dataflow.workers as u32,
             wall_offset_ns: wall_offset,
+            recorder_tids: recorder_tids.into_iter().collect(),
             ..SnapshotInfo::default()
         })
         .with_context(|| format!("writing snapshot {}", cfg.output.display()))?;
