@@ -247,6 +247,7 @@ fn start_shows_a_live_hang_runs_the_hook_and_follow_reports_it_within_a_period()
 
     // SIGTERM: a clean stop with a last snapshot.
     let child = start.0.take().expect("running");
+    let job_pid = child.id() as i64;
     signal(&child, libc::SIGTERM);
     let out = child.wait_with_output().expect("argus start exits");
     let stderr = String::from_utf8_lossy(&out.stderr);
@@ -271,6 +272,13 @@ fn start_shows_a_live_hang_runs_the_hook_and_follow_reports_it_within_a_period()
     let last = latest(&job).expect("latest after the stop");
     let m = manifest(&last);
     assert!(m["counts"]["segments"].as_u64().unwrap_or(0) > 0, "{m}");
+    // The job's own threads are listed (its main thread among them), so inspect skips them.
+    assert!(
+        m["recorder_tids"]
+            .as_array()
+            .is_some_and(|t| t.len() > 1 && t.iter().any(|t| t.as_i64() == Some(job_pid))),
+        "{m}"
+    );
     assert_eq!(
         last.file_name().and_then(|n| n.to_str()),
         Some(format!("{:010}", m["epoch"].as_u64().expect("epoch")).as_str()),

@@ -544,6 +544,11 @@ impl SnapContext {
                 threshold_ns: self.threshold_ns,
                 workers: self.workers,
                 wall_offset_ns: Some(self.wall_offset_ns),
+                recorder_tids: {
+                    let mut own: Vec<i32> = own_threads().into_iter().collect();
+                    own.sort_unstable();
+                    own
+                },
                 ..SnapshotInfo::default()
             },
             quiet: self.quiet,
