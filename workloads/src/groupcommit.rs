@@ -23,9 +23,9 @@ use std::thread;
 use std::time::Duration;
 
 /// How long the flusher waits for more jobs after the first (the group-commit delay).
-pub const GATHER: Duration = Duration::from_millis(50);
+pub const GATHER: Duration = Duration::from_millis(250);
 /// How long before the slow reader finishes client 1 sends its hang-round request.
-const C1_LEAD: Duration = Duration::from_millis(20);
+const C1_LEAD: Duration = Duration::from_millis(100);
 /// The rounds: 0 normal, 1 the hang.
 const ROUNDS: u32 = 2;
 
@@ -222,13 +222,13 @@ pub fn run(secs: f64) -> Result<()> {
     // SAFETY: a valid set; changes this thread's mask only.
     unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) };
     let t0 = plus(now(), Duration::from_millis(300));
-    let hang = plus(t0, Duration::from_millis(400));
+    let hang = plus(t0, Duration::from_millis(800));
     let slow_until = plus(hang, slow);
-    // Client 2: round 0 at t0, the hang round at `hang`. Client 1: round 0 150 ms after t0,
+    // Client 2: round 0 at t0, the hang round at `hang`. Client 1: round 0 400 ms after t0,
     // its hang-round request just before the slow reader finishes.
     let c2_at = [t0, hang];
     let c1_at = [
-        plus(t0, Duration::from_millis(150)),
+        plus(t0, Duration::from_millis(400)),
         plus(hang, slow.saturating_sub(C1_LEAD)),
     ];
     let mut pids = Vec::new();
