@@ -115,7 +115,9 @@ fn the_collector_replaying_the_chain_writes_a_trace_that_diagnoses_the_same() {
     let dir = tempfile::tempdir().expect("tempdir");
     let trace = dir.path().join("trace");
     let mut cfg = KdebugConfig::new(&trace);
-    cfg.chunk_bytes = 64 << 10;
+    // Small enough for a ring of several chunks whatever the recording's size (a quiet
+    // machine records a few thousand events).
+    cfg.chunk_bytes = (bytes.len() as u64 / 4).clamp(4 << 10, 64 << 10);
     let done = replay.done();
     let summary = argus_ingest::macos::record(&mut replay, &cfg, &move || {
         done.load(std::sync::atomic::Ordering::SeqCst)

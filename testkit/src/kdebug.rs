@@ -308,6 +308,12 @@ pub fn from_linux(events: &[Event], threads: &[ThreadInfo]) -> KdTrace {
                 child, child_pid, ..
             } => {
                 let kid = kd_tid(child.0, cpu);
+                // A kernel thread belongs to kernel_task (pid 0), as in the thread map.
+                let kd_pid = if info.get(&child.0).is_some_and(|t| t.kernel) {
+                    0
+                } else {
+                    child_pid.0 as u64
+                };
                 push(
                     &mut out,
                     ev(
@@ -315,7 +321,7 @@ pub fn from_linux(events: &[Event], threads: &[ThreadInfo]) -> KdTrace {
                         me,
                         codes::TRACE_DATA_NEWTHREAD,
                         cpu,
-                        [kid, child_pid.0 as u64, 0, 0],
+                        [kid, kd_pid, 0, 0],
                     ),
                 );
                 // The new thread's name, as its first record (a thread's own name is in

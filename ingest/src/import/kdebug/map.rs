@@ -389,8 +389,12 @@ impl Mapper<'_> {
             codes::TRACE_DATA_NEWTHREAD => {
                 let child = self.tid(e.args[0]);
                 let child_pid = i32::try_from(e.args[1]).unwrap_or(child.0);
+                // A thread of kernel_task (pid 0) is a kernel thread, its own task as in
+                // the thread map.
+                let kernel = child_pid == 0;
+                let child_pid = if kernel { child.0 } else { child_pid };
                 let creator = self.pid_of(me);
-                let thread = child_pid == creator.0;
+                let thread = !kernel && child_pid == creator.0;
                 let name = if thread {
                     None
                 } else {
@@ -398,6 +402,7 @@ impl Mapper<'_> {
                 };
                 let t = self.thread(child);
                 t.pid = Some(child_pid);
+                t.kernel |= kernel;
                 t.parent = Some(me);
                 t.start = Some(ts);
                 if t.name.is_none() {
@@ -1198,6 +1203,23 @@ mod tests {
             )
         );
         assert_eq!(m.summary.lost_ranges, vec![(0, 2_750, 3_750, None)]);
+    }
+
+    /// A thread created in kernel_task (pid 0) mid-trace is a kernel thread, its own task,
+    /// as kernel_task's threads of the thread map are.
+    #[test]
+    fn a_thread_created_in_kernel_task_is_a_kernel_thread() {
+        let kd = file(vec![(
+            10,
+            2001,
+            codes::TRACE_DATA_NEWTHREAD,
+            0,
+            [3002, 0, 0, 0],
+        )]);
+        let m = map(&kd);
+        let t = m.threads.iter().find(|t| t.tid.0 == 3002).expect("created");
+        assert!(t.kernel, "{t:?}");
+        assert_eq!(t.pid.0, 3002, "{t:?}");
     }
 
     /// The (waiter, owner, lock) of each `LockOwner` record mapped.
