@@ -155,14 +155,22 @@ pub fn json_out(out: &Output, code: i32) -> Value {
 
 /// `argus debug SNAPSHOT --pid P --auto --json`: exit code and report.
 pub fn debug_json(snapshot: &Path, pid: i32) -> (i32, Value) {
-    let out = run(&[
+    debug_json_with(snapshot, pid, &[])
+}
+
+/// [`debug_json`] with more options (`--threshold 1`, …).
+pub fn debug_json_with(snapshot: &Path, pid: i32, extra: &[&str]) -> (i32, Value) {
+    let pid = pid.to_string();
+    let mut args = vec![
         "debug",
         snapshot.to_str().expect("utf-8"),
         "--pid",
-        &pid.to_string(),
+        &pid,
         "--auto",
         "--json",
-    ]);
+    ];
+    args.extend_from_slice(extra);
+    let out = run(&args);
     let code = out.status.code().unwrap_or(-1);
     let report: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
         panic!(

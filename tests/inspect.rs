@@ -16,17 +16,8 @@ fn inspect(snapshot: &Path, extra: &[&str]) -> Value {
 
 /// The last root cause of `argus debug SNAPSHOT --pid P --threshold 1 --auto --json`.
 fn last_root(snapshot: &Path, pid: i64) -> Value {
-    let out = run(&[
-        "debug",
-        snapshot.to_str().expect("utf-8"),
-        "--pid",
-        &pid.to_string(),
-        "--threshold",
-        "1",
-        "--auto",
-        "--json",
-    ]);
-    let r: Value = serde_json::from_slice(&out.stdout).expect("a report");
+    let pid = i32::try_from(pid).expect("a pid");
+    let (_, r) = crate::common::debug_json_with(snapshot, pid, &["--threshold", "1"]);
     r["root_causes"]
         .as_array()
         .and_then(|a| a.last())

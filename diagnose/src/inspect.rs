@@ -244,7 +244,7 @@ fn named(f: &crate::Frame) -> Option<(&str, &str)> {
 
 /// `OBJECT:SYMBOL` of a named frame.
 fn probe_spec(f: &crate::Frame) -> Option<String> {
-    Some(format!("{}:{}", f.object.as_deref()?, f.symbol.as_deref()?))
+    named(f).map(|(object, symbol)| format!("{object}:{symbol}"))
 }
 
 /// The probes that make each piece of work a batching segment `s` sent at `ts` a segment of

@@ -418,10 +418,10 @@ enum Handler {
     /// An event whose every record is a marker with this text ([`EventFormat::marker`]:
     /// the `--dispatch`/`--enqueue`/`--probe` uprobes, `linux/uprobe.rs`). With an `item`
     /// field (fetched by `@N`), a non-zero item makes a dispatch entry a `work_start` and an
-    /// enqueue a `work_queue` of that item ([`Handler::marker_event`]).
+    /// enqueue a `work_queue` of that item ([`ItemProbe`], decided once per format).
     Marker {
         text: String,
-        item: Option<Field>,
+        item: Option<(Field, ItemProbe)>,
     },
     /// A known format Argus does not map (counted).
     Ignored,
@@ -456,35 +456,45 @@ fn in_system(ev: &EventFormat, system: &str) -> bool {
     ev.system.is_empty() || ev.system == system
 }
 
-impl Handler {
-    /// The event a record of a marker probe stands for: with a non-zero work `item`, a
-    /// dispatch entry starts that item (`work_start`) and an enqueue queues it
-    /// (`work_queue`), each with `function` the probed name's [`dispatch_id`]; else the
-    /// marker itself.
-    ///
-    /// [`dispatch_id`]: argus_schema::markers::dispatch_id
-    fn marker_event(text: &str, item: u64) -> EventKind {
+/// What a marker probe's record with a non-zero work item stands for, with `function` the
+/// probed name's [`dispatch_id`](argus_schema::markers::dispatch_id).
+#[derive(Clone, Copy, Debug)]
+enum ItemProbe {
+    /// A dispatch entry: the item starts (`work_start`).
+    Start { function: u64 },
+    /// An enqueue: the item is queued (`work_queue`).
+    Queue { function: u64 },
+}
+
+impl ItemProbe {
+    /// The item kind of a marker event with an item field: by its marker text.
+    fn of(text: &str) -> Option<ItemProbe> {
         use argus_schema::markers::{dispatch_id, parse, Marker};
-        match parse(text) {
-            Some(Marker::DispatchBegin(name)) if item != 0 => EventKind::WorkStart {
-                work: item,
+        match parse(text)? {
+            Marker::DispatchBegin(name) => Some(ItemProbe::Start {
                 function: dispatch_id(name),
-            },
-            Some(Marker::Enqueue(name)) if item != 0 => EventKind::WorkQueue {
-                work: item,
+            }),
+            Marker::Enqueue(name) => Some(ItemProbe::Queue {
                 function: dispatch_id(name),
-            },
-            _ => EventKind::Marker {
-                text: text.to_string(),
-            },
+            }),
+            _ => None,
         }
     }
 
+    fn event(self, work: u64) -> EventKind {
+        match self {
+            ItemProbe::Start { function } => EventKind::WorkStart { work, function },
+            ItemProbe::Queue { function } => EventKind::WorkQueue { work, function },
+        }
+    }
+}
+
+impl Handler {
     fn build(ev: &EventFormat) -> Result<Handler, FormatError> {
         if let Some(text) = &ev.marker {
-            let item = match ev.field(crate::format::ITEM_FIELD) {
-                Some(_) => Some(Field::int(ev, crate::format::ITEM_FIELD)?),
-                None => None,
+            let item = match (ev.field(crate::format::ITEM_FIELD), ItemProbe::of(text)) {
+                (Some(_), Some(kind)) => Some((Field::int(ev, crate::format::ITEM_FIELD)?, kind)),
+                _ => None,
             };
             return Ok(Handler::Marker {
                 text: text.clone(),
@@ -939,13 +949,13 @@ impl Converter {
                     text: String::from_utf8_lossy(b).into_owned(),
                 }
             }
-            Handler::Marker { text, item } => {
-                let item = match item {
-                    Some(f) => f.u64(p).map_err(oob)?,
-                    None => 0,
-                };
-                Handler::marker_event(text, item)
-            }
+            Handler::Marker { text, item } => match item {
+                Some((f, kind)) => match f.u64(p).map_err(oob)? {
+                    0 => EventKind::Marker { text: text.clone() },
+                    work => kind.event(work),
+                },
+                None => EventKind::Marker { text: text.clone() },
+            },
             Handler::WorkQueue { work, function } => EventKind::WorkQueue {
                 work: work.u64(p).map_err(oob)?,
                 function: function.u64(p).map_err(oob)?,

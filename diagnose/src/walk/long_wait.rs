@@ -283,8 +283,6 @@ impl<'g> Walk<'g, '_> {
                 self.follow(q, w, h0, depth + 1);
                 return;
             }
-        }
-        if len >= self.floor && w.start_ns > plus(h0, slack) {
             if let Some((from, on_cpu)) = self.busy_through_brief_waits(w, e.ts, h0, slack) {
                 let run = from.until(e.ts).max(1);
                 self.describe_item(
