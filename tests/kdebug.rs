@@ -77,6 +77,26 @@ fn the_chain_as_kdebug_v1_v2_v3_gives_argus_records_root_cause() {
         let (code, got) = debug_json(&snap, rec.pid);
         assert_eq!(code, 1, "{what}: a hang was diagnosed: {got:#}");
         same_chain_diagnosis(&got, &want, rec.pid as u64 + TID_OFFSET, what);
+        // The waits keep their macOS names (the translation made the main thread's futex
+        // wait an `__ulock_wait`, sleep's `clock_nanosleep` a `__semwait_signal`).
+        let named = |r: &serde_json::Value| {
+            let root = r["root_causes"].as_array().and_then(|c| c.last()).cloned();
+            (
+                r["hang"]["wait_syscall"].as_str().map(String::from),
+                root.and_then(|c| c["finding"]["syscall"].as_str().map(String::from)),
+            )
+        };
+        let (hang_wait, root_sleep) = named(&want);
+        assert_eq!(hang_wait.as_deref(), Some("futex"), "{want:#}");
+        assert!(
+            root_sleep.is_some_and(|s| s.ends_with("nanosleep")),
+            "{want:#}"
+        );
+        assert_eq!(
+            named(&got),
+            (Some("ulock_wait".into()), Some("semwait_signal".into())),
+            "{what}: {got:#}"
+        );
         // Named by its thread's name, the hang is the same: the main thread of a macOS
         // process is not numbered as its pid, and is found anyway.
         let out = run(&[

@@ -132,7 +132,12 @@ pub fn learn_loop_wait(g: &Graph, tid: Tid, cfg: &HangConfig) -> Option<LoopWait
         by_sys.entry(s.wait_syscall).or_default().push(wait_ns);
     }
     if let Some(nr) = cfg.loop_wait {
-        let mut d = by_sys.get(&nr).cloned().unwrap_or_default();
+        // Every wait the syscall given names (on macOS, `epoll_wait` names `kevent`).
+        let mut d: Vec<u64> = by_sys
+            .iter()
+            .filter(|(k, _)| syscalls::names(nr, **k))
+            .flat_map(|(_, d)| d.iter().copied())
+            .collect();
         d.sort_unstable();
         return Some(LoopWait {
             syscall: nr,
@@ -448,7 +453,7 @@ pub fn class_evidence(g: &Graph, spin: &Spin, lw: Option<&LoopWait>) -> Vec<Stri
                 secs(spin.on_cpu_ns)
             ));
             match lw {
-                Some(l) if l.syscall != spin.wait_syscall => ev.push(format!(
+                Some(l) if !syscalls::names(l.syscall, spin.wait_syscall) => ev.push(format!(
                     "{sys} is not the thread's event-loop wait ({}: {} short waits, median {})",
                     syscalls::name(l.syscall),
                     l.waits,
@@ -525,7 +530,7 @@ pub fn find_hangs(g: &Graph, tid: Tid, cfg: &HangConfig) -> Vec<Hang> {
             continue;
         }
         let idle = lw.as_ref().is_some_and(|l| {
-            spin.wait_syscall == l.syscall
+            syscalls::names(l.syscall, spin.wait_syscall)
                 && matches!(spin.class, SpinClass::LongWait | SpinClass::RepeatedYield)
                 && !round_trip(g, &spin)
         });
@@ -618,7 +623,8 @@ pub fn idle_waits(g: &Graph, tid: Tid, cfg: &HangConfig) -> Option<(LoopWait, us
     let n = g
         .thread_segments(tid)
         .filter(|s| {
-            s.wait_syscall == lw.syscall && s.start_ns.until(g.end_of(s)) > cfg.threshold_ns
+            syscalls::names(lw.syscall, s.wait_syscall)
+                && s.start_ns.until(g.end_of(s)) > cfg.threshold_ns
         })
         .count();
     Some((lw, n))

@@ -3,6 +3,12 @@
 //!
 //! The classification here is what the graph rules need: which syscalls block, which move
 //! data between processes (intent to wake), and which waits end in a timeout.
+//!
+//! A macOS call (from a kdebug trace) has a number of its own that carries the Linux
+//! syscall of its class ([`macos`]): every test here goes by the class ([`class`]), names
+//! by the call.
+
+pub mod macos;
 
 /// Syscall names indexed by number; empty strings are unassigned numbers.
 pub const NAMES: [&str; 451] = [
@@ -459,10 +465,14 @@ pub const NAMES: [&str; 451] = [
     "set_mempolicy_home_node",
 ];
 
-/// The syscall's name, or `syscall_N` for an unknown number, `-` for none.
+/// The syscall's name (a macOS call's own), or `syscall_N` for an unknown number, `-` for
+/// none.
 pub fn name(nr: i32) -> String {
     if nr < 0 {
         return "-".to_string();
+    }
+    if let Some(n) = macos::name(nr) {
+        return n;
     }
     match NAMES.get(nr as usize) {
         Some(n) if !n.is_empty() => (*n).to_string(),
@@ -470,12 +480,40 @@ pub fn name(nr: i32) -> String {
     }
 }
 
-/// The number of a syscall by name.
+/// The number of a syscall by name: a Linux name, else a macOS call's ([`macos::number`]).
 pub fn number(name: &str) -> Option<i32> {
-    NAMES.iter().position(|n| *n == name).map(|p| p as i32)
+    NAMES
+        .iter()
+        .position(|n| *n == name)
+        .map(|p| p as i32)
+        .or_else(|| macos::number(name))
+}
+
+/// The Linux syscall whose class `nr` has: `nr` itself for a Linux number, a macOS call's
+/// class, -1 for a macOS call in none (or for none).
+pub fn class(nr: i32) -> i32 {
+    match macos::decode(nr) {
+        Some((_, _, macos::NO_CLASS)) => -1,
+        Some((_, _, linux)) => linux,
+        None => nr,
+    }
+}
+
+/// Whether syscall `nr` is one that `named` (a number a user gave by name) names: the same
+/// syscall, the same macOS call whatever its class, or a macOS call in the class of the
+/// Linux syscall named.
+pub fn names(named: i32, nr: i32) -> bool {
+    if named == nr || (named >= 0 && named == class(nr)) {
+        return true;
+    }
+    matches!(
+        (macos::decode(named), macos::decode(nr)),
+        (Some((m1, n1, _)), Some((m2, n2, _))) if (m1, n1) == (m2, n2)
+    )
 }
 
 fn is_one_of(nr: i32, names: &[&str]) -> bool {
+    let nr = class(nr);
     nr >= 0 && NAMES.get(nr as usize).is_some_and(|n| names.contains(n))
 }
 
@@ -627,7 +665,7 @@ fn object_arg(nr: i32) -> ObjectArg {
             })
             .collect()
     });
-    usize::try_from(nr)
+    usize::try_from(class(nr))
         .ok()
         .and_then(|i| table.get(i).copied())
         .unwrap_or(ObjectArg::None)

@@ -446,7 +446,7 @@ impl<'g> Walk<'g, '_> {
             .filter(|(_, ns)| *ns > 0 && *ns >= act.on_cpu_ns)
             .and_then(|(b, _)| {
                 hangs::learn_loop_wait(self.g, t, &self.cfg.hang)
-                    .filter(|lw| lw.syscall == b.wait_syscall)
+                    .filter(|lw| argus_schema::syscalls::names(lw.syscall, b.wait_syscall))
                     .map(|lw| lw.syscall)
             });
         let blocked = if idle.is_some() { 0.0 } else { frac(block) };

@@ -214,7 +214,7 @@ impl Peers {
             // The previous message syscall never returned (lost record).
             m.flush(out);
         }
-        if nr == nrs().close {
+        if syscalls::class(nr) == nrs().close {
             self.conn_fds.retain(|f| *f != fd);
             // The number may come back as another connection: it no longer stands
             // for this one in the peer set.

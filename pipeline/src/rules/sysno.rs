@@ -1,5 +1,7 @@
 //! The syscall classes the rules test on the hot path (message operations, lock waits,
-//! retry results, exits and waits for a child), their numbers looked up once.
+//! retry results, exits and waits for a child), their numbers looked up once. Each test goes
+//! by the syscall's class ([`syscalls::class`]: a macOS call is tested as the Linux syscall
+//! it stands for).
 
 use argus_schema::syscalls;
 use std::sync::OnceLock;
@@ -53,7 +55,7 @@ pub(super) fn nrs() -> &'static Nrs {
 /// (positional I/O, which only files support, is left out): `Some(true)` for a send,
 /// `Some(false)` for a receive.
 pub fn message_op(nr: i32) -> Option<bool> {
-    let n = nrs();
+    let (n, nr) = (nrs(), syscalls::class(nr));
     if n.writes.contains(&nr) {
         Some(true)
     } else if n.reads.contains(&nr) {
@@ -65,7 +67,7 @@ pub fn message_op(nr: i32) -> Option<bool> {
 
 /// Whether a task blocked in `nr` waits for a file lock (`flock`, `fcntl(F_SETLKW)`).
 pub fn is_lock_wait(nr: i32) -> bool {
-    let n = nrs();
+    let (n, nr) = (nrs(), syscalls::class(nr));
     nr >= 0 && (nr == n.flock || nr == n.fcntl)
 }
 
@@ -82,11 +84,11 @@ pub fn is_retry_result(ret: i64) -> bool {
 }
 
 pub(super) fn is_exit_call(nr: i32) -> bool {
-    let n = nrs();
+    let (n, nr) = (nrs(), syscalls::class(nr));
     nr == n.exit || nr == n.exit_group
 }
 
 pub(super) fn is_wait_child(nr: i32) -> bool {
-    let n = nrs();
+    let (n, nr) = (nrs(), syscalls::class(nr));
     nr == n.wait4 || nr == n.waitid
 }

@@ -309,7 +309,8 @@ impl ThreadState {
             // A work item acts for whoever queued it, as an interrupt handler does.
             interrupt: !self.callouts.is_empty(),
             exiting: self.dead,
-            condvar: syscall == nrs().futex && cfg.user.is_condvar(self.pid, self.in_arg0),
+            condvar: syscalls::class(syscall) == nrs().futex
+                && cfg.user.is_condvar(self.pid, self.in_arg0),
         };
         // Inside a message syscall the endpoint waits for its return (peer-set rule).
         let src = if self.dead {

@@ -5,11 +5,16 @@
 //! pools, are strengths of wake-up edges: [`wake_edge`](super::wake_edge).)
 
 use super::config::{RulesConfig, SplitAt};
-use argus_schema::Pid;
+use argus_schema::{syscalls, Pid};
 
-/// Whether a rule splits the segments of process `pid` at the entry of syscall `nr`.
+/// Whether a rule splits the segments of process `pid` at the entry of syscall `nr` (a rule
+/// naming a Linux syscall splits at the macOS calls of its class too).
 pub(super) fn at_syscall(cfg: &RulesConfig, pid: Pid, nr: i32) -> bool {
-    splits(cfg, pid, |at| matches!(at, SplitAt::Syscall(s) if *s == nr))
+    splits(
+        cfg,
+        pid,
+        |at| matches!(at, SplitAt::Syscall(s) if syscalls::names(*s, nr)),
+    )
 }
 
 /// Whether a rule splits the segments of process `pid` at the marker `text`.
@@ -51,5 +56,27 @@ mod tests {
         assert!(!at_syscall(&cfg, Pid(100), 8));
         assert!(at_marker(&cfg, Pid(200), "frame 12"));
         assert!(!at_marker(&cfg, Pid(200), "idle"));
+    }
+
+    /// A rule naming a Linux syscall splits at the macOS calls of its class; one naming a
+    /// macOS call at that call only.
+    #[test]
+    fn a_split_at_a_linux_syscall_splits_at_macos_calls_of_its_class() {
+        let n = |s: &str| syscalls::number(s).expect("known");
+        let rule = |name: &str| {
+            let mut cfg = RulesConfig::default();
+            cfg.user.splits = vec![SplitRule {
+                pid: None,
+                at: SplitAt::Syscall(n(name)),
+            }];
+            cfg
+        };
+        let (cvwait, ulock) = (n("psynch_cvwait"), n("ulock_wait"));
+        assert!(at_syscall(&rule("futex"), Pid(1), cvwait));
+        assert!(at_syscall(&rule("futex"), Pid(1), ulock));
+        assert!(at_syscall(&rule("psynch_cvwait"), Pid(1), cvwait));
+        assert!(!at_syscall(&rule("psynch_cvwait"), Pid(1), ulock));
+        assert!(!at_syscall(&rule("psynch_cvwait"), Pid(1), n("futex")));
+        assert!(!at_syscall(&rule("read"), Pid(1), cvwait));
     }
 }

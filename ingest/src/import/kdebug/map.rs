@@ -6,13 +6,13 @@
 //!   thread (the emitter of `MACH_IDLE`) is tid 0, as Linux's swapper.
 //! - `MACH_MKRUNNABLE` is a wake-up of arg1 by the emitter, in interrupt context inside an
 //!   `INTERRUPT` interval of its CPU.
-//! - BSD syscalls and Mach traps are `sys_enter`/`sys_exit` of the Linux syscall of the same
-//!   class ([`super::codes::BSD`], [`super::codes::MACH`]): the rules then treat a `read` as
-//!   a receive, `kevent` as a readiness wait, `psynch_cvwait` and `__ulock_wait` as waits on a
-//!   word, `__semwait_signal` without a semaphore as a sleep. A syscall outside the tables
-//!   keeps its number above [`BSD_BASE`] (Mach traps above [`MACH_BASE`]). Errors are
-//!   negative Linux errno values (`ETIMEDOUT`, `EAGAIN` renumbered), a Mach wait's timeout is
-//!   `-ETIMEDOUT`, a received Mach message returns 1.
+//! - BSD syscalls and Mach traps are `sys_enter`/`sys_exit` in the class of a Linux syscall
+//!   ([`super::codes::BSD`], [`super::codes::MACH`]): the rules then treat a `read` as a
+//!   receive, `kevent` as a readiness wait, `psynch_cvwait` and `__ulock_wait` as waits on a
+//!   word, `__semwait_signal` without a semaphore as a sleep, while each keeps its own number
+//!   and name ([`argus_schema::syscalls::macos`]); one outside the tables keeps its number,
+//!   in no class. Errors are negative Linux errno values (`ETIMEDOUT`, `EAGAIN` renumbered),
+//!   a Mach wait's timeout is `-ETIMEDOUT`, a received Mach message returns 1.
 //! - A Mach message send (`MACH_IPC_msg_send`) delivers to its kmsg and its receive
 //!   (`MACH_IPC_msg_recv`) drains it: the socket data records, paired by the kmsg address,
 //!   so a message is an edge as a socket's data is. A `mach_msg` that sends and receives is
@@ -33,15 +33,9 @@
 use super::codes::{self, Args, Syscall};
 use super::decode::{FuncQual, KdEvent, KdFile};
 use crate::import::ImportSummary;
-use argus_schema::{
-    syscalls, Context, Cpu, Event, EventKind, Nanos, Pid, TaskState, ThreadInfo, Tid,
-};
+use argus_schema::syscalls::{self, macos};
+use argus_schema::{Context, Cpu, Event, EventKind, Nanos, Pid, TaskState, ThreadInfo, Tid};
 use std::collections::{BTreeMap, HashMap, HashSet};
-
-/// Syscall numbers of BSD syscalls outside the table: `BSD_BASE + number`.
-pub const BSD_BASE: i32 = 10_000;
-/// Syscall numbers of Mach traps outside the table: `MACH_BASE + number`.
-pub const MACH_BASE: i32 = 20_000;
 
 /// What the mapping gives.
 pub(super) struct Mapped {
@@ -357,9 +351,10 @@ impl Mapper<'_> {
                     .threads
                     .get(&me.0)
                     .and_then(|t| t.calls.last())
-                    .is_some_and(|c| c.2);
-                if split {
-                    let (send, recv) = (nr("sendmsg"), nr("recvmsg"));
+                    .filter(|c| c.2)
+                    .map(|c| c.1);
+                if let Some(send) = split {
+                    let recv = in_class(send, "recvmsg");
                     self.push(e, me, ctx, EventKind::SysExit { nr: send, ret: 1 });
                     if let Some(c) = self.thread(me).calls.last_mut() {
                         *c = (c.0, recv, false);
@@ -540,49 +535,54 @@ impl Mapper<'_> {
         let a = e.args;
         match e.func() {
             FuncQual::Start => {
-                let (linux, args, combined) = match s.args {
-                    Args::Same => (nr(s.linux), [a[0], a[1], a[2], a[3], 0, 0], false),
-                    Args::WaitOn(i) => (nr("futex"), [a[i], 0, 0, 0, 0, 0], false),
-                    Args::WakeOn(i) => (nr("futex"), [a[i], 1, 0, 0, 0, 0], false),
-                    Args::SemwaitSignal if a[0] == 0 => (nr("nanosleep"), [0; 6], false),
-                    Args::SemwaitSignal => (nr("futex"), [a[0], 0, 0, 0, 0, 0], false),
+                let (class, args, combined) = match s.args {
+                    Args::Same => (s.linux, [a[0], a[1], a[2], a[3], 0, 0], false),
+                    Args::WaitOn(i) => ("futex", [a[i], 0, 0, 0, 0, 0], false),
+                    Args::WakeOn(i) => ("futex", [a[i], 1, 0, 0, 0, 0], false),
+                    Args::SemwaitSignal if a[0] == 0 => ("nanosleep", [0; 6], false),
+                    Args::SemwaitSignal => ("futex", [a[0], 0, 0, 0, 0, 0], false),
                     Args::MachMsg => {
                         let opts = a[1];
                         let recv = opts & codes::MACH_RCV_MSG != 0;
                         let send = opts & codes::MACH_SEND_MSG != 0;
                         let first = if recv && !send { "recvmsg" } else { "sendmsg" };
-                        (nr(first), [0; 6], recv && send)
+                        (first, [0; 6], recv && send)
                     }
                 };
-                self.thread(me).calls.push((e.eventid(), linux, combined));
-                self.push(e, me, ctx, EventKind::SysEnter { nr: linux, args });
+                let call = macos::encode(s.is_mach(), s.number, syscalls::number(class));
+                self.thread(me).calls.push((e.eventid(), call, combined));
+                self.push(e, me, ctx, EventKind::SysEnter { nr: call, args });
             }
             FuncQual::End => {
-                let linux = match self.close_call(me, e.eventid()) {
-                    Some(linux) => linux,
+                let call = match self.close_call(me, e.eventid()) {
+                    Some(call) => call,
                     // Entered before the trace began.
-                    None => match s.args {
-                        Args::MachMsg => nr("recvmsg"),
-                        Args::WaitOn(_) | Args::WakeOn(_) => nr("futex"),
-                        _ => nr(s.linux),
-                    },
+                    None => {
+                        let class = match s.args {
+                            Args::MachMsg => "recvmsg",
+                            Args::WaitOn(_) | Args::WakeOn(_) => "futex",
+                            _ => s.linux,
+                        };
+                        macos::encode(s.is_mach(), s.number, syscalls::number(class))
+                    }
                 };
-                let ret = if s.name.starts_with("MSC_") {
+                let class = syscalls::class(call);
+                let ret = if s.is_mach() {
                     if codes::mach_timed_out(a[0]) {
                         -110
                     } else if a[0] != 0 {
                         -i64::from(u32::try_from(a[0]).unwrap_or(u32::MAX) & 0x7fff_ffff)
                     } else {
-                        i64::from(linux == nr("recvmsg"))
+                        i64::from(class == nr("recvmsg"))
                     }
                 } else {
                     match bsd_ret(&a) {
                         // A sleep that ran its course.
-                        -110 if a[0] != 0 && linux == nr("nanosleep") => 0,
+                        -110 if a[0] != 0 && class == nr("nanosleep") => 0,
                         ret => ret,
                     }
                 };
-                self.push(e, me, ctx, EventKind::SysExit { nr: linux, ret });
+                self.push(e, me, ctx, EventKind::SysExit { nr: call, ret });
             }
             _ => self.count_unknown(e),
         }
@@ -591,12 +591,12 @@ impl Mapper<'_> {
     /// A BSD syscall or Mach trap outside the tables (kept, numbered above the Linux ones),
     /// or an event the mapping does not read (counted).
     fn other_syscall_or_unknown(&mut self, e: &KdEvent, me: Tid, ctx: Context) {
-        let base = match e.eventid() & 0xffff_0000 {
-            codes::BSD_SYSCALL => BSD_BASE,
-            codes::MACH_TRAP => MACH_BASE,
+        let mach = match e.eventid() & 0xffff_0000 {
+            codes::BSD_SYSCALL => false,
+            codes::MACH_TRAP => true,
             _ => return self.count_unknown(e),
         };
-        let number = base + i32::from(e.code());
+        let number = macos::encode(mach, e.code(), None);
         match e.func() {
             FuncQual::Start => {
                 self.thread(me).calls.push((e.eventid(), number, false));
@@ -642,6 +642,14 @@ fn bsd_ret(a: &[u64; 4]) -> i64 {
 
 fn nr(name: &str) -> i32 {
     syscalls::number(name).unwrap_or(-1)
+}
+
+/// The same macOS call as `call`, in the class of Linux syscall `class`.
+fn in_class(call: i32, class: &str) -> i32 {
+    match macos::decode(call) {
+        Some((mach, number, _)) => macos::encode(mach, number, syscalls::number(class)),
+        None => nr(class),
+    }
 }
 
 /// Maps the events of `kd` (in time order; file order among equal times).
@@ -880,7 +888,10 @@ mod tests {
             (390, 2001, 0x040c_0000 | 9 << 2 | START, 0, [5, 0, 0, 0]),
         ]);
         let m = map(&kd);
-        let n = |s: &str| syscalls::number(s).expect("decodes");
+        // The macOS calls by name, each in its class (a send-and-receive `mach_msg_trap` in
+        // two: its send part, then its receive).
+        let n = |s: &str| macos::number(s).expect("a macOS call");
+        let mach_msg = |class: &str| macos::encode(true, 31, syscalls::number(class));
         let got: Vec<(u64, i32, i32, Context, EventKind)> = m
             .events
             .iter()
@@ -963,7 +974,7 @@ mod tests {
                 500,
                 task,
                 EventKind::SysEnter {
-                    nr: n("futex"),
+                    nr: n("psynch_cvwait"),
                     args: [0xabc, 0, 0, 0, 0, 0],
                 },
             ),
@@ -973,7 +984,7 @@ mod tests {
                 600,
                 task,
                 EventKind::SysEnter {
-                    nr: n("futex"),
+                    nr: n("ulock_wake"),
                     args: [0xdef, 1, 0, 0, 0, 0],
                 },
             ),
@@ -983,7 +994,7 @@ mod tests {
                 500,
                 task,
                 EventKind::SysEnter {
-                    nr: n("nanosleep"),
+                    nr: n("semwait_signal"),
                     args: [0; 6],
                 },
             ),
@@ -993,7 +1004,7 @@ mod tests {
                 500,
                 task,
                 EventKind::SysEnter {
-                    nr: n("sendmsg"),
+                    nr: mach_msg("sendmsg"),
                     args: [0; 6],
                 },
             ),
@@ -1004,7 +1015,7 @@ mod tests {
                 500,
                 task,
                 EventKind::SysExit {
-                    nr: n("sendmsg"),
+                    nr: mach_msg("sendmsg"),
                     ret: 1,
                 },
             ),
@@ -1014,7 +1025,7 @@ mod tests {
                 500,
                 task,
                 EventKind::SysEnter {
-                    nr: n("recvmsg"),
+                    nr: mach_msg("recvmsg"),
                     args: [0; 6],
                 },
             ),
@@ -1031,7 +1042,7 @@ mod tests {
                 500,
                 task,
                 EventKind::SysExit {
-                    nr: n("recvmsg"),
+                    nr: mach_msg("recvmsg"),
                     ret: 1,
                 },
             ),
@@ -1081,7 +1092,7 @@ mod tests {
                 600,
                 task,
                 EventKind::SysExit {
-                    nr: n("epoll_wait"),
+                    nr: n("kevent"),
                     ret: 2,
                 },
             ),
@@ -1091,7 +1102,7 @@ mod tests {
                 500,
                 task,
                 EventKind::SysExit {
-                    nr: n("futex"),
+                    nr: n("ulock_wait"),
                     ret: -110,
                 },
             ),
@@ -1101,7 +1112,7 @@ mod tests {
                 600,
                 task,
                 EventKind::SysEnter {
-                    nr: BSD_BASE + 9,
+                    nr: macos::encode(false, 9, None),
                     args: [5, 0, 0, 0, 0, 0],
                 },
             ),

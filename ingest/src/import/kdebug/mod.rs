@@ -14,7 +14,6 @@ pub use decode::*;
 pub use dir::is_recording;
 #[cfg(test)]
 pub(crate) use dir::read as dir_read;
-pub use map::{BSD_BASE, MACH_BASE};
 
 use super::{ImportFormat, Imported};
 use crate::error::IngestError;
