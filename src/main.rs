@@ -17,7 +17,9 @@ mod session;
 use anyhow::{Context, Result};
 use clap::Parser;
 use cli::{Cli, Command};
-use cmd::{build, bundle, debug, demo, dig, export, follow, inspect, record, start};
+#[cfg(target_os = "linux")]
+use cmd::start;
+use cmd::{build, bundle, debug, demo, dig, export, follow, inspect, record};
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
@@ -65,10 +67,7 @@ fn init_logging(verbose: u8, quiet: bool) {
 fn run(cli: Cli) -> Result<u8> {
     match cli.command {
         Command::Record(args) => {
-            let summary = record::record(&args, true)?;
-            if !cli.quiet {
-                eprintln!("{summary}");
-            }
+            record::run(&args, cli.quiet)?;
             Ok(0)
         }
         Command::Build(args) => {
@@ -89,10 +88,17 @@ fn run(cli: Cli) -> Result<u8> {
         Command::Export(args) => export::run(&args),
         Command::Inspect(args) => inspect::run(&args),
         Command::Dig(args) => dig::run(&args),
+        #[cfg(target_os = "linux")]
         Command::Start(args) => {
             memory::tune(memory::START_PURGE_MS);
             start::run(&start::StartConfig::from_args(&args)?, cli.quiet)
         }
+        #[cfg(not(target_os = "linux"))]
+        Command::Start(_) => anyhow::bail!(
+            "argus start records the kernel with tracefs, on Linux only (this is {}): record \
+             with `argus record` and build with `argus build`",
+            std::env::consts::OS
+        ),
         Command::Demo(args) => demo::run(&args, cli.quiet),
         Command::Bundle { dir, out } => {
             let bytes = bundle::pack(&dir)?;
@@ -105,9 +111,15 @@ fn run(cli: Cli) -> Result<u8> {
             );
             Ok(0)
         }
+        #[cfg(target_os = "linux")]
         Command::Workload(args) => {
             argus_workloads::run(&args.name, args.secs)?;
             Ok(0)
         }
+        #[cfg(not(target_os = "linux"))]
+        Command::Workload(_) => anyhow::bail!(
+            "the workloads make their hangs with Linux system calls: not on {}",
+            std::env::consts::OS
+        ),
     }
 }

@@ -9,6 +9,7 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 pub const NEVER_PURGE: i64 = -1;
 
 /// The continuous job (`argus start`) returns freed memory after 2 s.
+#[cfg(target_os = "linux")]
 pub const START_PURGE_MS: i64 = 2000;
 
 /// Memory settings for commands that churn through large buffers, where every fresh page
@@ -36,5 +37,6 @@ pub fn tune(purge_delay_ms: i64) {
     // SAFETY: PR_SET_THP_DISABLE takes no pointer; it sets a flag of this process's memory
     // map that the kernel checks at each fault (mappings made earlier are covered too).
     // Failure (a kernel without THP) leaves nothing to undo.
+    #[cfg(target_os = "linux")]
     let _ = unsafe { libc::prctl(libc::PR_SET_THP_DISABLE, 1, 0, 0, 0) };
 }

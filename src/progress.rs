@@ -5,7 +5,9 @@
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::cell::Cell;
 use std::io::IsTerminal;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+#[cfg(target_os = "linux")]
+use std::time::Instant;
 
 /// Events between two updates of the bar (updating it per event would cost more than the
 /// decoding).
@@ -60,13 +62,15 @@ impl BuildProgress {
     }
 }
 
-/// Lets a status line through at most once per period.
+/// Lets a status line through at most once per period (`argus start`'s, Linux-only).
+#[cfg(target_os = "linux")]
 #[derive(Debug)]
 pub struct RateLimit {
     every: Duration,
     last: Option<Instant>,
 }
 
+#[cfg(target_os = "linux")]
 impl RateLimit {
     /// At most once every `every`.
     pub fn new(every: Duration) -> RateLimit {

@@ -1,7 +1,9 @@
 //! `argus demo`: records the bundled hang live (or, where the machine cannot trace, uses the
 //! recording shipped in the binary, `demo/README.md`), builds it and explains it.
 
-use crate::cli::{DemoArgs, RecordArgs};
+use crate::cli::DemoArgs;
+#[cfg(target_os = "linux")]
+use crate::cli::RecordArgs;
 use crate::cmd::build;
 use anyhow::{bail, Context, Result};
 use std::io::Write;
@@ -37,39 +39,7 @@ pub(crate) fn run(args: &DemoArgs, quiet: bool) -> Result<u8> {
         }
     };
     let pid = match live {
-        Some(()) => {
-            eprintln!(
-                "argus demo: recording `argus workload chain`: the main thread waits on a worker thread,\n\
-                 which reads a pipe from a shell that runs `sleep 3` (about 4 s)..."
-            );
-            let rec = RecordArgs {
-                output: trace.clone(),
-                duration: None,
-                buffer_kb: 8192,
-                drain_priority: 10,
-                events: "default".into(),
-                ring_size: argus_ingest::linux::DEFAULT_RING_SIZE,
-                flush_interval: 1.0,
-                stacks: None,
-                profile: None,
-                watch: Vec::new(),
-                dispatch: Vec::new(),
-                enqueue: Vec::new(),
-                probe: Vec::new(),
-                command: vec![
-                    exe.to_string_lossy().into_owned(),
-                    "workload".into(),
-                    "chain".into(),
-                ],
-            };
-            let summary = crate::cmd::record::record(&rec, false)?;
-            if !quiet {
-                eprintln!("{summary}");
-            }
-            summary
-                .command_pid
-                .context("the recorder did not report the workload's pid")?
-        }
+        Some(()) => record_chain(&trace, &exe, quiet)?,
         None => {
             std::fs::create_dir_all(&trace)?;
             crate::cmd::bundle::unpack(DEMO_BUNDLE, &trace)
@@ -120,4 +90,47 @@ pub(crate) fn run(args: &DemoArgs, quiet: bool) -> Result<u8> {
             bail!("the demo hang was not found in the recording (pid {pid})")
         }
     }
+}
+
+/// Records `argus workload chain` into `trace`: the workload's pid.
+#[cfg(target_os = "linux")]
+fn record_chain(trace: &std::path::Path, exe: &std::path::Path, quiet: bool) -> Result<i32> {
+    eprintln!(
+        "argus demo: recording `argus workload chain`: the main thread waits on a worker thread,\n\
+         which reads a pipe from a shell that runs `sleep 3` (about 4 s)..."
+    );
+    let rec = RecordArgs {
+        output: trace.to_path_buf(),
+        duration: None,
+        buffer_kb: 8192,
+        drain_priority: 10,
+        events: "default".into(),
+        ring_size: argus_ingest::linux::DEFAULT_RING_SIZE,
+        flush_interval: 1.0,
+        stacks: None,
+        profile: None,
+        watch: Vec::new(),
+        dispatch: Vec::new(),
+        enqueue: Vec::new(),
+        probe: Vec::new(),
+        command: vec![
+            exe.to_string_lossy().into_owned(),
+            "workload".into(),
+            "chain".into(),
+        ],
+    };
+    let summary = crate::cmd::record::record(&rec, false)?;
+    if !quiet {
+        eprintln!("{summary}");
+    }
+    summary
+        .command_pid
+        .context("the recorder did not report the workload's pid")
+}
+
+/// The demo records live on Linux only ([`argus_ingest::linux::cannot_trace`] says so
+/// elsewhere, and the bundled recording is used).
+#[cfg(not(target_os = "linux"))]
+fn record_chain(_: &std::path::Path, _: &std::path::Path, _: bool) -> Result<i32> {
+    anyhow::bail!("recording the kernel needs Linux")
 }

@@ -146,9 +146,7 @@ pub fn run(args: &DigArgs) -> Result<u8> {
         }
         std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
         eprintln!("argus dig: recording: {}", shell_line(&plan.argv));
-        let mut cfg = crate::cmd::record::record_config(&record)?;
-        cfg.command_stdout_to_stderr = true;
-        crate::cmd::record::run_recording(cfg, &record, true)?;
+        crate::cmd::record::record_plan(&record)?;
         Some(compare(
             args,
             &subject,

@@ -386,9 +386,16 @@ impl Follower<'_> {
 /// at the user's priority it took that CPU from the job being followed, whose decoding (at
 /// nice 19) waited up to 1.8 s to run on the soak's two busy cores, and the hangs the
 /// follower polls for came that much later. The polling itself keeps the user's priority.
+#[cfg(target_os = "linux")]
 pub const READ_NICE: i32 = 19;
 
+/// Lowers the calling thread to [`READ_NICE`] (a thread already lower stays); elsewhere
+/// than Linux (no job to yield to: `argus start` is Linux-only) it does nothing.
+#[cfg(not(target_os = "linux"))]
+fn at_the_jobs_priority() {}
+
 /// Lowers the calling thread to [`READ_NICE`] (a thread already lower stays).
+#[cfg(target_os = "linux")]
 fn at_the_jobs_priority() {
     // SAFETY: errno is thread-local; clearing it tells getpriority's -1 error from a nice
     // of -1. gettid and getpriority on our own thread take no pointers.

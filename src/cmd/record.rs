@@ -1,10 +1,52 @@
 //! `argus record`: system-wide kernel events into a trace directory (`docs/trace-dir.md`),
-//! for a command, a duration, or until Ctrl-C.
+//! for a command, a duration, or until Ctrl-C: tracefs and perf on Linux, kdebug on macOS
+//! (`docs/kdebug.md`, "Recording on macOS"; type-checked here, never run).
 
 use crate::cli::RecordArgs;
-use anyhow::{bail, Context, Result};
-use std::time::Duration;
+use anyhow::{bail, Result};
+#[cfg(target_os = "linux")]
+use {anyhow::Context, std::time::Duration};
 
+/// `argus record`: records, then prints the summary unless `quiet`.
+#[cfg(target_os = "linux")]
+pub(crate) fn run(args: &RecordArgs, quiet: bool) -> Result<()> {
+    let summary = record(args, true)?;
+    if !quiet {
+        eprintln!("{summary}");
+    }
+    Ok(())
+}
+
+/// `argus dig --run`'s recording of its plan: the command's output goes to stderr.
+#[cfg(target_os = "linux")]
+pub(crate) fn record_plan(record: &RecordArgs) -> Result<()> {
+    let mut cfg = record_config(record)?;
+    cfg.command_stdout_to_stderr = true;
+    run_recording(cfg, record, true)?;
+    Ok(())
+}
+
+/// `argus dig --run` records the kernel with tracefs and perf: Linux only.
+#[cfg(not(target_os = "linux"))]
+pub(crate) fn record_plan(_: &RecordArgs) -> Result<()> {
+    bail!(
+        "argus dig --run records with tracefs and perf, on Linux only (this is {}): run \
+         the printed commands on a Linux machine, or give --trace",
+        std::env::consts::OS
+    )
+}
+
+/// `argus record` elsewhere than Linux and macOS.
+#[cfg(not(any(target_os = "linux", target_os = "macos")))]
+pub(crate) fn run(_: &RecordArgs, _: bool) -> Result<()> {
+    bail!(
+        "argus record records Linux (tracefs) and macOS (kdebug) kernels, not {}: record \
+         there and read the trace here with `argus build`",
+        std::env::consts::OS
+    )
+}
+
+#[cfg(target_os = "linux")]
 pub(crate) fn record_config(args: &RecordArgs) -> Result<argus_ingest::linux::RecordConfig> {
     let mut cfg = argus_ingest::linux::RecordConfig::new(&args.output);
     cfg.duration = args.duration.map(Duration::from_secs_f64);
@@ -64,6 +106,7 @@ pub(crate) fn record_config(args: &RecordArgs) -> Result<argus_ingest::linux::Re
     Ok(cfg)
 }
 
+#[cfg(target_os = "linux")]
 pub(crate) fn record(
     args: &RecordArgs,
     announce: bool,
@@ -76,6 +119,7 @@ pub(crate) fn record(
     run_recording(record_config(args)?, args, announce)
 }
 
+#[cfg(target_os = "linux")]
 /// Records with `cfg` (made by [`record_config`] from `args`, maybe adjusted).
 pub(crate) fn run_recording(
     cfg: argus_ingest::linux::RecordConfig,
@@ -105,4 +149,117 @@ pub(crate) fn run_recording(
         .wait()
         .with_context(|| format!("recording into {}", args.output.display()))?;
     Ok(summary)
+}
+
+#[cfg(target_os = "macos")]
+pub(crate) use macos::run;
+
+/// `argus record` on macOS: kdebug events through `sysctl(KERN_KDEBUG)` into a ring of V3
+/// chunk files (`argus_ingest::macos`). Compiled for macOS only and never run: this project
+/// has no macOS machine (README, "What is verified").
+#[cfg(target_os = "macos")]
+mod macos {
+    use crate::cli::RecordArgs;
+    use anyhow::{bail, Context, Result};
+    use std::process::{Child, Command};
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Mutex;
+    use std::time::{Duration, Instant};
+
+    /// Set by SIGINT or SIGTERM: the recording stops and closes (kdebug is given back).
+    static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+
+    extern "C" fn interrupted(_: libc::c_int) {
+        INTERRUPTED.store(true, Ordering::SeqCst);
+    }
+
+    /// The options that only the Linux recorder has, refused rather than ignored.
+    fn linux_only(args: &RecordArgs) -> Result<()> {
+        let given = [
+            ("--stacks", args.stacks.is_some()),
+            ("--profile", args.profile.is_some()),
+            ("--watch", !args.watch.is_empty()),
+            ("--dispatch", !args.dispatch.is_empty()),
+            ("--enqueue", !args.enqueue.is_empty()),
+            ("--probe", !args.probe.is_empty()),
+            ("--events", args.events != "default"),
+        ];
+        match given.iter().find(|g| g.1) {
+            Some((flag, _)) => bail!(
+                "{flag} is Linux-only (tracefs, perf, uprobes); kdebug records its own event set"
+            ),
+            None => Ok(()),
+        }
+    }
+
+    pub(crate) fn run(args: &RecordArgs, quiet: bool) -> Result<()> {
+        linux_only(args)?;
+        if let Some(d) = args.duration {
+            if !(d.is_finite() && d > 0.0) {
+                bail!("--duration must be a positive number of seconds, got {d}");
+            }
+        }
+        if !(args.flush_interval.is_finite() && args.flush_interval > 0.0) {
+            bail!(
+                "--flush-interval must be a positive number of seconds, got {}",
+                args.flush_interval
+            );
+        }
+        let mut cfg = argus_ingest::macos::KdebugConfig::new(&args.output);
+        // --buffer-kb: the kernel's buffer, 64 bytes a record.
+        cfg.buffer_events = u32::try_from(u64::from(args.buffer_kb) * 1024 / 64)
+            .unwrap_or(u32::MAX)
+            .max(1);
+        cfg.ring_size = Some(args.ring_size);
+        cfg.sync_interval = Duration::from_secs_f64(args.flush_interval);
+        for sig in [libc::SIGINT, libc::SIGTERM] {
+            // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
+            let handler: extern "C" fn(libc::c_int) = interrupted;
+            unsafe { libc::signal(sig, handler as libc::sighandler_t) };
+        }
+        // The command starts once kdebug is on: at the collector's first look at `stop`.
+        let child: Mutex<Option<std::io::Result<Child>>> = Mutex::new(None);
+        let started = Instant::now();
+        let limit = args.duration.map(Duration::from_secs_f64);
+        let stop = || {
+            if INTERRUPTED.load(Ordering::SeqCst) || limit.is_some_and(|l| started.elapsed() >= l) {
+                return true;
+            }
+            if args.command.is_empty() {
+                return false;
+            }
+            let mut c = child.lock().unwrap_or_else(|p| p.into_inner());
+            match c.get_or_insert_with(|| {
+                Command::new(&args.command[0])
+                    .args(&args.command[1..])
+                    .spawn()
+            }) {
+                Ok(ch) => !matches!(ch.try_wait(), Ok(None)),
+                Err(_) => true,
+            }
+        };
+        if !quiet {
+            eprintln!("argus: recording kdebug into {}", args.output.display());
+        }
+        let mut sys = argus_ingest::macos::Sysctl::new();
+        let summary = argus_ingest::macos::record(&mut sys, &cfg, &stop)
+            .with_context(|| format!("recording into {}", args.output.display()))?;
+        if let Some(c) = child.into_inner().unwrap_or_else(|p| p.into_inner()) {
+            let mut c = c.with_context(|| format!("starting {}", args.command[0]))?;
+            let pid = c.id();
+            let _ = c.wait();
+            if !quiet {
+                eprintln!("argus: the command ran as pid {pid}");
+            }
+        }
+        if !quiet {
+            eprintln!(
+                "argus: recorded {} kdebug records in {} chunk files ({} CPUs lost records)",
+                summary.events,
+                summary.chunks,
+                summary.lost.len()
+            );
+        }
+        Ok(())
+    }
 }

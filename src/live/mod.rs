@@ -22,7 +22,10 @@
 //! call stacks, which a live diagnosis goes without.
 
 pub mod client;
+// The job's half of the protocol serves `argus start`, Linux-only.
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
 pub mod fetch;
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
 pub mod protocol;
 
 use argus_diagnose::{Graph, GraphInput, Need, Whole};

@@ -37,6 +37,9 @@
 //!                      data first, meta.json
 //! ```
 
+// Part of the writer serves the Linux recorder only.
+#![cfg_attr(not(target_os = "linux"), allow(dead_code))]
+
 use super::error::RecordError;
 use super::sysinfo;
 use std::collections::VecDeque;

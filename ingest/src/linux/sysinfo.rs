@@ -1,5 +1,8 @@
 //! The side files of a trace directory: `meta.json`, `proc.json`, `kallsyms.zst`, `formats/`.
 
+// The /proc and kallsyms helpers serve the Linux recorder only.
+#![cfg_attr(not(target_os = "linux"), allow(dead_code))]
+
 use super::error::RecordError;
 use crate::tracedir::{self, MetaExt, ProcEntry, TraceMeta};
 use std::ffi::CStr;
@@ -75,6 +78,17 @@ const KALLSYMS_ZSTD_LEVEL: i32 = 6;
 /// Why this process cannot record the kernel here (not root, tracefs not mounted), or `None`:
 /// the one check behind `argus demo`'s fallback, the tests' skips and the benches'.
 pub fn cannot_trace() -> Option<String> {
+    #[cfg(not(target_os = "linux"))]
+    return Some(format!(
+        "argus records the kernel on Linux only, not on {}",
+        std::env::consts::OS
+    ));
+    #[cfg(target_os = "linux")]
+    linux_cannot_trace()
+}
+
+#[cfg(target_os = "linux")]
+fn linux_cannot_trace() -> Option<String> {
     // SAFETY: geteuid has no preconditions.
     let euid = unsafe { libc::geteuid() };
     if euid != 0 {
@@ -175,6 +189,7 @@ pub(crate) fn write_meta(dir: &Path, meta: &TraceMeta, ext: &MetaExt) -> Result<
 
 /// Copies `header_page`, `header_event` and each event's `format` from the instance's
 /// `events/` directory into `formats/`.
+#[cfg(target_os = "linux")]
 pub(crate) fn copy_formats(
     dir: &Path,
     instance_events: &Path,
@@ -193,6 +208,7 @@ pub(crate) fn copy_formats(
     Ok(())
 }
 
+#[cfg(target_os = "linux")]
 fn copy_file(from: &Path, to: &Path) -> Result<(), RecordError> {
     // tracefs files report size 0 (`fs::copy` would copy nothing) and some of them only
     // answer the first read: see `tracefs::read_bytes`.

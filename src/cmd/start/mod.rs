@@ -134,48 +134,80 @@
 //! `--retain` is replayed into the dataflow before live events (the gap between the
 //! runs is not recorded; spins that began before this run do not run hooks).
 
+#[cfg(target_os = "linux")]
 mod catchup;
 mod config;
+#[cfg(target_os = "linux")]
 mod cycle;
+#[cfg(target_os = "linux")]
 mod generations;
+#[cfg(target_os = "linux")]
 mod intake;
+#[cfg(target_os = "linux")]
 mod job;
+#[cfg(target_os = "linux")]
 mod live_graph;
+#[cfg(target_os = "linux")]
 mod serve;
+#[cfg(target_os = "linux")]
 mod snapshots;
+#[cfg(target_os = "linux")]
 mod sync;
+#[cfg(target_os = "linux")]
 mod watch;
+#[cfg(target_os = "linux")]
 mod window;
 
-pub use config::{JobPriority, StartArgs, StartConfig};
+pub use config::StartArgs;
+#[cfg(target_os = "linux")]
+pub use config::{JobPriority, StartConfig};
+#[cfg(target_os = "linux")]
 pub use snapshots::list_snapshots;
 
+#[cfg(target_os = "linux")]
 use self::cycle::{Cycle, Snapshots};
+#[cfg(target_os = "linux")]
 use self::intake::Intake;
+#[cfg(target_os = "linux")]
 use self::job::{take_previous_trace, Job};
+#[cfg(target_os = "linux")]
 use self::serve::{Served, Server};
+#[cfg(target_os = "linux")]
 use self::snapshots::clean_leftovers;
+#[cfg(target_os = "linux")]
 use self::watch::own_threads;
+#[cfg(target_os = "linux")]
 use anyhow::{Context, Result};
+#[cfg(target_os = "linux")]
 use argus_pipeline::gaps::GapSet;
+#[cfg(target_os = "linux")]
 use argus_schema::Nanos;
+#[cfg(target_os = "linux")]
 use crossbeam_channel::Receiver;
+#[cfg(target_os = "linux")]
 use std::path::Path;
+#[cfg(target_os = "linux")]
 use std::sync::Arc;
+#[cfg(target_os = "linux")]
 use std::time::Duration;
 
 /// How often the main loop releases events into the dataflow (one epoch per tick).
+#[cfg(target_os = "linux")]
 const TICK: Duration = Duration::from_millis(200);
 /// Tapped pages that may wait for decoding (4 KiB each: 32 MiB); the recorder drops what
 /// does not fit, and the job reads it back from the ring (`catchup.rs`).
+#[cfg(target_os = "linux")]
 const TAP_CAPACITY: usize = 8192;
 
+#[cfg(target_os = "linux")]
 pub use argus_ingest::linux::monotonic_ns;
 
 /// A tapped page: the CPU and the page bytes.
+#[cfg(target_os = "linux")]
 type Tapped = argus_ingest::linux::TappedPage;
 
 /// Runs the job until the recorder stops (signal, `--duration`).
+#[cfg(target_os = "linux")]
 pub fn run(cfg: &StartConfig, quiet: bool) -> Result<u8> {
     // This run's own gap set: the merge adds to it, the dataflow's rules read it.
     let mut owned = cfg.clone();
@@ -296,6 +328,7 @@ pub fn run(cfg: &StartConfig, quiet: bool) -> Result<u8> {
 
 /// Starts the recorder into `trace_dir`, tapping every page it reads to the returned channel;
 /// the second channel has its reports of the job's own threads (`OwnExits`).
+#[cfg(target_os = "linux")]
 fn start_recording(
     cfg: &StartConfig,
     trace_dir: &Path,
@@ -326,6 +359,7 @@ fn start_recording(
 /// The job's own threads, looked at every 20 ms for the hang filter (`own_threads`); briefer
 /// ones are recognised by their names (`untraced_own_name`). The sampler runs above the
 /// job's priority, so a loaded machine does not starve it.
+#[cfg(target_os = "linux")]
 fn sample_own_threads() -> Result<()> {
     std::thread::Builder::new()
         .name("argus-self".into())
@@ -341,6 +375,7 @@ fn sample_own_threads() -> Result<()> {
 
 /// Schedules the calling thread (and every thread it starts from now on) as `--nice` says;
 /// warns when the system refuses.
+#[cfg(target_os = "linux")]
 fn set_job_priority(priority: JobPriority) {
     let set = match priority {
         // The decoding, dataflow and collector at nice 19; the background threads
@@ -355,6 +390,7 @@ fn set_job_priority(priority: JobPriority) {
 }
 
 /// The last lines: pages read back from the ring, events, snapshots and losses of the run.
+#[cfg(target_os = "linux")]
 fn print_summary(
     rec: &argus_ingest::linux::RecordSummary,
     intake: &Intake,
