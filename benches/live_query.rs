@@ -62,7 +62,7 @@ fn ms(d: Duration) -> f64 {
 }
 
 fn main() {
-    memory::tune(memory::START_PURGE_MS);
+    memory::tune(memory::START_PURGE);
     let total = env("ARGUS_BENCH_EVENTS", 10_000_000);
     let epoch = env("ARGUS_BENCH_EPOCH", 100_000);
     let reps = env("ARGUS_BENCH_REPS", 5).max(1);

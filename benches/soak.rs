@@ -11,7 +11,12 @@
 //! job's `--retain`: memory is steady once two windows have passed (the job forgets what
 //! ended more than `--retain` ago, a second at a time), so besides single
 //! samples the bench prints per-`retain` cycle peak and mean RSS and the RSS trend
-//! (least-squares slope) over the steady part. `ARGUS_SOAK_HANDOFFS`
+//! (least-squares slope) over the steady part, for `VmRSS` and for `VmRSS` less `LazyFree`
+//! (memory the job freed with `MADV_FREE`, which the kernel takes back when it needs it: see
+//! `src/memory.rs`). The two bound what the job holds: a lazily freed page the allocator
+//! hands out again stays counted in `LazyFree` until the kernel's reclaim next looks at it,
+//! so `VmRSS` counts memory the kernel could take and the difference misses memory in use.
+//! `ARGUS_SOAK_HANDOFFS`
 //! (default 9000) paces each generator (hand-offs per second; about 250k events/s in all on
 //! the 2-core development machine). `ARGUS_SOAK_BIN` soaks another `argus` binary (to compare
 //! builds, e.g. allocators, with the same harness). With `RUST_LOG=info` the job's own log
@@ -48,6 +53,21 @@ fn env_f64(name: &str, default: f64) -> f64 {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(default)
+}
+
+/// Of the resident memory, what the allocator has given back with `MADV_FREE` and the
+/// kernel has not taken yet (`LazyFree` in `smaps_rollup`): it still counts in `VmRSS`, but
+/// the kernel reclaims it without I/O whenever memory is short. (A page handed out and
+/// written again stays counted until the kernel's reclaim looks at it: an upper bound.)
+fn lazy_free_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("LazyFree:"))
+                .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        })
+        .unwrap_or(0)
 }
 
 fn rss_kib(pid: u32) -> u64 {
@@ -169,14 +189,14 @@ fn os_pipe() -> (std::fs::File, std::fs::File) {
 /// more held) and with the snapshot writers, so single samples say little; this prints, for each
 /// full `retain` cycle after `steady_after`, the peak and mean RSS, the last cycle against
 /// the first, and the least-squares slope over the whole steady part.
-fn flatness(samples: &[(f64, u64)], steady_after: f64, cycle: f64) {
+fn flatness(what: &str, samples: &[(f64, u64)], steady_after: f64, cycle: f64) {
     let steady: Vec<(f64, f64)> = samples
         .iter()
         .filter(|(t, _)| *t >= steady_after)
         .map(|&(t, k)| (t, k as f64 / 1024.0))
         .collect();
     let Some(&(t_end, _)) = steady.last() else {
-        println!("soak: no RSS samples after {steady_after:.0} s");
+        println!("soak: no {what} samples after {steady_after:.0} s");
         return;
     };
     let cycles = ((t_end - steady_after) / cycle).floor() as usize;
@@ -203,12 +223,12 @@ fn flatness(samples: &[(f64, u64)], steady_after: f64, cycle: f64) {
         .map(|(t, p, m)| format!("{t:.0}s:{p:.0}/{m:.0}"))
         .collect();
     println!(
-        "soak: RSS per {cycle:.0} s cycle after {steady_after:.0} s, peak/mean MiB: {}",
+        "soak: {what} per {cycle:.0} s cycle after {steady_after:.0} s, peak/mean MiB: {}",
         line.join(" ")
     );
     if let (Some(first), Some(last)) = (stats.first(), stats.last()) {
         println!(
-            "soak: RSS last cycle vs first steady cycle: peak {:.0} → {:.0} MiB ({:+.1}%), mean {:.0} → {:.0} MiB ({:+.1}%)",
+            "soak: {what} last cycle vs first steady cycle: peak {:.0} → {:.0} MiB ({:+.1}%), mean {:.0} → {:.0} MiB ({:+.1}%)",
             first.1,
             last.1,
             100.0 * (last.1 / first.1 - 1.0),
@@ -227,7 +247,7 @@ fn flatness(samples: &[(f64, u64)], steady_after: f64, cycle: f64) {
     if var > 0.0 {
         let slope = cov / var * 60.0;
         println!(
-            "soak: RSS trend over the steady part: {slope:+.1} MiB/min ({:+.1}% of the mean {mm:.0} MiB per 10 min)",
+            "soak: {what} trend over the steady part: {slope:+.1} MiB/min ({:+.1}% of the mean {mm:.0} MiB per 10 min)",
             100.0 * slope * 10.0 / mm
         );
     }
@@ -491,13 +511,23 @@ fn main() {
     // writers, a live graph's seeding) would be missing from a final sample.
     let thread_times: Arc<Mutex<HashMap<u64, (String, f64)>>> =
         Arc::new(Mutex::new(HashMap::new()));
+    // RSS less what the allocator freed lazily (see `lazy_free_kib`): the memory the job holds.
+    let held: Arc<Mutex<Vec<(f64, u64)>>> = Arc::new(Mutex::new(Vec::new()));
     let sampler = {
-        let (samples, sampling, thread_times) =
-            (samples.clone(), sampling.clone(), thread_times.clone());
+        let (samples, held, sampling, thread_times) = (
+            samples.clone(),
+            held.clone(),
+            sampling.clone(),
+            thread_times.clone(),
+        );
         std::thread::spawn(move || {
             while sampling.load(Ordering::Relaxed) {
                 let t = soak_start.elapsed().as_secs_f64();
-                samples.lock().expect("lock").push((t, rss_kib(pid)));
+                let rss = rss_kib(pid);
+                samples.lock().expect("lock").push((t, rss));
+                held.lock()
+                    .expect("lock")
+                    .push((t, rss.saturating_sub(lazy_free_kib(pid))));
                 thread_times
                     .lock()
                     .expect("lock")
@@ -628,7 +658,14 @@ fn main() {
         (cpu_start.1, cpu_end.1),
     );
     let samples = samples.lock().expect("lock").clone();
-    flatness(&samples, steady_after.as_secs_f64(), retain_secs);
+    flatness("RSS", &samples, steady_after.as_secs_f64(), retain_secs);
+    let held = held.lock().expect("lock").clone();
+    flatness(
+        "RSS less LazyFree",
+        &held,
+        steady_after.as_secs_f64(),
+        retain_secs,
+    );
     if d.is_empty() {
         println!("soak: no marker reached a snapshot ({missing} written)");
     } else {

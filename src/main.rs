@@ -90,7 +90,7 @@ fn run(cli: Cli) -> Result<u8> {
         Command::Dig(args) => dig::run(&args),
         #[cfg(target_os = "linux")]
         Command::Start(args) => {
-            memory::tune(memory::START_PURGE_MS);
+            memory::tune(memory::START_PURGE);
             start::run(&start::StartConfig::from_args(&args)?, cli.quiet)
         }
         #[cfg(not(target_os = "linux"))]
