@@ -55,30 +55,28 @@ fn env_f64(name: &str, default: f64) -> f64 {
         .unwrap_or(default)
 }
 
-/// Of the resident memory, what the allocator has given back with `MADV_FREE` and the
-/// kernel has not taken yet (`LazyFree` in `smaps_rollup`): it still counts in `VmRSS`, but
-/// the kernel reclaims it without I/O whenever memory is short. (A page handed out and
-/// written again stays counted until the kernel's reclaim looks at it: an upper bound.)
-fn lazy_free_kib(pid: u32) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup"))
+/// The `kB` figure of a `KEY:` line of `/proc/PID/FILE` (0 when absent).
+fn proc_kib(pid: u32, file: &str, key: &str) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/{file}"))
         .ok()
         .and_then(|s| {
             s.lines()
-                .find_map(|l| l.strip_prefix("LazyFree:"))
+                .find_map(|l| l.strip_prefix(key)?.strip_prefix(':'))
                 .and_then(|v| v.split_whitespace().next()?.parse().ok())
         })
         .unwrap_or(0)
 }
 
+/// Of the resident memory, what the allocator has given back with `MADV_FREE` and the
+/// kernel has not taken yet (`LazyFree` in `smaps_rollup`): it still counts in `VmRSS`, but
+/// the kernel reclaims it without I/O whenever memory is short. (A page handed out and
+/// written again stays counted until the kernel's reclaim looks at it: an upper bound.)
+fn lazy_free_kib(pid: u32) -> u64 {
+    proc_kib(pid, "smaps_rollup", "LazyFree")
+}
+
 fn rss_kib(pid: u32) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find_map(|l| l.strip_prefix("VmRSS:"))
-                .and_then(|v| v.split_whitespace().next()?.parse().ok())
-        })
-        .unwrap_or(0)
+    proc_kib(pid, "status", "VmRSS")
 }
 
 /// Paces a loop at `per_sec` iterations per second (sleeping 1 ms when ahead).
