@@ -509,7 +509,8 @@ fn main() {
     // writers, a live graph's seeding) would be missing from a final sample.
     let thread_times: Arc<Mutex<HashMap<u64, (String, f64)>>> =
         Arc::new(Mutex::new(HashMap::new()));
-    // RSS less what the allocator freed lazily (see `lazy_free_kib`): the memory the job holds.
+    // RSS less what the allocator freed lazily (see `lazy_free_kib`): a lower bound of the
+    // memory the job holds.
     let held: Arc<Mutex<Vec<(f64, u64)>>> = Arc::new(Mutex::new(Vec::new()));
     let sampler = {
         let (samples, held, sampling, thread_times) = (
