@@ -607,6 +607,7 @@ fn main() {
         &reported.lock().expect("lock"),
         hangs_started,
         soak_start_ns,
+        &lines,
     );
     let mut d = delays.lock().expect("lock").clone();
     d.sort_by(|a, b| a.total_cmp(b));
@@ -687,7 +688,12 @@ type FollowedHang = (u64, Option<u64>, Option<u64>, bool, usize);
 /// The live `--follow` figures, per hang (spinning segment): the delay from detectable
 /// (start + 2 s threshold) to its first `new_hang` line, and to its first line with a
 /// diagnosis (a `new_hang` with a report, or `diagnosed`).
-fn follow_figures(lines: &[(u64, serde_json::Value)], started: usize, t0: u64) {
+///
+/// With the job's `epoch sent` and `epoch done` lines (`RUST_LOG=info,argus::epochs=debug`),
+/// each hang's delay is split: the tick whose watermark first passed its detectable time
+/// (release: the lag, the read frontier and the tick), that epoch handed to the dataflow,
+/// done by it (its spins published), and the follower's line.
+fn follow_figures(lines: &[(u64, serde_json::Value)], started: usize, t0: u64, job: &[String]) {
     const THRESHOLD_NS: u64 = 2_000_000_000;
     let mut by_hang: BTreeMap<String, FollowedHang> = BTreeMap::new();
     for (at, v) in lines {
@@ -737,13 +743,27 @@ fn follow_figures(lines: &[(u64, serde_json::Value)], started: usize, t0: u64) {
             v["hang"]["diagnosed"],
         );
     }
+    let sent = epoch_lines(job, "epoch sent", "sent_ns");
+    let ticks = epoch_lines(job, "epoch sent", "tick_ns");
+    let done = epoch_lines(job, "epoch done", "done_ns");
+    // The first epoch whose watermark reached `at`: when it happened.
+    let past = |times: &[(u64, u64)], at: u64| {
+        times
+            .iter()
+            .find(|&&(w, _)| w >= at)
+            .map(|&(_, t)| secs(Some(t), at))
+            .unwrap_or_else(|| "-".into())
+    };
     for (segment, h) in &by_hang {
         println!(
-            "soak: hang {segment} detectable at {:.1} s: reported after {} s, diagnosed after {} s, {} new_hang line(s)",
+            "soak: hang {segment} detectable at {:.1} s: reported after {} s, diagnosed after {} s, {} new_hang line(s); watermark past it at the tick of +{} s, sent +{} s, done +{} s",
             h.0.saturating_sub(t0) as f64 / 1e9,
             secs(h.1, h.0),
             secs(h.2, h.0),
-            h.4
+            h.4,
+            past(&ticks, h.0),
+            past(&sent, h.0),
+            past(&done, h.0),
         );
     }
     let reported = delays(&|h| h.1);
@@ -761,4 +781,18 @@ fn follow_figures(lines: &[(u64, serde_json::Value)], started: usize, t0: u64) {
         median(&diagnosed),
         max(&diagnosed),
     );
+}
+
+/// `(watermark, time)` of the job's debug lines with `message` (`argus::epochs`), `time`
+/// being the field `field`, in the order they came.
+fn epoch_lines(job: &[String], message: &str, field: &str) -> Vec<(u64, u64)> {
+    let value = |l: &str, key: &str| {
+        l.split_whitespace()
+            .find_map(|w| w.strip_prefix(key)?.strip_prefix('='))
+            .and_then(|v| v.parse::<u64>().ok())
+    };
+    job.iter()
+        .filter(|l| l.contains(message))
+        .filter_map(|l| Some((value(l, "watermark")?, value(l, field)?)))
+        .collect()
 }

@@ -60,6 +60,8 @@ fn init_logging(verbose: u8, quiet: bool) {
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        // Colours only on a terminal: a log piped to a file or a supervisor stays plain text.
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_target(false)
         .try_init();
 }

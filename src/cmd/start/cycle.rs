@@ -204,7 +204,8 @@ impl Cycle {
         // Whatever is already tapped goes in before the watermark moves, and what the tap
         // dropped is read back from the ring.
         let t = Instant::now();
-        let (watermark, events) = intake.tick(monotonic_ns(), job.cfg.lag);
+        let tick_ns = monotonic_ns();
+        let (watermark, events) = intake.tick(tick_ns, job.cfg.lag);
         stalled("the intake (decoding and merging the tapped pages)", t);
         job.catching_up.store(
             intake.catchup.behind(),
@@ -252,6 +253,15 @@ impl Cycle {
         let t = Instant::now();
         job.send(events, watermark)?;
         stalled("handing the tick's events to the dataflow", t);
+        // With the collector's `epoch done` line, where a hang's report time goes
+        // (`benches/soak.rs`: watermark release, dataflow, follower).
+        tracing::debug!(
+            target: "argus::epochs",
+            watermark = watermark.0,
+            tick_ns,
+            sent_ns = monotonic_ns(),
+            "epoch sent"
+        );
         if intake.closed {
             // Pad to the planned epoch so the last snapshot keeps its name.
             while job.epoch < self.next_snapshot {

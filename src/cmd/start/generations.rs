@@ -295,6 +295,12 @@ pub(crate) fn collect_live(
                         c.graph.epoch_done(epoch, watermark, &counts);
                         let changed = std::mem::take(&mut c.spins_changed);
                         c.live.publish(epoch.0, watermark, changed.then(|| c.graph.spins.contents()));
+                        tracing::debug!(
+                            target: "argus::epochs",
+                            watermark = watermark.0,
+                            done_ns = super::monotonic_ns(),
+                            "epoch done"
+                        );
                         c.serve(&mut pending, false);
                         if let Some((f, revive)) = forward.as_mut() {
                             if f.given_up()

@@ -405,12 +405,21 @@ impl Worker {
         };
         let mut counts = GraphStatus::default();
         if let Some(seed) = seed {
+            let t = std::time::Instant::now();
             let (epoch, watermark) = (seed.epoch, seed.watermark);
             let updates = seed.updates();
+            let records = updates.len();
             count(&mut counts, &updates);
             job.send(epoch, updates);
             job.close(epoch);
             self.epochs_done(worker, &mut job, &counts, &[(epoch, watermark)], true);
+            tracing::info!(
+                epoch,
+                records,
+                ms = t.elapsed().as_millis() as u64,
+                backlog = self.queued.load(Ordering::Relaxed),
+                "live graph seeded anew"
+            );
         }
         // Epochs closed and not stepped yet (see `MAX_BATCH`).
         let mut closed: Vec<(u64, Nanos)> = Vec::new();
