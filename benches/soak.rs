@@ -21,7 +21,8 @@
 //! the 2-core development machine). `ARGUS_SOAK_BIN` soaks another `argus` binary (to compare
 //! builds, e.g. allocators, with the same harness). With `RUST_LOG=info` the job's own log
 //! lines (retention cuts, live graphs given up or seeded anew, snapshots written, with
-//! times) are printed between its status lines.
+//! times) are printed between its status lines; `ARGUS_SOAK_LOG=FILE` keeps every line the
+//! job wrote (e.g. its debug lines) in `FILE`.
 //!
 //! Live `--follow`: an `argus debug DIR --follow --comm argus-hang-main --json` runs beside
 //! the job, and every `ARGUS_SOAK_HANG_EVERY` seconds (default 60) the `chain` hang workload
@@ -592,6 +593,13 @@ fn main() {
     std::thread::sleep(Duration::from_millis(200));
 
     let lines = lines.lock().expect("lock").clone();
+    if let Some(path) = std::env::var_os("ARGUS_SOAK_LOG") {
+        // Every line the job wrote (with `RUST_LOG=debug`, its per-epoch lines too).
+        let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
+        if let Err(e) = std::fs::write(&path, text) {
+            println!("soak: writing {}: {e}", Path::new(&path).display());
+        }
+    }
     let last_line = lines
         .iter()
         .rev()

@@ -1,5 +1,6 @@
 //! What a partial diagnosis needs ([`Need`]), read from the live arrangements
-//! ([`GraphTraces`]) as of an epoch: the answer is [`Parts`], each need answered whole.
+//! (one arranged graph, or the [`Union`](argus_pipeline::arranged::Union) of a live graph's
+//! layers: [`GraphRead`]) as of an epoch: the answer is [`Parts`], each need answered whole.
 //!
 //! ```text
 //!  Thread{tid}          segments_by_id over [tid#0, tid#MAX]          one seek + a step each
@@ -13,18 +14,19 @@
 //!  Slice{spin}          slices_by_spin point query, + each member and its incoming edges
 //! ```
 //!
-//! One worker holds the whole graph here (the live job runs its arrangements in one worker), so a shard's answer is the answer.
+//! One worker holds the whole graph here (the live job runs its arrangements in one worker,
+//! in layers read as one), so its answer is the answer.
 //!
 //! Used by the live job's query server and, through a `#[path]` include, by
 //! `benches/live_query.rs`: it depends on the library crates only.
 
 use argus_diagnose::{Need, Parts, Run};
-use argus_pipeline::arranged::{GraphTraces, QueryError};
+use argus_pipeline::arranged::{GraphRead, QueryError};
 use argus_schema::{CausalEdge, SegmentId, Tid};
 use std::collections::BTreeSet;
 
 /// Answers `needs` from `traces` as of epoch `as_of`.
-pub fn fetch(traces: &mut GraphTraces, needs: &[Need], as_of: u64) -> Result<Parts, QueryError> {
+pub fn fetch(traces: &mut impl GraphRead, needs: &[Need], as_of: u64) -> Result<Parts, QueryError> {
     let mut parts = Parts::default();
     // Segments to look up one by one (edge ends, slice members, single needs).
     let mut points: BTreeSet<SegmentId> = BTreeSet::new();

@@ -38,7 +38,9 @@
 //! backward slices (see [`slice`](mod@slice) for their definition and the window),
 //! [`derived_spins`] the spins from the segments (see [`spins`](mod@spins) for what it
 //! matches), [`GraphTraces`] holds the trace handles and answers point and range queries as of
-//! an epoch, and [`ArrangedJob`] is the whole thing fed from
+//! an epoch ([`GraphRead`]: the reads a live diagnosis asks, which a [`Union`] of several
+//! arranged graphs, each holding part of the records, answers as one), and [`ArrangedJob`]
+//! is the whole thing fed from
 //! [`Message`](crate::dataflow::Message)s in one worker ([`JobConfig`] says which derived
 //! state it builds). [`reference`](mod@reference) recomputes the slices from scratch (the test
 //! oracle); the derived spins' oracle is the dataflow's spins table itself.
@@ -89,11 +91,13 @@ mod query;
 pub mod reference;
 pub mod slice;
 pub mod spins;
+mod union;
 
 pub use job::{ArrangedJob, JobConfig};
 pub use query::{GraphTraces, QueryError, ShardSnapshot, ThreadRun};
 pub use slice::{backward_slices, roots, SliceConfig, SliceMember, Window};
 pub use spins::derived_spins;
+pub use union::{GraphRead, Union};
 
 use crate::dataflow::Update;
 use argus_schema::{CausalEdge, EndCause, Nanos, Segment, SegmentId, Spin, Tid};

@@ -272,7 +272,9 @@ pub(crate) fn collect_live(
                         if let Some(gone) = c.cut(watermark) {
                             if forward
                                 .as_mut()
-                                .is_some_and(|(f, _)| !f.cut(epoch.0, gone) && !f.given_up())
+                                .is_some_and(|(f, _)| {
+                                    !f.cut(epoch.0, gone, c.graph.window_start()) && !f.given_up()
+                                })
                             {
                                 forward = None;
                             }
@@ -437,6 +439,7 @@ impl Generation {
             first_epoch,
             start_ns,
             live_slices.then(|| SliceConfig::from_rules(&cfg.rules)),
+            super::window::cut_step_ns(retain),
         )?;
         let collector = std::thread::Builder::new()
             .name(format!("argus-collect-g{id}"))
@@ -577,7 +580,9 @@ mod tests {
             let (requests, req_rx) = crossbeam_channel::unbounded::<SnapRequest>();
             let (notify, _woken) = crossbeam_channel::bounded(1);
             let live = LiveSpins::new(notify);
-            let (graph, forward, worker) = LiveGraph::start(0, 0, Nanos(0), None).unwrap();
+            let layer_ns = super::super::window::cut_step_ns(retain);
+            let (graph, forward, worker) =
+                LiveGraph::start(0, 0, Nanos(0), None, layer_ns).unwrap();
             let catching_up = Arc::new(AtomicBool::new(true));
             let revive = Revive::waiting(catching_up.clone(), Duration::ZERO);
             let live2 = live.clone();

@@ -10,8 +10,9 @@
 //! ```
 //!
 //! **One worker, fed by the collector.** The live graph is built from the collector's
-//! messages, so it holds exactly what the snapshots hold: the same retention (`--retain`:
-//! the collector passes on what it forgets as retractions, `generations.rs`).
+//! messages, so it holds exactly what the snapshots hold: the same retention (`--retain`).
+//! Its records are in layers by end time (`layers.rs`): when the collector forgets a stretch
+//! of time, the worker retires the layer that holds it instead of retracting its records.
 //!
 //! **Reads are served on the worker's thread** (a trace handle is not `Send`), between
 //! epochs: the worker applies an epoch, steps until its probe passes it, then answers what
@@ -36,9 +37,9 @@
 use crate::live::fetch;
 use anyhow::Result;
 use argus_diagnose::{Need, Parts};
-use argus_pipeline::arranged::{ArrangedJob, QueryError, SliceConfig};
+use argus_pipeline::arranged::{GraphRead, QueryError, SliceConfig};
 use argus_pipeline::dataflow::{Message, Update};
-use argus_schema::{CausalEdge, EndCause, Nanos, Segment, Spin};
+use argus_schema::{CausalEdge, Nanos, Segment, Spin};
 use argus_sinks::Frozen;
 use crossbeam_channel::{select, Receiver, Sender};
 use std::collections::VecDeque;
@@ -46,6 +47,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
+use super::layers::Layers;
 use super::sync::lock;
 use super::window::Forgotten;
 
@@ -139,9 +141,10 @@ pub(crate) enum Feed {
     /// The dataflow's next message.
     Msg(Message),
     /// What the collector forgot at the end of an epoch ([`super::window::WindowGraph`]),
-    /// frozen: retracted at that epoch, decoded on the worker's thread. Not counted against
-    /// [`LIVE_BACKLOG`] (a second of the retained window at once).
-    Cut(u64, Forgotten),
+    /// frozen, and where its window starts now: the layers before that are retired at that
+    /// epoch (`layers.rs`), or, with one layer, the records are retracted at that epoch,
+    /// decoded on the worker's thread. Not counted against [`LIVE_BACKLOG`].
+    Cut(u64, Forgotten, Nanos),
     /// Start again from this graph (the collector's consolidated one at a finished epoch):
     /// after the live graph was given up.
     Reset(Seed),
@@ -222,13 +225,14 @@ impl Forward {
         self.tx.send(Feed::Msg(m.clone())).is_ok()
     }
 
-    /// Passes what the collector forgot at the end of `epoch` (before that epoch's end);
-    /// `false` while the live graph is given up or has ended.
-    pub(crate) fn cut(&mut self, epoch: u64, gone: Forgotten) -> bool {
+    /// Passes what the collector forgot at the end of `epoch` (before that epoch's end),
+    /// and where its window starts now; `false` while the live graph is given up or has
+    /// ended.
+    pub(crate) fn cut(&mut self, epoch: u64, gone: Forgotten, window_start: Nanos) -> bool {
         if self.given_up {
             return false;
         }
-        self.tx.send(Feed::Cut(epoch, gone)).is_ok()
+        self.tx.send(Feed::Cut(epoch, gone, window_start)).is_ok()
     }
 
     /// Whether the live graph gets no copies now: given up (and not started again yet).
@@ -261,12 +265,15 @@ pub(crate) struct LiveGraph {
 }
 
 impl LiveGraph {
-    /// Starts the worker of generation `generation`; returns the handle, the collector's [`Forward`] that feeds it, and the thread.
+    /// Starts the worker of generation `generation`, its records in layers of `layer_ns` of
+    /// end times (`None`: one; `layers.rs`); returns the handle, the collector's [`Forward`]
+    /// that feeds it, and the thread.
     pub(crate) fn start(
         generation: u64,
         first_epoch: u64,
         start_ns: Nanos,
         slices: Option<SliceConfig>,
+        layer_ns: Option<u64>,
     ) -> Result<(LiveGraph, Forward, JoinHandle<()>)> {
         let (tx, messages) = crossbeam_channel::unbounded::<Feed>();
         let queued = Arc::new(AtomicUsize::new(0));
@@ -282,6 +289,7 @@ impl LiveGraph {
             stop: stop.clone(),
             skip_until: skip_until.clone(),
             slices,
+            layer_ns,
         };
         let thread = std::thread::Builder::new()
             .name(format!("argus-graph-g{generation}"))
@@ -364,6 +372,7 @@ struct Worker {
     stop: Arc<AtomicBool>,
     skip_until: Arc<AtomicU64>,
     slices: Option<SliceConfig>,
+    layer_ns: Option<u64>,
 }
 
 /// Why one run of the worker's dataflow ended.
@@ -399,20 +408,15 @@ impl Worker {
     /// epoch, answering reads between them; skips messages while the collector has given
     /// it up (until its next reset).
     fn run(&self, worker: &mut timely::worker::Worker, seed: Option<Seed>, resets: u64) -> RunEnd {
-        let mut job = match &self.slices {
-            Some(cfg) => ArrangedJob::new(worker, cfg),
-            None => ArrangedJob::without_slices(worker),
-        };
-        let mut counts = GraphStatus::default();
+        let mut job = Layers::new(self.layer_ns, self.slices.clone());
         if let Some(seed) = seed {
             let t = std::time::Instant::now();
             let (epoch, watermark) = (seed.epoch, seed.watermark);
             let updates = seed.updates();
             let records = updates.len();
-            count(&mut counts, &updates);
-            job.send(epoch, updates);
+            job.send(worker, epoch, updates);
             job.close(epoch);
-            self.epochs_done(worker, &mut job, &counts, &[(epoch, watermark)], true);
+            self.epochs_done(worker, &mut job, &[(epoch, watermark)], true, records);
             tracing::info!(
                 epoch,
                 records,
@@ -423,14 +427,17 @@ impl Worker {
         }
         // Epochs closed and not stepped yet (see `MAX_BATCH`).
         let mut closed: Vec<(u64, Nanos)> = Vec::new();
+        // Updates applied since the dataflow was last stepped (logged).
+        let mut applied = 0usize;
         let never = crossbeam_channel::never();
         let mut open_requests = Some(self.requests.clone());
         while !self.stop.load(Ordering::Relaxed) {
             // Behind (more messages queued): their epochs are applied first, and the dataflow
             // stepped once for all of them.
             if !closed.is_empty() && (closed.len() >= MAX_BATCH || self.messages.is_empty()) {
-                self.epochs_done(worker, &mut job, &counts, &closed, false);
+                self.epochs_done(worker, &mut job, &closed, false, applied);
                 closed.clear();
+                applied = 0;
             }
             let req_rx = open_requests.as_ref().unwrap_or(&never);
             select! {
@@ -438,11 +445,14 @@ impl Worker {
                     Ok(Feed::Reset(seed)) => return RunEnd::Reset(seed),
                     // Given up: the seed will hold the graph after the cut.
                     Ok(Feed::Cut(..)) if self.skip_until.load(Ordering::Acquire) > resets => {}
-                    Ok(Feed::Cut(epoch, gone)) => {
+                    Ok(Feed::Cut(epoch, gone, _)) if job.retracts() => {
                         let updates = gone.retractions();
-                        count(&mut counts, &updates);
-                        job.send(epoch, updates);
+                        applied += updates.len();
+                        job.send(worker, epoch, updates);
                     }
+                    // Layers: the forgotten records go with their layers, dropped here
+                    // (on this thread, not the collector's).
+                    Ok(Feed::Cut(epoch, _, window_start)) => job.retire(epoch, window_start),
                     Ok(Feed::Msg(m)) if self.skip_until.load(Ordering::Acquire) > resets => {
                         if let Message::Updates { updates, .. } = m {
                             self.queued.fetch_sub(updates.len(), Ordering::Relaxed);
@@ -450,8 +460,8 @@ impl Worker {
                     }
                     Ok(Feed::Msg(Message::Updates { epoch, updates })) => {
                         self.queued.fetch_sub(updates.len(), Ordering::Relaxed);
-                        count(&mut counts, &updates);
-                        job.send(epoch.0, updates);
+                        applied += updates.len();
+                        job.send(worker, epoch.0, updates);
                     }
                     Ok(Feed::Msg(Message::EpochDone { epoch, watermark, .. })) => {
                         job.close(epoch.0);
@@ -477,10 +487,10 @@ impl Worker {
     fn epochs_done(
         &self,
         worker: &mut timely::worker::Worker,
-        job: &mut ArrangedJob,
-        counts: &GraphStatus,
+        job: &mut Layers,
         done: &[(u64, Nanos)],
         fresh: bool,
+        applied: usize,
     ) {
         let Some(&(e, _)) = done.last() else {
             return;
@@ -490,11 +500,13 @@ impl Worker {
         tracing::debug!(
             epoch = e,
             epochs = done.len(),
+            updates = applied,
+            layers = job.len(),
             ms = t0.elapsed().as_secs_f64() * 1e3,
             "live graph epochs"
         );
         let since = e.saturating_sub(QUERY_EPOCHS - 1);
-        job.traces().compact_to(since);
+        job.compact_to(since);
         let mut st = lock(&self.status);
         if fresh {
             st.epochs.clear();
@@ -505,40 +517,21 @@ impl Worker {
         while st.epochs.front().is_some_and(|(x, _)| *x < since) {
             st.epochs.pop_front();
         }
-        st.segments = counts.segments;
-        st.open_segments = counts.open_segments;
-        st.edges = counts.edges;
-        st.spins = counts.spins;
+        job.counts_into(&mut st);
     }
 }
 
-/// Adds `updates` to the record counts.
-fn count(counts: &mut GraphStatus, updates: &[(Update, i64)]) {
-    for (u, d) in updates {
-        match u {
-            Update::Segment(s) => {
-                counts.segments += d;
-                if s.end == EndCause::Open {
-                    counts.open_segments += d;
-                }
-            }
-            Update::Edge(_) => counts.edges += d,
-            Update::Spin(_) => counts.spins += d,
-        }
-    }
-}
-
-fn answer(req: GraphRequest, job: &mut ArrangedJob) {
+fn answer(req: GraphRequest, job: &mut Layers) {
     match req {
         GraphRequest::Fetch {
             as_of,
             needs,
             reply,
         } => {
-            let _ = reply.send(fetch::fetch(job.traces(), &needs, as_of));
+            let _ = reply.send(fetch::fetch(&mut job.read(as_of), &needs, as_of));
         }
         GraphRequest::Spins { as_of, reply } => {
-            let _ = reply.send(job.traces().spins(as_of));
+            let _ = reply.send(job.read(as_of).spins(as_of));
         }
     }
 }

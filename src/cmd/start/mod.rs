@@ -54,13 +54,14 @@
 //!
 //! **Retention.** One dataflow runs for the whole job and forgets by retraction
 //! ([`window::WindowGraph`]): its collector keeps the graph in time buckets a second wide, by when each record ended ([`window`]: closed segments and spins by
-//! their end, edges by their action's time, open ones apart); a bucket that ended more than
-//! `--retain` before the watermark is dropped whole and passed to the live graph as
-//! retractions; later updates of its records are dropped as they come (they are over for
+//! their end, edges by their action's time, open ones apart); the buckets that ended more
+//! than `--retain` before the watermark are dropped whole, a quarter of `--retain` at a time
+//! ([`window::cut_step_ns`]), and the live graph drops the layer that holds the same records
+//! ([`layers`]); later updates of their records are dropped as they come (they are over for
 //! good, so the tables stay consistent). What is
 //! still open stays whole, however old. The dataflow's rule state forgets what has been idle
 //! for twice `--retain` ([`job::continuous`]; `DataflowConfig::forget`), which nothing the
-//! collector holds depends on. A snapshot covers between `--retain` and `--retain` + 1 s, and
+//! collector holds depends on. A snapshot covers between `--retain` and 1.25 × `--retain`, and
 //! memory follows the event rate and `--retain`, not the job's age. (Before, the job ran
 //! *generations*: a new dataflow every `--retain`, two at once most of the time, each event
 //! processed twice and each new generation's live graph arranged anew in one batch; the soak
@@ -145,6 +146,8 @@ mod generations;
 mod intake;
 #[cfg(target_os = "linux")]
 mod job;
+#[cfg(target_os = "linux")]
+mod layers;
 #[cfg(target_os = "linux")]
 mod live_graph;
 #[cfg(target_os = "linux")]

@@ -565,7 +565,7 @@ mod tests {
     /// seen it, however far the live graph lags (here it was fed nothing: no epoch at all).
     #[test]
     fn hangs_answer_from_the_dataflows_spins_however_far_the_live_graph_lags() {
-        let (graph, forward, worker) = LiveGraph::start(3, 100, Nanos(0), None).unwrap();
+        let (graph, forward, worker) = LiveGraph::start(3, 100, Nanos(0), None, None).unwrap();
         let (notify, woken) = crossbeam_channel::bounded(1);
         let spins = LiveSpins::new(notify);
         let served = Served::new();

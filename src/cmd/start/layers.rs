@@ -1,0 +1,215 @@
+//! The live graph's records in layers: one arranged graph ([`ArrangedJob`]) per stretch of
+//! end times one retention cut takes ([`cut_step_ns`](super::window::cut_step_ns): a quarter
+//! of `--retain`), and one for the records still open. A cut of the collector *retires* the
+//! layers wholly before its cutoff instead of retracting their records one by one; reads
+//! see the layers not retired as of their epoch, as one graph ([`Union`]).
+//!
+//! ```text
+//!  update ─► end time (window.rs's Timed) ─ none ─► open layer
+//!                                         └ t ──► layer ⌊t / step⌋ (made when first needed)
+//!  Cut(e, cutoff) ─► layers ending at or before cutoff: retired at e
+//!  read as of a ─► Union of the layers made and not retired as of a
+//!  compaction to `since` ─► layers retired at or before `since` dropped (no read sees them)
+//! ```
+//!
+//! Why: retracting what a cut forgot cost the worker more than arranging it had (the
+//! retractions meet their insertions in the spines' biggest merges): at 300k events/s with
+//! `--retain 30s` the worker stepped ~30 ms per 36k-update epoch until the first cut, then
+//! 1–1.9 s per 10 epochs of ~700k updates, and fell behind every 40 s (soak, 2026-11-29).
+//! A layer's records never meet a retraction from a cut, and a layer's spine holds a quarter
+//! of the window, not all of it.
+//!
+//! The same answers: the collector keeps a record while its end bucket is not cut, and drops
+//! later updates of records it cut ([`WindowGraph`](super::window::WindowGraph)); the layers
+//! hold exactly the records of the buckets the collector holds, since cuts fall on layer
+//! boundaries (both use the same step). Without `--retain`, or with the backward slices
+//! maintained (`--live-slices`: a slice follows edges across any stretch), there is one
+//! layer and a cut's records are retracted as before.
+
+use super::live_graph::GraphStatus;
+use super::window::Timed;
+use argus_pipeline::arranged::{ArrangedJob, GraphRead, SliceConfig, Union};
+use argus_pipeline::dataflow::Update;
+use argus_schema::{EndCause, Nanos};
+use std::collections::BTreeMap;
+
+/// One layer: its arranged graph, the epoch it was made at, the epoch it was retired at, and
+/// its net record counts.
+struct Layer {
+    job: ArrangedJob,
+    made: u64,
+    retired: Option<u64>,
+    counts: Counts,
+}
+
+/// Net records of a layer (what [`GraphStatus`] shows).
+#[derive(Clone, Copy, Default)]
+struct Counts {
+    segments: i64,
+    open_segments: i64,
+    edges: i64,
+    spins: i64,
+}
+
+impl Counts {
+    fn add(&mut self, u: &Update, d: i64) {
+        match u {
+            Update::Segment(s) => {
+                self.segments += d;
+                if s.end == EndCause::Open {
+                    self.open_segments += d;
+                }
+            }
+            Update::Edge(_) => self.edges += d,
+            Update::Spin(_) => self.spins += d,
+        }
+    }
+}
+
+/// Which layer an update goes to: `None` for the open layer (every update without layers).
+type Key = Option<u64>;
+
+/// A live graph's layers, in one timely worker (module docs).
+pub(crate) struct Layers {
+    /// End times per layer (`None`: one layer for everything).
+    step: Option<u64>,
+    slices: Option<SliceConfig>,
+    layers: BTreeMap<Key, Layer>,
+}
+
+impl Layers {
+    /// Layers of `step` ns of end times (`None`: one), each with the backward slices when
+    /// `slices` (then one layer whatever `step`).
+    pub(crate) fn new(step: Option<u64>, slices: Option<SliceConfig>) -> Layers {
+        Layers {
+            step: step.filter(|_| slices.is_none()),
+            slices,
+            layers: BTreeMap::new(),
+        }
+    }
+
+    fn key(&self, u: &Update) -> Key {
+        let step = self.step?;
+        let end = match u {
+            Update::Segment(s) => s.end_time(),
+            Update::Edge(e) => e.end_time(),
+            Update::Spin(s) => s.end_time(),
+        };
+        end.map(|t| t.0 / step)
+    }
+
+    /// Adds `updates` at `epoch` (not closed yet), each to its layer.
+    pub(crate) fn send(
+        &mut self,
+        worker: &mut timely::worker::Worker,
+        epoch: u64,
+        updates: Vec<(Update, i64)>,
+    ) {
+        let mut by_key: BTreeMap<Key, Vec<(Update, i64)>> = BTreeMap::new();
+        match self.step {
+            None => {
+                by_key.insert(None, updates);
+            }
+            Some(_) => {
+                for (u, d) in updates {
+                    by_key.entry(self.key(&u)).or_default().push((u, d));
+                }
+            }
+        }
+        for (key, updates) in by_key {
+            let slices = &self.slices;
+            let layer = self.layers.entry(key).or_insert_with(|| Layer {
+                job: match slices {
+                    Some(cfg) => ArrangedJob::new(worker, cfg),
+                    None => ArrangedJob::without_slices(worker),
+                },
+                made: epoch,
+                retired: None,
+                counts: Counts::default(),
+            });
+            if layer.retired.is_some() {
+                // Over before the window: the collector drops these (`WindowGraph::keep`).
+                continue;
+            }
+            for (u, d) in &updates {
+                layer.counts.add(u, *d);
+            }
+            layer.job.send(epoch, updates);
+        }
+    }
+
+    /// Closes `epoch` in every layer not retired.
+    pub(crate) fn close(&mut self, epoch: u64) {
+        for l in self.layers.values_mut().filter(|l| l.retired.is_none()) {
+            l.job.close(epoch);
+        }
+    }
+
+    /// Whether a layer may still change at `epoch` (a retired one: at the last epoch it
+    /// was closed, which reads before its retirement may ask).
+    pub(crate) fn pending(&self, epoch: u64) -> bool {
+        self.layers.values().any(|l| match l.retired {
+            None => l.job.pending(epoch),
+            Some(r) => r > l.made && l.job.pending(epoch.min(r - 1)),
+        })
+    }
+
+    /// Whether a cut's records must be retracted (one layer holds them all) rather than
+    /// their layers retired.
+    pub(crate) fn retracts(&self) -> bool {
+        self.step.is_none()
+    }
+
+    /// The collector cut at `epoch` what ended before `cutoff` (a multiple of the step):
+    /// the layers wholly before it are retired from `epoch` on.
+    pub(crate) fn retire(&mut self, epoch: u64, cutoff: Nanos) {
+        let Some(step) = self.step else {
+            return;
+        };
+        for (key, l) in self.layers.iter_mut() {
+            if key.is_some_and(|k| (k + 1).saturating_mul(step) <= cutoff.0) {
+                l.retired.get_or_insert(epoch);
+            }
+        }
+    }
+
+    /// Lets reads forget the epochs before `since`; drops the layers retired by then.
+    pub(crate) fn compact_to(&mut self, since: u64) {
+        self.layers
+            .retain(|_, l| l.retired.is_none_or(|r| r > since));
+        for l in self.layers.values_mut() {
+            l.job.traces().compact_to(since);
+        }
+    }
+
+    /// The net record counts of the layers not retired.
+    pub(crate) fn counts_into(&self, st: &mut GraphStatus) {
+        let mut c = Counts::default();
+        for l in self.layers.values().filter(|l| l.retired.is_none()) {
+            c.segments += l.counts.segments;
+            c.open_segments += l.counts.open_segments;
+            c.edges += l.counts.edges;
+            c.spins += l.counts.spins;
+        }
+        st.segments = c.segments;
+        st.open_segments = c.open_segments;
+        st.edges = c.edges;
+        st.spins = c.spins;
+    }
+
+    /// Layers (made, retired or not), for the log.
+    pub(crate) fn len(&self) -> usize {
+        self.layers.len()
+    }
+
+    /// The graph as of `as_of`: the layers made by then and not retired.
+    pub(crate) fn read(&mut self, as_of: u64) -> impl GraphRead + '_ {
+        Union::new(
+            self.layers
+                .values_mut()
+                .filter(|l| l.made <= as_of && l.retired.is_none_or(|r| as_of < r))
+                .map(|l| l.job.traces())
+                .collect(),
+        )
+    }
+}
