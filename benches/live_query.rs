@@ -18,6 +18,12 @@
 //!    arrangements through `src/live/fetch.rs`, then the same `diagnose`), each timed as the
 //!    median of `ARGUS_BENCH_REPS` (default 5) runs; the two reports must be equal.
 //!
+//! `argus start` keeps its live graph in layers by end time (`src/cmd/start/layers.rs`: a
+//! quarter of `--retain` each, and the open records apart) and reads them as one
+//! (`arranged::Union`). Without slices the bench feeds such layers too, `ARGUS_BENCH_LAYERS`
+//! (default 5) of the stream's trace time each, beside the one arrangement, and reports the
+//! per-epoch update and the live diagnosis for both (the layered answer must be equal too).
+//!
 //! Prints the figures and the ratio snapshot / live.
 //!
 //! `cargo bench --bench live_query`
@@ -34,13 +40,25 @@ mod gen;
 mod memory;
 
 use argus_diagnose::{diagnose, rounds, AutoOracle, DiagnoseConfig, Graph, GraphInput, Replay};
-use argus_pipeline::arranged::{ArrangedJob, SliceConfig};
+use argus_pipeline::arranged::{ArrangedJob, GraphRead, SliceConfig, Union};
 use argus_pipeline::dataflow::{by_epoch, run, Batch, DataflowConfig, Message, Update};
 use argus_pipeline::rules::RulesConfig;
 use argus_schema::{Epoch, Nanos, Pid, Segment, Spin, ThreadInfo, Tid};
 use argus_sinks::{CollectionSink, SnapshotInfo, SnapshotWriter};
 use gen::{Gen, BASE_TID, THREADS};
+use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
+
+/// The layer of an update, as `argus start` picks it: its record's end time over
+/// `layer_ns`, `None` while open.
+fn layer_of(u: &Update, layer_ns: u64) -> Option<u64> {
+    let end = match u {
+        Update::Segment(s) => (s.end != argus_schema::EndCause::Open).then_some(s.end_ns),
+        Update::Edge(e) => Some(e.ts),
+        Update::Spin(s) => (!s.open).then_some(s.end_ns),
+    };
+    end.map(|t| t.0 / layer_ns)
+}
 
 fn env(name: &str, default: usize) -> usize {
     std::env::var(name)
@@ -67,6 +85,12 @@ fn main() {
     let epoch = env("ARGUS_BENCH_EPOCH", 100_000);
     let reps = env("ARGUS_BENCH_REPS", 5).max(1);
     let slices = env("ARGUS_BENCH_SLICES", 0) == 1;
+    let layers_n = if slices {
+        0
+    } else {
+        env("ARGUS_BENCH_LAYERS", 5) as u64
+    };
+    let layer_ns = (total as u64 * NS_PER_EVENT / layers_n.max(1)).max(1);
     let rules = RulesConfig {
         spin_threshold_ns: env("ARGUS_BENCH_THRESHOLD_MS", 20) as u64 * 1_000_000,
         ..RulesConfig::default()
@@ -156,6 +180,8 @@ fn main() {
         let mut edges = CollectionSink::new("edges");
         let mut spins = CollectionSink::<Spin>::new("spins");
         let mut lat = Vec::new();
+        let mut layered: BTreeMap<Option<u64>, ArrangedJob> = BTreeMap::new();
+        let mut lat_layered = Vec::new();
         let mut last = (0u64, Nanos(0));
         let started = Instant::now();
         for ep in produced {
@@ -166,6 +192,30 @@ fn main() {
             worker.step_while(|| job.pending(e));
             job.traces().compact_to(e);
             lat.push(t.elapsed());
+            if layers_n > 0 {
+                // The same epoch into the layers (the one arrangement is idle meanwhile).
+                let t = Instant::now();
+                let mut by: BTreeMap<Option<u64>, Vec<(Update, i64)>> = BTreeMap::new();
+                for (u, d) in &ep.updates {
+                    by.entry(layer_of(u, layer_ns))
+                        .or_default()
+                        .push((u.clone(), *d));
+                }
+                for (k, ups) in by {
+                    layered
+                        .entry(k)
+                        .or_insert_with(|| ArrangedJob::without_slices(worker))
+                        .send(e, ups);
+                }
+                for l in layered.values_mut() {
+                    l.close(e);
+                }
+                worker.step_while(|| layered.values().any(|l| l.pending(e)));
+                for l in layered.values_mut() {
+                    l.traces().compact_to(e);
+                }
+                lat_layered.push(t.elapsed());
+            }
             for (u, d) in ep.updates {
                 match u {
                     Update::Segment(s) => segments.update(s, d),
@@ -187,14 +237,27 @@ fn main() {
             spins.len(),
             started.elapsed().as_secs_f64()
         );
-        let mut sorted = lat.clone();
-        sorted.sort();
-        println!(
-            "live graph per-epoch update ({epoch} events): median {:.1} ms, p90 {:.1} ms, max {:.1} ms",
-            ms(sorted[sorted.len() / 2]),
-            ms(sorted[sorted.len() * 9 / 10]),
-            ms(sorted[sorted.len() - 1]),
-        );
+        for (what, lat) in [("one arrangement", &lat), ("layered", &lat_layered)] {
+            if lat.is_empty() {
+                continue;
+            }
+            let mut sorted = lat.clone();
+            sorted.sort();
+            println!(
+                "live graph per-epoch update ({epoch} events), {what}: median {:.1} ms, p90 {:.1} ms, max {:.1} ms",
+                ms(sorted[sorted.len() / 2]),
+                ms(sorted[sorted.len() * 9 / 10]),
+                ms(sorted[sorted.len() - 1]),
+            );
+        }
+        if layers_n > 0 {
+            println!(
+                "layers: {} ({} of {:.0} ms of end times, and the open records)",
+                layered.len(),
+                layered.keys().filter(|k| k.is_some()).count(),
+                layer_ns as f64 / 1e6
+            );
+        }
 
         // The snapshot of the same graph.
         let t = Instant::now();
@@ -296,6 +359,45 @@ fn main() {
             );
             let live_ms = ms(median(live));
             let s = stats.expect("ran");
+            // The same diagnosis from the layers, read as one graph.
+            let mut live_layered = Vec::new();
+            for _ in 0..if layers_n > 0 { reps } else { 0 } {
+                let t = Instant::now();
+                let mut union = Union::new(layered.values_mut().map(|l| l.traces()).collect());
+                let whole = argus_diagnose::Whole {
+                    threads: threads2.clone(),
+                    spins: union.spins(as_of).expect("spins"),
+                    trace_end_ns: watermark,
+                    lost: Vec::new(),
+                };
+                let seed = fetch::seed(target.thread(), &whole.spins);
+                let mut replay = Replay::new();
+                let mut auto = AutoOracle;
+                let (d, _) = rounds(
+                    &whole,
+                    seed,
+                    |needs| fetch::fetch(&mut union, needs, as_of).map_err(|e| panic!("{e}")),
+                    |g| -> Result<_, argus_diagnose::Error> {
+                        let mut o = replay.round(g, &mut auto);
+                        diagnose(g, Some(target), &mut o, &cfg)
+                    },
+                )
+                .expect("rounds");
+                live_layered.push(t.elapsed());
+                assert_eq!(
+                    d.to_json(),
+                    want,
+                    "{target:?}: the layered live diagnosis equals the snapshot's"
+                );
+            }
+            if !live_layered.is_empty() {
+                println!(
+                    "hang of tid {}: live diagnosis from the {} layers {:.2} ms",
+                    target.thread().0,
+                    layered.len(),
+                    ms(median(live_layered))
+                );
+            }
             println!(
                 "hang of tid {}: live diagnosis {live_ms:.2} ms ({} rounds, {} segments, {} edges read) | snapshot: load {load_ms:.1} ms + diagnosis {:.2} ms = {:.1} ms | ratio {:.0}x",
                 target.thread().0,

@@ -211,34 +211,17 @@ impl GraphTraces {
                 out.push((id, span));
             }
         };
-        // The last segment starting before the window: look back 1 ms, then 4 ms, 16 ms, ...
-        // until one is found or the look-back reaches time 0 (a cursor only moves forward).
-        let mut back: u64 = 1_000_000;
-        loop {
-            let probe = Nanos(window.from_ns.0.saturating_sub(back));
-            cursor.rewind_keys(&storage);
-            cursor.seek_key(&storage, &(tid, probe));
-            let mut last = Vec::new();
-            while let Some(&(t, start)) = cursor.get_key(&storage) {
-                if t != tid || start >= window.from_ns {
-                    break;
+        // The last segment starting before the window.
+        if let Some((start, last)) = last_before(&mut cursor, &storage, tid, window.from_ns, as_of)
+        {
+            for (v, n) in last {
+                for _ in 0..n.max(0) {
+                    push(&mut out, start, v);
                 }
-                let here = vals(&mut cursor, &storage, as_of);
-                if !here.is_empty() {
-                    last = here.into_iter().map(|(v, n)| (start, v, n)).collect();
-                }
-                cursor.step_key(&storage);
             }
-            if !last.is_empty() || probe == Nanos(0) {
-                for (start, v, n) in last {
-                    for _ in 0..n.max(0) {
-                        push(&mut out, start, v);
-                    }
-                }
-                break;
-            }
-            back = back.saturating_mul(4);
         }
+        cursor.rewind_keys(&storage);
+        cursor.seek_key(&storage, &(tid, window.from_ns));
         // The cursor is at the first key at or after `(tid, from)`.
         while let Some(&(t, start)) = cursor.get_key(&storage) {
             if t != tid || window.to_ns.is_some_and(|to| start > to) {
@@ -286,34 +269,13 @@ impl GraphTraces {
             })
         };
         let mut run = ThreadRun::default();
-        // The last segment starting before `from`: look back 1 ms, 4 ms, 16 ms, ... as
-        // `thread_segments` does.
-        let mut back: u64 = 1_000_000;
-        loop {
-            let probe = Nanos(from.0.saturating_sub(back));
-            cursor.rewind_keys(&storage);
-            cursor.seek_key(&storage, &(tid, probe));
-            let mut last = Vec::new();
-            while let Some(&(t, start)) = cursor.get_key(&storage) {
-                if t != tid || start >= from {
-                    break;
-                }
-                let here = vals(&mut cursor, &storage, as_of);
-                if !here.is_empty() {
-                    last = spans(start, here).collect();
-                }
-                cursor.step_key(&storage);
-            }
-            if !last.is_empty() {
-                run.segments = last;
-                break;
-            }
-            if probe == Nanos(0) {
-                run.at_start = true;
-                break;
-            }
-            back = back.saturating_mul(4);
+        // The last segment starting before `from`.
+        match last_before(&mut cursor, &storage, tid, from, as_of) {
+            Some((start, last)) => run.segments = spans(start, last).collect(),
+            None => run.at_start = true,
         }
+        cursor.rewind_keys(&storage);
+        cursor.seek_key(&storage, &(tid, from));
         // The cursor is at the first key at or after `(tid, from)`.
         run.at_end = true;
         while let Some(&(t, start)) = cursor.get_key(&storage) {
@@ -463,6 +425,65 @@ where
         cursor.step_val(storage);
     }
     out
+}
+
+/// The last key `(tid, start)` with `start < from` that has values as of `as_of`, with
+/// them: a binary search on `start` (a cursor only seeks forward, so each step rewinds and
+/// seeks: `O(log² n)`), not a scan. A look-back that widened 1 ms, 4 ms, 16 ms, ... and then
+/// scanned forward read every segment of the thread in the last stretch it tried: cheap in
+/// one arrangement, where a busy thread has a segment just before `from`, but when the
+/// graph is in layers by end time (`argus start`'s live graph) an older layer's last segment
+/// of the thread can lie far back, and the scan read a whole layer's worth of an interrupt
+/// pseudo-thread's segments (`cargo bench --bench live_query`: up to 200 ms per window,
+/// 0.1–1.9 s per diagnosis).
+fn last_before<C, V>(
+    cursor: &mut C,
+    storage: &C::Storage,
+    tid: Tid,
+    mut from: Nanos,
+    as_of: Time,
+) -> Option<(Nanos, Vec<(V, Diff)>)>
+where
+    C: Cursor<Time = Time, Diff = Diff>,
+    for<'a> C: Cursor<Key<'a> = &'a (Tid, Nanos), Val<'a> = &'a V>,
+    V: Clone,
+{
+    // The first key at or after `(tid, p)`, if it is the thread's and starts before `from`.
+    let first_from = |cursor: &mut C, p: u64, from: Nanos| {
+        cursor.rewind_keys(storage);
+        cursor.seek_key(storage, &(tid, Nanos(p)));
+        cursor
+            .get_key(storage)
+            .filter(|&&(t, start)| t == tid && start < from)
+            .map(|&(_, start)| start)
+    };
+    loop {
+        // A busy thread has one in the last millisecond: the search starts there.
+        let near = from.0.saturating_sub(1_000_000);
+        let mut lo = match first_from(cursor, near, from) {
+            Some(_) => near,
+            None => {
+                first_from(cursor, 0, from)?;
+                0
+            }
+        };
+        // Invariant: a key starts in [lo, from); none starts in [hi, from).
+        let mut hi = from.0;
+        while hi - lo > 1 {
+            let mid = lo + (hi - lo) / 2;
+            match first_from(cursor, mid, from) {
+                Some(_) => lo = mid,
+                None => hi = mid,
+            }
+        }
+        let start = first_from(cursor, lo, from)?;
+        let here = vals(cursor, storage, as_of);
+        if !here.is_empty() {
+            return Some((start, here));
+        }
+        // Every value of that key is retracted as of `as_of`: the one before it.
+        from = start;
+    }
 }
 
 /// The values of `key` as of `as_of`.

@@ -162,7 +162,7 @@ impl GraphRead for Union<'_> {
             all.extend(run.segments.into_iter().map(|(id, s)| (s.start_ns, id, s)));
         }
         // By start, then as one arrangement orders the values of a key.
-        all.sort_by(|a, b| (a.0, a.1, a.2.end_ns).cmp(&(b.0, b.1, b.2.end_ns)));
+        all.sort_by_key(|a| (a.0, a.1, a.2.end_ns));
         let before_last = all.iter().filter(|s| s.0 < from).map(|s| s.0).next_back();
         let after_first = to.and_then(|to| all.iter().map(|s| s.0).find(|&st| st > to));
         let segments = all

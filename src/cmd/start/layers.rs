@@ -26,7 +26,6 @@
 //! maintained (`--live-slices`: a slice follows edges across any stretch), there is one
 //! layer and a cut's records are retracted as before.
 
-use super::live_graph::GraphStatus;
 use super::window::Timed;
 use argus_pipeline::arranged::{ArrangedJob, GraphRead, SliceConfig, Union};
 use argus_pipeline::dataflow::Update;
@@ -42,13 +41,14 @@ struct Layer {
     counts: Counts,
 }
 
-/// Net records of a layer (what [`GraphStatus`] shows).
-#[derive(Clone, Copy, Default)]
-struct Counts {
-    segments: i64,
-    open_segments: i64,
-    edges: i64,
-    spins: i64,
+/// Net records of a layer, or of the layers not retired (what the live graph's status
+/// shows).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Counts {
+    pub(crate) segments: i64,
+    pub(crate) open_segments: i64,
+    pub(crate) edges: i64,
+    pub(crate) spins: i64,
 }
 
 impl Counts {
@@ -183,7 +183,7 @@ impl Layers {
     }
 
     /// The net record counts of the layers not retired.
-    pub(crate) fn counts_into(&self, st: &mut GraphStatus) {
+    pub(crate) fn counts(&self) -> Counts {
         let mut c = Counts::default();
         for l in self.layers.values().filter(|l| l.retired.is_none()) {
             c.segments += l.counts.segments;
@@ -191,10 +191,7 @@ impl Layers {
             c.edges += l.counts.edges;
             c.spins += l.counts.spins;
         }
-        st.segments = c.segments;
-        st.open_segments = c.open_segments;
-        st.edges = c.edges;
-        st.spins = c.spins;
+        c
     }
 
     /// Layers (made, retired or not), for the log.
@@ -211,5 +208,95 @@ impl Layers {
                 .map(|l| l.job.traces())
                 .collect(),
         )
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use argus_schema::{CausalEdge, EdgeKind, Pid, Segment, SegmentId, SegmentKind, StartCause};
+    use argus_schema::{Strength, Tid};
+
+    fn seg(tid: i32, seq: u32, start: u64, end: Option<u64>) -> Segment {
+        let mut s = Segment::starting(
+            SegmentId::new(Tid(tid), seq),
+            Pid(tid),
+            SegmentKind::Task,
+            Nanos(start),
+            StartCause::Created,
+        );
+        if let Some(e) = end {
+            s.end = EndCause::Woken;
+            s.end_ns = Nanos(e);
+        }
+        s
+    }
+
+    /// Records go to the layer of their end time (open ones apart); a cut retires the
+    /// layers before it from its epoch on (reads of earlier epochs still see them), they are
+    /// dropped once compaction passes that epoch, and the counts follow. Without a step
+    /// there is one layer.
+    #[test]
+    fn a_cut_retires_whole_layers_and_compaction_drops_them() {
+        timely::execute_directly(|worker| {
+            let mut layers = Layers::new(Some(10), None);
+            let old = seg(1, 0, 0, Some(5));
+            let young = seg(1, 1, 5, Some(15));
+            let open = seg(1, 2, 15, None);
+            let edge = CausalEdge {
+                src: old.id,
+                dst: young.id,
+                kind: EdgeKind::Wakeup,
+                strength: Strength::Strong,
+                ts: Nanos(5),
+                src_syscall: -1,
+            };
+            layers.send(
+                worker,
+                0,
+                vec![
+                    (Update::Segment(old.clone()), 1),
+                    (Update::Segment(young.clone()), 1),
+                    (Update::Segment(open.clone()), 1),
+                    (Update::Edge(edge.clone()), 1),
+                ],
+            );
+            layers.close(0);
+            worker.step_while(|| layers.pending(0));
+            assert_eq!(layers.len(), 3, "layers 0 and 1, and the open one");
+            let c = layers.counts();
+            assert_eq!((c.segments, c.open_segments, c.edges), (3, 1, 1));
+            // The cut at epoch 1 forgets what ended before 10: layer 0 (old, the edge).
+            layers.retire(1, Nanos(10));
+            layers.close(1);
+            worker.step_while(|| layers.pending(1));
+            let c = layers.counts();
+            assert_eq!((c.segments, c.open_segments, c.edges), (2, 1, 0));
+            assert_eq!(
+                layers.read(0).segment(old.id, 0).unwrap(),
+                Some(old.clone())
+            );
+            assert_eq!(layers.read(0).incoming(young.id, 0).unwrap(), vec![edge]);
+            assert_eq!(layers.read(1).segment(old.id, 1).unwrap(), None);
+            assert!(layers.read(1).incoming(young.id, 1).unwrap().is_empty());
+            let run = layers
+                .read(1)
+                .thread_run(Tid(1), Nanos(0), None, 1)
+                .unwrap();
+            let ids: Vec<SegmentId> = run.segments.iter().map(|s| s.0).collect();
+            assert_eq!(ids, vec![young.id, open.id]);
+            assert!(run.at_start && run.at_end);
+            // Compaction to epoch 1 drops it (no read may ask for epoch 0 any more).
+            layers.compact_to(1);
+            assert_eq!(layers.len(), 2);
+            assert_eq!(layers.read(1).segment(young.id, 1).unwrap(), Some(young));
+            // Without a step: one layer, and a cut retires nothing.
+            let mut one = Layers::new(None, None);
+            one.send(worker, 0, vec![(Update::Segment(old), 1)]);
+            one.retire(0, Nanos(1_000));
+            assert!(one.retracts());
+            assert_eq!((one.len(), one.counts().segments), (1, 1));
+        });
     }
 }

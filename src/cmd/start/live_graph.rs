@@ -1,6 +1,7 @@
 //! Each generation's live graph: its dataflow's output kept as differential arrangements
-//! ([`ArrangedJob`]: segments, edges, spins and every hang's backward slice) in a timely
-//! worker of its own, which answers the query server's reads as of any recent epoch.
+//! ([`ArrangedJob`](argus_pipeline::arranged::ArrangedJob)s, in layers: segments, edges,
+//! spins and every hang's backward slice) in a timely worker of its own, which answers the
+//! query server's reads as of any recent epoch.
 //!
 //! ```text
 //!  dataflow g ─► collector g (WindowGraph: snapshots) ──clone of each Message, cuts──►
@@ -517,7 +518,11 @@ impl Worker {
         while st.epochs.front().is_some_and(|(x, _)| *x < since) {
             st.epochs.pop_front();
         }
-        job.counts_into(&mut st);
+        let c = job.counts();
+        st.segments = c.segments;
+        st.open_segments = c.open_segments;
+        st.edges = c.edges;
+        st.spins = c.spins;
     }
 }
 
