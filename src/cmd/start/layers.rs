@@ -214,24 +214,9 @@ impl Layers {
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
+    use super::super::window::tests::seg;
     use super::*;
-    use argus_schema::{CausalEdge, EdgeKind, Pid, Segment, SegmentId, SegmentKind, StartCause};
-    use argus_schema::{Strength, Tid};
-
-    fn seg(tid: i32, seq: u32, start: u64, end: Option<u64>) -> Segment {
-        let mut s = Segment::starting(
-            SegmentId::new(Tid(tid), seq),
-            Pid(tid),
-            SegmentKind::Task,
-            Nanos(start),
-            StartCause::Created,
-        );
-        if let Some(e) = end {
-            s.end = EndCause::Woken;
-            s.end_ns = Nanos(e);
-        }
-        s
-    }
+    use argus_schema::{CausalEdge, EdgeKind, SegmentId, Strength, Tid};
 
     /// Records go to the layer of their end time (open ones apart); a cut retires the
     /// layers before it from its epoch on (reads of earlier epochs still see them), they are
