@@ -377,30 +377,19 @@ impl Keyed {
 /// at eight (`perf record --call-graph dwarf`: `slice_contains<Output>` under
 /// `Keyed::epoch`), until the dataflow fell 11 epochs behind.
 fn changes(before: &[Output], now: &[Output], mut emit: impl FnMut(&Output, Diff)) {
-    if before.len().saturating_mul(now.len()) <= 256 {
-        for o in before {
-            if !now.contains(o) {
-                emit(o, -1);
-            }
-        }
-        for o in now {
-            if !before.contains(o) {
-                emit(o, 1);
-            }
-        }
-    } else {
-        type Set<'a> = HashSet<&'a Output, foldhash::fast::FixedState>;
-        let (b, n): (Set<'_>, Set<'_>) = (before.iter().collect(), now.iter().collect());
-        for o in before {
-            if !n.contains(o) {
-                emit(o, -1);
-            }
-        }
-        for o in now {
-            if !b.contains(o) {
-                emit(o, 1);
-            }
-        }
+    type Set<'a> = HashSet<&'a Output, foldhash::fast::FixedState>;
+    let hashed = before.len().saturating_mul(now.len()) > 256;
+    let in_before: Option<Set<'_>> = hashed.then(|| before.iter().collect());
+    let in_now: Option<Set<'_>> = hashed.then(|| now.iter().collect());
+    let holds = |set: &Option<Set<'_>>, list: &[Output], o: &Output| match set {
+        Some(s) => s.contains(o),
+        None => list.contains(o),
+    };
+    for o in before.iter().filter(|o| !holds(&in_now, now, o)) {
+        emit(o, -1);
+    }
+    for o in now.iter().filter(|o| !holds(&in_before, before, o)) {
+        emit(o, 1);
     }
 }
 
