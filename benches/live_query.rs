@@ -41,7 +41,7 @@ mod memory;
 
 use argus_diagnose::{diagnose, rounds, AutoOracle, DiagnoseConfig, Graph, GraphInput, Replay};
 use argus_pipeline::arranged::{ArrangedJob, GraphRead, SliceConfig, Union};
-use argus_pipeline::dataflow::{by_epoch, run, Batch, DataflowConfig, Message, Update};
+use argus_pipeline::dataflow::{by_epoch, run, Batch, DataflowConfig, Message, Timed, Update};
 use argus_pipeline::rules::RulesConfig;
 use argus_schema::{Epoch, Nanos, Pid, Segment, Spin, ThreadInfo, Tid};
 use argus_sinks::{CollectionSink, SnapshotInfo, SnapshotWriter};
@@ -52,12 +52,7 @@ use std::time::{Duration, Instant};
 /// The layer of an update, as `argus start` picks it: its record's end time over
 /// `layer_ns`, `None` while open.
 fn layer_of(u: &Update, layer_ns: u64) -> Option<u64> {
-    let end = match u {
-        Update::Segment(s) => (s.end != argus_schema::EndCause::Open).then_some(s.end_ns),
-        Update::Edge(e) => Some(e.ts),
-        Update::Spin(s) => (!s.open).then_some(s.end_ns),
-    };
-    end.map(|t| t.0 / layer_ns)
+    u.end_time().map(|t| t.0 / layer_ns)
 }
 
 fn env(name: &str, default: usize) -> usize {

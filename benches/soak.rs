@@ -8,10 +8,12 @@
 //! ARGUS_SOAK_SECS=150 ARGUS_SOAK_PERIOD=10 ARGUS_SOAK_RETAIN=30 cargo bench --bench soak
 //! ```
 //! Needs root and tracefs (prints SKIP otherwise). `ARGUS_SOAK_RETAIN` (seconds, default 60) is the
-//! job's `--retain`: memory is steady once two windows have passed (the job forgets what
-//! ended more than `--retain` ago, a second at a time), so besides single
+//! job's `--retain`: the window is full once two of them have passed (the job forgets what
+//! ended more than `--retain` ago, a quarter of it at a time), so besides single
 //! samples the bench prints per-`retain` cycle peak and mean RSS and the RSS trend
-//! (least-squares slope) over the steady part, for `VmRSS` and for `VmRSS` less `LazyFree`
+//! (least-squares slope) over the steady part and over its second half (the allocator's
+//! and the arrangements' working sets still grow for a few minutes after the window is
+//! full: 250 s with `--retain 30`, 2026-11-29), for `VmRSS` and for `VmRSS` less `LazyFree`
 //! (memory the job freed with `MADV_FREE`, which the kernel takes back when it needs it: see
 //! `src/memory.rs`). The two bound what the job holds: a lazily freed page the allocator
 //! hands out again stays counted in `LazyFree` until the kernel's reclaim next looks at it,
@@ -187,7 +189,8 @@ fn os_pipe() -> (std::fs::File, std::fs::File) {
 /// Resident memory rises and falls with the retention cuts (between `--retain` and a second
 /// more held) and with the snapshot writers, so single samples say little; this prints, for each
 /// full `retain` cycle after `steady_after`, the peak and mean RSS, the last cycle against
-/// the first, and the least-squares slope over the whole steady part.
+/// the first, and the least-squares slope over the whole steady part and over its second
+/// half.
 fn flatness(what: &str, samples: &[(f64, u64)], steady_after: f64, cycle: f64) {
     let steady: Vec<(f64, f64)> = samples
         .iter()
@@ -236,20 +239,31 @@ fn flatness(what: &str, samples: &[(f64, u64)], steady_after: f64, cycle: f64) {
             100.0 * (last.2 / first.2 - 1.0)
         );
     }
-    let n = steady.len() as f64;
-    let (mt, mm) = (
-        steady.iter().map(|s| s.0).sum::<f64>() / n,
-        steady.iter().map(|s| s.1).sum::<f64>() / n,
-    );
-    let cov: f64 = steady.iter().map(|s| (s.0 - mt) * (s.1 - mm)).sum();
-    let var: f64 = steady.iter().map(|s| (s.0 - mt).powi(2)).sum();
-    if var > 0.0 {
-        let slope = cov / var * 60.0;
-        println!(
-            "soak: {what} trend over the steady part: {slope:+.1} MiB/min ({:+.1}% of the mean {mm:.0} MiB per 10 min)",
-            100.0 * slope * 10.0 / mm
-        );
+    // Over the whole steady part, and over its second half: what still grows once the
+    // job's caches and arrangements have reached their working size.
+    let half = steady_after + (t_end - steady_after) / 2.0;
+    for (part, from) in [("the steady part", steady_after), ("the second half", half)] {
+        let points: Vec<(f64, f64)> = steady.iter().copied().filter(|p| p.0 >= from).collect();
+        if let Some((slope, mean)) = trend(&points) {
+            println!(
+                "soak: {what} trend over {part} (from {from:.0} s): {slope:+.1} MiB/min ({:+.1}% of the mean {mean:.0} MiB per 10 min)",
+                100.0 * slope * 10.0 / mean
+            );
+        }
     }
+}
+
+/// The least-squares slope of `(seconds, MiB)` points in MiB per minute, and their mean;
+/// `None` for fewer than two distinct times.
+fn trend(points: &[(f64, f64)]) -> Option<(f64, f64)> {
+    let n = points.len() as f64;
+    let (mt, mm) = (
+        points.iter().map(|s| s.0).sum::<f64>() / n,
+        points.iter().map(|s| s.1).sum::<f64>() / n,
+    );
+    let cov: f64 = points.iter().map(|s| (s.0 - mt) * (s.1 - mm)).sum();
+    let var: f64 = points.iter().map(|s| (s.0 - mt).powi(2)).sum();
+    (var > 0.0).then(|| (cov / var * 60.0, mm))
 }
 
 /// Clock ticks per second of `/proc` CPU times.

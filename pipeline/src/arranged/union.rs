@@ -219,7 +219,7 @@ impl GraphRead for Union<'_> {
 mod tests {
     use super::*;
     use crate::arranged::ArrangedJob;
-    use crate::dataflow::Update;
+    use crate::dataflow::{Timed, Update};
     use argus_schema::{EdgeKind, EndCause, Pid, SegmentKind, SpinClass, StartCause, Strength};
 
     /// A tiny deterministic generator (xorshift).
@@ -230,15 +230,6 @@ mod tests {
             self.0 ^= self.0 >> 7;
             self.0 ^= self.0 << 17;
             self.0 % n
-        }
-    }
-
-    /// When a record is over (`None` while open): what picks its layer.
-    fn end(u: &Update) -> Option<u64> {
-        match u {
-            Update::Segment(s) => (s.end != EndCause::Open).then_some(s.end_ns.0),
-            Update::Edge(e) => Some(e.ts.0),
-            Update::Spin(s) => (!s.open).then_some(s.end_ns.0),
         }
     }
 
@@ -333,7 +324,7 @@ mod tests {
                 for (e, updates) in epochs.iter().enumerate() {
                     let e = e as u64;
                     for (u, d) in updates {
-                        let key = end(u).map(|t| t / 50);
+                        let key = u.end_time().map(|t| t.0 / 50);
                         layers
                             .entry(key)
                             .or_insert_with(|| ArrangedJob::without_slices(worker))

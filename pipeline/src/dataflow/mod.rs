@@ -65,7 +65,7 @@ mod output;
 pub use epochs::{by_epoch, collect_epochs, ByEpoch, EpochUpdates};
 
 use crate::rules::{Counts, RulesConfig};
-use argus_schema::{CausalEdge, Epoch, Event, Nanos, Segment, Spin};
+use argus_schema::{CausalEdge, EndCause, Epoch, Event, Nanos, Segment, Spin};
 use crossbeam_channel::{Receiver, Sender};
 use handoff::{Changes, ToOutput};
 use input::{Introduced, Part};
@@ -93,6 +93,41 @@ pub enum Update {
     Edge(CausalEdge),
     /// A spinning vertex.
     Spin(Spin),
+}
+
+/// When a record of the graph is over for good: what a window keyed by time (retention, the
+/// live graph's layers) goes by. `None` while the record is open (it may still change).
+pub trait Timed {
+    /// The end time, `None` while open.
+    fn end_time(&self) -> Option<Nanos>;
+}
+
+impl Timed for Segment {
+    fn end_time(&self) -> Option<Nanos> {
+        (self.end != EndCause::Open).then_some(self.end_ns)
+    }
+}
+
+impl Timed for CausalEdge {
+    fn end_time(&self) -> Option<Nanos> {
+        Some(self.ts)
+    }
+}
+
+impl Timed for Spin {
+    fn end_time(&self) -> Option<Nanos> {
+        (!self.open).then_some(self.end_ns)
+    }
+}
+
+impl Timed for Update {
+    fn end_time(&self) -> Option<Nanos> {
+        match self {
+            Update::Segment(s) => s.end_time(),
+            Update::Edge(e) => e.end_time(),
+            Update::Spin(s) => s.end_time(),
+        }
+    }
 }
 
 /// What the dataflow reports.

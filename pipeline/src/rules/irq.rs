@@ -9,7 +9,7 @@
 use super::config::RulesConfig;
 use super::output::{Counter, Dst, Output, Src};
 use argus_schema::{
-    CausalEdge, Cpu, EdgeKind, EndCause, Event, EventKind, Nanos, Pid, Segment, SegmentId,
+    CausalEdge, Context, Cpu, EdgeKind, EndCause, Event, EventKind, Nanos, Pid, Segment, SegmentId,
     SegmentKind, StartCause, Strength, Tid,
 };
 use serde::{Deserialize, Serialize};
@@ -20,6 +20,40 @@ struct Frame {
     seg: Segment,
     /// A maintenance callback: what it does is culled.
     culled: bool,
+    /// The context its entry record was in.
+    #[serde(default)]
+    ctx: Context,
+}
+
+/// How deep a context is: a handler of one context only ever runs inside those below it.
+fn level(ctx: Context) -> u8 {
+    match ctx {
+        Context::Task => 0,
+        Context::SoftIrq => 1,
+        Context::HardIrq => 2,
+        Context::Nmi => 3,
+    }
+}
+
+/// Whether a record of `kind` in context `ctx` shows that the open handler `f` has returned
+/// although its exit record never came. The kernel's contexts nest strictly: a record in a
+/// lower context than a handler's means the handler is over; hard interrupts do not nest in
+/// each other, nor softirqs, and the timer callbacks of one context run one after another.
+/// (Exit records do go missing without any loss reported: in `argus start` under load, one
+/// `hrtimer_wakeup` callback every ~13 s, each on a CPU running a thread of the job itself
+/// just before the recorder hid it. The kernel's pid filter, which hides them, is switched
+/// per CPU by the wake-ups a callback makes.)
+fn lost_exit(f: &Frame, ctx: Context, kind: &EventKind) -> bool {
+    let (at, open) = (level(ctx), level(f.ctx));
+    open > at
+        || open == at
+            && match kind {
+                EventKind::IrqEntry { .. } | EventKind::SoftirqEntry { .. } => true,
+                EventKind::HrtimerExpire { .. } | EventKind::TimerExpire { .. } => {
+                    matches!(f.seg.kind, SegmentKind::Timer { .. })
+                }
+                _ => false,
+            }
 }
 
 /// Softirq vectors that are a device's bottom half (NET_TX, NET_RX, BLOCK, IRQ_POLL,
@@ -82,11 +116,45 @@ impl IrqState {
         }
     }
 
-    fn push(&mut self, ts: Nanos, kind: SegmentKind, culled: bool) -> SegmentId {
-        let seg = self.new_segment(ts, kind);
+    fn push(&mut self, ev: &Event, kind: SegmentKind, culled: bool) -> SegmentId {
+        let seg = self.new_segment(ev.ts, kind);
         let id = seg.id;
-        self.stack.push(Frame { seg, culled });
+        self.stack.push(Frame {
+            seg,
+            culled,
+            ctx: ev.ctx,
+        });
         id
+    }
+
+    /// Closes the open handlers that record `ev` shows to be over although their exit
+    /// record was lost ([`lost_exit`]), at the last moment known inside each: otherwise each
+    /// would stay open for ever and take the interrupt work of every later handler without
+    /// records of its own (IPIs, the local timer vector) as its own.
+    fn close_lost(&mut self, ev: &Event, out: &mut Vec<Output>) {
+        if !self.stack.iter().any(|f| lost_exit(f, ev.ctx, &ev.kind)) {
+            return;
+        }
+        // A handler lasted at least as long as those nested in it.
+        let mut last = Nanos(0);
+        let mut ends: Vec<Nanos> = (self.stack.iter().rev())
+            .map(|f| {
+                last = last.max(f.seg.end_ns);
+                last
+            })
+            .collect();
+        ends.reverse();
+        for (f, end) in std::mem::take(&mut self.stack).into_iter().zip(ends) {
+            if !lost_exit(&f, ev.ctx, &ev.kind) {
+                self.stack.push(f);
+                continue;
+            }
+            let mut seg = f.seg;
+            seg.end_ns = end;
+            seg.on_cpu_ns = seg.start_ns.until(end);
+            seg.end = EndCause::HandlerDone;
+            out.push(Output::Segment(seg));
+        }
     }
 
     fn pop_matching(&mut self, ts: Nanos, out: &mut Vec<Output>, m: impl Fn(&SegmentKind) -> bool) {
@@ -115,7 +183,7 @@ impl IrqState {
         out: &mut Vec<Output>,
     ) {
         let culled = cfg.cull_functions.contains(&function);
-        let id = self.push(ev.ts, SegmentKind::Timer { timer, function }, culled);
+        let id = self.push(ev, SegmentKind::Timer { timer, function }, culled);
         out.push(if culled {
             Output::Count(Counter::Culled)
         } else {
@@ -133,12 +201,13 @@ impl IrqState {
     pub(super) fn on_event(&mut self, ev: &Event, cfg: &RulesConfig, out: &mut Vec<Output>) {
         let ts = ev.ts;
         let last_hard = self.last_hard.take();
+        self.close_lost(ev, out);
         match ev.kind {
             EventKind::IrqEntry { irq } => {
-                self.push(ts, SegmentKind::HardIrq { irq }, false);
+                self.push(ev, SegmentKind::HardIrq { irq }, false);
             }
             EventKind::SoftirqEntry { vec } => {
-                let id = self.push(ts, SegmentKind::SoftIrq { vec }, false);
+                let id = self.push(ev, SegmentKind::SoftIrq { vec }, false);
                 if let Some((hard, at)) = last_hard {
                     if self.stack.len() == 1
                         && is_device_softirq(vec)
@@ -274,6 +343,158 @@ mod tests {
             [
                 SegmentKind::HardIrq { irq: 30 },
                 SegmentKind::SoftIrq { vec: 3 }
+            ]
+        );
+    }
+
+    /// A segment as the tests compare it: kind, start, end, end cause.
+    type Seg = (SegmentKind, u64, u64, EndCause);
+
+    /// Every segment in `out`, and each endpoint's `(seq, segment ordinal)`.
+    fn segments_and_srcs(out: &[Output]) -> (Vec<Seg>, Vec<(u64, u32)>) {
+        let segs = out
+            .iter()
+            .filter_map(|o| match o {
+                Output::Segment(s) => Some((s.kind, s.start_ns.0, s.end_ns.0, s.end)),
+                _ => None,
+            })
+            .collect();
+        let srcs = out
+            .iter()
+            .filter_map(|o| match o {
+                Output::Src(s) => Some((s.seq, s.seg.seq())),
+                _ => None,
+            })
+            .collect();
+        (segs, srcs)
+    }
+
+    #[test]
+    fn a_handler_whose_exit_was_lost_ends_when_its_context_shows_it_over() {
+        let hr = |timer| EventKind::HrtimerExpire {
+            timer,
+            function: 0x9,
+        };
+        let wake = |t| EventKind::Waking { target: Tid(t) };
+        let timer = |timer| SegmentKind::Timer {
+            timer,
+            function: 0x9,
+        };
+        let mut t = Trace::default();
+        // Two hard-interrupt timer callbacks, the first one's exit lost: callbacks of one
+        // context do not nest, so the second one ends the first.
+        let a = t.push(0, 50, Context::HardIrq, hr(0x5));
+        let w0 = t.push(0, 50, Context::HardIrq, wake(10));
+        let b = t.push(0, 50, Context::HardIrq, hr(0x6));
+        let w1 = t.push(0, 50, Context::HardIrq, wake(11));
+        let b_exit = t.push(
+            0,
+            50,
+            Context::HardIrq,
+            EventKind::HrtimerExpireExit { timer: 0x6 },
+        );
+        // Interrupt work with no handler record of its own is not the lost one's.
+        let w2 = t.push(0, 50, Context::HardIrq, wake(12));
+        // A softirq, inside it a hard interrupt whose exit is lost: the softirq's next
+        // record shows the hard interrupt over.
+        let soft = t.push(0, 50, Context::SoftIrq, EventKind::SoftirqEntry { vec: 1 });
+        let irq = t.push(0, 50, Context::HardIrq, EventKind::IrqEntry { irq: 30 });
+        let w3 = t.push(0, 50, Context::SoftIrq, wake(13));
+        // A wheel timer inside the softirq is nested as it should be, and its exit lost:
+        // the idle task's record in task context ends it and the softirq.
+        let wheel = t.push(
+            0,
+            50,
+            Context::SoftIrq,
+            EventKind::TimerExpire {
+                timer: 0x7,
+                function: 0x9,
+            },
+        );
+        let w4 = t.push(0, 50, Context::SoftIrq, wake(14));
+        let w5 = t.push(0, 0, Context::Task, wake(15));
+        let out = outputs(&t.evs, Key::Irq(Cpu(0)), &RulesConfig::default());
+        let at = |seq: u64| t.evs[seq as usize].ts.0;
+        let done = EndCause::HandlerDone;
+        let (segs, srcs) = segments_and_srcs(&out);
+        assert_eq!(
+            segs,
+            [
+                (timer(0x5), at(a), at(w0), done),
+                (timer(0x6), at(b), at(b_exit), done),
+                (SegmentKind::Interrupt, at(w2), at(w2), done),
+                (SegmentKind::HardIrq { irq: 30 }, at(irq), at(irq), done),
+                (SegmentKind::SoftIrq { vec: 1 }, at(soft), at(w4), done),
+                (timer(0x7), at(wheel), at(w4), done),
+                (SegmentKind::Interrupt, at(w5), at(w5), done),
+            ]
+        );
+        // Segment ordinals in the order the handlers started.
+        assert_eq!(srcs, [(w0, 0), (w1, 1), (w2, 2), (w3, 3), (w4, 5), (w5, 6)]);
+    }
+
+    #[test]
+    fn handlers_nested_as_the_kernel_nests_them_end_at_their_exits() {
+        let mut t = Trace::default();
+        let soft = t.push(0, 50, Context::SoftIrq, EventKind::SoftirqEntry { vec: 1 });
+        let wheel = t.push(
+            0,
+            50,
+            Context::SoftIrq,
+            EventKind::TimerExpire {
+                timer: 0x7,
+                function: 0x9,
+            },
+        );
+        let irq = t.push(0, 50, Context::HardIrq, EventKind::IrqEntry { irq: 30 });
+        let hr = t.push(
+            0,
+            50,
+            Context::HardIrq,
+            EventKind::HrtimerExpire {
+                timer: 0x5,
+                function: 0x9,
+            },
+        );
+        let hr_exit = t.push(
+            0,
+            50,
+            Context::HardIrq,
+            EventKind::HrtimerExpireExit { timer: 0x5 },
+        );
+        let irq_exit = t.push(0, 50, Context::HardIrq, EventKind::IrqExit { irq: 30 });
+        let wheel_exit = t.push(
+            0,
+            50,
+            Context::SoftIrq,
+            EventKind::TimerExpireExit { timer: 0x7 },
+        );
+        let soft_exit = t.push(0, 50, Context::SoftIrq, EventKind::SoftirqExit { vec: 1 });
+        let out = outputs(&t.evs, Key::Irq(Cpu(0)), &RulesConfig::default());
+        let at = |seq: u64| t.evs[seq as usize].ts.0;
+        let done = EndCause::HandlerDone;
+        let timer = |timer| SegmentKind::Timer {
+            timer,
+            function: 0x9,
+        };
+        let (segs, _) = segments_and_srcs(&out);
+        assert_eq!(
+            segs,
+            [
+                (timer(0x5), at(hr), at(hr_exit), done),
+                (
+                    SegmentKind::HardIrq { irq: 30 },
+                    at(irq),
+                    at(irq_exit),
+                    done
+                ),
+                (timer(0x7), at(wheel), at(wheel_exit), done),
+                (
+                    SegmentKind::SoftIrq { vec: 1 },
+                    at(soft),
+                    at(soft_exit),
+                    done
+                ),
             ]
         );
     }

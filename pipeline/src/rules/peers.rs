@@ -193,18 +193,30 @@ impl Peers {
     }
 
     /// An endpoint the thread produced (`ev` its event): held back while a message syscall
-    /// is in flight, else given back to be emitted.
-    pub(super) fn hold(&mut self, ev: &Event, src: Src) -> Option<Src> {
+    /// is in flight and the thread is still in the segment it entered it in, else emitted.
+    ///
+    /// Only a split at the syscall's entry changes a held endpoint ([`MsgOp::moved_to`]),
+    /// and there is none once the thread has left that segment ([`Peers::returned`] with
+    /// `same` false): an endpoint of a later segment is final at once, and so are the ones
+    /// held before it. (A thread whose records stop inside a message syscall, e.g. a thread
+    /// of the recording job hidden from tracing but still seen waking others, would
+    /// otherwise hold every endpoint it makes for ever.)
+    pub(super) fn hold(&mut self, ev: &Event, src: Src, out: &mut Vec<Output>) {
         let Some(m) = self.msg.as_mut() else {
-            return Some(src);
+            out.push(Output::Src(src));
+            return;
         };
         if let EventKind::Waking { target } = ev.kind {
             if m.woke.len() < MAX_PEERS {
                 m.woke.push(target);
             }
         }
-        m.srcs.push(src);
-        None
+        if src.seg == m.seg {
+            m.srcs.push(src);
+        } else {
+            out.extend(m.srcs.drain(..).map(Output::Src));
+            out.push(Output::Src(src));
+        }
     }
 
     /// The entry of syscall `nr` with `args[0]` = `fd`: a message syscall still in flight
@@ -356,19 +368,65 @@ mod tests {
             ctx: argus_schema::Context::Task,
             kind: EventKind::Waking { target: Tid(20) },
         };
-        assert_eq!(
-            p.hold(&waking, src.clone()),
-            Some(src.clone()),
-            "none in flight"
-        );
+        let mut out = Vec::new();
+        p.hold(&waking, src.clone(), &mut out);
+        assert_eq!(out, [Output::Src(src.clone())], "none in flight");
+        out.clear();
         p.begin(op(1, &[]));
-        assert_eq!(p.hold(&waking, src.clone()), None);
+        p.hold(&waking, src.clone(), &mut out);
+        assert_eq!(out, []);
         let mut m = p.take().expect("in flight");
         assert_eq!(m.woke, [Tid(20)]);
         let new = SegmentId::new(Tid(10), 1);
         m.moved_to(new);
-        let mut out = Vec::new();
         m.flush(&mut out);
         assert_eq!(out, [Output::Src(Src { seg: new, ..src })]);
+    }
+
+    #[test]
+    fn endpoints_of_a_later_segment_are_not_held() {
+        let mut p = Peers::default();
+        let entered = SegmentId::new(Tid(10), 0);
+        let src = |seq, seg| Src {
+            seq,
+            seg,
+            ts: Nanos(seq),
+            syscall: 45,
+            interrupt: false,
+            exiting: false,
+            condvar: false,
+        };
+        let waking = |seq, target| Event {
+            ts: Nanos(seq),
+            seq,
+            cpu: argus_schema::Cpu(0),
+            pid: Pid(10),
+            tid: Tid(10),
+            ctx: argus_schema::Context::Task,
+            kind: EventKind::Waking {
+                target: Tid(target),
+            },
+        };
+        let mut out = Vec::new();
+        p.begin(op(1, &[]));
+        p.hold(&waking(3, 20), src(3, entered), &mut out);
+        p.hold(&waking(4, 21), src(4, entered), &mut out);
+        assert_eq!(out, []);
+        // The thread blocked inside the syscall and was woken: a segment of its own, which
+        // no split at the entry can touch; what was held is final too.
+        let later = SegmentId::new(Tid(10), 1);
+        p.hold(&waking(5, 22), src(5, later), &mut out);
+        assert_eq!(
+            out,
+            [
+                Output::Src(src(3, entered)),
+                Output::Src(src(4, entered)),
+                Output::Src(src(5, later)),
+            ]
+        );
+        // The tasks it woke still count in its peer set when it returns.
+        let m = p.take().expect("in flight");
+        assert_eq!(m.woke, [Tid(20), Tid(21), Tid(22)]);
+        assert!(m.srcs.is_empty());
     }
 }

@@ -313,13 +313,10 @@ impl ThreadState {
                 && cfg.user.is_condvar(self.pid, self.in_arg0),
         };
         // Inside a message syscall the endpoint waits for its return (peer-set rule).
-        let src = if self.dead {
-            Some(src)
-        } else {
-            self.peers.hold(ev, src)
-        };
-        if let Some(src) = src {
+        if self.dead {
             out.push(Output::Src(src));
+        } else {
+            self.peers.hold(ev, src, out);
         }
     }
 
@@ -684,9 +681,7 @@ impl ThreadState {
         if self.dead || message_op(nr) != Some(true) {
             return;
         }
-        if let Some(src) = self.peers.hold(ev, Reads::write_src(ev, seg, nr)) {
-            out.push(Output::Src(src));
-        }
+        self.peers.hold(ev, Reads::write_src(ev, seg, nr), out);
     }
 
     /// A file lock operation: a release at exit (the files closed after the thread's exit

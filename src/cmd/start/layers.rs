@@ -5,7 +5,7 @@
 //! see the layers not retired as of their epoch, as one graph ([`Union`]).
 //!
 //! ```text
-//!  update ─► end time (window.rs's Timed) ─ none ─► open layer
+//!  update ─► end time (Timed)             ─ none ─► open layer
 //!                                         └ t ──► layer ⌊t / step⌋ (made when first needed)
 //!  Cut(e, cutoff) ─► layers ending at or before cutoff: retired at e
 //!  read as of a ─► Union of the layers made and not retired as of a
@@ -26,9 +26,8 @@
 //! maintained (`--live-slices`: a slice follows edges across any stretch), there is one
 //! layer and a cut's records are retracted as before.
 
-use super::window::Timed;
 use argus_pipeline::arranged::{ArrangedJob, GraphRead, SliceConfig, Union};
-use argus_pipeline::dataflow::Update;
+use argus_pipeline::dataflow::{Timed, Update};
 use argus_schema::{EndCause, Nanos};
 use std::collections::BTreeMap;
 
@@ -90,12 +89,7 @@ impl Layers {
 
     fn key(&self, u: &Update) -> Key {
         let step = self.step?;
-        let end = match u {
-            Update::Segment(s) => s.end_time(),
-            Update::Edge(e) => e.end_time(),
-            Update::Spin(s) => s.end_time(),
-        };
-        end.map(|t| t.0 / step)
+        u.end_time().map(|t| t.0 / step)
     }
 
     /// Adds `updates` at `epoch` (not closed yet), each to its layer.

@@ -22,35 +22,12 @@
 //! during which the collector published no spins (soak, 10 minutes).
 
 use crate::collect::{add_counts, dispatch, Changed};
-use argus_pipeline::dataflow::Update;
+use argus_pipeline::dataflow::{Timed, Update};
 use argus_pipeline::rules::Counts;
-use argus_schema::{CausalEdge, EndCause, Epoch, Nanos, Segment, Spin};
+use argus_schema::{CausalEdge, Epoch, Nanos, Segment, Spin};
 use argus_sinks::{CollectionSink, Frozen, Pack};
 use std::collections::BTreeMap;
 use std::fmt::Debug;
-
-/// When a record of the graph is over, for good; `None` while it is open.
-pub(crate) trait Timed {
-    fn end_time(&self) -> Option<Nanos>;
-}
-
-impl Timed for Segment {
-    fn end_time(&self) -> Option<Nanos> {
-        (self.end != EndCause::Open).then_some(self.end_ns)
-    }
-}
-
-impl Timed for CausalEdge {
-    fn end_time(&self) -> Option<Nanos> {
-        Some(self.ts)
-    }
-}
-
-impl Timed for Spin {
-    fn end_time(&self) -> Option<Nanos> {
-        (!self.open).then_some(self.end_ns)
-    }
-}
 
 /// One bucket of a table, and how many updates it has taken: a snapshot re-encodes only the
 /// buckets whose count changed since the last one ([`Part`]).
@@ -310,7 +287,9 @@ impl WindowGraph {
 #[allow(clippy::unwrap_used)]
 pub(crate) mod tests {
     use super::*;
-    use argus_schema::{EdgeKind, Pid, SegmentId, SegmentKind, StartCause, Strength, Tid};
+    use argus_schema::{
+        EdgeKind, EndCause, Pid, SegmentId, SegmentKind, StartCause, Strength, Tid,
+    };
 
     /// A task segment of `tid`, closed (woken) at `end` or open.
     pub(crate) fn seg(tid: i32, ord: u32, start: u64, end: Option<u64>) -> Segment {
