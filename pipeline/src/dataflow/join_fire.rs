@@ -60,8 +60,8 @@ pub(super) fn join_fire<'s>(
 /// The second stage, by effect `seq`: (effect, actor) ⋈ the effect's target gives timer,
 /// work-item and pipe edges.
 pub(super) struct StageB {
-    srcs: Side<u64, Src>,
-    dsts: Side<u64, Dst>,
+    srcs: Side<Src>,
+    dsts: Side<Dst>,
     /// Forgetting by time (a continuous job), or keeping what can still join (`None`). It
     /// learns from the actors re-keyed by their effects: their `seq` and `ts` are the
     /// action's, a fact about the stream like any other.

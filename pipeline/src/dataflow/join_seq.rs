@@ -69,9 +69,9 @@ pub(super) fn join_seq<'s>(
 /// The first stage, by action/event `seq`: `Src ⋈ Dst` gives wake-up, fork and signal
 /// edges; `Src ⋈ Pair` re-keys an action's actor by each effect it caused.
 pub(super) struct StageA {
-    srcs: Side<u64, Src>,
-    direct: Side<u64, Dst>,
-    fires: Side<u64, u64>,
+    srcs: Side<Src>,
+    direct: Side<Dst>,
+    fires: Side<u64>,
     /// Forgetting by time (a continuous job), or keeping what can still join (`None`).
     horizon: Option<Horizon>,
 }
