@@ -347,6 +347,29 @@ mod tests {
         );
     }
 
+    /// The expiry of an hrtimer, and of a wheel timer, whose callback is function 0x9.
+    fn hr(timer: u64) -> EventKind {
+        EventKind::HrtimerExpire {
+            timer,
+            function: 0x9,
+        }
+    }
+
+    fn wheel(timer: u64) -> EventKind {
+        EventKind::TimerExpire {
+            timer,
+            function: 0x9,
+        }
+    }
+
+    /// The segment kind of such a callback.
+    fn timer(timer: u64) -> SegmentKind {
+        SegmentKind::Timer {
+            timer,
+            function: 0x9,
+        }
+    }
+
     /// A segment as the tests compare it: kind, start, end, end cause.
     type Seg = (SegmentKind, u64, u64, EndCause);
 
@@ -371,15 +394,7 @@ mod tests {
 
     #[test]
     fn a_handler_whose_exit_was_lost_ends_when_its_context_shows_it_over() {
-        let hr = |timer| EventKind::HrtimerExpire {
-            timer,
-            function: 0x9,
-        };
         let wake = |t| EventKind::Waking { target: Tid(t) };
-        let timer = |timer| SegmentKind::Timer {
-            timer,
-            function: 0x9,
-        };
         let mut t = Trace::default();
         // Two hard-interrupt timer callbacks, the first one's exit lost: callbacks of one
         // context do not nest, so the second one ends the first.
@@ -402,15 +417,7 @@ mod tests {
         let w3 = t.push(0, 50, Context::SoftIrq, wake(13));
         // A wheel timer inside the softirq is nested as it should be, and its exit lost:
         // the idle task's record in task context ends it and the softirq.
-        let wheel = t.push(
-            0,
-            50,
-            Context::SoftIrq,
-            EventKind::TimerExpire {
-                timer: 0x7,
-                function: 0x9,
-            },
-        );
+        let wheel_fires = t.push(0, 50, Context::SoftIrq, wheel(0x7));
         let w4 = t.push(0, 50, Context::SoftIrq, wake(14));
         let w5 = t.push(0, 0, Context::Task, wake(15));
         let out = outputs(&t.evs, Key::Irq(Cpu(0)), &RulesConfig::default());
@@ -425,7 +432,7 @@ mod tests {
                 (SegmentKind::Interrupt, at(w2), at(w2), done),
                 (SegmentKind::HardIrq { irq: 30 }, at(irq), at(irq), done),
                 (SegmentKind::SoftIrq { vec: 1 }, at(soft), at(w4), done),
-                (timer(0x7), at(wheel), at(w4), done),
+                (timer(0x7), at(wheel_fires), at(w4), done),
                 (SegmentKind::Interrupt, at(w5), at(w5), done),
             ]
         );
@@ -437,25 +444,9 @@ mod tests {
     fn handlers_nested_as_the_kernel_nests_them_end_at_their_exits() {
         let mut t = Trace::default();
         let soft = t.push(0, 50, Context::SoftIrq, EventKind::SoftirqEntry { vec: 1 });
-        let wheel = t.push(
-            0,
-            50,
-            Context::SoftIrq,
-            EventKind::TimerExpire {
-                timer: 0x7,
-                function: 0x9,
-            },
-        );
+        let wheel_fires = t.push(0, 50, Context::SoftIrq, wheel(0x7));
         let irq = t.push(0, 50, Context::HardIrq, EventKind::IrqEntry { irq: 30 });
-        let hr = t.push(
-            0,
-            50,
-            Context::HardIrq,
-            EventKind::HrtimerExpire {
-                timer: 0x5,
-                function: 0x9,
-            },
-        );
+        let hr_fires = t.push(0, 50, Context::HardIrq, hr(0x5));
         let hr_exit = t.push(
             0,
             50,
@@ -473,22 +464,18 @@ mod tests {
         let out = outputs(&t.evs, Key::Irq(Cpu(0)), &RulesConfig::default());
         let at = |seq: u64| t.evs[seq as usize].ts.0;
         let done = EndCause::HandlerDone;
-        let timer = |timer| SegmentKind::Timer {
-            timer,
-            function: 0x9,
-        };
         let (segs, _) = segments_and_srcs(&out);
         assert_eq!(
             segs,
             [
-                (timer(0x5), at(hr), at(hr_exit), done),
+                (timer(0x5), at(hr_fires), at(hr_exit), done),
                 (
                     SegmentKind::HardIrq { irq: 30 },
                     at(irq),
                     at(irq_exit),
                     done
                 ),
-                (timer(0x7), at(wheel), at(wheel_exit), done),
+                (timer(0x7), at(wheel_fires), at(wheel_exit), done),
                 (
                     SegmentKind::SoftIrq { vec: 1 },
                     at(soft),
