@@ -140,12 +140,19 @@ impl Layers {
     }
 
     /// Whether a layer may still change at `epoch` (a retired one: at the last epoch it
-    /// was closed, which reads before its retirement may ask).
+    /// was closed, which reads before its retirement may ask). A layer made after `epoch`
+    /// holds nothing at it and is not asked: a worker behind applies the next epoch's
+    /// updates before it steps this one, and a layer they make has its input at epoch 0
+    /// until its first close (differential's input session moves its handle only when it
+    /// flushes), so its probe would never pass `epoch` before the worker went on.
     pub(crate) fn pending(&self, epoch: u64) -> bool {
-        self.layers.values().any(|l| match l.retired {
-            None => l.job.pending(epoch),
-            Some(r) => r > l.made && l.job.pending(epoch.min(r - 1)),
-        })
+        self.layers
+            .values()
+            .filter(|l| l.made <= epoch)
+            .any(|l| match l.retired {
+                None => l.job.pending(epoch),
+                Some(r) => r > l.made && l.job.pending(epoch.min(r - 1)),
+            })
     }
 
     /// Whether a cut's records must be retracted (one layer holds them all) rather than
@@ -276,6 +283,50 @@ mod tests {
             one.retire(0, Nanos(1_000));
             assert!(one.retracts());
             assert_eq!((one.len(), one.counts().segments), (1, 1));
+        });
+    }
+
+    /// A worker behind applies epoch 2's updates before it steps epoch 1 (`live_graph.rs`,
+    /// `MAX_BATCH`): a layer they make holds epoch 1 back from nothing, and epoch 1 is done
+    /// once the layers made by then have passed it (the worker spun on it for ever: a test of
+    /// `generations.rs` failed 1 run in 30 on a loaded machine). Reads of epoch 1 do not see
+    /// the new layer; epoch 2 is done once it is closed.
+    #[test]
+    fn a_layer_made_by_a_later_epoch_does_not_hold_an_earlier_one_back() {
+        timely::execute_directly(|worker| {
+            let mut layers = Layers::new(Some(10), None);
+            let first = seg(1, 0, 0, Some(5));
+            let later = seg(1, 1, 5, Some(25));
+            layers.send(worker, 0, vec![(Update::Segment(first.clone()), 1)]);
+            layers.close(0);
+            worker.step_while(|| layers.pending(0));
+            layers.close(1);
+            // Epoch 2's updates arrive before epoch 1 is stepped: layer 2 is made.
+            layers.send(worker, 2, vec![(Update::Segment(later.clone()), 1)]);
+            assert_eq!(layers.len(), 2);
+            let stepped = (0..10_000)
+                .take_while(|_| {
+                    let pending = layers.pending(1);
+                    if pending {
+                        worker.step();
+                    }
+                    pending
+                })
+                .count();
+            assert!(
+                !layers.pending(1),
+                "epoch 1 still pending after {stepped} steps"
+            );
+            assert_eq!(layers.read(1).segment(later.id, 1).unwrap(), None);
+            assert_eq!(
+                layers.read(1).segment(first.id, 1).unwrap(),
+                Some(first.clone())
+            );
+            assert!(layers.pending(2), "layer 2's epoch is not closed yet");
+            layers.close(2);
+            worker.step_while(|| layers.pending(2));
+            assert_eq!(layers.read(2).segment(later.id, 2).unwrap(), Some(later));
+            assert_eq!(layers.read(2).segment(first.id, 2).unwrap(), Some(first));
         });
     }
 }
