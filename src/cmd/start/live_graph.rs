@@ -497,7 +497,12 @@ impl Worker {
             return;
         };
         let t0 = std::time::Instant::now();
-        worker.step_while(|| job.pending(e));
+        // A generation that stops ends its worker even mid-step (its join must not wait on
+        // an epoch that will not be done).
+        worker.step_while(|| job.pending(e) && !self.stop.load(Ordering::Relaxed));
+        if self.stop.load(Ordering::Relaxed) {
+            return;
+        }
         tracing::debug!(
             epoch = e,
             epochs = done.len(),
