@@ -190,6 +190,11 @@ impl<T: PartialEq> Side<T> {
     /// The table that holds `k`: the newest generation starting at or below it (the oldest
     /// for a key below every generation: one the caller's floor drops anyway).
     fn table(&self, k: u64) -> usize {
+        let newest = self.gens.len() - 1;
+        // Most keys are recent, and a build keeps one generation: no search for them.
+        if self.gens[newest].0 <= k {
+            return newest;
+        }
         self.gens
             .partition_point(|(first, _)| *first <= k)
             .saturating_sub(1)
