@@ -321,6 +321,17 @@ impl ElfCache {
     }
 }
 
+/// `path`'s inlined calls; `None` when it has no DWARF or cannot be read (said at debug
+/// level: its frames keep the symbol table's names).
+fn load_inlines(path: &Path) -> Option<inlined::Inlines> {
+    let loaded = std::fs::File::open(path)
+        .map_err(inlined::InlinesError::from)
+        .and_then(|f| inlined::Inlines::load(&f));
+    loaded
+        .map_err(|e| tracing::debug!("inlined functions of {}: {e}", path.display()))
+        .ok()?
+}
+
 /// The ELF virtual address of runtime address `ip` in mapping `m` of `elf`.
 fn vaddr_in(elf: &ElfInfo, m: &MapEntry, ip: u64) -> Option<u64> {
     elf.offset_to_vaddr(ip - m.start + m.offset)
@@ -391,6 +402,8 @@ pub fn resolve_symbol(pid: i32, name: &str) -> Result<(u64, u64), SymbolizeError
     })
 }
 
+mod inlined;
+
 /// A symbolized frame.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SymFrame {
@@ -400,7 +413,8 @@ pub struct SymFrame {
     pub ip: u64,
     /// Demangled function name.
     pub symbol: Option<String>,
-    /// `ip - symbol start`.
+    /// `ip - symbol start` (`None` for a function inlined at `ip`, which has no start of its
+    /// own, and when the symbol is unknown).
     pub offset: Option<u64>,
     /// ELF path, `[kernel]`, or `[module]`.
     pub object: Option<String>,
@@ -420,6 +434,8 @@ pub struct Symbolizer {
     maps: BTreeMap<i32, Vec<MapsCopy>>,
     elves: ElfCache,
     cache: Option<framehop::x86_64::CacheX86_64>,
+    /// Each ELF file's inlined calls, read on first use (`None`: no DWARF, or unreadable).
+    inlines: HashMap<String, Option<inlined::Inlines>>,
 }
 
 impl std::fmt::Debug for MapsCopy {
@@ -470,6 +486,7 @@ impl Symbolizer {
             maps,
             elves: ElfCache::default(),
             cache: None,
+            inlines: HashMap::new(),
         }
     }
 
@@ -509,6 +526,42 @@ impl Symbolizer {
     /// Symbolizes a user address of `pid` at time `ts`. `lookup_ip` is `ip - 1` for return
     /// addresses (so a call at the very end of a function names that function).
     pub fn user_frame(&mut self, pid: i32, ts: u64, ip: u64, lookup_ip: u64) -> SymFrame {
+        self.user_frame_at(pid, ts, ip, lookup_ip).0
+    }
+
+    /// [`Symbolizer::user_frame`], preceded by the functions inlined at that address
+    /// (innermost first, [`SymFrame::offset`] `None`), from the file's DWARF.
+    pub fn user_frames(&mut self, pid: i32, ts: u64, ip: u64, lookup_ip: u64) -> Vec<SymFrame> {
+        let (frame, at) = self.user_frame_at(pid, ts, ip, lookup_ip);
+        let mut frames = Vec::new();
+        if let Some((file, vaddr)) = at {
+            let inlines = self
+                .inlines
+                .entry(file)
+                .or_insert_with_key(|file| load_inlines(Path::new(file)));
+            if let Some(inlines) = inlines {
+                frames.extend(inlines.at(vaddr).iter().map(|symbol| SymFrame {
+                    kernel: false,
+                    ip,
+                    symbol: symbol.clone(),
+                    offset: None,
+                    object: frame.object.clone(),
+                }));
+            }
+        }
+        frames.push(frame);
+        frames
+    }
+
+    /// [`Symbolizer::user_frame`], with the ELF file and virtual address the address was
+    /// looked up at.
+    fn user_frame_at(
+        &mut self,
+        pid: i32,
+        ts: u64,
+        ip: u64,
+        lookup_ip: u64,
+    ) -> (SymFrame, Option<(String, u64)>) {
         let mut frame = SymFrame {
             kernel: false,
             ip,
@@ -517,7 +570,7 @@ impl Symbolizer {
             object: None,
         };
         let Some(i) = self.copy_for(pid, ts, lookup_ip) else {
-            return frame;
+            return (frame, None);
         };
         let Some(m) = self.maps.get(&pid).and_then(|c| c.get(i)).and_then(|c| {
             c.maps
@@ -525,18 +578,23 @@ impl Symbolizer {
                 .find(|m| lookup_ip >= m.start && lookup_ip < m.end)
                 .cloned()
         }) else {
-            return frame;
+            return (frame, None);
         };
         frame.object = m.path.clone();
-        let Some(file) = m.file() else { return frame };
-        let Some(elf) = self.elves.get(file) else {
-            return frame;
+        let Some(file) = m.file() else {
+            return (frame, None);
         };
-        if let Some((name, off)) = vaddr_in(&elf, &m, lookup_ip).and_then(|v| elf.lookup(v)) {
+        let Some(elf) = self.elves.get(file) else {
+            return (frame, None);
+        };
+        let Some(vaddr) = vaddr_in(&elf, &m, lookup_ip) else {
+            return (frame, None);
+        };
+        if let Some((name, off)) = elf.lookup(vaddr) {
             frame.symbol = Some(name);
             frame.offset = Some(off + (ip - lookup_ip));
         }
-        frame
+        (frame, Some((file.to_string(), vaddr)))
     }
 
     /// The framehop unwinder for a maps copy: one module per mapped ELF file.
@@ -617,7 +675,7 @@ impl Symbolizer {
             .collect();
         let user = self.unwind_user(s.pid, s.time, s.regs, &s.stack, &s.user_ips);
         for (depth, &ip) in user.iter().enumerate() {
-            frames.push(self.user_frame(s.pid, s.time, ip, lookup(depth, ip)));
+            frames.extend(self.user_frames(s.pid, s.time, ip, lookup(depth, ip)));
         }
         frames
     }
@@ -727,6 +785,74 @@ mod tests {
         .unwrap_err()
         .to_string();
         assert!(e.contains("perf/maps/1-2.maps: line 2"), "{e}");
+    }
+
+    /// Folded into its caller by every build (the test profile included).
+    #[inline(always)]
+    fn argus_symbolize_inlined_leaf(x: u64) -> u64 {
+        std::hint::black_box(x).wrapping_mul(3) ^ std::hint::black_box(5)
+    }
+
+    #[inline(never)]
+    #[no_mangle]
+    pub extern "C" fn argus_symbolize_test_inliner() -> u64 {
+        argus_symbolize_inlined_leaf(std::hint::black_box(7)) + 1
+    }
+
+    /// The addresses of a function that another was inlined into give that function's frame
+    /// first (no offset), then the symbol table's; the others only the symbol table's.
+    #[test]
+    fn inlined_functions_are_frames_of_their_own() {
+        let pid = std::process::id() as i32;
+        assert_eq!(argus_symbolize_test_inliner(), (7 * 3 ^ 5) + 1);
+        let (start, size) = resolve_symbol(pid, "argus_symbolize_test_inliner").unwrap();
+        assert!(size > 0);
+        let dir = tempfile::tempdir().unwrap();
+        let copy = dir.path().join(format!("{pid}-5.maps"));
+        std::fs::copy(format!("/proc/{pid}/maps"), &copy).unwrap();
+        let mut s = Symbolizer::new(None, &[(pid, 5, copy)]);
+        let mut inlined = 0;
+        for ip in start..start + size {
+            let frames = s.user_frames(pid, 10, ip, ip);
+            let outer = frames.last().unwrap();
+            assert_eq!(
+                outer.symbol.as_deref(),
+                Some("argus_symbolize_test_inliner")
+            );
+            assert_eq!(outer.offset, Some(ip - start));
+            // Innermost first: what the leaf inlined in turn (`u64::wrapping_mul` in the test
+            // profile), then the leaf.
+            let Some((leaf, inner)) = frames[..frames.len() - 1].split_last() else {
+                continue;
+            };
+            inlined += 1;
+            let name = leaf.symbol.as_deref().unwrap();
+            assert!(
+                name.ends_with("::argus_symbolize_inlined_leaf"),
+                "{frames:?}"
+            );
+            for f in inner.iter().chain([leaf]) {
+                assert_eq!((f.ip, f.offset), (ip, None));
+                assert_eq!(f.object, outer.object);
+                assert!(
+                    !f.symbol.as_deref().unwrap().contains("inliner"),
+                    "{frames:?}"
+                );
+            }
+        }
+        assert!(
+            inlined > 0,
+            "no address of the inlined call in {size} bytes"
+        );
+        assert!(inlined < size, "the caller has code of its own");
+        // A function nothing is inlined into: its own frame only.
+        let marker = argus_symbolize_test_marker as *const () as usize as u64;
+        let frames = s.user_frames(pid, 10, marker, marker);
+        assert_eq!(frames.len(), 1, "{frames:?}");
+        assert_eq!(
+            frames[0].symbol.as_deref(),
+            Some("argus_symbolize_test_marker")
+        );
     }
 
     #[test]

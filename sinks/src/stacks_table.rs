@@ -52,7 +52,9 @@ pub struct StackFrame {
     pub ip: u64,
     /// Demangled function name, `None` when unknown.
     pub symbol: Option<String>,
-    /// `ip - symbol start`, when the symbol is known.
+    /// `ip - symbol start`, when the symbol is known; `None` also for a function the
+    /// compiler inlined at `ip` (its frame comes before the one of the function holding it,
+    /// at the same `ip`).
     pub offset: Option<u64>,
     /// ELF file path (user frames) or `[kernel]` (kernel frames).
     pub object: Option<String>,

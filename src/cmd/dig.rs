@@ -207,29 +207,12 @@ fn subject(
     let info = graph.thread(id.tid());
     let stacks = argus_sinks::read_stacks(snapshot)
         .with_context(|| format!("reading the stacks of {}", snapshot.display()))?;
-    let mut stack_functions: Vec<String> = Vec::new();
-    let mut probes: Vec<String> = Vec::new();
-    for s in stacks
-        .iter()
-        .filter(|s| s.tid == id.tid().0 && s.ts >= start && s.ts <= end)
-    {
-        for f in s.frames.iter().filter(|f| !f.kernel) {
-            if let Some(name) = &f.symbol {
-                if !stack_functions.contains(name) {
-                    stack_functions.push(name.clone());
-                }
-                if let Some(object) = f.object.as_deref() {
-                    let spec = format!("{object}:{name}");
-                    if probe_worthy(object, name)
-                        && !probes.contains(&spec)
-                        && probes.len() < MAX_PROBES
-                    {
-                        probes.push(spec);
-                    }
-                }
-            }
-        }
-    }
+    let (stack_functions, probes) = functions_and_probes(
+        stacks
+            .iter()
+            .filter(|s| s.tid == id.tid().0 && s.ts >= start && s.ts <= end)
+            .flat_map(|s| &s.frames),
+    );
     Ok(Subject {
         vertex: id.to_string(),
         tid: id.tid().0,
@@ -248,6 +231,30 @@ fn subject(
 
 /// At most this many call probes (each costs a trap per call).
 const MAX_PROBES: usize = 4;
+
+/// The user functions of a vertex's stacks, in order of first appearance, and the call
+/// probes (`object:function`) for the application's own among them ([`probe_worthy`], at
+/// most [`MAX_PROBES`]). A function inlined where the stack was taken (no offset of its
+/// own) is named but not probed: its calls have no entry a probe could trap.
+fn functions_and_probes<'a>(
+    frames: impl Iterator<Item = &'a argus_sinks::StackFrame>,
+) -> (Vec<String>, Vec<String>) {
+    let mut functions: Vec<String> = Vec::new();
+    let mut probes: Vec<String> = Vec::new();
+    for f in frames.filter(|f| !f.kernel) {
+        let Some(name) = &f.symbol else { continue };
+        if !functions.contains(name) {
+            functions.push(name.clone());
+        }
+        if let Some(object) = f.object.as_deref().filter(|_| f.offset.is_some()) {
+            let spec = format!("{object}:{name}");
+            if probe_worthy(object, name) && !probes.contains(&spec) && probes.len() < MAX_PROBES {
+                probes.push(spec);
+            }
+        }
+    }
+    (functions, probes)
+}
 
 /// Whether a function of the vertex's stacks gets a call probe: the application's own code
 /// (not a system library, not the Rust or C runtime), named so a uprobe can find it (a
@@ -841,6 +848,42 @@ mod tests {
         assert!(!probe_worthy("/usr/bin/app", "std::thread::park"));
         assert!(!probe_worthy("/usr/bin/app", "app::main::{{closure}}"));
         assert!(!probe_worthy("[vdso]", "clock_gettime"));
+    }
+
+    /// Inlined functions are named among the stack's functions, never probed; kernel
+    /// frames are neither; the probes stop at [`MAX_PROBES`].
+    #[test]
+    fn inlined_functions_are_named_but_not_probed() {
+        let frame = |kernel, name: &str, offset| argus_sinks::StackFrame {
+            kernel,
+            depth: 0,
+            ip: 0x1000,
+            symbol: Some(name.to_string()),
+            offset,
+            object: Some("/srv/app/bin/server".to_string()),
+        };
+        let mut frames = vec![
+            frame(true, "do_sys_poll", Some(4)),
+            frame(false, "app::parse_header", None),
+            frame(false, "app::handle_request", Some(16)),
+            frame(false, "app::handle_request", Some(16)),
+        ];
+        frames.extend((0..6).map(|i| frame(false, &format!("app::f{i}"), Some(1))));
+        let (functions, probes) = functions_and_probes(frames.iter());
+        assert_eq!(
+            &functions[..2],
+            ["app::parse_header", "app::handle_request"]
+        );
+        assert_eq!(functions.len(), 8);
+        assert_eq!(
+            probes,
+            [
+                "/srv/app/bin/server:app::handle_request",
+                "/srv/app/bin/server:app::f0",
+                "/srv/app/bin/server:app::f1",
+                "/srv/app/bin/server:app::f2",
+            ]
+        );
     }
 
     #[test]
