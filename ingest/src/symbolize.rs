@@ -184,6 +184,9 @@ pub struct ElfInfo {
     all: Vec<(Box<str>, u64, u64)>,
     segments: Vec<Segment>,
     unwind: UnwindSections,
+    /// The separate debug file its symbols (and DWARF) were also read from
+    /// (`symbolize/debugfile.rs`).
+    debug_file: Option<PathBuf>,
 }
 
 #[derive(Debug, Default)]
@@ -195,8 +198,16 @@ struct UnwindSections {
 }
 
 impl ElfInfo {
-    /// Reads `path`'s symbols (`.symtab`, else `.dynsym`), segments and unwind sections.
+    /// Reads `path`'s symbols (`.symtab` and `.dynsym`, and the `.symtab` of its separate
+    /// debug file when it has one: a stripped distribution binary names its static
+    /// functions only there), segments and unwind sections.
     pub fn load(path: &Path) -> Result<ElfInfo, SymbolizeError> {
+        ElfInfo::load_with_debug_root(path, Path::new(debugfile::DEBUG_ROOT))
+    }
+
+    /// [`ElfInfo::load`], looking for debug files under `root` rather than
+    /// `/usr/lib/debug`.
+    fn load_with_debug_root(path: &Path, root: &Path) -> Result<ElfInfo, SymbolizeError> {
         let data = std::fs::read(path).map_err(|source| SymbolizeError::Io {
             path: path.to_path_buf(),
             source,
@@ -207,28 +218,19 @@ impl ElfInfo {
         })?;
         let mut symbols = Vec::new();
         let mut all = Vec::new();
-        let mut add = |sym: object::Symbol<'_, '_>| {
-            if !matches!(
-                sym.kind(),
-                SymbolKind::Text | SymbolKind::Data | SymbolKind::Tls
-            ) || sym.is_undefined()
-            {
-                return;
+        add_symbols(&file, &mut symbols, &mut all);
+        let debug_file = debugfile::find(path, &file, root);
+        if let Some(dbg) = &debug_file {
+            match std::fs::File::open(dbg) {
+                Ok(f) => {
+                    let cache = object::ReadCache::new(f);
+                    match object::File::parse(&cache) {
+                        Ok(d) => add_symbols(&d, &mut symbols, &mut all),
+                        Err(e) => tracing::debug!("{}: {e}", dbg.display()),
+                    }
+                }
+                Err(e) => tracing::debug!("{}: {e}", dbg.display()),
             }
-            let Ok(name) = sym.name() else { return };
-            if name.is_empty() {
-                return;
-            }
-            if sym.kind() == SymbolKind::Text {
-                symbols.push((sym.address(), sym.size(), Box::<str>::from(name)));
-            }
-            all.push((Box::<str>::from(name), sym.address(), sym.size()));
-        };
-        for sym in file.symbols() {
-            add(sym);
-        }
-        for sym in file.dynamic_symbols() {
-            add(sym);
         }
         symbols.sort_by_key(|s| (s.0, std::cmp::Reverse(s.1)));
         symbols.dedup_by_key(|s| s.0);
@@ -262,6 +264,7 @@ impl ElfInfo {
             all,
             segments,
             unwind,
+            debug_file,
         })
     }
 
@@ -299,6 +302,32 @@ impl ElfInfo {
     }
 }
 
+/// Adds `file`'s function symbols `(start, size, raw name)` to `symbols` and its defined
+/// function, object and TLS symbols `(raw name, start, size)` to `all`.
+fn add_symbols<'d, R: object::ReadRef<'d>>(
+    file: &object::File<'d, R>,
+    symbols: &mut Vec<(u64, u64, Box<str>)>,
+    all: &mut Vec<(Box<str>, u64, u64)>,
+) {
+    for sym in file.symbols().chain(file.dynamic_symbols()) {
+        if !matches!(
+            sym.kind(),
+            SymbolKind::Text | SymbolKind::Data | SymbolKind::Tls
+        ) || sym.is_undefined()
+        {
+            continue;
+        }
+        let Ok(name) = sym.name() else { continue };
+        if name.is_empty() {
+            continue;
+        }
+        if sym.kind() == SymbolKind::Text {
+            symbols.push((sym.address(), sym.size(), Box::<str>::from(name)));
+        }
+        all.push((Box::<str>::from(name), sym.address(), sym.size()));
+    }
+}
+
 /// Reads ELF files once each (a file that fails to load is remembered as such).
 #[derive(Debug, Default)]
 pub struct ElfCache {
@@ -321,15 +350,19 @@ impl ElfCache {
     }
 }
 
-/// `path`'s inlined calls; `None` when it has no DWARF or cannot be read (said at debug
-/// level: its frames keep the symbol table's names).
-fn load_inlines(path: &Path) -> Option<inlined::Inlines> {
-    let loaded = std::fs::File::open(path)
-        .map_err(inlined::InlinesError::from)
-        .and_then(|f| inlined::Inlines::load(&f));
-    loaded
-        .map_err(|e| tracing::debug!("inlined functions of {}: {e}", path.display()))
-        .ok()?
+/// `path`'s inlined calls (from its debug file when it has no DWARF of its own); `None` when
+/// neither has DWARF or can be read (said at debug level: its frames keep the symbol table's
+/// names).
+fn load_inlines(path: &Path, debug_file: Option<&Path>) -> Option<inlined::Inlines> {
+    let load = |p: &Path| {
+        std::fs::File::open(p)
+            .map_err(inlined::InlinesError::from)
+            .and_then(|f| inlined::Inlines::load(&f))
+            .map_err(|e| tracing::debug!("inlined functions of {}: {e}", p.display()))
+            .ok()
+            .flatten()
+    };
+    load(path).or_else(|| debug_file.and_then(load))
 }
 
 /// The ELF virtual address of runtime address `ip` in mapping `m` of `elf`.
@@ -402,6 +435,7 @@ pub fn resolve_symbol(pid: i32, name: &str) -> Result<(u64, u64), SymbolizeError
     })
 }
 
+mod debugfile;
 mod inlined;
 
 /// A symbolized frame.
@@ -535,10 +569,11 @@ impl Symbolizer {
         let (frame, at) = self.user_frame_at(pid, ts, ip, lookup_ip);
         let mut frames = Vec::new();
         if let Some((file, vaddr)) = at {
+            let debug_file = self.elves.get(&file).and_then(|e| e.debug_file.clone());
             let inlines = self
                 .inlines
                 .entry(file)
-                .or_insert_with_key(|file| load_inlines(Path::new(file)));
+                .or_insert_with_key(|file| load_inlines(Path::new(file), debug_file.as_deref()));
             if let Some(inlines) = inlines {
                 frames.extend(inlines.at(vaddr).iter().map(|symbol| SymFrame {
                     kernel: false,
@@ -853,6 +888,100 @@ mod tests {
             frames[0].symbol.as_deref(),
             Some("argus_symbolize_test_marker")
         );
+    }
+
+    /// Runs `cmd`, which must succeed.
+    fn sh(cmd: &[&str]) {
+        let st = std::process::Command::new(cmd[0])
+            .args(&cmd[1..])
+            .status()
+            .unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
+        assert!(st.success(), "{cmd:?}: {st}");
+    }
+
+    /// A stripped binary names its static functions and inlined calls from its separate
+    /// debug file, found by `.gnu_debuglink` beside it, by build id under the debug root,
+    /// and by the link's CRC when it has no build id; a debug file of another build is not
+    /// taken.
+    #[test]
+    fn stripped_binaries_are_named_from_their_debug_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = |name: &str| dir.path().join(name);
+        let p = |name: &str| d(name).to_str().unwrap().to_string();
+        std::fs::write(
+            d("prog.c"),
+            "#include <stdio.h>\n\
+             static inline __attribute__((always_inline)) int argus_leaf(int x) { return x * 3 ^ 5; }\n\
+             static __attribute__((noinline)) int argus_helper(int x) { volatile int y = x; return argus_leaf(y) + 1; }\n\
+             int main(int argc, char **argv) { printf(\"%d\\n\", argus_helper(argc)); return 0; }\n",
+        )
+        .unwrap();
+        let split = |name: &str, extra: &[&str], link: bool| {
+            let (full, src) = (p(&format!("{name}.full")), p("prog.c"));
+            sh(&[&["gcc", "-g", "-O2", "-o", &full, &src][..], extra].concat());
+            let debug = p(&format!("{name}.debug"));
+            sh(&["objcopy", "--only-keep-debug", &full, &debug]);
+            let bin = p(name);
+            std::fs::copy(&full, &bin).unwrap();
+            sh(&["strip", "--strip-all", &bin]);
+            if link {
+                sh(&["objcopy", &format!("--add-gnu-debuglink={debug}"), &bin]);
+            }
+            (full, bin, debug)
+        };
+        let root = d("root");
+        let empty = d("empty");
+        std::fs::create_dir_all(&empty).unwrap();
+        let (full, linked, _) = split("linked", &[], true);
+        let (vaddr, size) = ElfInfo::load(Path::new(&full))
+            .unwrap()
+            .find("argus_helper")
+            .unwrap();
+        let named = |bin: &str, root: &Path| {
+            let elf = ElfInfo::load_with_debug_root(Path::new(bin), root).unwrap();
+            (elf.lookup(vaddr + 1), elf.debug_file.clone())
+        };
+        // Through the link, beside the binary.
+        let (found, debug) = named(&linked, &empty);
+        assert_eq!(found, Some(("argus_helper".to_string(), 1)));
+        assert_eq!(debug, Some(d("linked.debug")));
+        // Its inlined call, from the debug file's DWARF.
+        let mut inlines = load_inlines(Path::new(&linked), debug.as_deref()).unwrap();
+        assert!(
+            (vaddr..vaddr + size).any(|a| inlines.at(a) == [Some("argus_leaf".to_string())]),
+            "no address of argus_helper is in the inlined argus_leaf"
+        );
+        // Without the debug file: the symbol table of the stripped binary does not name it.
+        std::fs::rename(d("linked.debug"), d("elsewhere.debug")).unwrap();
+        let (found, debug) = named(&linked, &empty);
+        assert_ne!(found.map(|f| f.0), Some("argus_helper".to_string()));
+        assert_eq!(debug, None);
+        assert!(load_inlines(Path::new(&linked), None).is_none());
+        // By build id under the debug root (no link).
+        let (_, by_id, by_id_debug) = split("byid", &[], false);
+        let id = {
+            let data = std::fs::read(&by_id).unwrap();
+            let file = object::File::parse(&*data).unwrap();
+            let id = file.build_id().unwrap().unwrap().to_vec();
+            id.iter().map(|b| format!("{b:02x}")).collect::<String>()
+        };
+        let at = root.join(".build-id").join(&id[..2]);
+        std::fs::create_dir_all(&at).unwrap();
+        std::fs::rename(&by_id_debug, at.join(format!("{}.debug", &id[2..]))).unwrap();
+        let (found, debug) = named(&by_id, &root);
+        assert_eq!(found.map(|f| f.0), Some("argus_helper".to_string()));
+        assert_eq!(debug, Some(at.join(format!("{}.debug", &id[2..]))));
+        // No build id: the link's CRC decides; another build's debug file of that name is
+        // not taken.
+        let (_, no_id, no_id_debug) = split("noid", &["-Wl,--build-id=none"], true);
+        let (found, _) = named(&no_id, &empty);
+        assert_eq!(found.map(|f| f.0), Some("argus_helper".to_string()));
+        let mut other = std::fs::read(&no_id_debug).unwrap();
+        let last = other.len() - 1;
+        other[last] ^= 0xff;
+        std::fs::write(&no_id_debug, other).unwrap();
+        let (_, debug) = named(&no_id, &empty);
+        assert_eq!(debug, None);
     }
 
     #[test]
