@@ -302,6 +302,44 @@ impl ElfInfo {
     }
 }
 
+/// The address of function `symbol` in `file`'s `.symtab` or `.dynsym`, by raw name or by
+/// demangled Rust path.
+#[cfg(target_os = "linux")]
+pub(crate) fn function_vaddr<'d, R: object::ReadRef<'d>>(
+    file: &object::File<'d, R>,
+    symbol: &str,
+) -> Option<u64> {
+    let is_fn = |s: &object::Symbol<'d, '_, R>| s.kind() == SymbolKind::Text && !s.is_undefined();
+    let by_raw = |s: &object::Symbol<'d, '_, R>| s.name().is_ok_and(|n| n == symbol);
+    let by_demangled = |s: &object::Symbol<'d, '_, R>| {
+        s.name().is_ok_and(|n| {
+            rustc_demangle::try_demangle(n).is_ok_and(|d| format!("{d:#}") == symbol)
+        })
+    };
+    file.symbols()
+        .chain(file.dynamic_symbols())
+        .find(|s| is_fn(s) && by_raw(s))
+        .or_else(|| {
+            file.symbols()
+                .chain(file.dynamic_symbols())
+                .find(|s| is_fn(s) && by_demangled(s))
+        })
+        .map(|s| s.address())
+}
+
+/// The address of function `symbol` of the ELF file `path` (parsed as `file`) from its
+/// separate debug file (`symbolize/debugfile.rs`), for a stripped binary's static functions.
+#[cfg(target_os = "linux")]
+pub(crate) fn debug_function_vaddr<'d, R: object::ReadRef<'d>>(
+    path: &Path,
+    file: &object::File<'d, R>,
+    symbol: &str,
+) -> Option<u64> {
+    let debug = debugfile::find(path, file, Path::new(debugfile::DEBUG_ROOT))?;
+    let cache = object::ReadCache::new(std::fs::File::open(debug).ok()?);
+    function_vaddr(&object::File::parse(&cache).ok()?, symbol)
+}
+
 /// Adds `file`'s function symbols `(start, size, raw name)` to `symbols` and its defined
 /// function, object and TLS symbols `(raw name, start, size)` to `all`.
 fn add_symbols<'d, R: object::ReadRef<'d>>(
@@ -890,15 +928,6 @@ mod tests {
         );
     }
 
-    /// Runs `cmd`, which must succeed.
-    fn sh(cmd: &[&str]) {
-        let st = std::process::Command::new(cmd[0])
-            .args(&cmd[1..])
-            .status()
-            .unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
-        assert!(st.success(), "{cmd:?}: {st}");
-    }
-
     /// A stripped binary names its static functions and inlined calls from its separate
     /// debug file, found by `.gnu_debuglink` beside it, by build id under the debug root,
     /// and by the link's CRC when it has no build id; a debug file of another build is not
@@ -907,80 +936,62 @@ mod tests {
     fn stripped_binaries_are_named_from_their_debug_files() {
         let dir = tempfile::tempdir().unwrap();
         let d = |name: &str| dir.path().join(name);
-        let p = |name: &str| d(name).to_str().unwrap().to_string();
-        std::fs::write(
-            d("prog.c"),
-            "#include <stdio.h>\n\
-             static inline __attribute__((always_inline)) int argus_leaf(int x) { return x * 3 ^ 5; }\n\
-             static __attribute__((noinline)) int argus_helper(int x) { volatile int y = x; return argus_leaf(y) + 1; }\n\
-             int main(int argc, char **argv) { printf(\"%d\\n\", argus_helper(argc)); return 0; }\n",
-        )
-        .unwrap();
         let split = |name: &str, extra: &[&str], link: bool| {
-            let (full, src) = (p(&format!("{name}.full")), p("prog.c"));
-            sh(&[&["gcc", "-g", "-O2", "-o", &full, &src][..], extra].concat());
-            let debug = p(&format!("{name}.debug"));
-            sh(&["objcopy", "--only-keep-debug", &full, &debug]);
-            let bin = p(name);
-            std::fs::copy(&full, &bin).unwrap();
-            sh(&["strip", "--strip-all", &bin]);
-            if link {
-                sh(&["objcopy", &format!("--add-gnu-debuglink={debug}"), &bin]);
-            }
-            (full, bin, debug)
+            stripped::Split::make(dir.path(), name, extra, link)
         };
         let root = d("root");
         let empty = d("empty");
         std::fs::create_dir_all(&empty).unwrap();
-        let (full, linked, _) = split("linked", &[], true);
-        let (vaddr, size) = ElfInfo::load(Path::new(&full))
+        let linked = split("linked", &[], true);
+        let (vaddr, size) = ElfInfo::load(&linked.full)
             .unwrap()
-            .find("argus_helper")
+            .find(stripped::HELPER)
             .unwrap();
-        let named = |bin: &str, root: &Path| {
-            let elf = ElfInfo::load_with_debug_root(Path::new(bin), root).unwrap();
+        let named = |bin: &Path, root: &Path| {
+            let elf = ElfInfo::load_with_debug_root(bin, root).unwrap();
             (elf.lookup(vaddr + 1), elf.debug_file.clone())
         };
         // Through the link, beside the binary.
-        let (found, debug) = named(&linked, &empty);
-        assert_eq!(found, Some(("argus_helper".to_string(), 1)));
-        assert_eq!(debug, Some(d("linked.debug")));
+        let (found, debug) = named(&linked.bin, &empty);
+        assert_eq!(found, Some((stripped::HELPER.to_string(), 1)));
+        assert_eq!(debug.as_ref(), Some(&linked.debug));
         // Its inlined call, from the debug file's DWARF.
-        let mut inlines = load_inlines(Path::new(&linked), debug.as_deref()).unwrap();
+        let mut inlines = load_inlines(&linked.bin, debug.as_deref()).unwrap();
         assert!(
-            (vaddr..vaddr + size).any(|a| inlines.at(a) == [Some("argus_leaf".to_string())]),
-            "no address of argus_helper is in the inlined argus_leaf"
+            (vaddr..vaddr + size).any(|a| inlines.at(a) == [Some(stripped::LEAF.to_string())]),
+            "no address of the helper is in the inlined leaf"
         );
         // Without the debug file: the symbol table of the stripped binary does not name it.
-        std::fs::rename(d("linked.debug"), d("elsewhere.debug")).unwrap();
-        let (found, debug) = named(&linked, &empty);
-        assert_ne!(found.map(|f| f.0), Some("argus_helper".to_string()));
+        std::fs::rename(&linked.debug, d("elsewhere.debug")).unwrap();
+        let (found, debug) = named(&linked.bin, &empty);
+        assert_ne!(found.map(|f| f.0), Some(stripped::HELPER.to_string()));
         assert_eq!(debug, None);
-        assert!(load_inlines(Path::new(&linked), None).is_none());
+        assert!(load_inlines(&linked.bin, None).is_none());
         // By build id under the debug root (no link).
-        let (_, by_id, by_id_debug) = split("byid", &[], false);
+        let by_id = split("byid", &[], false);
         let id = {
-            let data = std::fs::read(&by_id).unwrap();
+            let data = std::fs::read(&by_id.bin).unwrap();
             let file = object::File::parse(&*data).unwrap();
             let id = file.build_id().unwrap().unwrap().to_vec();
             id.iter().map(|b| format!("{b:02x}")).collect::<String>()
         };
         let at = root.join(".build-id").join(&id[..2]);
         std::fs::create_dir_all(&at).unwrap();
-        std::fs::rename(&by_id_debug, at.join(format!("{}.debug", &id[2..]))).unwrap();
-        let (found, debug) = named(&by_id, &root);
-        assert_eq!(found.map(|f| f.0), Some("argus_helper".to_string()));
-        assert_eq!(debug, Some(at.join(format!("{}.debug", &id[2..]))));
+        let by_id_debug = at.join(format!("{}.debug", &id[2..]));
+        std::fs::rename(&by_id.debug, &by_id_debug).unwrap();
+        let (found, debug) = named(&by_id.bin, &root);
+        assert_eq!(found.map(|f| f.0), Some(stripped::HELPER.to_string()));
+        assert_eq!(debug, Some(by_id_debug));
         // No build id: the link's CRC decides; another build's debug file of that name is
         // not taken.
-        let (_, no_id, no_id_debug) = split("noid", &["-Wl,--build-id=none"], true);
-        let (found, _) = named(&no_id, &empty);
-        assert_eq!(found.map(|f| f.0), Some("argus_helper".to_string()));
-        let mut other = std::fs::read(&no_id_debug).unwrap();
+        let no_id = split("noid", &["-Wl,--build-id=none"], true);
+        let (found, _) = named(&no_id.bin, &empty);
+        assert_eq!(found.map(|f| f.0), Some(stripped::HELPER.to_string()));
+        let mut other = std::fs::read(&no_id.debug).unwrap();
         let last = other.len() - 1;
         other[last] ^= 0xff;
-        std::fs::write(&no_id_debug, other).unwrap();
-        let (_, debug) = named(&no_id, &empty);
+        std::fs::write(&no_id.debug, other).unwrap();
+        let (_, debug) = named(&no_id.bin, &empty);
         assert_eq!(debug, None);
     }
 
@@ -1055,5 +1066,64 @@ mod tests {
         );
         assert_eq!(demangle("_ZN3foo3barEv"), "foo::bar()");
         assert_eq!(demangle("read"), "read");
+    }
+}
+
+/// Test binaries split as distributions ship them: a C program built with `gcc -g -O2`, its
+/// debug information moved to a separate file (`objcopy --only-keep-debug`), the binary
+/// stripped.
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+pub(crate) mod stripped {
+    use std::path::{Path, PathBuf};
+
+    /// A static function (no `.dynsym` entry: named only by the debug file).
+    pub(crate) const HELPER: &str = "argus_helper";
+    /// A function always inlined into [`HELPER`].
+    pub(crate) const LEAF: &str = "argus_leaf";
+
+    const SOURCE: &str = "#include <stdio.h>\n\
+        static inline __attribute__((always_inline)) int argus_leaf(int x) { return x * 3 ^ 5; }\n\
+        static __attribute__((noinline)) int argus_helper(int x) { volatile int y = x; return argus_leaf(y) + 1; }\n\
+        int main(int argc, char **argv) { printf(\"%d\\n\", argus_helper(argc)); return 0; }\n";
+
+    /// One build: unstripped, stripped, and the debug file.
+    pub(crate) struct Split {
+        pub(crate) full: PathBuf,
+        pub(crate) bin: PathBuf,
+        pub(crate) debug: PathBuf,
+    }
+
+    /// Runs `cmd`, which must succeed.
+    fn sh(cmd: &[&str]) {
+        let st = std::process::Command::new(cmd[0])
+            .args(&cmd[1..])
+            .status()
+            .unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
+        assert!(st.success(), "{cmd:?}: {st}");
+    }
+
+    impl Split {
+        /// Builds `dir/name` (with `extra` gcc flags), `dir/name.full` and `dir/name.debug`;
+        /// `link`: the stripped binary gets a `.gnu_debuglink` to the debug file.
+        pub(crate) fn make(dir: &Path, name: &str, extra: &[&str], link: bool) -> Split {
+            let src = dir.join(format!("{name}.c"));
+            std::fs::write(&src, SOURCE).unwrap();
+            let s = |p: &Path| p.to_str().unwrap().to_string();
+            let split = Split {
+                full: dir.join(format!("{name}.full")),
+                bin: dir.join(name),
+                debug: dir.join(format!("{name}.debug")),
+            };
+            let (full, bin, debug) = (s(&split.full), s(&split.bin), s(&split.debug));
+            sh(&[&["gcc", "-g", "-O2", "-o", &full, &s(&src)][..], extra].concat());
+            sh(&["objcopy", "--only-keep-debug", &full, &debug]);
+            std::fs::copy(&full, &bin).unwrap();
+            sh(&["strip", "--strip-all", &bin]);
+            if link {
+                sh(&["objcopy", &format!("--add-gnu-debuglink={debug}"), &bin]);
+            }
+            split
+        }
     }
 }

@@ -36,7 +36,7 @@
 
 use super::error::{DispatchError, RecordError};
 use super::tracefs;
-use object::{Object, ObjectSegment, ObjectSymbol, SymbolKind};
+use object::{Object, ObjectSegment};
 use std::fs;
 use std::path::{Path, PathBuf};
 
@@ -142,20 +142,21 @@ impl DispatchSpec {
             reason,
         };
         let data = fs::read(&path).map_err(|e| elf_err(e.to_string()))?;
-        let offset = symbol_file_offset(&data, &self.symbol).map_err(|e| match e {
-            OffsetError::Parse(reason) => elf_err(reason),
-            OffsetError::NoSymbol => DispatchError::NoSymbol {
-                binary: self.binary.clone(),
-                path: path.clone(),
-                symbol: self.symbol.clone(),
-            },
-            OffsetError::NotMapped(vaddr) => DispatchError::NotMapped {
-                binary: self.binary.clone(),
-                path: path.clone(),
-                symbol: self.symbol.clone(),
-                vaddr,
-            },
-        })?;
+        let offset =
+            symbol_file_offset_of(&data, &self.symbol, Some(&path)).map_err(|e| match e {
+                OffsetError::Parse(reason) => elf_err(reason),
+                OffsetError::NoSymbol => DispatchError::NoSymbol {
+                    binary: self.binary.clone(),
+                    path: path.clone(),
+                    symbol: self.symbol.clone(),
+                },
+                OffsetError::NotMapped(vaddr) => DispatchError::NotMapped {
+                    binary: self.binary.clone(),
+                    path: path.clone(),
+                    symbol: self.symbol.clone(),
+                    vaddr,
+                },
+            })?;
         Ok((path, offset))
     }
 }
@@ -194,24 +195,20 @@ pub enum OffsetError {
 /// `.dynsym`, by raw name or by demangled Rust path; `st_value - p_vaddr + p_offset` of the
 /// `PT_LOAD` segment that holds it.
 pub fn symbol_file_offset(data: &[u8], symbol: &str) -> Result<u64, OffsetError> {
+    symbol_file_offset_of(data, symbol, None)
+}
+
+/// [`symbol_file_offset`], and for a stripped binary at `path` (when given) also in its
+/// separate debug file, as a distribution ships it: its static functions are named only
+/// there.
+pub(crate) fn symbol_file_offset_of(
+    data: &[u8],
+    symbol: &str,
+    path: Option<&Path>,
+) -> Result<u64, OffsetError> {
     let file = object::File::parse(data).map_err(|e| OffsetError::Parse(e.to_string()))?;
-    let is_fn = |s: &object::Symbol<'_, '_>| s.kind() == SymbolKind::Text && !s.is_undefined();
-    let by_raw = |s: &object::Symbol<'_, '_>| s.name().is_ok_and(|n| n == symbol);
-    let by_demangled = |s: &object::Symbol<'_, '_>| {
-        s.name().is_ok_and(|n| {
-            rustc_demangle::try_demangle(n).is_ok_and(|d| format!("{d:#}") == symbol)
-        })
-    };
-    let vaddr = file
-        .symbols()
-        .chain(file.dynamic_symbols())
-        .find(|s| is_fn(s) && by_raw(s))
-        .or_else(|| {
-            file.symbols()
-                .chain(file.dynamic_symbols())
-                .find(|s| is_fn(s) && by_demangled(s))
-        })
-        .map(|s| s.address())
+    let vaddr = crate::symbolize::function_vaddr(&file, symbol)
+        .or_else(|| path.and_then(|p| crate::symbolize::debug_function_vaddr(p, &file, symbol)))
         .ok_or(OffsetError::NoSymbol)?;
     file.segments()
         .find_map(|seg| {
@@ -482,6 +479,28 @@ mod tests {
         assert_eq!(group_owner("argus_12_3"), Some(12));
         assert_eq!(group_owner("argus_x"), None);
         assert_eq!(group_owner("other_12"), None);
+    }
+
+    /// A stripped binary's static function resolves through its debug file, to the offset
+    /// the unstripped build gives; without the path (no debug file looked for) it is not
+    /// found.
+    #[test]
+    fn a_stripped_binarys_static_function_resolves_through_its_debug_file() {
+        use crate::symbolize::stripped::{Split, HELPER};
+        let dir = tempfile::tempdir().expect("tempdir");
+        let split = Split::make(dir.path(), "prog", &[], true);
+        let full = fs::read(&split.full).expect("read");
+        let bin = fs::read(&split.bin).expect("read");
+        let want = symbol_file_offset(&full, HELPER).expect("unstripped");
+        assert_eq!(
+            symbol_file_offset_of(&bin, HELPER, Some(&split.bin)),
+            Ok(want)
+        );
+        assert_eq!(symbol_file_offset(&bin, HELPER), Err(OffsetError::NoSymbol));
+        assert_eq!(
+            symbol_file_offset_of(&bin, "no_such_symbol_argus", Some(&split.bin)),
+            Err(OffsetError::NoSymbol)
+        );
     }
 
     #[test]
