@@ -91,6 +91,10 @@ pub struct MapEntry {
     pub offset: u64,
     /// The mapped file or pseudo-name (`[stack]`), if any.
     pub path: Option<String>,
+    /// The mapped file's device (`major`, `minor`; `(0, 0)` for no file).
+    pub dev: (u32, u32),
+    /// The mapped file's inode (0 for no file, or unknown).
+    pub inode: u64,
 }
 
 impl MapEntry {
@@ -123,8 +127,8 @@ pub fn parse_maps(path: &Path, text: &str) -> Result<Vec<MapEntry>, SymbolizeErr
         let range = parts.next().ok_or_else(|| bad("no address range"))?;
         let perms = parts.next().ok_or_else(|| bad("no permissions"))?;
         let offset = parts.next().ok_or_else(|| bad("no offset"))?;
-        let _dev = parts.next().ok_or_else(|| bad("no device"))?;
-        let _inode = parts.next().ok_or_else(|| bad("no inode"))?;
+        let dev = parts.next().ok_or_else(|| bad("no device"))?;
+        let inode = parts.next().ok_or_else(|| bad("no inode"))?;
         let name = parts.next().map(str::trim).filter(|s| !s.is_empty());
         let (s, e) = range
             .split_once('-')
@@ -137,12 +141,26 @@ pub fn parse_maps(path: &Path, text: &str) -> Result<Vec<MapEntry>, SymbolizeErr
         if end < start {
             return Err(bad("range ends before it starts"));
         }
+        // Only the check that a file was not replaced since reads these: one that does not
+        // parse reads as unknown (0), which that check passes.
+        let dev = dev
+            .split_once(':')
+            .and_then(|(a, b)| {
+                Some((
+                    u32::from_str_radix(a, 16).ok()?,
+                    u32::from_str_radix(b, 16).ok()?,
+                ))
+            })
+            .unwrap_or((0, 0));
+        let inode = inode.parse().unwrap_or(0);
         out.push(MapEntry {
             start,
             end,
             perms: perms.to_string(),
             offset: hex(offset)?,
             path: name.map(str::to_string),
+            dev,
+            inode,
         });
     }
     Ok(out)
@@ -187,6 +205,8 @@ pub struct ElfInfo {
     /// The separate debug file its symbols (and DWARF) were also read from
     /// (`symbolize/debugfile.rs`).
     debug_file: Option<PathBuf>,
+    /// The file's device (`major`, `minor`) and inode when it was read.
+    identity: Option<((u32, u32), u64)>,
 }
 
 #[derive(Debug, Default)]
@@ -265,7 +285,19 @@ impl ElfInfo {
             segments,
             unwind,
             debug_file,
+            identity: file_identity(path),
         })
+    }
+
+    /// Whether the file read is the one mapping `m` mapped: `false` only when both are on
+    /// the same device with different inodes (the file was replaced since the recording, a
+    /// rebuilt binary say, and its addresses mean other functions now). On another device
+    /// (an overlay filesystem shows the lower one's in maps) nothing can be told: `true`.
+    pub fn same_file_as(&self, m: &MapEntry) -> bool {
+        match self.identity {
+            Some((dev, inode)) if m.inode != 0 && dev == m.dev => inode == m.inode,
+            _ => true,
+        }
     }
 
     /// The ELF virtual address of a file offset (through the `PT_LOAD` segment holding it).
@@ -338,6 +370,17 @@ pub(crate) fn debug_function_vaddr<'d, R: object::ReadRef<'d>>(
     let debug = debugfile::find(path, file, Path::new(debugfile::DEBUG_ROOT))?;
     let cache = object::ReadCache::new(std::fs::File::open(debug).ok()?);
     function_vaddr(&object::File::parse(&cache).ok()?, symbol)
+}
+
+/// The device (`major`, `minor`, as maps shows them) and inode of the file at `path`.
+fn file_identity(path: &Path) -> Option<((u32, u32), u64)> {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::metadata(path).ok()?;
+    let dev = m.dev();
+    // The kernel's encoding of a device number (glibc's `major`/`minor`).
+    let major = ((dev >> 8) & 0xfff) | ((dev >> 32) & !0xfff);
+    let minor = (dev & 0xff) | ((dev >> 12) & !0xff);
+    Some(((major as u32, minor as u32), m.ino()))
 }
 
 /// Adds `file`'s function symbols `(start, size, raw name)` to `symbols` and its defined
@@ -508,6 +551,8 @@ pub struct Symbolizer {
     cache: Option<framehop::x86_64::CacheX86_64>,
     /// Each ELF file's inlined calls, read on first use (`None`: no DWARF, or unreadable).
     inlines: HashMap<String, Option<inlined::Inlines>>,
+    /// Files replaced since the recording (said once each; their frames stay unnamed).
+    replaced: std::collections::HashSet<String>,
 }
 
 impl std::fmt::Debug for MapsCopy {
@@ -559,6 +604,7 @@ impl Symbolizer {
             elves: ElfCache::default(),
             cache: None,
             inlines: HashMap::new(),
+            replaced: Default::default(),
         }
     }
 
@@ -660,6 +706,9 @@ impl Symbolizer {
         let Some(elf) = self.elves.get(file) else {
             return (frame, None);
         };
+        if !self.same_file(&elf, &m) {
+            return (frame, None);
+        }
         let Some(vaddr) = vaddr_in(&elf, &m, lookup_ip) else {
             return (frame, None);
         };
@@ -668,6 +717,23 @@ impl Symbolizer {
             frame.offset = Some(off + (ip - lookup_ip));
         }
         (frame, Some((file.to_string(), vaddr)))
+    }
+
+    /// Whether `elf` is the file mapping `m` mapped ([`ElfInfo::same_file_as`]); a file
+    /// replaced since the recording is said once, and its frames are left unnamed (and not
+    /// unwound through) rather than named after what is at those addresses now.
+    fn same_file(&mut self, elf: &ElfInfo, m: &MapEntry) -> bool {
+        if elf.same_file_as(m) {
+            return true;
+        }
+        let path = elf.path.display().to_string();
+        if self.replaced.insert(path.clone()) {
+            tracing::warn!(
+                "{path} was replaced after the recording (inode {} then, another now): its stack frames are left unnamed",
+                m.inode
+            );
+        }
+        false
     }
 
     /// The framehop unwinder for a maps copy: one module per mapped ELF file.
@@ -693,6 +759,9 @@ impl Symbolizer {
             let Some(elf) = self.elves.get(file) else {
                 continue;
             };
+            if !self.same_file(&elf, m) {
+                continue;
+            }
             let Some(bias) = load_bias(&elf, m) else {
                 continue;
             };
@@ -844,7 +913,9 @@ mod tests {
         assert!(maps[1].executable());
         assert_eq!(maps[1].offset, 0x1000);
         assert_eq!(maps[1].file(), Some("/usr/bin/x"));
+        assert_eq!((maps[1].dev, maps[1].inode), ((8, 1), 123));
         assert_eq!(maps[2].path.as_deref(), Some("[stack]"));
+        assert_eq!((maps[2].dev, maps[2].inode), ((0, 0), 0));
         assert_eq!(maps[2].file(), None);
         assert_eq!(maps[3].path, None);
     }
@@ -993,6 +1064,61 @@ mod tests {
         std::fs::write(&no_id.debug, other).unwrap();
         let (_, debug) = named(&no_id.bin, &empty);
         assert_eq!(debug, None);
+    }
+
+    /// A file replaced since its maps were copied (same device, another inode) is not
+    /// symbolized: its frames keep their object and get no name (the addresses would name
+    /// whatever the new file has there). The same file is.
+    #[test]
+    fn a_file_replaced_since_the_recording_names_no_frames() {
+        let pid = std::process::id() as i32;
+        let marker = argus_symbolize_test_marker as *const () as usize as u64;
+        let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap();
+        let exe = std::fs::read_link("/proc/self/exe").unwrap();
+        let exe = exe.to_str().unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let write = |name: &str, text: &str| {
+            let p = dir.path().join(name);
+            std::fs::write(&p, text).unwrap();
+            p
+        };
+        // The test binary's lines with another inode.
+        let other: String = maps
+            .lines()
+            .map(|l| {
+                let f: Vec<&str> = l.splitn(6, ' ').collect();
+                if f.len() == 6 && f[5].trim() == exe {
+                    let inode: u64 = f[4].parse().unwrap();
+                    format!(
+                        "{} {} {} {} {} {}\n",
+                        f[0],
+                        f[1],
+                        f[2],
+                        f[3],
+                        inode + 1,
+                        f[5]
+                    )
+                } else {
+                    format!("{l}\n")
+                }
+            })
+            .collect();
+        assert_ne!(
+            other.trim_end(),
+            maps.trim_end(),
+            "the test binary is mapped"
+        );
+        let replaced = write("replaced", &other);
+        let mut s = Symbolizer::new(None, &[(pid, 5, replaced)]);
+        let f = s.user_frame(pid, 10, marker + 1, marker + 1);
+        assert_eq!(f.symbol, None);
+        assert_eq!(f.object.as_deref(), Some(exe));
+        assert!(s.replaced.contains(exe));
+        let same = write("same", &maps);
+        let mut s = Symbolizer::new(None, &[(pid, 5, same)]);
+        let f = s.user_frame(pid, 10, marker + 1, marker + 1);
+        assert_eq!(f.symbol.as_deref(), Some("argus_symbolize_test_marker"));
+        assert!(s.replaced.is_empty());
     }
 
     #[test]
