@@ -154,11 +154,11 @@ fn condvar_rule(pid: Pid, addr: u64) -> NextStep {
 }
 
 /// `--dispatch OBJECT:SYMBOL` for the innermost user frame of `stack` with both, outside
-/// the C runtime (its syscall stubs are no one's callback).
+/// the C runtime (its syscall stubs are no one's callback) and not inlined (no entry).
 fn dispatch_probe(stack: &[crate::Frame]) -> Option<NextStep> {
     stack
         .iter()
-        .filter(|f| !f.kernel && !runtime_frame(f))
+        .filter(|f| !f.kernel && !f.inlined() && !runtime_frame(f))
         .find_map(probe_spec)
         .map(|spec| NextStep::Record {
             options: format!("--dispatch {spec}"),
@@ -201,17 +201,14 @@ fn runtime_frame(f: &crate::Frame) -> bool {
 /// first): the frame of `sending` just inside its innermost frame that `waiting` (a stack
 /// where the same thread waited: its loop, and the loop's callers) also holds. `None` when
 /// the stacks share nothing, or that frame is the C runtime's (the loop itself sent).
+/// Inlined frames are left out of both: a probe needs a function's entry.
 fn loop_callee<'a>(
     sending: &'a [crate::Frame],
     waiting: &[crate::Frame],
 ) -> Option<&'a crate::Frame> {
-    let user = |v: &'a [crate::Frame]| v.iter().filter(|f| !f.kernel).collect::<Vec<_>>();
-    let sending = user(sending);
-    let shared: BTreeSet<(&str, &str)> = waiting
-        .iter()
-        .filter(|f| !f.kernel)
-        .filter_map(named)
-        .collect();
+    let called = |f: &&crate::Frame| !f.kernel && !f.inlined();
+    let sending: Vec<&crate::Frame> = sending.iter().filter(called).collect();
+    let shared: BTreeSet<(&str, &str)> = waiting.iter().filter(called).filter_map(named).collect();
     let held = |f: &crate::Frame| named(f).is_some_and(|k| shared.contains(&k));
     // Past the frames both hold at the innermost end (a shared syscall stub), the first
     // frame of the loop.
@@ -773,7 +770,7 @@ mod tests {
                 kernel: false,
                 ip: 1,
                 symbol: Some(symbol.to_string()),
-                offset: None,
+                offset: Some(4),
                 object: Some(object.to_string()),
             })
             .collect()
@@ -814,5 +811,24 @@ mod tests {
         // Nothing shared (another thread's stack, or none): nothing to say.
         assert!(loop_callee(&sending, &frames(&[(libc, "read")])).is_none());
         assert!(loop_callee(&sending, &[]).is_none());
+        // A function inlined into the loop at its call (no offset, the loop's ip) is no
+        // callee: the function it calls is.
+        let mut inlined = sending.clone();
+        inlined.insert(
+            2,
+            crate::Frame {
+                offset: None,
+                ..frames(&[("/app", "app::flusher::step")])[0].clone()
+            },
+        );
+        assert!(inlined[2].inlined() && !inlined[1].inlined());
+        let f = loop_callee(&inlined, &waiting).expect("a callee");
+        assert_eq!(f.symbol.as_deref(), Some("run_job"));
+        assert_eq!(
+            dispatch_probe(&inlined[2..]),
+            Some(NextStep::Record {
+                options: "--dispatch /app:app::flusher".into()
+            })
+        );
     }
 }

@@ -10,8 +10,8 @@
 //! - the **sending** stack of a cause: the last stack of the source thread between its
 //!   segment's start and the edge's time — the syscall that woke, wrote or signalled.
 //!
-//! Only a few frames are shown ([`shown`]): up to [`USER_FRAMES`] innermost user frames, as
-//! `symbol (object)`, and the innermost kernel frame that is not tracing or syscall-entry
+//! Only a few frames are shown ([`shown`]): up to [`USER_FRAMES`] innermost user frames
+//! (functions inlined into them come with them and are not counted), as `symbol (object)`, and the innermost kernel frame that is not tracing or syscall-entry
 //! plumbing ([`is_plumbing`]: a stack taken at `sys_enter` has only those, so it shows no
 //! kernel frame; one taken deeper shows the function that blocked, e.g. `futex_wait`).
 
@@ -38,6 +38,13 @@ pub struct Frame {
 }
 
 impl Frame {
+    /// Whether this is a function the compiler inlined at `ip` (named from the file's DWARF,
+    /// no offset of its own): the frame after it, at the same `ip`, is the function holding
+    /// it. It has no entry a probe could trap.
+    pub fn inlined(&self) -> bool {
+        !self.kernel && self.symbol.is_some() && self.offset.is_none()
+    }
+
     /// `symbol (object)` with the object's file name only; the address when the symbol is
     /// unknown.
     pub fn label(&self) -> String {
@@ -68,16 +75,20 @@ pub struct CallStack {
     pub frames: Vec<Frame>,
 }
 
-/// The frames shown for a stack: up to [`USER_FRAMES`] innermost user frames, then the
-/// innermost kernel frame that is not plumbing.
+/// The frames shown for a stack: up to [`USER_FRAMES`] innermost user frames, each with the
+/// functions inlined into it (which come before it and are not counted: a release build's
+/// stack would show only what one function inlined), then the innermost kernel frame that
+/// is not plumbing.
 pub fn shown(stack: &CallStack) -> Vec<Frame> {
-    let mut out: Vec<Frame> = stack
-        .frames
-        .iter()
-        .filter(|f| !f.kernel)
-        .take(USER_FRAMES)
-        .cloned()
-        .collect();
+    let mut out: Vec<Frame> = Vec::new();
+    let mut calls = 0;
+    for f in stack.frames.iter().filter(|f| !f.kernel) {
+        if calls == USER_FRAMES {
+            break;
+        }
+        out.push(f.clone());
+        calls += usize::from(!f.inlined());
+    }
     if let Some(k) = stack.frames.iter().find(|f| f.kernel && !is_plumbing(f)) {
         out.push(k.clone());
     }
@@ -269,6 +280,35 @@ mod tests {
             ],
         };
         assert_eq!(stack_line(&shown(&st)), "read (libc.so.6)");
+    }
+
+    /// Inlined functions are shown with the function holding them, not counted among the
+    /// user frames shown.
+    #[test]
+    fn inlined_frames_come_with_their_function_and_are_not_counted() {
+        let inlined = |sym: &str| Frame {
+            offset: None,
+            ..frame(false, sym, Some("/usr/bin/app"))
+        };
+        let mut st = at(1, "a");
+        // Two functions inlined into `a`, one into `c`.
+        st.frames.insert(4, inlined("a_inner"));
+        st.frames.insert(4, inlined("a_innermost"));
+        st.frames.insert(8, inlined("c_inner"));
+        let names: Vec<String> = shown(&st).iter().filter_map(|f| f.symbol.clone()).collect();
+        assert_eq!(
+            names,
+            [
+                "read",
+                "a_innermost",
+                "a_inner",
+                "a",
+                "b",
+                "c_inner",
+                "c",
+                "ksys_read"
+            ]
+        );
     }
 
     #[test]
