@@ -948,7 +948,7 @@ mod tests {
     #[test]
     fn inlined_functions_are_frames_of_their_own() {
         let pid = std::process::id() as i32;
-        assert_eq!(argus_symbolize_test_inliner(), (7 * 3 ^ 5) + 1);
+        assert_eq!(argus_symbolize_test_inliner(), ((7 * 3) ^ 5) + 1);
         let (start, size) = resolve_symbol(pid, "argus_symbolize_test_inliner").unwrap();
         assert!(size > 0);
         let dir = tempfile::tempdir().unwrap();
