@@ -324,9 +324,15 @@ fn a_batching_server_loop_is_split_by_peer_sets() {
         "the server was woken by a client {woken_by_client} times in {rounds} rounds"
     );
     assert!(replying >= rounds, "{replying} segments replied");
+    // Every round the server says served two clients or more needs a split. How many
+    // rounds batch is the machine's doing: with the CPUs busy a client's request can miss
+    // the server's 3 ms gathering (a CI run once counted 14 splits for 30 rounds, against
+    // the 30 this asserted).
+    let batched = live.num("batched_rounds") as usize;
+    assert!(batched >= 3, "{batched} of {rounds} rounds batched");
     assert!(
-        g.counts.get(Counter::SplitPeer) as usize >= rounds,
-        "{} peer-set splits in {rounds} batched rounds",
+        g.counts.get(Counter::SplitPeer) as usize >= batched,
+        "{} peer-set splits in {batched} batched rounds",
         g.counts.get(Counter::SplitPeer)
     );
     // Requests (from whichever client wakes the server first) and replies are message

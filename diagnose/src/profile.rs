@@ -142,11 +142,14 @@ pub fn profile_diff(
             normal_self: share(c.normal_self, n_normal),
         })
         .collect();
-    // By how much the shares differ; at equal difference, what the hang has more of first.
+    // By how much the shares differ, in whole percentage points (a sampled profile says no
+    // more: one sample of the hung window taken as the thread went back to its wait made
+    // the hang's own function differ by 99.9 points and the normal runs' by 100); at equal
+    // difference, what the hang has more of first.
+    let points = |f: &FunctionShare| ((f.hung - f.normal).abs() * 100.0).round() as i64;
     functions.sort_by(|a, b| {
-        (b.hung - b.normal)
-            .abs()
-            .total_cmp(&(a.hung - a.normal).abs())
+        points(b)
+            .cmp(&points(a))
             .then_with(|| (b.hung - b.normal).total_cmp(&(a.hung - a.normal)))
             .then_with(|| a.function.cmp(&b.function))
     });
@@ -278,6 +281,20 @@ mod tests {
         let d = profile_diff(&samples, &[], &[(5, 6)], (0, 10));
         assert_eq!(d.functions[0].function, "z_hung");
         assert_eq!(d.functions[1].function, "a_normal");
+        // Within a percentage point is equal: one hung sample of 1000 back in its wait.
+        let mut samples: Vec<ProfileSample> =
+            (0..1000).map(|ts| sample(ts, &["a_normal"])).collect();
+        samples.extend((1000..1999).map(|ts| sample(ts, &["z_hung"])));
+        samples.push(sample(1999, &["read"]));
+        let d = profile_diff(&samples, &[], &[(1000, 2000)], (0, 2000));
+        assert_eq!(d.functions[0].function, "z_hung");
+        assert_eq!((d.functions[0].hung, d.functions[0].normal), (0.999, 0.0));
+        assert_eq!(d.functions[1].function, "a_normal");
+        // A point apart is not.
+        samples.truncate(1990);
+        samples.extend((1990..2000).map(|ts| sample(ts, &["read"])));
+        let d = profile_diff(&samples, &[], &[(1000, 2000)], (0, 2000));
+        assert_eq!(d.functions[0].function, "a_normal");
     }
 
     #[test]

@@ -172,45 +172,50 @@ fn batch_server(rounds: usize) -> Result<()> {
         clients.push(h);
     }
     let fds = server_fds.clone();
-    let server =
-        thread::Builder::new()
-            .name("argus-server".into())
-            .spawn(move || -> Result<i32> {
-                // SAFETY: plain syscalls on descriptors we own; `evs` has room for 8 events.
-                unsafe {
-                    let ep = check(libc::epoll_create1(0), "epoll_create1")?;
-                    for (i, fd) in fds.iter().enumerate() {
-                        let mut ev = libc::epoll_event {
-                            events: libc::EPOLLIN as u32,
-                            u64: i as u64,
-                        };
-                        check(
-                            libc::epoll_ctl(ep, libc::EPOLL_CTL_ADD, *fd, &mut ev),
-                            "epoll_ctl",
-                        )?;
-                    }
-                    let mut open = fds.len();
-                    let mut evs = [libc::epoll_event { events: 0, u64: 0 }; 8];
-                    let mut buf = [0u8; 8];
-                    while open > 0 {
-                        check(libc::epoll_wait(ep, evs.as_mut_ptr(), 8, -1), "epoll_wait")?;
-                        // Batching: let the other clients' requests arrive, then serve every
-                        // ready client in this one run.
-                        spin(Duration::from_millis(3));
-                        let n = check(libc::epoll_wait(ep, evs.as_mut_ptr(), 8, 0), "epoll_wait")?;
-                        for ev in evs.iter().take(n as usize) {
-                            let fd = fds[ev.u64 as usize];
-                            if read_some(fd, &mut buf)? == 0 {
-                                libc::epoll_ctl(ep, libc::EPOLL_CTL_DEL, fd, std::ptr::null_mut());
-                                open -= 1;
-                                continue;
-                            }
-                            write_all(fd, b"reply!!!")?;
-                        }
-                    }
-                    Ok(tid())
+    let server = thread::Builder::new().name("argus-server".into()).spawn(
+        move || -> Result<(i32, usize)> {
+            // Rounds that served two clients or more (the batches the peer-set split
+            // must undo: the load of the machine decides how many).
+            let mut batched = 0;
+            // SAFETY: plain syscalls on descriptors we own; `evs` has room for 8 events.
+            unsafe {
+                let ep = check(libc::epoll_create1(0), "epoll_create1")?;
+                for (i, fd) in fds.iter().enumerate() {
+                    let mut ev = libc::epoll_event {
+                        events: libc::EPOLLIN as u32,
+                        u64: i as u64,
+                    };
+                    check(
+                        libc::epoll_ctl(ep, libc::EPOLL_CTL_ADD, *fd, &mut ev),
+                        "epoll_ctl",
+                    )?;
                 }
-            })?;
+                let mut open = fds.len();
+                let mut evs = [libc::epoll_event { events: 0, u64: 0 }; 8];
+                let mut buf = [0u8; 8];
+                while open > 0 {
+                    check(libc::epoll_wait(ep, evs.as_mut_ptr(), 8, -1), "epoll_wait")?;
+                    // Batching: let the other clients' requests arrive, then serve every
+                    // ready client in this one run.
+                    spin(Duration::from_millis(3));
+                    let n = check(libc::epoll_wait(ep, evs.as_mut_ptr(), 8, 0), "epoll_wait")?;
+                    let mut served = 0;
+                    for ev in evs.iter().take(n as usize) {
+                        let fd = fds[ev.u64 as usize];
+                        if read_some(fd, &mut buf)? == 0 {
+                            libc::epoll_ctl(ep, libc::EPOLL_CTL_DEL, fd, std::ptr::null_mut());
+                            open -= 1;
+                            continue;
+                        }
+                        write_all(fd, b"reply!!!")?;
+                        served += 1;
+                    }
+                    batched += usize::from(served >= 2);
+                }
+                Ok((tid(), batched))
+            }
+        },
+    )?;
     let mut client_tids = Vec::new();
     let mut client_fds = Vec::new();
     for (i, h) in clients.into_iter().enumerate() {
@@ -218,9 +223,9 @@ fn batch_server(rounds: usize) -> Result<()> {
         client_tids.push(t);
         client_fds.push(fd);
     }
-    let server_tid = join(server, "server")?;
+    let (server_tid, batched) = join(server, "server")?;
     println!(
-        "{{\"workload\":\"batch-server\",\"pid\":{},\"server_tid\":{server_tid},\"client_tids\":{client_tids:?},\"server_fds\":{server_fds:?},\"rounds\":{rounds}}}",
+        "{{\"workload\":\"batch-server\",\"pid\":{},\"server_tid\":{server_tid},\"client_tids\":{client_tids:?},\"server_fds\":{server_fds:?},\"rounds\":{rounds},\"batched_rounds\":{batched}}}",
         pid()
     );
     Ok(())
