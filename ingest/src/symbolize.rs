@@ -39,6 +39,9 @@ use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+mod debugfile;
+mod inlined;
+
 /// A problem reading maps or an ELF file. Each names the file.
 #[derive(Debug, thiserror::Error)]
 pub enum SymbolizeError {
@@ -516,9 +519,6 @@ pub fn resolve_symbol(pid: i32, name: &str) -> Result<(u64, u64), SymbolizeError
     })
 }
 
-mod debugfile;
-mod inlined;
-
 /// A symbolized frame.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SymFrame {
@@ -652,13 +652,14 @@ impl Symbolizer {
     pub fn user_frames(&mut self, pid: i32, ts: u64, ip: u64, lookup_ip: u64) -> Vec<SymFrame> {
         let (frame, at) = self.user_frame_at(pid, ts, ip, lookup_ip);
         let mut frames = Vec::new();
-        if let Some((file, vaddr)) = at {
-            let debug_file = self.elves.get(&file).and_then(|e| e.debug_file.clone());
-            let inlines = self
-                .inlines
-                .entry(file)
-                .or_insert_with_key(|file| load_inlines(Path::new(file), debug_file.as_deref()));
-            if let Some(inlines) = inlines {
+        if let Some((elf, vaddr)) = at {
+            // Keyed by the path as the maps name it (no copy once the file is known).
+            let key = elf.path.to_string_lossy();
+            if !self.inlines.contains_key(key.as_ref()) {
+                let loaded = load_inlines(&elf.path, elf.debug_file.as_deref());
+                self.inlines.insert(key.to_string(), loaded);
+            }
+            if let Some(inlines) = self.inlines.get_mut(key.as_ref()).and_then(Option::as_mut) {
                 frames.extend(inlines.at(vaddr).iter().map(|symbol| SymFrame {
                     kernel: false,
                     ip,
@@ -680,7 +681,7 @@ impl Symbolizer {
         ts: u64,
         ip: u64,
         lookup_ip: u64,
-    ) -> (SymFrame, Option<(String, u64)>) {
+    ) -> (SymFrame, Option<(Arc<ElfInfo>, u64)>) {
         let mut frame = SymFrame {
             kernel: false,
             ip,
@@ -716,7 +717,7 @@ impl Symbolizer {
             frame.symbol = Some(name);
             frame.offset = Some(off + (ip - lookup_ip));
         }
-        (frame, Some((file.to_string(), vaddr)))
+        (frame, Some((elf, vaddr)))
     }
 
     /// Whether `elf` is the file mapping `m` mapped ([`ElfInfo::same_file_as`]); a file
