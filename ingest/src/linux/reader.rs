@@ -9,7 +9,7 @@
 //!                                      spool (≤ SPOOL_BYTES of frames, reused) ◄─ empty frames
 //!                                                    │                              │
 //!                                   argus-rec-wN ────┴─► zstd ─► cpuN/NNNNNN.chunk.zst
-//!                                   (normal priority)   (write(2); fdatasync every
+//!                                   (SCHED_FIFO, budgeted) (write(2); fdatasync every
 //!                                                        flush_interval and at chunk end)
 //!                                                    └─► Shared: ring cap, lost ranges,
 //!                                                        meta.json
@@ -44,7 +44,7 @@
 //! last partial page.
 
 use super::chunks::{ChunkOptions, ChunkWriter};
-use super::drainprio::{set_thread_nice, Governor, WRITER_NICE};
+use super::drainprio::{set_thread_nice, Governor, Role, WRITER_NICE};
 use super::error::RecordError;
 use super::ring::Shared;
 use super::TappedPage;
@@ -196,6 +196,7 @@ impl Reader {
         let (free_tx, free_rx) = crossbeam_channel::unbounded::<FrameBuffer>();
         let (sync_tx, sync_rx) = crossbeam_channel::unbounded::<SyncJob>();
         let writer = CpuWriter::new(self.cpu, self.out_dir.clone(), self.shared.clone(), sync_tx)?;
+        let writer_priority = self.priority.for_writer();
         let (cpu, shared) = (self.cpu, self.shared.clone());
         let syncer = std::thread::Builder::new()
             .name(format!("argus-rec-s{}", self.cpu))
@@ -215,7 +216,7 @@ impl Reader {
                 if let Err(err) = set_thread_nice(WRITER_NICE) {
                     tracing::debug!(error = %err, "cannot raise the chunk writer's priority");
                 }
-                writer.run(full_rx, free_tx)
+                writer.run(full_rx, free_tx, writer_priority)
             })
             .map_err(|source| RecordError::Sys {
                 call: "pthread_create",
@@ -261,7 +262,7 @@ impl Reader {
         to_writer: &Sender<Batch>,
         stats: &mut ReaderStats,
     ) -> Result<(), RecordError> {
-        let mut governor = Governor::start(self.priority, self.cpu);
+        let mut governor = Governor::start(self.priority, self.cpu, Role::Drain);
         let Some(mut frame) = spool.take(&mut stats.spool_stalls) else {
             return Ok(());
         };
@@ -539,13 +540,17 @@ impl CpuWriter {
     }
 
     /// Writes every batch until the drain hangs up, returning each frame for reuse; then
-    /// completes the chunk in progress.
+    /// completes the chunk in progress. Runs at real-time `priority` within its budget
+    /// (`drainprio.rs`: a writer left to its scheduling group's fair share starved).
     fn run(
         mut self,
         batches: Receiver<Batch>,
         free: Sender<FrameBuffer>,
+        priority: super::drainprio::DrainPriority,
     ) -> Result<WriterStats, RecordError> {
+        let mut governor = Governor::start(priority, self.cpu, Role::Writer);
         for mut batch in batches {
+            governor.tick();
             if !batch.lost.is_empty() {
                 let _ = self
                     .syncer

@@ -513,6 +513,7 @@ impl Recorder {
             fd_tracker: None,
             fd_start: None,
             uprobes: Some(uprobes),
+            rt_grant: None,
         };
         recording.setup()?;
         Ok(recording)
@@ -568,6 +569,9 @@ pub struct Recording {
     fd_start: Option<crossbeam_channel::Sender<u64>>,
     /// The `--dispatch` uprobes; removed after the instance.
     uprobes: Option<uprobe::Uprobes>,
+    /// The real-time budget given to this process's cgroup for the readers
+    /// (`drainprio.rs`), taken back once they have ended.
+    rt_grant: Option<super::drainprio::RtGroupGrant>,
 }
 
 impl Recording {
@@ -751,6 +755,17 @@ impl Recording {
             pipes.push((cpu, pipe, path));
         }
         let fd_scan = self.spawn_fd_tracker(files_budget)?;
+        if self.config.drain_priority.priority > 0 {
+            // A cgroup that may not run real-time threads would leave the readers to its
+            // fair share, which a busy machine does not give them (drainprio.rs).
+            match super::drainprio::RtGroupGrant::ensure() {
+                Ok(grant) => self.rt_grant = grant,
+                Err(why) => tracing::warn!(
+                    "cannot give the recorder's cgroup a real-time budget ({why}); on a busy \
+                     machine the kernel may lose events"
+                ),
+            }
+        }
         self.spawn_readers(pipes, header_page, fd_scan)?;
 
         self.exclude_own_threads()?;
@@ -1142,6 +1157,8 @@ impl Recording {
                 }
             }
         }
+        // No real-time thread is left in the group: its budget can be taken back.
+        self.rt_grant = None;
         // The readers held the tracker's channel: it drains what they sent and ends.
         self.fd_start = None;
         if let Some(handle) = self.fd_tracker.take() {
