@@ -44,13 +44,21 @@
 //! recorded per second, events lost (and the share of all), and the tracer's CPU time (user +
 //! system, all its threads).
 //!
-//! **Idle**: the whole run holds PM QoS CPU latency 0 (polling idle) so that wake-up latency
-//! from a halted CPU, which a tracer's busy reader hides, does not decide the ping-pong
-//! ratios (see `hold_polling_idle`; `ARGUS_BENCH_IDLE=native` turns this off).
+//! The tracers run in each of the settings users run them in (issue 42): the load's own
+//! session (`same session`), a session of their own (`own session`: with
+//! `sched_autogroup`, a scheduling group of their own, as from another terminal), and a new
+//! cgroup v1 `cpu` group with default weight (`own cgroup`, as a service or a container).
+//! Untraced and kernel-only runs do not depend on the setting and run once per round.
+//!
+//! **Idle**: the compile-loop and ping-pong runs hold PM QoS CPU latency 0 (polling idle) so
+//! that wake-up latency from a halted CPU, which a tracer's busy reader hides, does not decide
+//! the ping-pong ratios (see `hold_polling_idle`; `ARGUS_BENCH_IDLE=native` turns this off).
+//! The saturation runs keep the machine's own idle policy: a saturated machine does not idle.
 //!
 //! Needs root, tracefs, gcc and perf; without them it prints `SKIP` and exits 0.
 
 use std::io::{Read, Write};
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -66,6 +74,16 @@ fn main() {
         println!("SKIP overhead benchmark: {why}");
         return;
     }
+    if let Ok(secs) = std::env::var("ARGUS_BENCH_SATURATE") {
+        let secs: u64 = secs
+            .parse()
+            .expect("ARGUS_BENCH_SATURATE is a number of seconds");
+        // The machine's own idle policy: a saturated machine does not idle, and a user's
+        // machine does not hold polling idle for the tracer's sake.
+        println!("idle: the machine's own idle policy");
+        saturation(secs);
+        return;
+    }
     // Held for the whole run (every mode alike); see `hold_polling_idle`.
     let _idle = hold_polling_idle();
     if let Ok(secs) = std::env::var("ARGUS_BENCH_SUSTAINED") {
@@ -77,13 +95,6 @@ fn main() {
     }
     if std::env::var_os("ARGUS_BENCH_STACKS").is_some() {
         stacks_bench();
-        return;
-    }
-    if let Ok(secs) = std::env::var("ARGUS_BENCH_SATURATE") {
-        let secs: u64 = secs
-            .parse()
-            .expect("ARGUS_BENCH_SATURATE is a number of seconds");
-        saturation(secs);
         return;
     }
     let rounds: usize = env_or("ARGUS_BENCH_ROUNDS", 5);
@@ -698,6 +709,82 @@ impl SatMode {
     }
 }
 
+/// Where a tracer runs relative to the load (the load runs in the bench's own session).
+#[derive(Clone, Copy, PartialEq)]
+enum Setting {
+    SameSession,
+    OwnSession,
+    OwnCgroup,
+}
+
+impl Setting {
+    const ALL: [Setting; 3] = [
+        Setting::SameSession,
+        Setting::OwnSession,
+        Setting::OwnCgroup,
+    ];
+
+    fn name(self) -> &'static str {
+        match self {
+            Setting::SameSession => "same session",
+            Setting::OwnSession => "own session",
+            Setting::OwnCgroup => "own cgroup",
+        }
+    }
+
+    /// Makes `cmd` start in this setting: `setsid`, and for a cgroup, joins `group`'s
+    /// `tasks` before exec.
+    fn apply(self, cmd: &mut Command, group: &Path) {
+        if self == Setting::SameSession {
+            return;
+        }
+        let tasks = (self == Setting::OwnCgroup).then(|| {
+            std::ffi::CString::new(group.join("tasks").to_string_lossy().as_bytes())
+                .expect("a path")
+        });
+        // SAFETY: only async-signal-safe calls (setsid, open, write, close) between fork
+        // and exec, on memory made before the fork.
+        unsafe {
+            cmd.pre_exec(move || {
+                if libc::setsid() < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                if let Some(tasks) = &tasks {
+                    let fd = libc::open(tasks.as_ptr(), libc::O_WRONLY);
+                    if fd < 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                    let ok = libc::write(fd, b"0".as_ptr().cast(), 1) == 1;
+                    libc::close(fd);
+                    if !ok {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                }
+                Ok(())
+            });
+        }
+    }
+}
+
+/// A cgroup v1 `cpu` group with default weight for the `own cgroup` runs, removed on drop.
+struct BenchGroup(PathBuf);
+
+impl BenchGroup {
+    fn new() -> BenchGroup {
+        let dir =
+            PathBuf::from("/sys/fs/cgroup/cpu").join(format!("argus-bench-{}", std::process::id()));
+        std::fs::create_dir_all(&dir)
+            .unwrap_or_else(|e| panic!("mkdir {} (root, cgroup v1 cpu): {e}", dir.display()));
+        BenchGroup(dir)
+    }
+}
+
+impl Drop for BenchGroup {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir(&self.0);
+    }
+}
+
 /// What one run of the saturating load under one tracer measured.
 #[derive(Default)]
 struct SatRun {
@@ -732,25 +819,31 @@ fn saturation(secs: u64) {
     let tmp = tempfile::tempdir().expect("tempdir");
     let load = build_saturate(tmp.path());
     let set = argus_ingest::linux::event_set("default").expect("the default events");
-    let modes = [
-        SatMode::None,
-        SatMode::Record,
-        SatMode::Start,
-        SatMode::Perf,
-        SatMode::KernelOnly,
-    ];
+    let group = BenchGroup::new();
+    // (tracer, setting); untraced and kernel-only once per round.
+    let mut modes = vec![(SatMode::None, Setting::SameSession)];
+    for setting in Setting::ALL {
+        for tracer in [SatMode::Record, SatMode::Start, SatMode::Perf] {
+            modes.push((tracer, setting));
+        }
+    }
+    modes.push((SatMode::KernelOnly, Setting::SameSession));
+    let label = |(mode, setting): (SatMode, Setting)| match mode {
+        SatMode::None | SatMode::KernelOnly => mode.name().to_string(),
+        _ => format!("{}, {}", mode.name(), setting.name()),
+    };
     println!(
         "saturation: {secs} s of saturate.c per run, {rounds} round(s) interleaved, {} cpus",
         cpus()
     );
     let mut runs: Vec<Vec<SatRun>> = (0..modes.len()).map(|_| Vec::new()).collect();
     for round in 0..rounds {
-        for (i, &mode) in modes.iter().enumerate() {
+        for (i, &(mode, setting)) in modes.iter().enumerate() {
             let dir = tmp.path().join(format!("sat-{round}-{i}"));
-            let run = saturate_under(mode, &dir, &load, secs, &set);
+            let run = saturate_under(mode, setting, &group.0, &dir, &load, secs, &set);
             println!(
-                "  round {round} {:12}: {:.0} round trips, {} events, {} lost, tracer cpu {:.2} s",
-                mode.name(),
+                "  round {round} {:28}: {:.0} round trips, {} events, {} lost, tracer cpu {:.2} s",
+                label((mode, setting)),
                 run.round_trips,
                 run.events,
                 run.lost,
@@ -764,18 +857,18 @@ fn saturation(secs: u64) {
         |i: usize, f: &dyn Fn(&SatRun) -> f64| median(&runs[i].iter().map(f).collect::<Vec<f64>>());
     let base = med(0, &|r| r.round_trips);
     println!(
-        "  {:12} | {:>12} | {:>5} | {:>11} | {:>12} | {:>7} | {:>10}",
+        "  {:28} | {:>12} | {:>5} | {:>11} | {:>12} | {:>7} | {:>10}",
         "mode", "round trips", "speed", "events/s", "lost", "lost %", "tracer cpu"
     );
-    for (i, mode) in modes.iter().enumerate() {
+    for (i, &m) in modes.iter().enumerate() {
         let rt = med(i, &|r| r.round_trips);
         let events = med(i, &|r| r.events as f64);
         let lost = med(i, &|r| r.lost as f64);
         let rate = med(i, &|r| r.events as f64 / r.secs.max(1e-9));
         let cpu = med(i, &|r| r.tracer_cpu);
         println!(
-            "  {:12} | {:>12.0} | {:>5.2} | {:>11.0} | {:>12.0} | {:>6.3}% | {:>8.2} s",
-            mode.name(),
+            "  {:28} | {:>12.0} | {:>5.2} | {:>11.0} | {:>12.0} | {:>6.3}% | {:>8.2} s",
+            label(m),
             rt,
             rt / base,
             rate,
@@ -789,18 +882,32 @@ fn saturation(secs: u64) {
         );
     }
     let speed = |i: usize| med(i, &|r| r.round_trips) / base;
-    println!(
-        "  speed vs perf: argus record {:.1}x, argus start {:.1}x; share of the kernel-only ceiling: argus record {:.0}%, argus start {:.0}%, perf {:.0}%",
-        speed(1) / speed(3),
-        speed(2) / speed(3),
-        100.0 * speed(1) / speed(4),
-        100.0 * speed(2) / speed(4),
-        100.0 * speed(3) / speed(4)
-    );
+    let ceiling = speed(modes.len() - 1);
+    for (k, setting) in Setting::ALL.iter().enumerate() {
+        // Rows 1 + 3k .. are record, start, perf in this setting.
+        let (rec, start, perf) = (1 + 3 * k, 2 + 3 * k, 3 + 3 * k);
+        println!(
+            "  {}: speed vs perf: argus record {:.1}x, argus start {:.1}x; share of the kernel-only ceiling: argus record {:.0}%, argus start {:.0}%, perf {:.0}%",
+            setting.name(),
+            speed(rec) / speed(perf),
+            speed(start) / speed(perf),
+            100.0 * speed(rec) / ceiling,
+            100.0 * speed(start) / ceiling,
+            100.0 * speed(perf) / ceiling
+        );
+    }
 }
 
 /// Runs the load for `secs` under `mode` and measures it.
-fn saturate_under(mode: SatMode, dir: &Path, load: &Path, secs: u64, set: &[String]) -> SatRun {
+fn saturate_under(
+    mode: SatMode,
+    setting: Setting,
+    group: &Path,
+    dir: &Path,
+    load: &Path,
+    secs: u64,
+    set: &[String],
+) -> SatRun {
     std::fs::create_dir_all(dir).expect("bench dir");
     let trace = match mode {
         SatMode::Start => dir.join("job").join("trace"),
@@ -813,39 +920,34 @@ fn saturate_under(mode: SatMode, dir: &Path, load: &Path, secs: u64, set: &[Stri
     };
     let child = match mode {
         SatMode::None | SatMode::KernelOnly => None,
-        SatMode::Record => Some(
-            Command::new(ARGUS)
-                .args(["-q", "record", "-o"])
-                .arg(&trace)
-                .stdout(Stdio::null())
-                .stderr(Stdio::piped())
-                .spawn()
-                .expect("argus record starts"),
-        ),
-        SatMode::Start => Some(
-            Command::new(ARGUS)
-                .args(["-q", "start", "-o"])
+        SatMode::Record => {
+            let mut cmd = Command::new(ARGUS);
+            cmd.args(["-q", "record", "-o"]).arg(&trace);
+            Some(cmd)
+        }
+        SatMode::Start => {
+            let mut cmd = Command::new(ARGUS);
+            cmd.args(["-q", "start", "-o"])
                 .arg(dir.join("job"))
-                .args(["--snapshot-every", "10"])
-                .stdout(Stdio::null())
-                .stderr(Stdio::piped())
-                .spawn()
-                .expect("argus start starts"),
-        ),
+                .args(["--snapshot-every", "10"]);
+            Some(cmd)
+        }
         SatMode::Perf => {
             let mut cmd = Command::new("perf");
             cmd.args(["record", "-a", "-q", "-o"]).arg(&perf_data);
             for e in set.iter().filter(|e| e.as_str() != "ftrace/print") {
                 cmd.args(["-e", &e.replacen('/', ":", 1)]);
             }
-            Some(
-                cmd.stdout(Stdio::null())
-                    .stderr(Stdio::piped())
-                    .spawn()
-                    .expect("perf record starts"),
-            )
+            Some(cmd)
         }
     };
+    let child = child.map(|mut cmd| {
+        setting.apply(&mut cmd, group);
+        cmd.stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| panic!("{} starts: {e}", mode.name()))
+    });
     match mode {
         SatMode::Record | SatMode::Start => {
             wait_for(|| trace.join("proc.json").exists(), mode.name())

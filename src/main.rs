@@ -31,10 +31,28 @@ fn main() -> ExitCode {
             if is_broken_pipe(&e) {
                 return ExitCode::SUCCESS;
             }
-            eprintln!("argus: error: {e:#}");
+            eprintln!("argus: error: {}", chain_message(&e));
             ExitCode::from(2)
         }
     }
+}
+
+/// The error and its causes joined by ": ", each cause left out when the message already
+/// ends with it (a library error that prints its source, as `writing FILE: No space left
+/// on device`, and also hands it on as its cause, said it twice).
+fn chain_message(e: &anyhow::Error) -> String {
+    let mut out = String::new();
+    for cause in e.chain() {
+        let text = cause.to_string();
+        if out.ends_with(&text) {
+            continue;
+        }
+        if !out.is_empty() {
+            out.push_str(": ");
+        }
+        out.push_str(&text);
+    }
+    out
 }
 
 fn is_broken_pipe(e: &anyhow::Error) -> bool {
@@ -123,5 +141,25 @@ fn run(cli: Cli) -> Result<u8> {
             "the workloads make their hangs with Linux system calls: not on {}",
             std::env::consts::OS
         ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::chain_message;
+
+    #[test]
+    fn a_cause_the_message_already_ends_with_is_said_once() {
+        let io = std::io::Error::from_raw_os_error(libc::ENOSPC);
+        let said = io.to_string();
+        let e = anyhow::Error::new(io)
+            .context(format!("writing T/cpu0/000000.chunk.zst: {said}"))
+            .context("recording into T");
+        assert_eq!(
+            chain_message(&e),
+            format!("recording into T: writing T/cpu0/000000.chunk.zst: {said}")
+        );
+        let plain = anyhow::anyhow!("inner").context("outer");
+        assert_eq!(chain_message(&plain), "outer: inner");
     }
 }

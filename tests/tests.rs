@@ -4,6 +4,7 @@
 //! `SKIP` line and pass, unless `ARGUS_REQUIRE_LIVE=1` (set by `.ci/run`), which turns the
 //! skip into a failure.
 
+mod always_on;
 mod arranged_real;
 mod bad_input;
 mod build_flags;

@@ -15,6 +15,13 @@
 //!                 oldest completed chunk (the one in progress is never deleted)
 //! ```
 //!
+//! **A full disk.** A frame the filesystem has no room for (`ENOSPC`, `EDQUOT`) is taken
+//! back whole (the chunk is cut back to its last complete frame) and the error returned:
+//! [`RecordError::is_no_space`] tells the caller, who makes room or drops the frame and
+//! goes on ([`DiskFull`] says so once). The tracefs writers ask the ring to delete its
+//! oldest chunks down to its floor first and record what they drop as lost ranges
+//! (`reader.rs`); the file-identity and perf writers drop their frame.
+//!
 //! **Crash safety.** Every frame holds whole records and is appended under the chunk's final
 //! name, so a recorder killed at any point leaves every completed chunk whole and the chunk
 //! in progress readable up to its last complete frame; a frame cut by the kill is detected
@@ -44,7 +51,7 @@ use super::error::RecordError;
 use super::sysinfo;
 use std::collections::VecDeque;
 use std::fs::File;
-use std::io::Write;
+use std::io::{Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -138,6 +145,11 @@ impl ChunkWriter {
         self.next_seq
     }
 
+    /// The sequence number of the chunk in progress, if there is one.
+    pub(crate) fn current_seq(&self) -> Option<u32> {
+        self.current.as_ref().map(|_| self.next_seq - 1)
+    }
+
     /// Bytes of the chunk in progress, if there is one.
     pub(crate) fn current_bytes(&self) -> Option<u64> {
         self.current.as_ref().map(|c| c.bytes)
@@ -205,9 +217,13 @@ impl ChunkWriter {
                 path: cur.path.clone(),
                 source,
             })?;
-        cur.file
-            .write_all(&self.out)
-            .map_err(|source| RecordError::io("writing", &cur.path, source))?;
+        if let Err(source) = cur.file.write_all(&self.out) {
+            // Part of the frame may be on disk: cut the chunk back to its last whole frame,
+            // so a later frame follows it directly and the file stays readable.
+            let _ = cur.file.set_len(cur.bytes);
+            let _ = cur.file.seek(SeekFrom::Start(cur.bytes));
+            return Err(RecordError::io("writing", &cur.path, source));
+        }
         cur.bytes += self.out.len() as u64;
         cur.unsynced = true;
         Ok(())
@@ -268,6 +284,26 @@ impl ChunkWriter {
             self.dropped += 1;
             remove(&path);
         }
+    }
+}
+
+/// Says once per process that a disk the recorder writes to is full, naming the file, and
+/// what happens meanwhile ([`RecordError::is_no_space`]).
+pub(crate) struct DiskFull;
+
+impl DiskFull {
+    /// The one line, the first time any writer meets a full disk.
+    pub(crate) fn say(path: &Path) {
+        static SAID: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+        if SAID.swap(true, Ordering::Relaxed) {
+            return;
+        }
+        tracing::warn!(
+            file = %path.display(),
+            "the disk is full: the ring deletes its oldest chunks down to its floor \
+             (1/8 of --ring-size) to make room; past that, writing pauses until space returns \
+             and what was not written is recorded as lost ranges in meta.json; recording goes on"
+        );
     }
 }
 
@@ -448,5 +484,36 @@ mod tests {
         assert!(cut, "the cut frame is detected");
         // Every frame written before the kill is there, in order.
         assert_eq!([done, tail].concat(), raws);
+    }
+
+    /// A frame the disk cannot hold leaves the chunk as it was: a later frame follows the
+    /// last whole one. The full disk is a 64 KiB tmpfs (root, as recording needs).
+    #[test]
+    #[cfg(target_os = "linux")]
+    fn a_frame_that_does_not_fit_is_taken_back_whole() {
+        if !argus_testkit::live_or_skip("a_frame_that_does_not_fit_is_taken_back_whole") {
+            return;
+        }
+        let tmp = tempfile::tempdir().unwrap();
+        let small = tmp.path().join("small");
+        std::fs::create_dir(&small).unwrap();
+        let ok = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", "size=64k", "tmpfs"])
+            .arg(&small)
+            .status()
+            .unwrap();
+        assert!(ok.success(), "mount a tmpfs (root)");
+        let mut w = writer(&small, ChunkOptions::default());
+        w.write_frame(&noise(1, 3000), false).unwrap();
+        let whole = w.current_bytes().unwrap();
+        let err = w.write_frame(&noise(3, 200_000), false).unwrap_err();
+        let after_failure = std::fs::metadata(path(&small, 0)).unwrap().len();
+        w.write_frame(&noise(2, 300), false).unwrap();
+        let data = std::fs::read(path(&small, 0)).unwrap();
+        drop(w);
+        let _ = std::process::Command::new("umount").arg(&small).status();
+        assert!(err.is_no_space(), "{err}");
+        assert_eq!(after_failure, whole, "cut back to the last whole frame");
+        assert_eq!(frames(&data), (vec![noise(1, 3000), noise(2, 300)], false));
     }
 }

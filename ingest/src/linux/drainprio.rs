@@ -16,9 +16,12 @@
 //!
 //! A runaway thread (a bug, or an event rate no budget can drain) must not take the machine,
 //! so each one measures its own CPU time (`CLOCK_THREAD_CPUTIME_ID`) per [`WINDOW`]: past
-//! its budget it drops back to `SCHED_OTHER` for the rest of the window (counted, warned
-//! once), and the next window raises it again. The kernel's own real-time throttling
-//! (`sched_rt_runtime_us`, 95% by default) is a further bound, not the one relied on.
+//! its budget it sleeps for the rest of the window (counted, warned once) and goes on,
+//! still real-time, in the next. (Dropping to `SCHED_OTHER` for the rest of the window
+//! instead, as it did first, left a writer of a debug build, over its budget, to a starved
+//! group's fair share: it waited seconds to run again and never got to raise itself.) The
+//! kernel's own real-time throttling (`sched_rt_runtime_us`, 95% by default) is a further
+//! bound, not the one relied on.
 //!
 //! **cgroups.** With `CONFIG_RT_GROUP_SCHED` and cgroup v1, a task in a cgroup whose
 //! `cpu.rt_runtime_us` is 0 (every new group's default) may not enter the real-time class.
@@ -28,8 +31,8 @@
 //! too.
 //!
 //! ```text
-//!  window (100 ms) ─┬─ FIFO: drain, sleep in poll, drain, … ─┬─ budget spent? ── OTHER ─┐
-//!                   └──────────────── new window: FIFO again ◄──────────────────────────┘
+//!  window (100 ms) ─┬─ FIFO: drain, sleep in poll, drain, … ─┬─ budget spent? ── sleep ─┐
+//!                   └──────────────────────── next window ◄─────────────────────────────┘
 //! ```
 //!
 //! `SCHED_RESET_ON_FORK` keeps anything the thread starts from inheriting the priority.
@@ -149,34 +152,35 @@ impl Governor {
         }
     }
 
-    /// Called often (after every few pages and every drain pass): starts a new window when
-    /// the old one is over, and lowers the thread when its budget for this one is spent.
+    /// Called often (after every few pages and every drain pass, every frame written):
+    /// starts a new window when the old one is over, and when the budget of this one is
+    /// spent, sleeps until it is over (still real-time, so the thread runs again at once).
     pub(crate) fn tick(&mut self) {
-        if self.disabled {
+        if self.disabled || !self.raised {
             return;
         }
         let now = Instant::now();
         let cpu = thread_cpu_time();
-        if now.duration_since(self.window_start) >= WINDOW {
+        let elapsed = now.duration_since(self.window_start);
+        if elapsed >= WINDOW {
             self.window_start = now;
             self.cpu_at_window_start = cpu;
-            self.raise();
             return;
         }
-        if self.raised && cpu.saturating_sub(self.cpu_at_window_start) > self.budget() {
-            if set_policy(None).is_ok() {
-                self.raised = false;
-            }
+        if cpu.saturating_sub(self.cpu_at_window_start) > self.budget() {
             self.throttled += 1;
             if self.throttled == 1 {
                 tracing::warn!(
                     cpu = self.cpu,
                     budget = self.want.budget,
-                    "{} used its real-time CPU budget; running at normal priority for the \
-                     rest of the window",
-                    self.role.name()
+                    "{} used its real-time CPU budget; it pauses until the next {} ms window",
+                    self.role.name(),
+                    WINDOW.as_millis()
                 );
             }
+            std::thread::sleep(WINDOW - elapsed);
+            self.window_start = Instant::now();
+            self.cpu_at_window_start = thread_cpu_time();
         }
     }
 
@@ -194,8 +198,8 @@ impl Governor {
 /// A refusal to raise a thread was said (once for all the recorder's threads).
 static REFUSAL_SAID: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
-/// Nice value of the chunk syncers (`reader.rs`) and of a chunk writer whose real-time
-/// budget is spent: inside the recorder's own scheduling group, it outweighs ten normal
+/// Nice value of the chunk syncers (`reader.rs`), and of the chunk writers where they may
+/// not run real-time: inside the recorder's own scheduling group, it outweighs ten normal
 /// threads.
 pub(crate) const WRITER_NICE: i32 = -10;
 
@@ -428,9 +432,9 @@ mod tests {
     }
 
     #[test]
-    fn a_reader_past_its_budget_drops_to_normal_priority_until_the_next_window() {
+    fn a_thread_past_its_budget_sleeps_out_the_window_and_stays_real_time() {
         // Needs CAP_SYS_NICE, as recording does: the tests run as root with tracefs.
-        let (raised, policy_raised, throttled, lowered, policy_lowered, again) = on_thread(|| {
+        let (raised, throttled, slept_to, policy_after) = on_thread(|| {
             let mut g = Governor::start(
                 DrainPriority {
                     priority: 5,
@@ -440,38 +444,33 @@ mod tests {
                 Role::Writer,
             );
             let raised = g.raised();
-            let policy_raised = policy();
             // Spin past 10% of the window (10 ms of CPU) inside one window.
-            let t0 = Instant::now();
-            while thread_cpu_time() < Duration::from_millis(15) && t0.elapsed() < WINDOW / 2 {
+            let t0 = g.window_start;
+            while thread_cpu_time() < g.cpu_at_window_start + Duration::from_millis(15)
+                && t0.elapsed() < WINDOW / 2
+            {
                 std::hint::black_box(0u64);
             }
             g.tick();
-            let (throttled, lowered, policy_lowered) = (g.throttled, !g.raised(), policy());
-            std::thread::sleep(WINDOW);
-            g.tick();
-            (
-                raised,
-                policy_raised,
-                throttled,
-                lowered,
-                policy_lowered,
-                g.raised(),
-            )
+            (raised, g.throttled, t0.elapsed(), policy())
         });
         assert!(raised, "raised to SCHED_FIFO (root)");
-        assert_eq!(policy_raised, libc::SCHED_FIFO);
         assert_eq!(throttled, 1);
-        assert!(lowered);
-        assert_eq!(policy_lowered, libc::SCHED_OTHER);
-        assert!(again, "raised again in the next window");
+        assert!(
+            slept_to >= WINDOW,
+            "slept to the window's end: {slept_to:?}"
+        );
+        assert_eq!(policy_after, libc::SCHED_FIFO, "still real-time");
     }
 
     #[test]
     fn a_writer_runs_one_priority_below_its_drain_on_half_the_budget() {
         let drain = DrainPriority::default();
         let w = drain.for_writer();
-        assert_eq!((w.priority, w.budget), (drain.priority - 1, drain.budget / 2.0));
+        assert_eq!(
+            (w.priority, w.budget),
+            (drain.priority - 1, drain.budget / 2.0)
+        );
         let low = DrainPriority {
             priority: 1,
             budget: 0.5,
@@ -588,7 +587,10 @@ mod tests {
         let outcome = on_thread(move || {
             // SAFETY: gettid has no preconditions.
             let tid = unsafe { libc::gettid() }.to_string();
-            std::fs::write(mount.join(&group).join("tasks"), &tid).expect("join the group");
+            let tasks = mount
+                .join(group.strip_prefix("/").unwrap_or(&group))
+                .join("tasks");
+            std::fs::write(tasks, &tid).expect("join the group");
             let refused = set_policy(Some(5)).is_err();
             let grant = RtGroupGrant::ensure_at(&mount, &group);
             let raised = set_policy(Some(5)).is_ok();
@@ -598,6 +600,10 @@ mod tests {
             (refused, given, raised)
         });
         let _ = std::fs::remove_dir(&child);
-        assert_eq!(outcome, (true, Ok(Some(1)), true), "(refused, grant, raised after)");
+        assert_eq!(
+            outcome,
+            (true, Ok(Some(1)), true),
+            "(refused, grant, raised after)"
+        );
     }
 }

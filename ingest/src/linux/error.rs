@@ -229,6 +229,21 @@ impl RecordError {
             source,
         }
     }
+
+    /// A file could not be written because its filesystem is full (`ENOSPC`) or the
+    /// owner's quota is spent (`EDQUOT`): the recorder makes room or pauses, it does not
+    /// stop (`chunks.rs`, "A full disk").
+    pub fn is_no_space(&self) -> bool {
+        match self {
+            RecordError::Io { source, .. } => is_no_space(source),
+            _ => false,
+        }
+    }
+}
+
+/// `ENOSPC` or `EDQUOT`.
+pub(crate) fn is_no_space(e: &io::Error) -> bool {
+    matches!(e.raw_os_error(), Some(libc::ENOSPC | libc::EDQUOT))
 }
 
 /// Why a `--dispatch` or `--probe` spec cannot be probed.

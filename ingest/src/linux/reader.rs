@@ -94,6 +94,8 @@ pub(crate) struct ReaderStats {
     pub(crate) throttled: u64,
     /// Times the drain waited for the chunk writer to return a frame (spool full).
     pub(crate) spool_stalls: u64,
+    /// Pages the writer dropped: the disk was full and the ring at its floor.
+    pub(crate) unwritten: u64,
 }
 
 /// Everything a reader thread needs.
@@ -251,6 +253,7 @@ impl Reader {
         drained?;
         stats.compressed_bytes = written.compressed_bytes;
         stats.chunks = written.chunks;
+        stats.unwritten = written.unwritten;
         Ok(stats)
     }
 
@@ -485,6 +488,7 @@ impl Reader {
 struct WriterStats {
     compressed_bytes: u64,
     chunks: u32,
+    unwritten: u64,
 }
 
 /// Work for a CPU's syncer, in the order the writer produced it.
@@ -513,6 +517,17 @@ struct CpuWriter {
     stats: WriterStats,
     shared: Arc<Shared>,
     syncer: Sender<SyncJob>,
+    /// Pages are being dropped: the disk is full and the ring at its floor.
+    paused: Option<Pause>,
+}
+
+/// A stretch of pages a full disk had no room for: from the first dropped page's time to
+/// the last one's, and how many.
+#[derive(Clone, Copy)]
+struct Pause {
+    from_ns: u64,
+    last_ns: u64,
+    pages: u64,
 }
 
 impl CpuWriter {
@@ -536,6 +551,7 @@ impl CpuWriter {
             stats: WriterStats::default(),
             shared,
             syncer,
+            paused: None,
         })
     }
 
@@ -556,7 +572,7 @@ impl CpuWriter {
                     .syncer
                     .send(SyncJob::Lost(std::mem::take(&mut batch.lost)));
             }
-            self.write_frame(&batch.frame)?;
+            self.write_or_pause(&batch.frame)?;
             if batch.end_chunk {
                 self.complete();
             } else if batch.sync {
@@ -566,8 +582,66 @@ impl CpuWriter {
             let _ = free.send(batch.frame);
         }
         self.complete();
+        if let Some(p) = self.paused.take() {
+            // Stopped while the disk was full: the stretch ends with the last page dropped.
+            self.end_pause(p, p.last_ns);
+        }
         self.stats.chunks = self.chunks.chunks();
         Ok(self.stats)
+    }
+
+    /// Writes the frame; on a full disk asks the ring for room (its oldest chunks) and tries
+    /// again, and at the ring's floor drops the frame (`ring.rs`, "A full disk"). The first
+    /// frame written after a pause closes it as a lost range ending at its first page.
+    fn write_or_pause(&mut self, frame: &FrameBuffer) -> Result<(), RecordError> {
+        loop {
+            match self.write_frame(frame) {
+                Ok(()) => {
+                    if frame.pages() > 0 {
+                        if let Some(p) = self.paused.take() {
+                            self.end_pause(p, frame.first_ts);
+                        }
+                    }
+                    return Ok(());
+                }
+                Err(e) if e.is_no_space() => {
+                    if let RecordError::Io { path, .. } = &e {
+                        super::chunks::DiskFull::say(path);
+                    }
+                    if self.shared.make_room() {
+                        let _ = self.syncer.send(SyncJob::Meta);
+                        continue;
+                    }
+                    let p = self.paused.get_or_insert(Pause {
+                        from_ns: frame.first_ts,
+                        last_ns: frame.last_ts,
+                        pages: 0,
+                    });
+                    p.last_ns = frame.last_ts;
+                    p.pages += frame.pages() as u64;
+                    self.stats.unwritten += frame.pages() as u64;
+                    return Ok(());
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// The pages of `p` were not written: this CPU has nothing from its first page's time
+    /// to `to_ns` (`meta.json` `lost_ranges`, so no edge is drawn across it).
+    fn end_pause(&mut self, p: Pause, to_ns: u64) {
+        tracing::info!(
+            cpu = self.cpu,
+            pages = p.pages,
+            from_ns = p.from_ns,
+            to_ns,
+            "disk space returned; the pages not written meanwhile are a lost range"
+        );
+        let _ = self.syncer.send(SyncJob::Lost(vec![LostRange {
+            from_ns: p.from_ns,
+            to_ns: to_ns.max(p.from_ns),
+            events: None,
+        }]));
     }
 
     /// Asks the syncer to `fdatasync` the chunk in progress, if anything was written since.
@@ -598,6 +672,10 @@ impl CpuWriter {
         let Some(open) = self.chunk.as_mut() else {
             return Ok(());
         };
+        if open.pages == 0 {
+            // A frame the disk had no room for may have opened the chunk.
+            open.first_ts = frame.first_ts;
+        }
         open.pages += frame.pages();
         open.last_ts = frame.last_ts;
         self.stats.compressed_bytes += bytes - before;
@@ -635,7 +713,9 @@ impl CpuWriter {
 }
 
 /// A CPU's syncer: runs the writer's [`SyncJob`]s in order. After an error it keeps taking
-/// jobs (the writer never waits for it) and returns the first error at the end.
+/// jobs (the writer never waits for it) and returns the first error at the end. A full disk
+/// is no error: `meta.json` stays due and is written by a later job, a sync that found no
+/// room loses at most the flush interval on a power loss.
 fn run_syncer(cpu: u32, shared: Arc<Shared>, jobs: Receiver<SyncJob>) -> Result<(), RecordError> {
     let mut first_err: Option<RecordError> = None;
     for job in jobs {
@@ -655,8 +735,16 @@ fn run_syncer(cpu: u32, shared: Arc<Shared>, jobs: Receiver<SyncJob>) -> Result<
                 .sync_data()
                 .map_err(|source| RecordError::io("syncing", &done.path, source)),
         };
-        if let Err(e) = r {
-            first_err.get_or_insert(e);
+        match r {
+            Err(e) if e.is_no_space() => {
+                if let RecordError::Io { path, .. } = &e {
+                    super::chunks::DiskFull::say(path);
+                }
+            }
+            Err(e) => {
+                first_err.get_or_insert(e);
+            }
+            Ok(()) => {}
         }
     }
     first_err.map_or(Ok(()), Err)

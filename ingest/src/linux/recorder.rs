@@ -283,6 +283,9 @@ pub struct CpuSummary {
     pub dropped_chunks: u32,
     /// Pages the tap consumer had no room for.
     pub tap_dropped: u64,
+    /// Pages not written because the disk was full and the ring at its floor (their
+    /// stretch is a lost range in `meta.json`).
+    pub unwritten: u64,
 }
 
 /// What a finished recording wrote; `Display` gives a one-paragraph summary for the CLI.
@@ -369,6 +372,15 @@ impl fmt::Display for RecordSummary {
                 f,
                 "; the ring deleted the {dropped} oldest chunks ({:.1} MiB kept)",
                 self.chunk_bytes_on_disk as f64 / MIB
+            )?;
+        }
+        let unwritten: u64 = self.cpus.values().map(|c| c.unwritten).sum();
+        if unwritten > 0 {
+            write!(
+                f,
+                "; the disk was full: {unwritten} pages ({:.1} MiB) not written (lost ranges in \
+                 meta.json)",
+                (unwritten * u64::from(self.page_size)) as f64 / MIB
             )?;
         }
         let tap: u64 = self.cpus.values().map(|c| c.tap_dropped).sum();
@@ -742,6 +754,7 @@ impl Recording {
                 .max(4);
             self.shared.set_ring(size, side, self.chunk_pages);
         }
+        self.shared.reserve_meta_room(RING_META_RESERVE);
 
         // Readers first, so their threads exist when the exclusion list is written.
         let mut pipes = Vec::with_capacity(cpus.len());
@@ -1146,6 +1159,7 @@ impl Recording {
                             lost: stats.page_lost,
                             dropped_chunks: 0,
                             tap_dropped: stats.tap_dropped,
+                            unwritten: stats.unwritten,
                         },
                     );
                 }
@@ -1214,6 +1228,7 @@ impl Recording {
             )
         };
         self.shared.write_meta()?;
+        self.shared.release_meta_room();
         sysinfo::sync_dir(&self.config.output_dir)?;
 
         let pages: u64 = cpus.values().map(|s| s.pages).sum();

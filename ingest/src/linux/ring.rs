@@ -16,6 +16,15 @@
 //! the completed one whose last page is oldest, whatever its CPU, so per CPU deletions are
 //! always a prefix (sequence numbers `0..k`) and every CPU keeps its most recent data. The
 //! chunks in progress are never deleted; their size counts against the cap.
+//!
+//! **A full disk.** When a writer finds its filesystem full, [`Shared::make_room`] lowers the
+//! cap to what the chunks use now, less the oldest completed chunk, and deletes it (the usual
+//! deletion, recorded in `ring.dropped`), so the ring goes on turning in the room it has. It
+//! never goes below its **floor**, [`FLOOR_DIVISOR`]th of `--ring-size`: there the writers
+//! pause (`reader.rs`). Every [`REGROW_EVERY`] a completed chunk gives the cap back up to half
+//! the space the filesystem has free, until it is whole again. `meta.json` has room kept for
+//! it in a reserve file (`.meta-reserve`, the size counted in the side files), given up when
+//! `meta.json` cannot otherwise be written.
 
 use super::error::RecordError;
 use super::sysinfo;
@@ -23,6 +32,16 @@ use crate::tracedir::{DroppedRange, LostRange, MetaExt, RingInfo, TraceMeta};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+/// The ring gives room back to a full disk down to this fraction of `--ring-size`.
+pub(crate) const FLOOR_DIVISOR: u64 = 8;
+
+/// How often a ring whose cap a full disk lowered looks for space to grow back into.
+const REGROW_EVERY: Duration = Duration::from_secs(5);
+
+/// The file that keeps room for `meta.json` on a filesystem that fills up.
+pub(crate) const META_RESERVE_NAME: &str = ".meta-reserve";
 
 /// A completed chunk still on disk.
 #[derive(Clone, Debug)]
@@ -50,8 +69,15 @@ pub(crate) struct State {
     pub(crate) meta: TraceMeta,
     /// Its extension keys.
     pub(crate) ext: MetaExt,
-    /// Bytes the chunk files may use (`None`: no cap).
+    /// Bytes the chunk files may use now (`None`: no cap): the configured cap, or less
+    /// while a full disk keeps it lower.
     budget: Option<u64>,
+    /// The configured cap on the chunk files.
+    full_budget: Option<u64>,
+    /// Below this a full disk gets no more room from the ring.
+    floor: u64,
+    /// When a lowered cap last looked for free space.
+    regrow_checked: Option<Instant>,
     completed: Vec<Done>,
     completed_bytes: u64,
     current: BTreeMap<u32, Current>,
@@ -78,6 +104,9 @@ impl Shared {
                 meta,
                 ext: MetaExt::default(),
                 budget: None,
+                full_budget: None,
+                floor: 0,
+                regrow_checked: None,
                 completed: Vec::new(),
                 completed_bytes: 0,
                 current: BTreeMap::new(),
@@ -98,6 +127,8 @@ impl Shared {
     pub(crate) fn set_ring(&self, size: u64, side_bytes: u64, chunk_pages: u32) {
         let mut st = self.lock();
         st.budget = Some(size.saturating_sub(side_bytes));
+        st.full_budget = st.budget;
+        st.floor = size / FLOOR_DIVISOR;
         st.ext.ring = Some(RingInfo {
             size,
             chunk_pages,
@@ -153,7 +184,42 @@ impl Shared {
         });
         st.completed_bytes += bytes;
         st.enforce();
+        st.regrow(&self.dir);
         st.dirty
+    }
+
+    /// A writer found the filesystem full: lowers the cap to what the chunks use less the
+    /// oldest completed chunk, and deletes it. `false` when the ring is at its floor (or has
+    /// no cap, or nothing completed to delete): the caller pauses.
+    pub(crate) fn make_room(&self) -> bool {
+        let mut st = self.lock();
+        let Some(budget) = st.budget else {
+            return false;
+        };
+        let in_progress: u64 = st.current.values().map(|c| c.bytes).sum();
+        let used = st.completed_bytes + in_progress;
+        let Some(oldest) = st
+            .completed
+            .iter()
+            .min_by_key(|d| (d.last_ts, d.seq, d.cpu))
+            .map(|d| d.bytes)
+        else {
+            return false;
+        };
+        if used <= st.floor {
+            return false;
+        }
+        let lowered = used.saturating_sub(oldest.max(1)).max(st.floor).min(budget);
+        st.budget = Some(lowered);
+        st.regrow_checked = Some(Instant::now());
+        let before = st.completed_bytes;
+        st.enforce();
+        tracing::debug!(
+            cap = lowered,
+            freed = before - st.completed_bytes,
+            "ring: the disk is full; cap lowered"
+        );
+        st.completed_bytes < before
     }
 
     /// Rewrites `meta.json` if the ring or the lost ranges changed since it was written.
@@ -164,6 +230,8 @@ impl Shared {
     /// Rewrites `meta.json` from a copy of the state taken when `due` says so. The state's
     /// lock is not held while the file is written and synced (the chunk writers take it on
     /// every frame); the writing lock keeps the copies written in the order they were taken.
+    /// On a full disk it gives up the reserve file, then the ring's oldest chunks, and tries
+    /// again; failing that it stays due.
     fn write_meta_when(&self, due: impl FnOnce(&State) -> bool) -> Result<(), RecordError> {
         let _writing = self.writing.lock().unwrap_or_else(|e| e.into_inner());
         let (meta, ext) = {
@@ -174,7 +242,33 @@ impl Shared {
             st.dirty = false;
             (st.meta.clone(), st.ext.clone())
         };
-        sysinfo::write_meta(&self.dir, &meta, &ext).inspect_err(|_| self.lock().dirty = true)
+        let mut written = sysinfo::write_meta(&self.dir, &meta, &ext);
+        while written.as_ref().is_err_and(RecordError::is_no_space) {
+            let reserve = self.dir.join(META_RESERVE_NAME);
+            if std::fs::remove_file(&reserve).is_err() && !self.make_room() {
+                break;
+            }
+            written = sysinfo::write_meta(&self.dir, &meta, &ext);
+        }
+        if written.is_err() {
+            self.lock().dirty = true;
+        }
+        written
+    }
+
+    /// Keeps room for `meta.json` on the filesystem: the reserve file of `bytes` (see the
+    /// module docs). Not having it only means a full disk reaches `meta.json` sooner.
+    pub(crate) fn reserve_meta_room(&self, bytes: u64) {
+        let path = self.dir.join(META_RESERVE_NAME);
+        if let Err(e) = sysinfo::write_private(&path, &vec![0u8; bytes as usize]) {
+            let _ = std::fs::remove_file(&path);
+            tracing::debug!(error = %e, "no room kept for meta.json");
+        }
+    }
+
+    /// Removes the reserve file (the recording is closed).
+    pub(crate) fn release_meta_room(&self) {
+        let _ = std::fs::remove_file(self.dir.join(META_RESERVE_NAME));
     }
 
     /// Events on `cpu` were (or may have been) lost in `range`: the kernel's count between two
@@ -216,6 +310,30 @@ impl Shared {
 }
 
 impl State {
+    /// A cap lowered by a full disk grows back, every [`REGROW_EVERY`], by up to half the
+    /// space the filesystem has free, until it is the configured cap again.
+    fn regrow(&mut self, dir: &Path) {
+        let (Some(budget), Some(full)) = (self.budget, self.full_budget) else {
+            return;
+        };
+        if budget >= full
+            || self
+                .regrow_checked
+                .is_some_and(|t| t.elapsed() < REGROW_EVERY)
+        {
+            return;
+        }
+        self.regrow_checked = Some(Instant::now());
+        let Some(free) = sysinfo::free_bytes(dir) else {
+            return;
+        };
+        let grown = (budget + free / 2).min(full);
+        if grown > budget {
+            tracing::debug!(cap = grown, "ring: space returned; cap raised");
+            self.budget = Some(grown);
+        }
+    }
+
     /// Deletes completed chunks, oldest data first, until the chunks fit the budget.
     fn enforce(&mut self) {
         let Some(budget) = self.budget else {
@@ -388,6 +506,38 @@ mod tests {
         assert_eq!(
             shared.lock().ext.lost_ranges[&2],
             vec![r(10, 20, None), r(100, 220, None), r(300, 310, Some(4))]
+        );
+    }
+
+    #[test]
+    fn a_full_disk_lowers_the_cap_down_to_the_floor_then_the_writers_pause() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let dir = tmp.path();
+        let shared = Shared::new(dir, meta());
+        // Cap 8000 bytes, none for side files: the floor is 1000.
+        shared.set_ring(8000, 0, 4);
+        chunk(&shared, dir, 0, 0, 600, 10, 100);
+        chunk(&shared, dir, 1, 0, 600, 10, 150);
+        chunk(&shared, dir, 0, 1, 600, 100, 200);
+        shared.account_progress(0, 2, 100, 200);
+        // 1900 bytes used: the oldest chunk goes and the cap follows what is left.
+        assert!(shared.make_room());
+        assert!(!tracedir::chunk_path(dir, 0, 0).exists());
+        assert_eq!(shared.chunk_bytes(), 1300);
+        assert_eq!(shared.lock().budget, Some(1300));
+        // New data now turns within the lowered cap: a chunk completing deletes the oldest.
+        chunk(&shared, dir, 0, 2, 600, 200, 300);
+        assert!(!tracedir::chunk_path(dir, 1, 0).exists());
+        assert_eq!(shared.chunk_bytes(), 1200);
+        // At 1200 one more deletion would cross the floor (1000): the cap stops there.
+        assert!(shared.make_room());
+        assert_eq!(shared.lock().budget, Some(1000));
+        assert_eq!(shared.chunk_bytes(), 600);
+        assert!(!shared.make_room(), "at the floor: the writers pause");
+        assert_eq!(
+            shared.dropped_chunks(),
+            BTreeMap::from([(0, 2), (1, 1)]),
+            "every deletion is in ring.dropped"
         );
     }
 }

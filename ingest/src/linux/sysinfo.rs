@@ -170,8 +170,26 @@ pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), RecordError>
     let mut tmp = path.as_os_str().to_owned();
     tmp.push(".tmp");
     let tmp = std::path::PathBuf::from(tmp);
-    write_private(&tmp, bytes)?;
+    if let Err(e) = write_private(&tmp, bytes) {
+        // A full disk leaves a partial copy taking room: it is no use to anyone.
+        let _ = fs::remove_file(&tmp);
+        return Err(e);
+    }
     fs::rename(&tmp, path).map_err(|source| RecordError::io("renaming", &tmp, source))
+}
+
+/// Bytes free for an unprivileged writer on the filesystem holding `dir` (`statvfs`).
+pub(crate) fn free_bytes(dir: &Path) -> Option<u64> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(dir.as_os_str().as_bytes()).ok()?;
+    // SAFETY: an all-zero statvfs is a valid value to be overwritten.
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: `c` is a NUL-terminated path and `st` a writable statvfs for the call.
+    if unsafe { libc::statvfs(c.as_ptr(), &mut st) } != 0 {
+        return None;
+    }
+    #[allow(clippy::unnecessary_cast)] // the field types differ between Linux and macOS
+    Some(st.f_bavail as u64 * st.f_frsize as u64)
 }
 
 /// Writes `meta.json`: `meta` and the extension keys of `ext`.

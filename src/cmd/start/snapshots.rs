@@ -268,21 +268,47 @@ impl SnapshotThread {
             .name("argus-snap-finish".into())
             .spawn(move || finisher.run(frx))?;
         let fed = (|| -> Result<()> {
+            // Events of the period in progress were lost to a full disk: its snapshot is
+            // skipped (they stay in the ring).
+            let mut events_lost = false;
             for cmd in &rx {
                 match cmd {
-                    SnapCmd::Events(evs) => {
-                        if let Some(w) = self.writer.as_mut() {
-                            w.write_events(&evs).context("writing events.parquet")?;
+                    SnapCmd::Events(evs) => match self.writer.as_mut() {
+                        Some(w) => {
+                            if let Err(e) = w.write_events(&evs).context("writing events.parquet") {
+                                if !no_space(&e) {
+                                    return Err(e);
+                                }
+                                say_disk_full(&self.dir, &e);
+                                self.writer = None;
+                                events_lost = true;
+                            }
                         }
-                    }
+                        None => events_lost = true,
+                    },
                     SnapCmd::Finish(job) => {
                         let writer = match self.writer.take() {
-                            Some(w) => w,
-                            None => self.staging()?,
+                            Some(w) if !events_lost => Some(w),
+                            Some(_) => None,
+                            None if events_lost => None,
+                            None => Some(self.staging()?),
                         };
+                        events_lost = false;
                         if job.more {
-                            self.open()?;
+                            if let Err(e) = self.open() {
+                                if !no_space(&e) {
+                                    return Err(e);
+                                }
+                                say_disk_full(&self.dir, &e);
+                            }
                         }
+                        let Some(writer) = writer else {
+                            tracing::info!(
+                                epoch = job.epoch,
+                                "snapshot skipped: a full disk lost its events"
+                            );
+                            continue;
+                        };
                         if ftx.send((writer, job)).is_err() {
                             // The finisher failed: its error is the one to report.
                             break;
@@ -308,7 +334,16 @@ impl Finisher {
         super::live_graph::below_the_job();
         loop {
             match rx.recv_timeout(PRE_ENCODE_EVERY) {
-                Ok((writer, job)) => self.finish(writer, *job)?,
+                Ok((writer, job)) => match self.finish(writer, *job) {
+                    Ok(()) => {}
+                    // The staging directory is gone with the writer; older snapshots give
+                    // their room back, down to the newest one (`latest` stays whole).
+                    Err(e) if no_space(&e) => {
+                        say_disk_full(&self.dir, &e);
+                        prune_snapshots(&self.dir, 1);
+                    }
+                    Err(e) => return Err(e),
+                },
                 Err(crossbeam_channel::RecvTimeoutError::Timeout) => self.encode_ahead()?,
                 Err(crossbeam_channel::RecvTimeoutError::Disconnected) => break,
             }
@@ -487,14 +522,41 @@ impl Finisher {
             }
         }
         // Keep the newest `keep` (the one just written is among them).
-        let all = list_snapshots(&self.dir);
-        if all.len() > self.keep {
-            for (_, p) in &all[..all.len() - self.keep] {
-                let _ = std::fs::remove_dir_all(p);
-            }
-        }
+        prune_snapshots(&self.dir, self.keep);
         let _ = self.notify.try_send(());
         Ok(())
+    }
+}
+
+/// Deletes all but the newest `keep` snapshots of the job in `dir`.
+fn prune_snapshots(dir: &Path, keep: usize) {
+    let all = list_snapshots(dir);
+    if all.len() > keep {
+        for (_, p) in &all[..all.len() - keep] {
+            let _ = std::fs::remove_dir_all(p);
+        }
+    }
+}
+
+/// The error comes from a full filesystem (`ENOSPC`) or a spent quota (`EDQUOT`): the job
+/// skips the snapshot and goes on (docs/start.md, "A full disk").
+pub(crate) fn no_space(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| {
+        c.downcast_ref::<std::io::Error>()
+            .is_some_and(|io| matches!(io.raw_os_error(), Some(libc::ENOSPC | libc::EDQUOT)))
+    })
+}
+
+/// Says once per job that snapshots are skipped for want of space.
+fn say_disk_full(dir: &Path, e: &anyhow::Error) {
+    static SAID: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    if !SAID.swap(true, Ordering::Relaxed) {
+        tracing::warn!(
+            dir = %dir.display(),
+            error = %format!("{e:#}"),
+            "the disk is full: snapshots are skipped (their events stay in the ring) and older \
+             ones deleted down to the newest until space returns; recording and the live graph go on"
+        );
     }
 }
 

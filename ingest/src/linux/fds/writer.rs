@@ -24,6 +24,9 @@ pub(super) struct FilesWriter {
     /// Bytes of the snapshot frame the file in progress started with.
     snapshot_bytes: u64,
     buf: Vec<u8>,
+    /// Lines were dropped for want of disk space: the next flush begins a file with the
+    /// table restated.
+    dropped: bool,
 }
 
 impl FilesWriter {
@@ -43,6 +46,7 @@ impl FilesWriter {
             file_cap: budget.map_or(UNCAPPED_FILE_BYTES, |b| (b / 4).max(16 << 10)),
             snapshot_bytes: 0,
             buf: Vec::new(),
+            dropped: false,
         })
     }
 
@@ -65,6 +69,9 @@ impl FilesWriter {
     /// Whether the current file is full (counting only what follows its snapshot, so a
     /// large table does not start a new file at every flush).
     pub(super) fn wants_new_file(&self) -> bool {
+        if self.dropped {
+            return true;
+        }
         !self.buf.is_empty()
             && self.chunks.current_bytes().is_some_and(|bytes| {
                 bytes >= self.file_cap && bytes - self.snapshot_bytes >= self.file_cap / 2
@@ -75,7 +82,21 @@ impl FilesWriter {
     /// (written before anything buffered). The first file's snapshot is the buffered start
     /// scan itself.
     pub(super) fn begin(&mut self, ts: u64, lines: &[FileLine]) -> Result<(), RecordError> {
-        let seq = self.chunks.start_chunk()?;
+        let seq = match (
+            self.dropped,
+            self.chunks.current_bytes(),
+            self.chunks.current_seq(),
+        ) {
+            // The file begun while the disk was full is still empty: begin it again.
+            (true, Some(0), Some(seq)) => seq,
+            _ => match self.chunks.start_chunk() {
+                Err(e) if e.is_no_space() => {
+                    self.no_space(&e);
+                    return Ok(());
+                }
+                other => other?,
+            },
+        };
         self.snapshot_bytes = 0;
         let pending = std::mem::take(&mut self.buf);
         self.line(&FileLine::Snapshot { seq, ts });
@@ -105,9 +126,23 @@ impl FilesWriter {
         if self.buf.is_empty() || self.chunks.current_bytes().is_none() {
             return Ok(());
         }
-        self.chunks.write_frame(&self.buf, false)?;
+        match self.chunks.write_frame(&self.buf, false) {
+            Err(e) if e.is_no_space() => self.no_space(&e),
+            Ok(()) => self.dropped = false,
+            Err(e) => return Err(e),
+        }
         self.buf.clear();
         Ok(())
+    }
+
+    /// The disk is full: the buffered lines are lost; the next file restates the whole
+    /// table (`wants_new_file`), so what follows is complete again.
+    fn no_space(&mut self, e: &RecordError) {
+        if let RecordError::Io { path, .. } = e {
+            crate::linux::chunks::DiskFull::say(path);
+        }
+        self.buf.clear();
+        self.dropped = true;
     }
 
     /// `fdatasync`s the current file.

@@ -323,7 +323,15 @@ impl Writer {
         spare: &crossbeam_channel::Sender<Vec<u8>>,
     ) -> Result<u64, RecordError> {
         while let Ok((mut buf, sync)) = frames.recv() {
-            self.chunks.write_frame(&buf, sync)?;
+            match self.chunks.write_frame(&buf, sync) {
+                // A full disk: these samples are lost, the next frames go on.
+                Err(e) if e.is_no_space() => {
+                    if let RecordError::Io { path, .. } = &e {
+                        crate::linux::chunks::DiskFull::say(path);
+                    }
+                }
+                other => other?,
+            }
             buf.clear();
             let _ = spare.send(buf);
         }
