@@ -50,6 +50,13 @@
 //! cgroup v1 `cpu` group with default weight (`own cgroup`, as a service or a container).
 //! Untraced and kernel-only runs do not depend on the setting and run once per round.
 //!
+//! **Idle cost** (`ARGUS_BENCH_IDLE_COST=SECS`, issue 42; 60 for the issue's figures): on
+//! the machine as it is (nothing started by the bench), `argus record`, `argus start` and
+//! `perf record -a` of the same tracepoints, one after the other, each in a session of its
+//! own for SECS seconds: its CPU time (all threads, `/proc/PID/stat`) as a share of one CPU,
+//! and its resident memory at a quarter of the run and at the end (flat is the goal). Run it
+//! with nothing else going on; the events/s of the machine are printed beside.
+//!
 //! **Idle**: the compile-loop and ping-pong runs hold PM QoS CPU latency 0 (polling idle) so
 //! that wake-up latency from a halted CPU, which a tracer's busy reader hides, does not decide
 //! the ping-pong ratios (see `hold_polling_idle`; `ARGUS_BENCH_IDLE=native` turns this off).
@@ -58,7 +65,6 @@
 //! Needs root, tracefs, gcc and perf; without them it prints `SKIP` and exits 0.
 
 use std::io::{Read, Write};
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -82,6 +88,14 @@ fn main() {
         // machine does not hold polling idle for the tracer's sake.
         println!("idle: the machine's own idle policy");
         saturation(secs);
+        return;
+    }
+    if let Ok(secs) = std::env::var("ARGUS_BENCH_IDLE_COST") {
+        let secs: u64 = secs
+            .parse()
+            .expect("ARGUS_BENCH_IDLE_COST is a number of seconds");
+        println!("idle: the machine's own idle policy");
+        idle_cost(secs);
         return;
     }
     // Held for the whole run (every mode alike); see `hold_polling_idle`.
@@ -709,6 +723,113 @@ impl SatMode {
     }
 }
 
+/// CPU seconds (user + system, all threads) of process `pid` so far.
+fn proc_cpu_secs(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // Fields after the command name (which may hold spaces): utime and stime are 14 and 15.
+    let after = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
+    let fields: Vec<&str> = after.split_whitespace().collect();
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|v| v.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+    (ticks(11) + ticks(12)) / hz
+}
+
+/// Resident memory of process `pid`, MiB.
+fn proc_rss_mib(pid: u32) -> f64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next()?.parse::<f64>().ok())
+        .map_or(0.0, |kb| kb / 1024.0)
+}
+
+/// Each tracer alone on the machine as it is, in a session of its own, for `secs`.
+fn idle_cost(secs: u64) {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let set = argus_ingest::linux::event_set("default").expect("the default events");
+    let group = PathBuf::new();
+    println!(
+        "idle cost: {secs} s per tracer, each in a session of its own, {} cpus",
+        cpus()
+    );
+    println!(
+        "  {:14} | {:>9} | {:>10} | {:>10} | {:>12}",
+        "tracer", "cpu", "rss 1/4", "rss end", "events/s"
+    );
+    for mode in [SatMode::Record, SatMode::Start, SatMode::Perf] {
+        let dir = tmp.path().join(mode.name().replace(' ', "-"));
+        std::fs::create_dir_all(&dir).expect("bench dir");
+        let trace = dir.join("trace");
+        let perf_data = dir.join("perf.data");
+        let mut cmd = match mode {
+            SatMode::Record => {
+                let mut c = Command::new(ARGUS);
+                c.args(["-q", "record", "-o"]).arg(&trace);
+                c
+            }
+            SatMode::Start => {
+                let mut c = Command::new(ARGUS);
+                c.args(["-q", "start", "-o"]).arg(dir.join("job"));
+                c
+            }
+            _ => {
+                let mut c = Command::new("perf");
+                c.args(["record", "-a", "-q", "-o"]).arg(&perf_data);
+                for e in set.iter().filter(|e| e.as_str() != "ftrace/print") {
+                    c.args(["-e", &e.replacen('/', ":", 1)]);
+                }
+                c
+            }
+        };
+        Setting::OwnSession.apply(&mut cmd, &group);
+        let mut child = cmd
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| panic!("{} starts: {e}", mode.name()));
+        let pid = child.id();
+        // Past its start (the first scans, the first snapshot's setup).
+        std::thread::sleep(Duration::from_secs(5));
+        let cpu0 = proc_cpu_secs(pid);
+        std::thread::sleep(Duration::from_secs(secs / 4));
+        let rss_quarter = proc_rss_mib(pid);
+        std::thread::sleep(Duration::from_secs(secs - secs / 4));
+        let cpu = proc_cpu_secs(pid) - cpu0;
+        let rss_end = proc_rss_mib(pid);
+        // SAFETY: kill has no memory-safety preconditions; the pid is our child.
+        unsafe { libc::kill(pid as i32, libc::SIGINT) };
+        let _ = child.wait();
+        let events_per_s = match mode {
+            SatMode::Perf => perf_counts(&perf_data).0 as f64 / (secs + 5) as f64,
+            _ => {
+                let t = if mode == SatMode::Start {
+                    dir.join("job").join("trace")
+                } else {
+                    trace.clone()
+                };
+                let (records, _, span) = count_records(&t);
+                records as f64 / span.max(1e-9)
+            }
+        };
+        println!(
+            "  {:14} | {:>8.2}% | {:>6.0} MiB | {:>6.0} MiB | {:>12.0}",
+            mode.name(),
+            100.0 * cpu / secs as f64,
+            rss_quarter,
+            rss_end,
+            events_per_s
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
+
 /// Where a tracer runs relative to the load (the load runs in the bench's own session).
 #[derive(Clone, Copy, PartialEq)]
 enum Setting {
@@ -732,36 +853,13 @@ impl Setting {
         }
     }
 
-    /// Makes `cmd` start in this setting: `setsid`, and for a cgroup, joins `group`'s
-    /// `tasks` before exec.
+    /// Makes `cmd` start in this setting (`group`: the `own cgroup` group).
     fn apply(self, cmd: &mut Command, group: &Path) {
-        if self == Setting::SameSession {
-            return;
-        }
-        let tasks = (self == Setting::OwnCgroup).then(|| {
-            std::ffi::CString::new(group.join("tasks").to_string_lossy().as_bytes())
-                .expect("a path")
-        });
-        // SAFETY: only async-signal-safe calls (setsid, open, write, close) between fork
-        // and exec, on memory made before the fork.
-        unsafe {
-            cmd.pre_exec(move || {
-                if libc::setsid() < 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                if let Some(tasks) = &tasks {
-                    let fd = libc::open(tasks.as_ptr(), libc::O_WRONLY);
-                    if fd < 0 {
-                        return Err(std::io::Error::last_os_error());
-                    }
-                    let ok = libc::write(fd, b"0".as_ptr().cast(), 1) == 1;
-                    libc::close(fd);
-                    if !ok {
-                        return Err(std::io::Error::last_os_error());
-                    }
-                }
-                Ok(())
-            });
+        let tasks = group.join("tasks");
+        match self {
+            Setting::SameSession => {}
+            Setting::OwnSession => argus_testkit::elsewhere::own_session(cmd, None),
+            Setting::OwnCgroup => argus_testkit::elsewhere::own_session(cmd, Some(&tasks)),
         }
     }
 }
@@ -795,29 +893,10 @@ struct SatRun {
     tracer_cpu: f64,
 }
 
-/// Builds `../shared/loads/saturate.c` into `dir`.
-fn build_saturate(dir: &Path) -> PathBuf {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/loads/saturate.c");
-    assert!(
-        src.exists(),
-        "the saturating load is missing: {} (clone the project beside ../shared)",
-        src.display()
-    );
-    let exe = dir.join("saturate");
-    let status = Command::new("gcc")
-        .args(["-O2", "-pthread", "-o"])
-        .arg(&exe)
-        .arg(&src)
-        .status()
-        .expect("gcc runs");
-    assert!(status.success(), "gcc failed on {}", src.display());
-    exe
-}
-
 fn saturation(secs: u64) {
     let rounds: usize = env_or("ARGUS_BENCH_ROUNDS", 1);
     let tmp = tempfile::tempdir().expect("tempdir");
-    let load = build_saturate(tmp.path());
+    let load = argus_testkit::elsewhere::saturate(tmp.path());
     let set = argus_ingest::linux::event_set("default").expect("the default events");
     let group = BenchGroup::new();
     // (tracer, setting); untraced and kernel-only once per round.

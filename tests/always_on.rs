@@ -6,20 +6,11 @@
 use crate::common::{argus, live_or_skip, recording_lock, run, trace_events, wait_for, Guard};
 use argus_schema::EventKind;
 use serde_json::Value;
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-fn mono_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes one timespec we own.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
+use argus_ingest::linux::monotonic_ns as mono_ns;
 
 fn meta(trace: &Path) -> Value {
     serde_json::from_slice(&std::fs::read(trace.join("meta.json")).expect("meta.json"))
@@ -31,20 +22,6 @@ fn lost(meta: &Value) -> u64 {
     meta["lost"]
         .as_object()
         .map_or(0, |m| m.values().filter_map(Value::as_u64).sum())
-}
-
-/// `../shared/loads/saturate.c`, built into `dir` (gcc is on every test machine).
-fn saturate(dir: &Path) -> PathBuf {
-    let src = argus_testkit::shared().join("loads/saturate.c");
-    let exe = dir.join("saturate");
-    let out = Command::new("gcc")
-        .args(["-O2", "-pthread", "-o"])
-        .arg(&exe)
-        .arg(&src)
-        .output()
-        .expect("gcc runs");
-    assert!(out.status.success(), "gcc {}: {out:?}", src.display());
-    exe
 }
 
 /// How the recorder is started relative to the test (where the load runs).
@@ -89,31 +66,11 @@ fn spawn_in(place: Place, args: &[&str], log: &Path, group: Option<&CpuGroup>) -
         .stdin(Stdio::null())
         .stdout(log.try_clone().expect("log"))
         .stderr(log);
-    let tasks = group.map(|g| {
-        std::ffi::CString::new(g.0.join("tasks").to_string_lossy().as_bytes()).expect("path")
-    });
-    // SAFETY: only async-signal-safe calls (setsid, open, write, close) between fork and
-    // exec, on memory made before the fork.
-    unsafe {
-        cmd.pre_exec(move || {
-            if libc::setsid() < 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            if let (Place::Cgroup, Some(tasks)) = (place, &tasks) {
-                let fd = libc::open(tasks.as_ptr(), libc::O_WRONLY);
-                if fd < 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                // "0" moves the writing process.
-                let ok = libc::write(fd, b"0".as_ptr().cast(), 1) == 1;
-                libc::close(fd);
-                if !ok {
-                    return Err(std::io::Error::last_os_error());
-                }
-            }
-            Ok(())
-        });
-    }
+    let tasks = match place {
+        Place::Session => None,
+        Place::Cgroup => group.map(|g| g.0.join("tasks")),
+    };
+    argus_testkit::elsewhere::own_session(&mut cmd, tasks.as_deref());
     cmd.spawn().expect("argus starts")
 }
 
@@ -139,7 +96,7 @@ fn wait_exit(child: &mut Guard, within: Duration, log: &Path) -> i32 {
 fn under_saturation(test: &str, start: bool, place: Place) -> Value {
     let _lock = recording_lock();
     let tmp = tempfile::tempdir().expect("tempdir");
-    let load = saturate(tmp.path());
+    let load = argus_testkit::elsewhere::saturate(tmp.path());
     let out = tmp.path().join("out");
     let log = tmp.path().join("argus.log");
     let group = matches!(place, Place::Cgroup).then(|| CpuGroup::new("argus-test"));

@@ -13,6 +13,8 @@
 //! Bad input made on the spot: [`zstd_rle_bomb`], a few bytes of zstd that decompress to as
 //! many bytes as asked. macOS test vectors from Linux recordings: [`kdebug`].
 
+#[cfg(unix)]
+pub mod elsewhere;
 pub mod kdebug;
 
 use std::path::{Path, PathBuf};
