@@ -15,6 +15,11 @@ fn events(trace: &std::path::Path) -> Vec<Event> {
         .expect("the trace decodes")
 }
 
+/// How many records of the sorted `records` repeat the one before.
+fn repeated<T: PartialEq>(records: &[T]) -> usize {
+    records.windows(2).filter(|w| w[0] == w[1]).count()
+}
+
 fn check(evs: &[Event], size: usize, workers: usize, every_epoch: bool) {
     let batches: Vec<Batch> = evs
         .chunks(size)
@@ -49,6 +54,18 @@ fn check(evs: &[Event], size: usize, workers: usize, every_epoch: bool) {
             want.segments.len(),
             want.edges.len(),
             want.spins.len()
+        );
+        // Each record once (a record made twice by the dataflow and by the reference alike
+        // would pass the comparison).
+        assert_eq!(
+            (
+                repeated(&want.segments),
+                repeated(&want.edges),
+                repeated(&want.spins)
+            ),
+            (0, 0, 0),
+            "epoch {i}: segments, edges, spins made twice; an edge: {:?}",
+            want.edges.windows(2).find(|w| w[0] == w[1])
         );
     }
     let last = &got.last().expect("epochs").1;

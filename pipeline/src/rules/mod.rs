@@ -107,9 +107,9 @@
 //!   included), keyed by file ([`lock_key`], [`Key::Lock`]). A wake-up of a task blocked in
 //!   `flock` or `fcntl(F_SETLKW)` is a strong [`EdgeKind::LockFile`] (the unlock, close or
 //!   exit that released it). Lock attempts that are refused (`EAGAIN`/`EACCES`, a retry
-//!   loop) are linked to the latest granted operation of each other process on the file,
-//!   and a lock granted after refusals to the release before it: boosted
-//!   [`EdgeKind::LockFile`] edges ([`LockState`], docs/rules.md).
+//!   loop) are linked to the latest granted operation of each other process on the file
+//!   (once per segment), and a lock granted after refusals to the releases by others since
+//!   the refusal: boosted [`EdgeKind::LockFile`] edges ([`LockState`], docs/rules.md).
 //! - **lock owner**: a task blocking on a lock whose owner the kernel names
 //!   ([`EventKind::LockOwner`]: a macOS turnstile's inheritor, a Linux PI futex's owner) →
 //!   a strong [`EdgeKind::LockOwner`] edge from the owner's segment at that moment (running,
