@@ -8,6 +8,7 @@
 //! Decoding, the dataflow and the collection of its output run concurrently.
 
 mod cluster;
+mod inconsistent;
 mod stacks;
 
 use crate::cli::BuildArgs;
@@ -16,8 +17,9 @@ use anyhow::{bail, Context, Result};
 use argus_ingest::replay::TraceReader;
 use argus_pipeline::dataflow::{self, Batch, DataflowConfig, Message};
 use argus_pipeline::rules::{ChannelEnd, ChannelMap, RulesConfig};
-use argus_schema::{Epoch, ErrorRecord, Event, Nanos, ThreadInfo};
+use argus_schema::{CausalEdge, Epoch, ErrorRecord, Event, Nanos, Segment, Spin, ThreadInfo};
 use argus_sinks::{SnapshotInfo, SnapshotWriter};
+use inconsistent::Inconsistent;
 use std::collections::BTreeMap;
 use std::fmt;
 use std::path::PathBuf;
@@ -250,46 +252,6 @@ impl fmt::Display for BuildSummary {
             write!(f, "\n{stats}")?;
         }
         Ok(())
-    }
-}
-
-/// Records of a collection whose net count is not 1 (the dataflow's invariant), found while
-/// streaming it.
-#[derive(Default)]
-struct Inconsistent {
-    records: usize,
-    first: Option<(String, i64)>,
-}
-
-impl Inconsistent {
-    /// The records of `sorted` with count 1; the others are noted here.
-    fn filter<'a, T: std::fmt::Debug + Ord + argus_sinks::Pack + 'a>(
-        &'a mut self,
-        sorted: argus_sinks::Sorted<T>,
-    ) -> impl Iterator<Item = T> + 'a {
-        sorted.filter_map(move |(record, count)| {
-            if count == 1 {
-                return Some(record);
-            }
-            self.records += 1;
-            if self.first.is_none() {
-                self.first = Some((format!("{record:?}"), count));
-            }
-            None
-        })
-    }
-
-    fn check(self, name: &str) -> Result<()> {
-        match self.first {
-            None => Ok(()),
-            Some((first, count)) => Err(argus_sinks::SinkError::Multiplicity {
-                collection: name.to_string(),
-                records: self.records,
-                first,
-                count,
-            })
-            .with_context(|| format!("the dataflow's {name} are inconsistent")),
-        }
     }
 }
 
@@ -604,9 +566,11 @@ pub fn build(cfg: &BuildConfig) -> Result<BuildSummary> {
         output: cfg.output.clone(),
     };
     // The collector's sorted (packed) runs, merged as they are read; records whose net count is
-    // not 1 (the dataflow's invariant) are set aside and reported once written.
-    let (mut bad_segments, mut bad_edges, mut bad_spins) =
-        <(Inconsistent, Inconsistent, Inconsistent)>::default();
+    // not 1 (the dataflow's invariant) are written once or left out, and reported once written
+    // (inconsistent.rs: why the build keeps going).
+    let mut bad_segments = Inconsistent::<Segment>::default();
+    let mut bad_edges = Inconsistent::<CausalEdge>::default();
+    let mut bad_spins = Inconsistent::<Spin>::default();
     let segments = bad_segments.filter(collected.segments.into_sorted());
     let edges = bad_edges.filter(collected.edges.into_sorted());
     let spins = bad_spins.filter(collected.spins.into_sorted());
@@ -634,9 +598,18 @@ pub fn build(cfg: &BuildConfig) -> Result<BuildSummary> {
         let (s, e) = writer.write_segments_and_edges(segments, edges)?;
         (s, e, writer.write_spins(spins)?)
     };
-    bad_segments.check("segments")?;
-    bad_edges.check("edges")?;
-    bad_spins.check("spins")?;
+    for report in [
+        bad_segments.report("segments", &threads),
+        bad_edges.report("edges", &threads),
+        bad_spins.report("spins", &threads),
+    ]
+    .into_iter()
+    .flatten()
+    {
+        // Shown even with --quiet: the graph has a known defect.
+        eprintln!("{}", report.warning);
+        errors.extend(report.rows);
+    }
     summary.segments = n_segments as usize;
     summary.edges = n_edges as usize;
     summary.spins = n_spins as usize;
@@ -667,37 +640,4 @@ pub fn build(cfg: &BuildConfig) -> Result<BuildSummary> {
         elapsed: started.elapsed(),
         ..summary
     })
-}
-
-#[cfg(test)]
-#[allow(clippy::unwrap_used)]
-mod tests {
-    use super::*;
-    use argus_sinks::CollectionSink;
-
-    #[test]
-    fn streamed_collections_keep_count_one_records_and_report_the_others() {
-        let mut sink = CollectionSink::new("edges");
-        for r in [5u32, 1, 3, 3, 9] {
-            sink.update(r, 1);
-        }
-        sink.update(9, -1);
-        sink.update(7, -1);
-        let mut bad = Inconsistent::default();
-        let kept: Vec<u32> = bad.filter(sink.into_sorted()).collect();
-        assert_eq!(kept, vec![1, 5]);
-        assert_eq!(bad.records, 2);
-        let err = format!("{:#}", bad.check("edges").unwrap_err());
-        assert!(
-            err.contains("the dataflow's edges are inconsistent"),
-            "{err}"
-        );
-        assert!(err.contains('3'), "{err}");
-
-        let mut clean = CollectionSink::new("spins");
-        clean.update(2u32, 1);
-        let mut ok = Inconsistent::default();
-        assert_eq!(ok.filter(clean.into_sorted()).collect::<Vec<_>>(), vec![2]);
-        assert!(ok.check("spins").is_ok());
-    }
 }
