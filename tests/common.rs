@@ -260,6 +260,14 @@ pub fn copy_dir(from: &Path, to: &Path) -> std::io::Result<()> {
     Ok(())
 }
 
+/// Whether `prog` is installed (on `PATH`, or in the sbin directories servers live in).
+pub fn installed(prog: &str) -> bool {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path)
+        .chain(["/usr/sbin", "/sbin"].map(PathBuf::from))
+        .any(|d| d.join(prog).is_file())
+}
+
 /// Every event of a trace directory, decoded.
 pub fn trace_events(trace: &Path) -> Vec<argus_schema::Event> {
     argus_ingest::replay::TraceReader::open(trace)

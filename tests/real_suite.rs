@@ -20,7 +20,7 @@
 //! A scenario whose programs are missing is skipped with one loud line, and fails when
 //! `ARGUS_REQUIRE_LIVE=1` (`.ci/run` installs them).
 
-use crate::common::{copy_dir, live_or_skip, recording_lock, run};
+use crate::common::{copy_dir, installed, live_or_skip, recording_lock, run};
 use argus_diagnose::{
     AppEvents, DiagnoseConfig, Graph, GraphInput, Oracle, Question, Reply, Target,
 };
@@ -334,14 +334,6 @@ fn keep(r: &Row, snapshot: &Path) {
         );
     }
     eprintln!("real_suite: {} missed; kept in {}", r.name, dir.display());
-}
-
-/// Whether `prog` is installed (on `PATH`, or in the sbin directories servers live in).
-fn installed(prog: &str) -> bool {
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    std::env::split_paths(&path)
-        .chain(["/usr/sbin", "/sbin"].map(PathBuf::from))
-        .any(|d| d.join(prog).is_file())
 }
 
 /// A MariaDB server in a private directory, started before the recordings so that its

@@ -26,6 +26,7 @@ mod inspect;
 mod kdebug;
 mod live;
 mod live_query;
+mod lock_files;
 mod lock_owners;
 mod moment;
 mod notebook;
