@@ -292,8 +292,12 @@ impl ChunkWriter {
 pub(crate) struct DiskFull;
 
 impl DiskFull {
-    /// The one line, the first time any writer meets a full disk.
-    pub(crate) fn say(path: &Path) {
+    /// The one line, the first time any writer meets a full disk (`e`, an error for which
+    /// [`RecordError::is_no_space`] holds, names the file).
+    pub(crate) fn say(e: &RecordError) {
+        let RecordError::Io { path, .. } = e else {
+            return;
+        };
         static SAID: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
         if SAID.swap(true, Ordering::Relaxed) {
             return;

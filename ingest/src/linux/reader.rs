@@ -605,9 +605,7 @@ impl CpuWriter {
                     return Ok(());
                 }
                 Err(e) if e.is_no_space() => {
-                    if let RecordError::Io { path, .. } = &e {
-                        super::chunks::DiskFull::say(path);
-                    }
+                    super::chunks::DiskFull::say(&e);
                     if self.shared.make_room() {
                         let _ = self.syncer.send(SyncJob::Meta);
                         continue;
@@ -737,9 +735,7 @@ fn run_syncer(cpu: u32, shared: Arc<Shared>, jobs: Receiver<SyncJob>) -> Result<
         };
         match r {
             Err(e) if e.is_no_space() => {
-                if let RecordError::Io { path, .. } = &e {
-                    super::chunks::DiskFull::say(path);
-                }
+                super::chunks::DiskFull::say(&e);
             }
             Err(e) => {
                 first_err.get_or_insert(e);

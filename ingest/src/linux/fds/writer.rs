@@ -138,9 +138,7 @@ impl FilesWriter {
     /// The disk is full: the buffered lines are lost; the next file restates the whole
     /// table (`wants_new_file`), so what follows is complete again.
     fn no_space(&mut self, e: &RecordError) {
-        if let RecordError::Io { path, .. } = e {
-            crate::linux::chunks::DiskFull::say(path);
-        }
+        crate::linux::chunks::DiskFull::say(e);
         self.buf.clear();
         self.dropped = true;
     }

@@ -326,9 +326,7 @@ impl Writer {
             match self.chunks.write_frame(&buf, sync) {
                 // A full disk: these samples are lost, the next frames go on.
                 Err(e) if e.is_no_space() => {
-                    if let RecordError::Io { path, .. } = &e {
-                        crate::linux::chunks::DiskFull::say(path);
-                    }
+                    crate::linux::chunks::DiskFull::say(&e);
                 }
                 other => other?,
             }
