@@ -136,8 +136,11 @@ fn the_collector_replaying_the_chain_writes_a_trace_that_diagnoses_the_same() {
     let trace = dir.path().join("trace");
     let mut cfg = KdebugConfig::new(&trace);
     // Small enough for a ring of several chunks whatever the recording's size (a quiet
-    // machine records a few thousand events).
-    cfg.chunk_bytes = (bytes.len() as u64 / 4).clamp(4 << 10, 64 << 10);
+    // machine records a few thousand events, which compress well): a quarter of the
+    // stream's compressed size, written in frames of 5 ms of virtual time.
+    let compressed = zstd::encode_all(&bytes[..], 3).expect("zstd").len() as u64;
+    cfg.chunk_bytes = (compressed / 4).max(1 << 10);
+    cfg.interval = std::time::Duration::from_millis(5);
     let done = replay.done();
     let summary = argus_ingest::macos::record(&mut replay, &cfg, &move || {
         done.load(std::sync::atomic::Ordering::SeqCst)
