@@ -83,6 +83,8 @@ pub(crate) mod sysinfo;
 // The rest of this module (the chunk ring, errors, output directories, clocks) serves the
 // macOS collector too.
 #[cfg(target_os = "linux")]
+mod control;
+#[cfg(target_os = "linux")]
 mod drainprio;
 #[cfg(target_os = "linux")]
 mod fds;

@@ -4,13 +4,14 @@
 use super::*;
 use crate::format::HeaderPage;
 use crate::tracedir::{self, LostRange, TraceMeta};
+use control::Doorbell;
 use reader::{Reader, ReaderStats};
 use ring::Shared;
 use signals::SignalGuard;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::fs::{self, File, OpenOptions};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::fs::OpenOptionsExt;
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
@@ -47,10 +48,15 @@ pub const DEFAULT_CHUNK_PAGES: u32 = 1024;
 /// The `ftrace/print` event: `trace_marker` writes. It has no `enable` file; it is on while
 /// `options/markers` is.
 const PRINT_EVENT: &str = "ftrace/print";
-/// How often the control loop checks its stop conditions.
+/// How often the control loop looks at a command whose exit it cannot wait for (no
+/// `pidfd_open`), and at a command it has asked to stop.
 const CONTROL_TICK: Duration = Duration::from_millis(10);
-/// How often new threads of this process are added to `set_event_notrace_pid`.
+/// How soon new threads of this process are looked for and added to
+/// `set_event_notrace_pid` after the last look found one (or one gone).
 const EXCLUDE_RESCAN: Duration = Duration::from_millis(250);
+/// Each look that finds nothing new doubles the time to the next, up to this: a process
+/// whose threads are settled costs a look a second, not four.
+const EXCLUDE_RESCAN_MAX: Duration = Duration::from_secs(1);
 /// How often at most `set_event_notrace_pid` is rewritten to drop the tids of gone threads
 /// when the kernel's last pid cannot be read ([`sysinfo::pid_cursor`]); where it can, the
 /// list is rewritten only when a gone tid is about to be handed out again
@@ -237,20 +243,35 @@ pub enum OwnThread {
     },
 }
 
-/// Stops a recording from another thread: the recording closes cleanly at the next control
-/// tick (10 ms).
+/// Stops a recording from another thread: the recording's control loop wakes at once and
+/// closes the trace cleanly.
 #[derive(Clone, Debug, Default)]
-pub struct StopHandle(Arc<AtomicBool>);
+pub struct StopHandle(Arc<StopState>);
+
+#[derive(Debug, Default)]
+struct StopState {
+    stopped: AtomicBool,
+    /// The control loop's doorbell, once the recording started.
+    bell: std::sync::OnceLock<Arc<Doorbell>>,
+}
 
 impl StopHandle {
     /// Asks the recording to stop.
     pub fn stop(&self) {
-        self.0.store(true, Ordering::SeqCst);
+        self.0.stopped.store(true, Ordering::SeqCst);
+        if let Some(bell) = self.0.bell.get() {
+            bell.ring();
+        }
     }
 
     /// Whether [`StopHandle::stop`] was called.
     pub fn is_stopped(&self) -> bool {
-        self.0.load(Ordering::SeqCst)
+        self.0.stopped.load(Ordering::SeqCst)
+    }
+
+    /// The doorbell [`StopHandle::stop`] rings (the first one attached stays).
+    fn attach(&self, bell: &Arc<Doorbell>) {
+        let _ = self.0.bell.set(bell.clone());
     }
 }
 
@@ -478,16 +499,9 @@ impl Recorder {
             command: config.command.clone(),
             ..TraceMeta::recording("mono")
         };
-        // SAFETY: eventfd has no memory-safety preconditions.
-        let wake = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
-        if wake < 0 {
-            return Err(RecordError::Sys {
-                call: "eventfd",
-                source: std::io::Error::last_os_error(),
-            });
-        }
-        // SAFETY: `wake` is a fresh descriptor that nothing else owns.
-        let wake = unsafe { OwnedFd::from_raw_fd(wake) };
+        let wake = control::eventfd()?;
+        let bell = Arc::new(Doorbell::new()?);
+        stop.attach(&bell);
         let signals = if config.handle_signals {
             Some(SignalGuard::install()?)
         } else {
@@ -510,6 +524,7 @@ impl Recorder {
             readers: Vec::new(),
             drain: Arc::new(AtomicBool::new(false)),
             wake,
+            bell,
             child: None,
             command_status: None,
             excluded: BTreeSet::new(),
@@ -555,6 +570,8 @@ pub struct Recording {
     readers: Vec<(u32, JoinHandle<Result<ReaderStats, RecordError>>)>,
     drain: Arc<AtomicBool>,
     wake: OwnedFd,
+    /// Wakes the control loop ([`StopHandle::stop`], a reader ending).
+    bell: Arc<Doorbell>,
     child: Option<Child>,
     command_status: Option<i32>,
     /// Every thread of this process ever hidden (the summary's `excluded_tids`).
@@ -647,6 +664,8 @@ impl Recording {
         let deadline = self.config.duration.map(|d| self.started + d);
         let mut last_rescan = Instant::now();
         let mut rescan_warned = false;
+        let mut rescan_every = EXCLUDE_RESCAN;
+        let child_exit = self.child.as_ref().and_then(|c| control::pidfd(c.id()));
         let reason = loop {
             if self.stop.is_stopped() {
                 break StopReason::Requested;
@@ -665,17 +684,36 @@ impl Recording {
                 // A reader only ends early on an error; close and report it.
                 break StopReason::Requested;
             }
-            if last_rescan.elapsed() >= EXCLUDE_RESCAN {
+            if last_rescan.elapsed() >= rescan_every {
                 // Not fatal: a missed thread only adds records to the trace.
-                if let Err(err) = self.exclude_own_threads() {
-                    if !rescan_warned {
-                        tracing::warn!(error = %err, "cannot exclude new recorder threads");
-                        rescan_warned = true;
+                match self.exclude_own_threads() {
+                    Ok(true) => rescan_every = EXCLUDE_RESCAN,
+                    Ok(false) => rescan_every = (rescan_every * 2).min(EXCLUDE_RESCAN_MAX),
+                    Err(err) => {
+                        if !rescan_warned {
+                            tracing::warn!(error = %err, "cannot exclude new recorder threads");
+                            rescan_warned = true;
+                        }
                     }
                 }
                 last_rescan = Instant::now();
             }
-            std::thread::sleep(CONTROL_TICK);
+            // Asleep until a stop, a signal, a reader ending, the command's exit, the
+            // duration's end or the next look for new threads.
+            let now = Instant::now();
+            let mut timeout = (last_rescan + rescan_every).saturating_duration_since(now);
+            if let Some(d) = deadline {
+                timeout = timeout.min(d.saturating_duration_since(now));
+            }
+            let mut fds = vec![self.bell.fd()];
+            fds.extend(self.signals.as_ref().and_then(|_| signals::signal_fd()));
+            match &child_exit {
+                Some(fd) => fds.push(fd.as_raw_fd()),
+                None if self.child.is_some() => timeout = timeout.min(CONTROL_TICK),
+                None => {}
+            }
+            control::wait_any(&fds, timeout);
+            self.bell.quiet();
         };
         self.close(reason)
     }
@@ -781,7 +819,7 @@ impl Recording {
         }
         self.spawn_readers(pipes, header_page, fd_scan)?;
 
-        self.exclude_own_threads()?;
+        let _hid = self.exclude_own_threads()?;
         for event in &self.events {
             if event != PRINT_EVENT {
                 tracefs::write(&instance_events.join(event).join("enable"), "1")?;
@@ -921,6 +959,15 @@ impl Recording {
                 chunk_pages: self.chunk_pages as usize,
                 out_dir: self.config.output_dir.clone(),
                 flush_interval: self.config.flush_interval,
+                poll_timeout: if self.config.tap.is_some() {
+                    reader::LIVE_POLL_TIMEOUT
+                } else {
+                    self.config
+                        .flush_interval
+                        .map_or(reader::QUIET_POLL_TIMEOUT, |f| {
+                            f.clamp(reader::LIVE_POLL_TIMEOUT, reader::QUIET_POLL_TIMEOUT)
+                        })
+                },
                 drain: self.drain.clone(),
                 wake_fd: self.wake.as_raw_fd(),
                 shared: self.shared.clone(),
@@ -934,13 +981,17 @@ impl Recording {
                 priority: self.config.drain_priority,
             };
             let tid_tx = tid_tx.clone();
+            let bell = self.bell.clone();
             let handle = std::thread::Builder::new()
                 .name(format!("argus-rec-cpu{cpu}"))
                 .spawn(move || {
-                    reader.run(move || {
+                    let ended = reader.run(move || {
                         // SAFETY: gettid has no preconditions.
                         let _ = tid_tx.send(unsafe { libc::gettid() });
-                    })
+                    });
+                    // A reader ends early only on an error: the control loop closes.
+                    bell.ring();
+                    ended
                 })
                 .map_err(|source| RecordError::Sys {
                     call: "pthread_create",
@@ -959,8 +1010,9 @@ impl Recording {
     /// Adds threads of this process not yet in `set_event_notrace_pid` (the first call
     /// replaces the list, later calls append), reports them and those gone since the last
     /// look ([`RecordConfig::own_threads`]), and rewrites the list without the gone ones when
-    /// one of their tids may soon be reused (see [`RELIST_EVERY`]).
-    fn exclude_own_threads(&mut self) -> Result<(), RecordError> {
+    /// one of their tids may soon be reused (see [`RELIST_EVERY`]). Says whether it found a
+    /// thread new or gone.
+    fn exclude_own_threads(&mut self) -> Result<bool, RecordError> {
         let alive = own_tids()?;
         // Taken after the look: every thread not seen in it had exited by now.
         let now = sysinfo::monotonic_ns();
@@ -1050,7 +1102,7 @@ impl Recording {
         }
         self.excluded.extend(&new);
         self.hidden = alive;
-        Ok(())
+        Ok(!new.is_empty() || !gone.is_empty())
     }
 
     /// Tracing is off: reports the hidden threads gone since the last look

@@ -1,11 +1,14 @@
 //! SIGINT/SIGTERM → a clean stop.
 //!
-//! The handler only stores the signal number in an atomic (async-signal-safe); the recorder's
-//! control loop polls it every few milliseconds and closes the trace normally. Handlers are
+//! The handler stores the signal number in an atomic and rings an eventfd (both
+//! async-signal-safe); the recorder's control loop, asleep in `poll` on that eventfd
+//! ([`signal_fd`]), wakes and closes the trace normally. Handlers are
 //! process-wide, so installations are reference-counted: the first recorder that asks saves
 //! the previous dispositions, the last one to finish restores them.
 
+use super::control;
 use super::error::RecordError;
+use std::os::fd::IntoRawFd;
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::Mutex;
 
@@ -21,8 +24,21 @@ static INSTALLED: Mutex<Option<Installed>> = Mutex::new(None);
 
 const STOP_SIGNALS: [libc::c_int; 2] = [libc::SIGINT, libc::SIGTERM];
 
+/// The eventfd the handler rings (-1 until the first installation; then kept for the
+/// process's life, so a handler running late never writes to a reused descriptor).
+static SIGNAL_FD: AtomicI32 = AtomicI32::new(-1);
+
 extern "C" fn on_signal(signal: libc::c_int) {
     RECEIVED.store(signal, Ordering::SeqCst);
+    let fd = SIGNAL_FD.load(Ordering::SeqCst);
+    if fd >= 0 {
+        control::ring(fd);
+    }
+}
+
+/// The eventfd a stop signal rings while handlers are installed: readable once one arrived.
+pub(crate) fn signal_fd() -> Option<std::os::fd::RawFd> {
+    Some(SIGNAL_FD.load(Ordering::SeqCst)).filter(|&fd| fd >= 0)
 }
 
 /// Keeps the SIGINT/SIGTERM handlers installed while alive.
@@ -37,6 +53,18 @@ impl SignalGuard {
             Some(state) => state.users += 1,
             None => {
                 RECEIVED.store(0, Ordering::SeqCst);
+                match SIGNAL_FD.load(Ordering::SeqCst) {
+                    -1 => {
+                        let fd = control::eventfd()?.into_raw_fd();
+                        SIGNAL_FD.store(fd, Ordering::SeqCst);
+                    }
+                    // A signal of an earlier installation rang it: take that back.
+                    fd => {
+                        let mut n: u64 = 0;
+                        // SAFETY: reads 8 bytes into a valid u64 from our non-blocking eventfd.
+                        unsafe { libc::read(fd, (&mut n as *mut u64).cast(), 8) };
+                    }
+                }
                 let mut previous = Vec::new();
                 for signal in STOP_SIGNALS {
                     // SAFETY: sigaction is plain old data; all-zero is a valid value.

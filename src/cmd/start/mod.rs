@@ -178,7 +178,6 @@ use self::serve::{Served, Server};
 #[cfg(target_os = "linux")]
 use self::snapshots::clean_leftovers;
 #[cfg(target_os = "linux")]
-use self::watch::own_threads;
 #[cfg(target_os = "linux")]
 use anyhow::{Context, Result};
 #[cfg(target_os = "linux")]
@@ -224,7 +223,6 @@ pub fn run(cfg: &StartConfig, quiet: bool) -> Result<u8> {
 
     let trace_dir = cfg.dir.join("trace");
     let (recording, tap, own_reports) = start_recording(cfg, &trace_dir)?;
-    sample_own_threads()?;
     let marker = recording.marker_path().to_path_buf();
     let read_frontier = recording.read_frontier();
     // The recorder's control loop (stop conditions, hiding the job's new threads and
@@ -357,23 +355,6 @@ fn start_recording(
         .start()
         .with_context(|| format!("recording into {}", trace_dir.display()))?;
     Ok((recording, tap_rx, own_rx))
-}
-
-/// The job's own threads, looked at every 20 ms for the hang filter (`own_threads`); briefer
-/// ones are recognised by their names (`untraced_own_name`). The sampler runs above the
-/// job's priority, so a loaded machine does not starve it.
-#[cfg(target_os = "linux")]
-fn sample_own_threads() -> Result<()> {
-    std::thread::Builder::new()
-        .name("argus-self".into())
-        .spawn(|| {
-            let _ = argus_ingest::linux::set_thread_nice(-5);
-            loop {
-                let _ = own_threads();
-                std::thread::sleep(Duration::from_millis(20));
-            }
-        })?;
-    Ok(())
 }
 
 /// Schedules the calling thread (and every thread it starts from now on) as `--nice` says;

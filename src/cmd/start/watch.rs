@@ -115,7 +115,9 @@ impl HangTracker {
 /// This job's own threads, every one seen so far: they appear in the records of the tasks
 /// they switch with, and the recorder cannot always tell their process (a thread created
 /// while the job runs may look like a process of its own), so the hang filter recognises
-/// them here. The set only grows: snapshot writers and dataflow workers of earlier
+/// them here: the threads alive now (`/proc/self/task`) and every one the recorder hid
+/// ([`OwnExits`]). A thread that ended before the recorder hid it has its exit in the trace
+/// and no open spin. The set only grows: snapshot writers and dataflow workers of earlier
 /// generations have exited by the time a later snapshot names their spins.
 pub(crate) fn own_threads() -> std::collections::HashSet<i32> {
     look_at_own_threads()
