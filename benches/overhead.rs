@@ -56,6 +56,8 @@
 //! own for SECS seconds: its CPU time (all threads, `/proc/PID/stat`) as a share of one CPU,
 //! and its resident memory at a quarter of the run and at the end (flat is the goal). Run it
 //! with nothing else going on; the events/s of the machine are printed beside.
+//! `ARGUS_BENCH_ROUNDS` rounds (default 3), the tracers interleaved; the median CPU share
+//! of each is printed last.
 //!
 //! **Idle**: the compile-loop and ping-pong runs hold PM QoS CPU latency 0 (polling idle) so
 //! that wake-up latency from a halted CPU, which a tracer's busy reader hides, does not decide
@@ -755,15 +757,18 @@ fn idle_cost(secs: u64) {
     let tmp = tempfile::tempdir().expect("tempdir");
     let set = argus_ingest::linux::event_set("default").expect("the default events");
     let group = PathBuf::new();
+    let rounds: usize = env_or("ARGUS_BENCH_ROUNDS", 3);
     println!(
-        "idle cost: {secs} s per tracer, each in a session of its own, {} cpus",
+        "idle cost: {secs} s per tracer, each in a session of its own, {rounds} rounds (interleaved), {} cpus",
         cpus()
     );
     println!(
         "  {:14} | {:>9} | {:>10} | {:>10} | {:>12}",
         "tracer", "cpu", "rss 1/4", "rss end", "events/s"
     );
-    for mode in [SatMode::Record, SatMode::Start, SatMode::Perf] {
+    let modes = [SatMode::Record, SatMode::Start, SatMode::Perf];
+    let mut shares: Vec<Vec<f64>> = vec![Vec::new(); modes.len()];
+    for (i, mode) in (0..rounds).flat_map(|_| modes.iter().copied().enumerate()) {
         let dir = tmp.path().join(mode.name().replace(' ', "-"));
         std::fs::create_dir_all(&dir).expect("bench dir");
         let trace = dir.join("trace");
@@ -826,7 +831,17 @@ fn idle_cost(secs: u64) {
             rss_end,
             events_per_s
         );
+        shares[i].push(100.0 * cpu / secs as f64);
         let _ = std::fs::remove_dir_all(&dir);
+    }
+    for (mode, mut v) in modes.iter().zip(shares) {
+        v.sort_by(f64::total_cmp);
+        println!(
+            "  {:14} | {:>8.2}% median of {} runs",
+            mode.name(),
+            v[v.len() / 2],
+            v.len()
+        );
     }
 }
 

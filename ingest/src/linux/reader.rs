@@ -5,7 +5,7 @@
 //!  kernel ring buffer (cpuN) ──read(4096), O_NONBLOCK──► frame (≤ FRAME_PAGES pages)
 //!         ▲            argus-rec-cpuN (SCHED_FIFO,   │  also: fd scan, tap.try_send(page)
 //!         │            budgeted: drainprio.rs)       │ full, flush_interval, chunk end
-//!         └── poll(poll_timeout) + wake eventfd      ▼
+//!         └── poll(POLL_TIMEOUT) + wake eventfd      ▼
 //!                                      spool (≤ SPOOL_BYTES of frames, reused) ◄─ empty frames
 //!                                                    │                              │
 //!                                   argus-rec-wN ────┴─► zstd ─► cpuN/NNNNNN.chunk.zst
@@ -72,13 +72,10 @@ const GOVERNOR_PAGES: u64 = 64;
 /// Frames are allocated only as a burst needs them.
 const SPOOL_BYTES: usize = 64 << 20;
 
-/// How long a reader feeding a live consumer (a tap) waits in `poll` before reading anyway:
-/// the consumer's watermark waits for the slowest reader.
-pub(crate) const LIVE_POLL_TIMEOUT: Duration = Duration::from_millis(100);
-/// The longest a reader without a tap waits before reading anyway (at most the flush
-/// interval): on an idle machine a wake-up a second per CPU, each writing what the second
-/// held.
-pub(crate) const QUIET_POLL_TIMEOUT: Duration = Duration::from_secs(1);
+/// How long a reader waits in `poll` before reading anyway: a live consumer's watermark
+/// waits for the slowest reader, and the fd tracker reads `/proc` only once the reader has
+/// passed on the syscall that made a descriptor (a longer wait loses more short-lived ones).
+const POLL_TIMEOUT_MS: i32 = 100;
 
 /// What a reader thread did.
 #[derive(Clone, Copy, Debug, Default)]
@@ -112,8 +109,6 @@ pub(crate) struct Reader {
     pub(crate) chunk_pages: usize,
     pub(crate) out_dir: PathBuf,
     pub(crate) flush_interval: Option<Duration>,
-    /// How long `poll` waits for a full buffer before the reader reads what there is.
-    pub(crate) poll_timeout: Duration,
     pub(crate) drain: Arc<AtomicBool>,
     pub(crate) wake_fd: RawFd,
     pub(crate) shared: Arc<Shared>,
@@ -475,13 +470,8 @@ impl Reader {
             },
         ];
         // SAFETY: `fds` is a valid array of two pollfd for the duration of the call.
-        let rc = unsafe {
-            libc::poll(
-                fds.as_mut_ptr(),
-                fds.len() as libc::nfds_t,
-                self.poll_timeout.as_millis() as libc::c_int,
-            )
-        };
+        let rc =
+            unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, POLL_TIMEOUT_MS) };
         if rc < 0 {
             let err = std::io::Error::last_os_error();
             if err.kind() != ErrorKind::Interrupted {

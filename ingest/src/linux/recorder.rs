@@ -959,15 +959,6 @@ impl Recording {
                 chunk_pages: self.chunk_pages as usize,
                 out_dir: self.config.output_dir.clone(),
                 flush_interval: self.config.flush_interval,
-                poll_timeout: if self.config.tap.is_some() {
-                    reader::LIVE_POLL_TIMEOUT
-                } else {
-                    self.config
-                        .flush_interval
-                        .map_or(reader::QUIET_POLL_TIMEOUT, |f| {
-                            f.clamp(reader::LIVE_POLL_TIMEOUT, reader::QUIET_POLL_TIMEOUT)
-                        })
-                },
                 drain: self.drain.clone(),
                 wake_fd: self.wake.as_raw_fd(),
                 shared: self.shared.clone(),
