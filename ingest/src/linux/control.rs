@@ -6,8 +6,8 @@
 //!   StopHandle::stop ──┐
 //!   a reader ending ───┼─ Doorbell (eventfd) ─┐
 //!   SIGINT / SIGTERM ─── signals' eventfd ────┼─ poll ── the control loop: stop, or
-//!   the command exiting ─ pidfd ──────────────┤          look for new threads of its own
-//!   --duration, the next look ─ timeout ──────┘
+//!   --duration, the next look ─ timeout ──────┘          look for new threads of its own
+//!   (a recorded command: every 10 ms)
 //! ```
 
 use super::error::RecordError;
@@ -67,19 +67,6 @@ pub(crate) fn ring(fd: RawFd) {
     unsafe { libc::write(fd, (&one as *const u64).cast(), std::mem::size_of::<u64>()) };
 }
 
-/// A descriptor that becomes readable when process `pid` (our child) exits (`pidfd_open`,
-/// Linux 5.3), or `None` where the kernel has none: the caller then looks every few
-/// milliseconds.
-pub(crate) fn pidfd(pid: u32) -> Option<OwnedFd> {
-    // SAFETY: pidfd_open takes a pid and flags and has no memory-safety preconditions.
-    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::pid_t, 0) };
-    if fd < 0 {
-        return None;
-    }
-    // SAFETY: a fresh descriptor that nothing else owns.
-    Some(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
-}
-
 /// Sleeps until one of `fds` is readable or `timeout` passes (a signal ends it early too).
 pub(crate) fn wait_any(fds: &[RawFd], timeout: Duration) {
     let mut polled: Vec<libc::pollfd> = fds
@@ -131,19 +118,5 @@ mod tests {
             "{:?}",
             t.elapsed()
         );
-    }
-
-    /// A child's pidfd wakes the waiter when the child exits.
-    #[test]
-    fn a_pidfd_wakes_the_waiter_when_the_child_exits() {
-        let mut child = std::process::Command::new("sleep")
-            .arg("0.05")
-            .spawn()
-            .unwrap();
-        let fd = pidfd(child.id()).expect("pidfd_open (Linux 5.3+)");
-        let t = Instant::now();
-        wait_any(&[fd.as_raw_fd()], Duration::from_secs(30));
-        assert!(t.elapsed() < Duration::from_secs(20), "{:?}", t.elapsed());
-        assert!(child.try_wait().unwrap().is_some(), "the child has exited");
     }
 }
