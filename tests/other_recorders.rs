@@ -131,13 +131,14 @@ fn a_perfetto_trace_of_the_chain_gives_argus_records_root_cause() {
             "{what}: {:?}",
             imported.errors()
         );
-        // Full events keep every switch; compact sched loses the first of each CPU (its
-        // previous task is not in the trace).
+        // Full events keep every switch; compact sched loses at most the first of each CPU
+        // (its previous task is not in the trace). A run of CI kept all 694 of 694: which
+        // first switches go is not settled, the bound is.
         let got = imported.kind_counts().get("switch").copied().unwrap_or(0);
         let cpus = u64::from(imported.summary().cpus);
         if compact {
             assert!(
-                got < switches && got + cpus >= switches,
+                got <= switches && got + cpus >= switches,
                 "{what}: {got} of {switches}"
             );
         } else {
