@@ -30,15 +30,7 @@ impl Doorbell {
 
     /// Takes back every ring so far: the next wait sleeps.
     pub(crate) fn quiet(&self) {
-        let mut n: u64 = 0;
-        // SAFETY: reads 8 bytes into a valid u64 from our non-blocking eventfd.
-        unsafe {
-            libc::read(
-                self.0.as_raw_fd(),
-                (&mut n as *mut u64).cast(),
-                std::mem::size_of::<u64>(),
-            )
-        };
+        quiet(self.0.as_raw_fd());
     }
 
     pub(crate) fn fd(&self) -> RawFd {
@@ -65,6 +57,13 @@ pub(crate) fn ring(fd: RawFd) {
     let one: u64 = 1;
     // SAFETY: writes 8 bytes from a valid u64; a closed or full descriptor only fails.
     unsafe { libc::write(fd, (&one as *const u64).cast(), std::mem::size_of::<u64>()) };
+}
+
+/// Takes back every ring of the non-blocking eventfd `fd` so far.
+pub(crate) fn quiet(fd: RawFd) {
+    let mut n: u64 = 0;
+    // SAFETY: reads 8 bytes into a valid u64; an empty non-blocking eventfd only fails.
+    unsafe { libc::read(fd, (&mut n as *mut u64).cast(), std::mem::size_of::<u64>()) };
 }
 
 /// Sleeps until one of `fds` is readable or `timeout` passes (a signal ends it early too).

@@ -819,7 +819,7 @@ impl Recording {
         }
         self.spawn_readers(pipes, header_page, fd_scan)?;
 
-        let _hid = self.exclude_own_threads()?;
+        self.exclude_own_threads()?;
         for event in &self.events {
             if event != PRINT_EVENT {
                 tracefs::write(&instance_events.join(event).join("enable"), "1")?;
@@ -1156,15 +1156,7 @@ impl Recording {
     /// Tells the readers to drain and wakes them from poll.
     fn signal_drain(&self) {
         self.drain.store(true, Ordering::SeqCst);
-        let one: u64 = 1;
-        // SAFETY: writes 8 bytes from a valid u64 to our eventfd.
-        unsafe {
-            libc::write(
-                self.wake.as_raw_fd(),
-                (&one as *const u64).cast(),
-                std::mem::size_of::<u64>(),
-            )
-        };
+        control::ring(self.wake.as_raw_fd());
     }
 
     fn close(mut self, reason: StopReason) -> Result<RecordSummary, RecordError> {

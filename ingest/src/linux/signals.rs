@@ -59,11 +59,7 @@ impl SignalGuard {
                         SIGNAL_FD.store(fd, Ordering::SeqCst);
                     }
                     // A signal of an earlier installation rang it: take that back.
-                    fd => {
-                        let mut n: u64 = 0;
-                        // SAFETY: reads 8 bytes into a valid u64 from our non-blocking eventfd.
-                        unsafe { libc::read(fd, (&mut n as *mut u64).cast(), 8) };
-                    }
+                    fd => control::quiet(fd),
                 }
                 let mut previous = Vec::new();
                 for signal in STOP_SIGNALS {
