@@ -525,12 +525,14 @@ fn start_under_a_saturating_load_loses_nothing_finds_a_hang_and_never_reports_it
     }
 }
 
-/// The job's own short-lived threads (a snapshot's encoders, a query's thread) are hidden
-/// from the trace once the recorder finds them, so the trace has their first records and no
-/// exit: the job adds the exit when the recorder reports the thread gone. In the last
-/// snapshot of a run with a snapshot every second, no thread of the job that was gone well
-/// before the end has an open segment — hidden or never found alive —, and the long-lived
-/// ones the recorder hid are the job's threads in the threads table.
+/// The job's own short-lived threads (a query's thread, a large snapshot's encoders) are
+/// hidden from the trace once the recorder finds them, so the trace has their first records
+/// and no exit: the job adds the exit when the recorder reports the thread gone. The test
+/// makes such threads: a query connection every 0.7 s, each held 1.5 s (longer than the
+/// recorder's look for new threads, 1 s at most). In the last snapshot of a run with a
+/// snapshot every second, no thread of the job that was gone well before the end has an open
+/// segment — hidden or never found alive —, and the long-lived ones the recorder hid are the
+/// job's threads in the threads table.
 #[test]
 fn the_jobs_gone_threads_leave_no_open_segment() {
     if !live_or_skip("the_jobs_gone_threads_leave_no_open_segment") {
@@ -564,8 +566,35 @@ fn the_jobs_gone_threads_leave_no_open_segment() {
     // exits.
     let mut seen = std::collections::BTreeMap::<i32, (u64, u64)>::new();
     // A loaded machine slows the job (it runs at nice 19 and catches up afterwards).
-    let deadline = Instant::now() + Duration::from_secs(300);
+    let began = Instant::now();
+    let deadline = began + Duration::from_secs(300);
+    let sock = job.join("argus.sock");
+    let mut clients: std::collections::VecDeque<(Instant, std::os::unix::net::UnixStream)> =
+        Default::default();
+    let mut next_client = began;
     while child.try_wait().expect("waiting").is_none() {
+        // A query connection now and then (each served by a thread of the job), until 5 s
+        // before the end.
+        let now = Instant::now();
+        if now >= next_client && now < began + Duration::from_secs(9) {
+            next_client = now + Duration::from_millis(700);
+            if let Ok(mut c) = std::os::unix::net::UnixStream::connect(&sock) {
+                use std::io::{BufRead, Write};
+                c.write_all(b"{\"v\":1,\"id\":1,\"op\":\"status\"}\n")
+                    .expect("a request is sent");
+                let mut line = String::new();
+                std::io::BufReader::new(&c)
+                    .read_line(&mut line)
+                    .expect("the job answers");
+                clients.push_back((now, c));
+            }
+        }
+        while clients
+            .front()
+            .is_some_and(|(at, _)| at.elapsed() > Duration::from_millis(1500))
+        {
+            clients.pop_front();
+        }
         assert!(
             Instant::now() < deadline,
             "argus start --duration 14 runs on"

@@ -46,15 +46,21 @@ pub struct WriterOptions {
     pub encode_threads: usize,
 }
 
+/// The CPUs to encode on, looked up once (it reads the cgroup's quota: a dozen syscalls,
+/// and `argus start` makes options for every part it encodes).
+static ENCODE_THREADS: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+
 impl Default for WriterOptions {
     fn default() -> Self {
         WriterOptions {
             batch_rows: 64 * 1024,
             row_group_rows: 1024 * 1024,
             zstd_level: 1,
-            encode_threads: std::thread::available_parallelism()
-                .map_or(1, |n| n.get())
-                .min(4),
+            encode_threads: *ENCODE_THREADS.get_or_init(|| {
+                std::thread::available_parallelism()
+                    .map_or(1, |n| n.get())
+                    .min(4)
+            }),
         }
     }
 }
@@ -141,8 +147,10 @@ fn high_cardinality_columns(table: Table) -> &'static [(&'static str, bool)] {
 /// Uses the column-level API of `parquet` rather than `ArrowWriter::write` so that the
 /// columns of each batch are encoded (dictionary, statistics, zstd) on several threads:
 /// encoding is ~75% of the cost of writing events. The large tables (events, segments,
-/// edges) encode on a thread of their own, so filling the next batch (decoding, for
-/// events) overlaps the encoding of the previous one.
+/// edges) encode on a thread of their own once they reach a second batch, so filling the
+/// next batch (decoding, for events) overlaps the encoding of the previous one. A table of
+/// one batch (every table of `argus start`'s snapshots on a quiet machine) starts no thread:
+/// each one started and ended is work, and records in the trace the job is reading.
 struct TableWriter<E: Encoder, W: Write + Send + 'static = BufWriter<File>> {
     path: PathBuf,
     schema: SchemaRef,
@@ -160,7 +168,13 @@ enum Piece {
 
 /// Where finished batches go: encoded on this thread, or sent to the table's encoder.
 enum Columns<W: Write + Send + 'static> {
-    Inline(Option<Box<ColumnSink<W>>>),
+    /// Encoded on this thread. `threaded`: a large table, whose encoder thread starts with
+    /// its second batch (the first one was encoded here).
+    Inline {
+        sink: Option<Box<ColumnSink<W>>>,
+        threaded: bool,
+        batches: u32,
+    },
     Thread {
         tx: Option<std::sync::mpsc::SyncSender<Piece>>,
         handle: Option<std::thread::JoinHandle<Result<ColumnSink<W>, SinkError>>>,
@@ -172,7 +186,7 @@ impl<W: Write + Send + 'static> Columns<W> {
     /// returns its sink or the error that stopped it. `None` once taken.
     fn join(&mut self) -> Option<Result<ColumnSink<W>, SinkError>> {
         match self {
-            Columns::Inline(sink) => sink.take().map(|s| Ok(*s)),
+            Columns::Inline { sink, .. } => sink.take().map(|s| Ok(*s)),
             Columns::Thread { tx, handle } => {
                 drop(tx.take());
                 let handle = handle.take()?;
@@ -292,26 +306,10 @@ impl<E: Encoder, W: Write + Send + 'static> TableWriter<E, W> {
             row_group_rows,
             threads: options.encode_threads.max(1),
         };
-        let columns = if matches!(E::TABLE, Table::Events | Table::Segments | Table::Edges) {
-            // Two batches in flight: bounded memory, and the encoder never waits for the
-            // producer while it has work.
-            let (tx, rx) = std::sync::mpsc::sync_channel::<Piece>(2);
-            let mut sink = sink;
-            let handle = std::thread::Builder::new()
-                .name(format!("argus-write-{}", E::TABLE.file_name()))
-                .spawn(move || {
-                    for piece in rx {
-                        sink.take(piece)?;
-                    }
-                    Ok(sink)
-                })
-                .map_err(|e| SinkError::io(&path, "starting the encoder thread for", e))?;
-            Columns::Thread {
-                tx: Some(tx),
-                handle: Some(handle),
-            }
-        } else {
-            Columns::Inline(Some(Box::new(sink)))
+        let columns = Columns::Inline {
+            sink: Some(Box::new(sink)),
+            threaded: matches!(E::TABLE, Table::Events | Table::Segments | Table::Edges),
+            batches: 0,
         };
         Ok(TableWriter {
             path,
@@ -368,11 +366,52 @@ impl<E: Encoder, W: Write + Send + 'static> TableWriter<E, W> {
         Ok(())
     }
 
+    /// Moves a large table's encoding to a thread of its own once its second batch comes.
+    fn start_encoder(&mut self) -> Result<(), SinkError> {
+        let Columns::Inline {
+            sink,
+            threaded: true,
+            batches,
+        } = &mut self.columns
+        else {
+            return Ok(());
+        };
+        *batches += 1;
+        if *batches < 2 {
+            return Ok(());
+        }
+        let Some(mut sink) = sink.take() else {
+            return Ok(());
+        };
+        // Two batches in flight: bounded memory, and the encoder never waits for the
+        // producer while it has work.
+        let (tx, rx) = std::sync::mpsc::sync_channel::<Piece>(2);
+        let handle = std::thread::Builder::new()
+            .name(format!("argus-write-{}", E::TABLE.file_name()))
+            .spawn(move || {
+                for piece in rx {
+                    sink.take(piece)?;
+                }
+                Ok(*sink)
+            })
+            .map_err(|e| SinkError::io(&self.path, "starting the encoder thread for", e))?;
+        self.columns = Columns::Thread {
+            tx: Some(tx),
+            handle: Some(handle),
+        };
+        Ok(())
+    }
+
     /// Hands a piece to the Parquet side.
     fn send(&mut self, piece: Piece) -> Result<(), SinkError> {
+        if matches!(piece, Piece::Batch(_)) {
+            self.start_encoder()?;
+        }
         match &mut self.columns {
-            Columns::Inline(Some(sink)) => sink.take(piece)?,
-            Columns::Inline(None) => {
+            Columns::Inline {
+                sink: Some(sink), ..
+            } => sink.take(piece)?,
+            Columns::Inline { sink: None, .. } => {
                 return Err(SinkError::Parquet {
                     path: self.path.clone(),
                     source: ParquetError::General("the table is closed".to_string()),
@@ -508,7 +547,9 @@ impl<W: Write + Send> ColumnSink<W> {
                 )),
             });
         }
-        let result = if self.threads <= 1 {
+        // A small batch (the last of a table, a quiet period's) is encoded here: helper
+        // threads would cost more to start than they save.
+        let result = if self.threads <= 1 || batch.num_rows() < PARALLEL_ROWS {
             writers
                 .iter_mut()
                 .zip(&leaves)
@@ -544,6 +585,9 @@ impl<W: Write + Send> ColumnSink<W> {
             .map_err(|source| SinkError::Parquet { path, source })
     }
 }
+
+/// Batches of fewer rows are encoded on one thread ([`encode_parallel`] otherwise).
+const PARALLEL_ROWS: usize = 8192;
 
 /// Encodes the leaves into their writers on `threads` threads (the caller's included),
 /// costliest first, each thread taking the next column when done (longest-processing-time

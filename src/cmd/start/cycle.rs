@@ -1,16 +1,33 @@
-//! The job's main loop, one turn per tick (200 ms) or per wake-up: the intake's batch into
-//! the dataflow generations and the snapshot thread, the periodic snapshot (or its skip
-//! while the previous one is still being written), an early snapshot when a watched hang
-//! appears or grows, the rotation of generations by `--retain`, and the status line.
+//! The job's main loop, one turn per tick or per wake-up: the intake's batch into the
+//! dataflow generations and the snapshot thread, the periodic snapshot (or its skip while the
+//! previous one is still being written), an early snapshot when a watched hang appears or
+//! grows, the rotation of generations by `--retain`, and the status line.
+//!
+//! **Ticks.** One epoch per tick: every [`TICK`] (200 ms) while events come, and on a quiet
+//! machine (fewer than [`QUIET_RATE`] events a second, nothing waiting to be decoded) twice
+//! as far apart each time, up to [`QUIET_TICK`]. Every epoch costs each stage a fixed amount
+//! whatever it holds (the dataflow's and the live graph's operators are scheduled, their
+//! arrangements compacted, the spins published): at 200 ms on an idle machine that was most
+//! of the job's CPU. A busy tick goes back to 200 ms at once. Snapshots are due by the clock
+//! (`--snapshot-every`), named by the epoch they are taken at.
 
 use super::generations::SnapRequest;
 use super::intake::Intake;
 use super::job::Job;
+use super::parts::PartCache;
 use super::snapshots::{
-    snapshot_name, EarlySnapshots, Finisher, PartCache, SnapCmd, SnapContext, SnapshotThread,
+    snapshot_name, EarlySnapshots, Finisher, SnapCmd, SnapContext, SnapshotThread,
 };
 use super::watch::{HangTracker, OwnExits, Watch};
 use super::{monotonic_ns, StartConfig, TICK};
+
+/// The longest a tick waits on a quiet machine (module docs): a hang's report waits up to
+/// this much longer than on a busy one.
+pub(crate) const QUIET_TICK: Duration = Duration::from_secs(1);
+
+/// Events a second below which the machine counts as quiet (an idle desktop makes a few
+/// hundred to a few thousand; a build, tens of thousands and more).
+const QUIET_RATE: f64 = 5_000.0;
 use crate::progress::RateLimit;
 use anyhow::Result;
 use argus_ingest::linux::OwnThread;
@@ -116,10 +133,12 @@ impl Snapshots {
 
 /// The main loop's clocks and counters.
 pub(crate) struct Cycle {
-    ticks_per_snapshot: u64,
-    /// The epoch the next periodic snapshot is named by.
-    next_snapshot: u64,
+    snapshot_every: Duration,
+    /// When the next periodic snapshot is due.
+    next_snapshot: Instant,
     next_tick: Instant,
+    /// Between this tick and the next (module docs).
+    every: Duration,
     status: RateLimit,
     status_events: u64,
     /// Error rows of the period, for the next snapshot.
@@ -132,19 +151,19 @@ pub(crate) struct Cycle {
 }
 
 impl Cycle {
-    /// A cycle snapshotting every `snapshot_every` from epoch `first_epoch` on.
+    /// A cycle snapshotting every `snapshot_every`.
     pub(crate) fn new(
-        first_epoch: u64,
         snapshot_every: Duration,
         status_every: Duration,
         own_threads: Receiver<OwnThread>,
         quiet: bool,
     ) -> Cycle {
-        let ticks_per_snapshot = (snapshot_every.as_nanos() / TICK.as_nanos()).max(1) as u64;
+        let now = Instant::now();
         Cycle {
-            ticks_per_snapshot,
-            next_snapshot: first_epoch + ticks_per_snapshot,
-            next_tick: Instant::now() + TICK,
+            snapshot_every,
+            next_snapshot: now + snapshot_every,
+            next_tick: now + TICK,
+            every: TICK,
             status: RateLimit::new(status_every),
             status_events: 0,
             errors: Vec::new(),
@@ -197,10 +216,7 @@ impl Cycle {
         intake: &mut Intake,
         snaps: &mut Snapshots,
     ) -> Result<()> {
-        self.next_tick += TICK;
-        if Instant::now() > self.next_tick {
-            self.next_tick = Instant::now() + TICK;
-        }
+        let began = Instant::now();
         // Whatever is already tapped goes in before the watermark moves, and what the tap
         // dropped is read back from the ring.
         let t = Instant::now();
@@ -226,6 +242,16 @@ impl Cycle {
         );
         stalled("publishing the thread table to the query server", t);
         self.status_events += events.len() as u64;
+        let rate = events.len() as f64 / self.every.as_secs_f64();
+        self.every = if rate < QUIET_RATE && intake.tap.is_empty() && !intake.catchup.behind() {
+            (self.every * 2).min(QUIET_TICK)
+        } else {
+            TICK
+        };
+        self.next_tick = began.max(self.next_tick) + self.every;
+        if self.next_tick < began {
+            self.next_tick = began + self.every;
+        }
         self.errors.extend(intake.merge.take_errors());
         self.errors.truncate(MAX_ERROR_ROWS);
         let t = Instant::now();
@@ -262,21 +288,19 @@ impl Cycle {
             sent_ns = monotonic_ns(),
             "epoch sent"
         );
-        if intake.closed {
-            // Pad to the planned epoch so the last snapshot keeps its name.
-            while job.epoch < self.next_snapshot {
-                job.send(Vec::new(), watermark)?;
+        let due = intake.closed || Instant::now() >= self.next_snapshot;
+        if due {
+            self.next_snapshot += self.snapshot_every;
+            if self.next_snapshot < began {
+                self.next_snapshot = began + self.snapshot_every;
             }
         }
-        if job.epoch >= self.next_snapshot && !intake.closed && snaps.early.writing() {
+        if due && !intake.closed && snaps.early.writing() {
             // The previous snapshot is still being written: skip this one rather than queue
             // a copy of the graph behind it (the next one holds both periods' events).
-            self.next_snapshot += self.ticks_per_snapshot;
             self.skipped += 1;
-        }
-        if job.epoch >= self.next_snapshot {
-            let epoch = self.next_snapshot;
-            self.next_snapshot += self.ticks_per_snapshot;
+        } else if due {
+            let epoch = job.epoch;
             let errors = std::mem::take(&mut self.errors);
             let t = Instant::now();
             snaps.ctx.request(
@@ -297,7 +321,9 @@ impl Cycle {
     /// A watched hang that is new, or grew, since the last snapshot: snapshot it now rather
     /// than at the next period.
     fn early(&mut self, job: &Job<'_>, intake: &Intake, snaps: &mut Snapshots) -> Result<()> {
-        if intake.closed || job.epoch >= self.next_snapshot || !snaps.early.due(job, &intake.merge)
+        if intake.closed
+            || Instant::now() >= self.next_snapshot
+            || !snaps.early.due(job, &intake.merge)
         {
             return Ok(());
         }

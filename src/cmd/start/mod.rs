@@ -151,6 +151,8 @@ mod layers;
 #[cfg(target_os = "linux")]
 mod live_graph;
 #[cfg(target_os = "linux")]
+mod parts;
+#[cfg(target_os = "linux")]
 mod serve;
 #[cfg(target_os = "linux")]
 mod snapshots;
@@ -193,7 +195,8 @@ use std::sync::Arc;
 #[cfg(target_os = "linux")]
 use std::time::Duration;
 
-/// How often the main loop releases events into the dataflow (one epoch per tick).
+/// How often the main loop releases events into the dataflow (one epoch per tick) while
+/// events come; a quiet machine's ticks are further apart (`cycle.rs`).
 #[cfg(target_os = "linux")]
 const TICK: Duration = Duration::from_millis(200);
 /// Tapped pages that may wait for decoding (4 KiB each: 32 MiB); the recorder drops what
@@ -291,13 +294,7 @@ pub fn run(cfg: &StartConfig, quiet: bool) -> Result<u8> {
         .context("invariant: a generation runs")?;
     let (mut snaps, snapshots) =
         Snapshots::start(cfg, &trace_dir, live_start, notify, collector, quiet)?;
-    let mut cycle = Cycle::new(
-        job.epoch,
-        cfg.snapshot_every,
-        cfg.status_every,
-        own_reports,
-        quiet,
-    );
+    let mut cycle = Cycle::new(cfg.snapshot_every, cfg.status_every, own_reports, quiet);
     let mut result = cycle.run(&mut job, &mut intake, &mut snaps, &woken);
     // The job is stopping: no more queries (the socket is removed).
     drop(server);

@@ -4,14 +4,14 @@
 
 use super::generations::*;
 use super::job::*;
+use super::parts::{PartCache, PartStats, RunCache};
 use super::sync::lock;
 use super::watch::*;
-use super::window::Part;
 use anyhow::{bail, Context, Result};
 use argus_ingest::live::{LiveMerge, LostRange};
 use argus_pipeline::gaps::GapSet;
 use argus_schema::{ErrorRecord, Event, Nanos, SegmentId, Spin, ThreadInfo};
-use argus_sinks::{EncodedPart, Frozen, SnapshotInfo, SnapshotWriter, WriterOptions};
+use argus_sinks::{EncodedPart, Frozen, SnapshotInfo, SnapshotWriter};
 use crossbeam_channel::{Receiver, Sender};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -139,105 +139,21 @@ pub(crate) struct Finisher {
 /// collector freezes its graph (no copy).
 const PRE_ENCODE_EVERY: Duration = Duration::from_secs(2);
 
+/// Rows encoded ahead below which the next time is twice as far (up to
+/// [`AHEAD_MAX_EVERY`]).
+const AHEAD_ROWS: u64 = 20_000;
+
+/// The longest wait between two encodings ahead.
+const AHEAD_MAX_EVERY: Duration = Duration::from_secs(32);
+
 /// A bucket counts as settled once the watermark is this far past its end: records that
 /// end in it (segments, edges) are then rarely updated again. One that is still updated
 /// is encoded again by the next snapshot (its version moved).
 const SETTLE_NS: u64 = 1_000_000_000;
 
-/// The buckets of the last snapshot's segments and edges, encoded ([`EncodedPart`]), and
-/// those encoded ahead since: the next snapshot copies those that did not change (most of
-/// the window: the last seconds and the open records usually do) instead of decoding and
-/// encoding them again.
-#[derive(Default)]
-pub(crate) struct PartCache {
-    segments: HashMap<u64, (u64, Arc<EncodedPart>)>,
-    edges: HashMap<u64, (u64, Arc<EncodedPart>)>,
-}
-
-/// What encoding one table's parts did.
-#[derive(Default, Debug, Clone, Copy)]
-struct PartStats {
-    reused_rows: u64,
-    encoded_rows: u64,
-}
-
-/// Encodes a table's rows into a part.
-type Encode<T> =
-    fn(&[T], &WriterOptions) -> std::result::Result<EncodedPart, argus_sinks::SinkError>;
-
-/// One part decoded, checked (every record once: the dataflow's invariant) and encoded.
-fn encode_part<T: Ord + Clone + std::fmt::Debug + argus_sinks::Pack>(
-    name: &str,
-    frozen: Frozen<T>,
-    encode: Encode<T>,
-) -> Result<Arc<EncodedPart>> {
-    let (rows, check) = frozen.contents_checked();
-    if let Err(e) = check {
-        bail!("the dataflow's {name} are inconsistent: {e}");
-    }
-    let part =
-        encode(&rows, &WriterOptions::default()).with_context(|| format!("encoding {name}"))?;
-    Ok(Arc::new(part))
-}
-
-/// The table's parts encoded: each bucket whose version is the one cached is reused, the
-/// others (and the open records) decoded, checked and encoded; `cache` keeps the buckets of
-/// this capture.
-fn encode_parts<T: Ord + Clone + std::fmt::Debug + argus_sinks::Pack>(
-    name: &str,
-    parts: Vec<Part<T>>,
-    cache: &mut HashMap<u64, (u64, Arc<EncodedPart>)>,
-    encode: Encode<T>,
-) -> Result<(Vec<Arc<EncodedPart>>, PartStats)> {
-    let mut kept = HashMap::with_capacity(parts.len());
-    let mut out = Vec::with_capacity(parts.len());
-    let mut stats = PartStats::default();
-    for part in parts {
-        let cached = part
-            .bucket
-            .and_then(|b| cache.remove(&b))
-            .filter(|(version, _)| *version == part.version);
-        let encoded = match cached {
-            Some((_, encoded)) => {
-                stats.reused_rows += encoded.rows();
-                encoded
-            }
-            None => {
-                let encoded = encode_part(name, part.frozen, encode)?;
-                stats.encoded_rows += encoded.rows();
-                encoded
-            }
-        };
-        if let Some(b) = part.bucket {
-            kept.insert(b, (part.version, encoded.clone()));
-        }
-        out.push(encoded);
-    }
-    *cache = kept;
-    Ok((out, stats))
-}
-
-/// Encodes ahead the buckets that ended before `settled` and are not cached at their
-/// version (between snapshots: [`PRE_ENCODE_EVERY`]); returns the rows encoded.
-fn encode_settled<T: Ord + Clone + std::fmt::Debug + argus_sinks::Pack>(
-    name: &str,
-    parts: Vec<Part<T>>,
-    settled: Nanos,
-    cache: &mut HashMap<u64, (u64, Arc<EncodedPart>)>,
-    encode: Encode<T>,
-) -> Result<u64> {
-    let mut rows = 0;
-    for part in parts {
-        let Some(b) = part.bucket else { continue };
-        if part.ends_ns > settled.0 || cache.get(&b).is_some_and(|(v, _)| *v == part.version) {
-            continue;
-        }
-        let encoded = encode_part(name, part.frozen, encode)?;
-        rows += encoded.rows();
-        cache.insert(b, (part.version, encoded));
-    }
-    Ok(rows)
-}
+/// Updates to encode in each of segments and edges past which a snapshot encodes the two
+/// on two threads.
+const PARALLEL_UPDATES: usize = 50_000;
 
 impl SnapshotThread {
     /// Opens the next snapshot's writer. Its name (the epoch) is only known when it is
@@ -332,8 +248,11 @@ impl SnapshotThread {
 impl Finisher {
     fn run(mut self, rx: Receiver<(SnapshotWriter, Box<SnapJob>)>) -> Result<u64> {
         super::live_graph::below_the_job();
+        // Lengthened while encoding ahead finds little to do (a quiet machine: the
+        // snapshot itself encodes it as one run), back to PRE_ENCODE_EVERY once it does.
+        let mut every = PRE_ENCODE_EVERY;
         loop {
-            match rx.recv_timeout(PRE_ENCODE_EVERY) {
+            match rx.recv_timeout(every) {
                 Ok((writer, job)) => match self.finish(writer, *job) {
                     Ok(()) => {}
                     // The staging directory is gone with the writer; older snapshots give
@@ -344,7 +263,13 @@ impl Finisher {
                     }
                     Err(e) => return Err(e),
                 },
-                Err(crossbeam_channel::RecvTimeoutError::Timeout) => self.encode_ahead()?,
+                Err(crossbeam_channel::RecvTimeoutError::Timeout) => {
+                    every = if self.encode_ahead()? >= AHEAD_ROWS {
+                        PRE_ENCODE_EVERY
+                    } else {
+                        (every * 2).min(AHEAD_MAX_EVERY)
+                    };
+                }
                 Err(crossbeam_channel::RecvTimeoutError::Disconnected) => break,
             }
         }
@@ -354,9 +279,9 @@ impl Finisher {
     /// Between snapshots: asks the collector for its graph and encodes the buckets that
     /// settled since the last time ([`encode_settled`]), so that the next snapshot has
     /// little left to encode.
-    fn encode_ahead(&mut self) -> Result<()> {
+    fn encode_ahead(&mut self) -> Result<u64> {
         let Some(collector) = &self.collector else {
-            return Ok(());
+            return Ok(0);
         };
         let (tx, reply) = crossbeam_channel::bounded(1);
         let asked = collector.send(SnapRequest {
@@ -366,23 +291,24 @@ impl Finisher {
         let Some(cap) = asked.ok().and_then(|()| reply.recv().ok()) else {
             // The job is stopping.
             self.collector = None;
-            return Ok(());
+            return Ok(0);
         };
         let begun = Instant::now();
         let settled = Nanos(cap.watermark.0.saturating_sub(SETTLE_NS));
         let PartCache { segments, edges } = &mut self.parts;
-        let seg_rows = encode_settled("segments", cap.segments, settled, segments, |r, o| {
+        let (_, seg) = segments.encode("segments", cap.segments, settled, true, |r, o| {
             EncodedPart::segments(r, o)
         })?;
-        let edge_rows = encode_settled("edges", cap.edges, settled, edges, |r, o| {
+        let (_, edge) = edges.encode("edges", cap.edges, settled, true, |r, o| {
             EncodedPart::edges(r, o)
         })?;
+        let (seg_rows, edge_rows) = (seg.encoded_rows, edge.encoded_rows);
         tracing::debug!(
             rows = seg_rows + edge_rows,
             s = begun.elapsed().as_secs_f64(),
             "encoded the settled buckets ahead of the next snapshot"
         );
-        Ok(())
+        Ok(seg_rows + edge_rows)
     }
 
     fn finish(&mut self, mut writer: SnapshotWriter, mut job: SnapJob) -> Result<()> {
@@ -418,21 +344,39 @@ impl Finisher {
             segments: seg_cache,
             edges: edge_cache,
         } = &mut self.parts;
-        let (segments, edges) = std::thread::scope(|scope| {
-            let edges = std::thread::Builder::new()
-                .name("argus-snap-edges".into())
-                .spawn_scoped(scope, move || {
-                    encode_parts("edges", edges, edge_cache, |r, o| EncodedPart::edges(r, o))
-                });
-            let segments = encode_parts("segments", segments, seg_cache, |r, o| {
+        // Edges beside segments on a thread of their own, when both have enough to encode:
+        // on a quiet machine a thread started and ended per snapshot cost more than it saved.
+        let parallel = seg_cache.stale_updates(&segments) >= PARALLEL_UPDATES
+            && edge_cache.stale_updates(&edges) >= PARALLEL_UPDATES;
+        let settled = Nanos(watermark.0.saturating_sub(SETTLE_NS));
+        let encode_edges = |edges, cache: &mut RunCache| -> Result<(_, PartStats)> {
+            cache.encode("edges", edges, settled, false, |r, o| {
+                EncodedPart::edges(r, o)
+            })
+        };
+        let encode_segments = |segments, cache: &mut RunCache| -> Result<(_, PartStats)> {
+            cache.encode("segments", segments, settled, false, |r, o| {
                 EncodedPart::segments(r, o)
-            });
-            let edges = match edges {
-                Ok(h) => h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)),
-                Err(e) => Err(e.into()),
-            };
-            (segments, edges)
-        });
+            })
+        };
+        let (segments, edges) = if parallel {
+            std::thread::scope(|scope| {
+                let edges = std::thread::Builder::new()
+                    .name("argus-snap-edges".into())
+                    .spawn_scoped(scope, move || encode_edges(edges, edge_cache));
+                let segments = encode_segments(segments, seg_cache);
+                let edges = match edges {
+                    Ok(h) => h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)),
+                    Err(e) => Err(e.into()),
+                };
+                (segments, edges)
+            })
+        } else {
+            (
+                encode_segments(segments, seg_cache),
+                encode_edges(edges, edge_cache),
+            )
+        };
         let ((segments, seg_stats), (edges, edge_stats)) = (segments?, edges?);
         let encoded = begun.elapsed();
         for part in segments {
@@ -718,87 +662,6 @@ pub(crate) mod tests {
         );
         let n = t.notice(&s, Nanos(5_000)).unwrap();
         assert_eq!((n.new, n.duration_ns), (false, 5_000), "an open spin grows");
-    }
-
-    /// A snapshot encodes again only the buckets that changed (and the open records); the
-    /// parts it writes hold the table whole either way; forgotten buckets leave the cache.
-    #[test]
-    fn a_snapshot_reuses_the_encoded_buckets_that_did_not_change() {
-        use super::super::window::WindowGraph;
-        use argus_pipeline::dataflow::Update;
-        use argus_schema::Segment;
-        let seg = |tid: i32, end: Option<u64>| super::super::window::tests::seg(tid, 0, 0, end);
-        let sec = 1_000_000_000;
-        let mut g = WindowGraph::new(Some(Duration::from_secs(4)));
-        let (a, b, open) = (seg(1, Some(sec / 2)), seg(2, Some(sec + 1)), seg(3, None));
-        g.update(vec![
-            (Update::Segment(a.clone()), 1),
-            (Update::Segment(b.clone()), 1),
-            (Update::Segment(open.clone()), 1),
-        ]);
-        let mut cache = HashMap::new();
-        let rows = |parts: &[Arc<EncodedPart>]| parts.iter().map(|p| p.rows()).collect::<Vec<_>>();
-        let encode = |r: &[Segment], o: &WriterOptions| EncodedPart::segments(r, o);
-        let (first, stats) =
-            encode_parts("segments", g.segments.parts(), &mut cache, encode).unwrap();
-        assert_eq!(rows(&first), vec![1, 1, 1]);
-        assert_eq!((stats.reused_rows, stats.encoded_rows), (0, 3));
-        // b grows a new version and c ends in bucket 1: bucket 0 is copied.
-        let mut b2 = b.clone();
-        b2.events += 1;
-        g.update(vec![
-            (Update::Segment(b), -1),
-            (Update::Segment(b2.clone()), 1),
-            (Update::Segment(seg(4, Some(sec + 2))), 1),
-        ]);
-        let (second, stats) =
-            encode_parts("segments", g.segments.parts(), &mut cache, encode).unwrap();
-        assert_eq!(rows(&second), vec![1, 2, 1]);
-        assert_eq!((stats.reused_rows, stats.encoded_rows), (1, 3));
-        assert!(
-            Arc::ptr_eq(&first[0], &second[0]),
-            "bucket 0 copied as it was"
-        );
-        // The parts written make the whole table.
-        let dir = tempfile::tempdir().unwrap();
-        let target = dir.path().join("snap");
-        let mut w = SnapshotWriter::new(&target).unwrap();
-        for p in second {
-            w.append_segment_part(p).unwrap();
-        }
-        w.finish(SnapshotInfo::default()).unwrap();
-        let mut got = argus_sinks::read_snapshot(&target).unwrap().segments;
-        got.sort();
-        let mut want = vec![a, b2, open, seg(4, Some(sec + 2))];
-        want.sort();
-        assert_eq!(got, want);
-        // Encoding ahead: only the buckets that settled and are not cached at their version.
-        g.update(vec![(Update::Segment(seg(5, Some(sec + 3))), 1)]);
-        g.update(vec![(Update::Segment(seg(6, Some(2 * sec + 1))), 1)]);
-        let ahead = encode_settled(
-            "segments",
-            g.segments.parts(),
-            Nanos(2 * sec),
-            &mut cache,
-            encode,
-        );
-        assert_eq!(ahead.unwrap(), 3, "bucket 1 (b2, 4 and 5), not bucket 2");
-        let (_, stats) = encode_parts("segments", g.segments.parts(), &mut cache, encode).unwrap();
-        assert_eq!(
-            (stats.reused_rows, stats.encoded_rows),
-            (4, 2),
-            "bucket 2 and the open one"
-        );
-        // A cut forgets bucket 0; so does the cache at the next snapshot.
-        assert!(g.forget_due(Nanos(5 * sec + 1)).is_some());
-        encode_parts("segments", g.segments.parts(), &mut cache, encode).unwrap();
-        let mut left: Vec<u64> = cache.keys().copied().collect();
-        left.sort();
-        assert_eq!(left, vec![1, 2]);
-        // An inconsistent part is an error naming the table.
-        g.update(vec![(Update::Segment(seg(9, Some(sec + 3))), 2)]);
-        let err = encode_parts("segments", g.segments.parts(), &mut cache, encode).unwrap_err();
-        assert!(err.to_string().contains("segments"), "{err}");
     }
 
     #[test]
