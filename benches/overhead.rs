@@ -2,7 +2,7 @@
 //! same tracepoints (issue 3).
 //!
 //! ```text
-//! cargo bench --bench overhead                    # compile loop + pipe ping-pong
+//! cargo bench --bench overhead                    # compile loop + pipe ping-pong: none / record / start / perf
 //! ARGUS_BENCH_ROUNDS=7 cargo bench --bench overhead
 //! ARGUS_BENCH_EVENTS=full cargo bench --bench overhead   # another --events set
 //! ARGUS_BENCH_SUSTAINED=60 cargo bench --bench overhead  # sustained rate for 60 s instead
@@ -59,10 +59,14 @@
 //! `ARGUS_BENCH_ROUNDS` rounds (default 3), the tracers interleaved; the median CPU share
 //! of each is printed last.
 //!
-//! **Idle**: the compile-loop and ping-pong runs hold PM QoS CPU latency 0 (polling idle) so
-//! that wake-up latency from a halted CPU, which a tracer's busy reader hides, does not decide
-//! the ping-pong ratios (see `hold_polling_idle`; `ARGUS_BENCH_IDLE=native` turns this off).
-//! The saturation runs keep the machine's own idle policy: a saturated machine does not idle.
+//! **Idle**: only the ping-pong runs hold PM QoS CPU latency 0 (polling idle), so that
+//! wake-up latency from a halted CPU, which a tracer's busy reader hides, does not decide the
+//! ping-pong ratios (see `hold_polling_idle`; `ARGUS_BENCH_IDLE=native` turns this off). Every
+//! other run keeps the machine's own idle policy, as a user's machine does.
+//!
+//! **Sessions**: every tracer (`argus record`, `argus start`, `perf record`) runs in a session
+//! of its own, as started from another terminal or as a service; on a machine with
+//! `sched_autogroup` that is also a scheduling group of its own.
 //!
 //! Needs root, tracefs, gcc and perf; without them it prints `SKIP` and exits 0.
 
@@ -100,8 +104,6 @@ fn main() {
         idle_cost(secs);
         return;
     }
-    // Held for the whole run (every mode alike); see `hold_polling_idle`.
-    let _idle = hold_polling_idle();
     if let Ok(secs) = std::env::var("ARGUS_BENCH_SUSTAINED") {
         let secs: u64 = secs
             .parse()
@@ -118,7 +120,7 @@ fn main() {
     let set = argus_ingest::linux::event_set(&events).expect("a valid --events set");
     let tmp = tempfile::tempdir().expect("tempdir");
     let sources = write_sources(tmp.path(), env_or("ARGUS_BENCH_FILES", 24));
-    let modes = [Mode::None, Mode::Argus, Mode::Perf];
+    let modes = [Mode::None, Mode::Argus, Mode::Start, Mode::Perf];
     let workloads: [(&str, &dyn Fn() -> Duration); 2] = [
         ("compile", &|| compile_loop(&sources)),
         ("pingpong", &|| {
@@ -131,6 +133,9 @@ fn main() {
         cpus()
     );
     for (name, work) in workloads {
+        // Polling idle only for the ping-pong (every mode alike), whose ratios wake-up
+        // latency from a halted CPU would otherwise decide; see `hold_polling_idle`.
+        let _idle = (name == "pingpong").then(hold_polling_idle).flatten();
         work(); // warm caches (gcc, page cache)
         let mut times: Vec<Vec<f64>> = vec![Vec::new(); modes.len()];
         let mut cpu: Vec<Vec<f64>> = vec![Vec::new(); modes.len()];
@@ -170,14 +175,15 @@ fn main() {
                 lost[i]
             );
         }
-        let (a, p) = (median(&times[1]) / base, median(&times[2]) / base);
-        let (ac, pc) = (median(&cpu[1]) / cpu_base, median(&cpu[2]) / cpu_base);
+        let pct = |i: usize| {
+            (
+                (median(&times[i]) / base - 1.0) * 100.0,
+                (median(&cpu[i]) / cpu_base - 1.0) * 100.0,
+            )
+        };
+        let ((a, ac), (st, sc), (p, pc)) = (pct(1), pct(2), pct(3));
         println!(
-            "  {name:9} argus overhead wall {:+.1}% cpu {:+.1}%; perf wall {:+.1}% cpu {:+.1}%",
-            (a - 1.0) * 100.0,
-            (ac - 1.0) * 100.0,
-            (p - 1.0) * 100.0,
-            (pc - 1.0) * 100.0,
+            "  {name:9} overhead: argus record wall {a:+.1}% cpu {ac:+.1}%; argus start wall {st:+.1}% cpu {sc:+.1}%; perf wall {p:+.1}% cpu {pc:+.1}%",
         );
     }
 }
@@ -238,6 +244,8 @@ fn median(v: &[f64]) -> f64 {
 enum Mode {
     None,
     Argus,
+    /// `argus start` (recorder, dataflow, snapshots every 10 s, the query socket).
+    Start,
     Perf,
 }
 
@@ -253,6 +261,7 @@ impl Mode {
         match self {
             Mode::None => "none",
             Mode::Argus => "argus",
+            Mode::Start => "start",
             Mode::Perf => "perf",
         }
     }
@@ -261,15 +270,27 @@ impl Mode {
         let child = match self {
             Mode::None => None,
             Mode::Argus => {
-                let child = Command::new(ARGUS)
-                    .args(["-q", "record", "-o"])
+                let mut cmd = Command::new(ARGUS);
+                cmd.args(["-q", "record", "-o"])
                     .arg(dir)
                     .args(["--events", events])
                     .stdout(Stdio::null())
-                    .stderr(Stdio::null())
-                    .spawn()
-                    .expect("argus record starts");
+                    .stderr(Stdio::null());
+                // As a user runs it: from another terminal, a session of its own.
+                argus_testkit::elsewhere::own_session(&mut cmd, None);
+                let child = cmd.spawn().expect("argus record starts");
                 wait_for(|| dir.join("proc.json").exists(), "argus record");
+                Some(child)
+            }
+            Mode::Start => {
+                let mut cmd = Command::new(ARGUS);
+                cmd.args(["-q", "start", "-o"])
+                    .arg(dir)
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::null());
+                argus_testkit::elsewhere::own_session(&mut cmd, None);
+                let child = cmd.spawn().expect("argus start starts");
+                wait_for(|| dir.join("argus.sock").exists(), "argus start");
                 Some(child)
             }
             Mode::Perf => {
@@ -280,11 +301,9 @@ impl Mode {
                 for e in set.iter().filter(|e| e.as_str() != "ftrace/print") {
                     cmd.args(["-e", &e.replacen('/', ":", 1)]);
                 }
-                let child = cmd
-                    .stdout(Stdio::null())
-                    .stderr(Stdio::piped())
-                    .spawn()
-                    .expect("perf record starts");
+                cmd.stdout(Stdio::null()).stderr(Stdio::piped());
+                argus_testkit::elsewhere::own_session(&mut cmd, None);
+                let child = cmd.spawn().expect("perf record starts");
                 // perf has no ready signal: it has opened its events once perf.data has a
                 // header; give it a little longer to mmap every CPU's buffer.
                 wait_for(
@@ -317,9 +336,14 @@ impl Tracer {
         }
         let status = child.wait().expect("tracer exits");
         let lost = match self.mode {
-            Mode::Argus => {
+            Mode::Argus | Mode::Start => {
+                let trace = if matches!(self.mode, Mode::Start) {
+                    self.dir.join("trace")
+                } else {
+                    self.dir.clone()
+                };
                 let meta: serde_json::Value = serde_json::from_slice(
-                    &std::fs::read(self.dir.join("meta.json")).expect("meta.json"),
+                    &std::fs::read(trace.join("meta.json")).expect("meta.json"),
                 )
                 .expect("meta.json parses");
                 meta["lost"]
