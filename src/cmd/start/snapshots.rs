@@ -277,8 +277,8 @@ impl Finisher {
     }
 
     /// Between snapshots: asks the collector for its graph and encodes the buckets that
-    /// settled since the last time ([`encode_settled`]), so that the next snapshot has
-    /// little left to encode.
+    /// settled since the last time, in runs ([`RunCache::encode`] ahead), so that the next
+    /// snapshot has little left to encode; returns the rows encoded.
     fn encode_ahead(&mut self) -> Result<u64> {
         let Some(collector) = &self.collector else {
             return Ok(0);
