@@ -79,47 +79,34 @@ fn encode_frozen<T: Ord + Clone + Debug + Pack>(
 }
 
 impl RunCache {
-    /// The cached runs still whole in `parts`, by the position of their first bucket.
-    fn valid<T>(&mut self, parts: &[Part<T>]) -> HashMap<usize, Run> {
+    /// The first bucket of every cached run still whole in `parts` (its buckets there, in a
+    /// row, at their versions), with the position of that bucket in `parts`.
+    fn whole<T>(&self, parts: &[Part<T>]) -> Vec<(u64, usize)> {
         let at: HashMap<u64, usize> = parts
             .iter()
             .enumerate()
             .filter_map(|(i, p)| p.bucket.map(|b| (b, i)))
             .collect();
-        let mut valid = HashMap::new();
-        for (first, run) in self.runs.drain() {
-            let Some(&i) = at.get(&first) else { continue };
-            let whole = run.members.iter().enumerate().all(|(k, &(b, v))| {
-                parts
-                    .get(i + k)
-                    .is_some_and(|p| p.bucket == Some(b) && p.version == v)
-            });
-            if whole {
-                valid.insert(i, run);
-            }
-        }
-        valid
+        self.runs
+            .iter()
+            .filter_map(|(first, run)| {
+                let &i = at.get(first)?;
+                let whole = run.members.iter().enumerate().all(|(k, &(b, v))| {
+                    parts
+                        .get(i + k)
+                        .is_some_and(|p| p.bucket == Some(b) && p.version == v)
+                });
+                whole.then_some((*first, i))
+            })
+            .collect()
     }
 
     /// Updates of `parts` that [`RunCache::encode`] would encode (not in a cached run that
     /// is still whole): an upper bound of the rows.
     pub(crate) fn stale_updates<T: Ord + Clone + Debug + Pack>(&self, parts: &[Part<T>]) -> usize {
-        let at: HashMap<u64, usize> = parts
-            .iter()
-            .enumerate()
-            .filter_map(|(i, p)| p.bucket.map(|b| (b, i)))
-            .collect();
         let mut covered = vec![false; parts.len()];
-        for (first, run) in &self.runs {
-            let Some(&i) = at.get(first) else { continue };
-            let whole = run.members.iter().enumerate().all(|(k, &(b, v))| {
-                parts
-                    .get(i + k)
-                    .is_some_and(|p| p.bucket == Some(b) && p.version == v)
-            });
-            if whole {
-                covered[i..i + run.members.len()].fill(true);
-            }
+        for (first, i) in self.whole(parts) {
+            covered[i..i + self.runs[&first].members.len()].fill(true);
         }
         parts
             .iter()
@@ -145,7 +132,12 @@ impl RunCache {
         ahead: bool,
         encode: Encode<T>,
     ) -> Result<(Vec<Arc<EncodedPart>>, PartStats)> {
-        let mut valid = self.valid(&parts);
+        // The runs still whole, by the position of their first bucket; the others go.
+        let whole = self.whole(&parts);
+        let mut valid: HashMap<usize, Run> = whole
+            .into_iter()
+            .filter_map(|(first, i)| Some((i, self.runs.remove(&first)?)))
+            .collect();
         let mut out = Vec::new();
         let mut stats = PartStats::default();
         let mut kept: HashMap<u64, Run> = HashMap::new();
@@ -261,6 +253,22 @@ mod tests {
         EncodedPart::segments(r, o)
     }
 
+    /// A snapshot's (or, `ahead`, an encoding ahead's) encoding of `g`'s segments.
+    fn snap(
+        cache: &mut RunCache,
+        g: &mut WindowGraph,
+        settled: u64,
+        ahead: bool,
+    ) -> Result<(Vec<Arc<EncodedPart>>, PartStats)> {
+        cache.encode(
+            "segments",
+            g.segments.parts(),
+            Nanos(settled),
+            ahead,
+            encode,
+        )
+    }
+
     fn stats(reused_rows: u64, encoded_rows: u64) -> PartStats {
         PartStats {
             reused_rows,
@@ -287,29 +295,13 @@ mod tests {
             add(&mut g, s, 1);
         }
         // Buckets 0–2 have settled by 3 s: one run, then the open records.
-        let (first, st) = cache
-            .encode(
-                "segments",
-                g.segments.parts(),
-                Nanos(3 * SEC),
-                false,
-                encode,
-            )
-            .unwrap();
+        let (first, st) = snap(&mut cache, &mut g, 3 * SEC, false).unwrap();
         assert_eq!((rows(&first), st), (vec![3, 1], stats(0, 4)));
         assert_eq!(cache.runs(), vec![vec![0, 1, 2]]);
         // A bucket that has not settled goes with the open records; the run is copied.
         let d = seg(5, Some(3 * SEC + 1));
         add(&mut g, &d, 1);
-        let (second, st) = cache
-            .encode(
-                "segments",
-                g.segments.parts(),
-                Nanos(3 * SEC),
-                false,
-                encode,
-            )
-            .unwrap();
+        let (second, st) = snap(&mut cache, &mut g, 3 * SEC, false).unwrap();
         assert_eq!((rows(&second), st), (vec![3, 2], stats(3, 2)));
         assert!(
             Arc::ptr_eq(&first[0], &second[0]),
@@ -321,36 +313,18 @@ mod tests {
         b2.events += 1;
         add(&mut g, &b, -1);
         add(&mut g, &b2, 1);
-        let (_, st) = cache
-            .encode(
-                "segments",
-                g.segments.parts(),
-                Nanos(4 * SEC),
-                false,
-                encode,
-            )
-            .unwrap();
+        let (_, st) = snap(&mut cache, &mut g, 4 * SEC, false).unwrap();
         assert_eq!(st, stats(0, 5));
         assert_eq!(cache.runs(), vec![vec![0, 1, 2, 3]]);
         // Ahead of a snapshot: only the settled buckets, as a run; nothing else changes.
         let (e, f) = (seg(6, Some(4 * SEC + 1)), seg(7, Some(5 * SEC + 1)));
         add(&mut g, &e, 1);
         add(&mut g, &f, 1);
-        let (none, st) = cache
-            .encode("segments", g.segments.parts(), Nanos(6 * SEC), true, encode)
-            .unwrap();
+        let (none, st) = snap(&mut cache, &mut g, 6 * SEC, true).unwrap();
         assert!(none.is_empty());
         assert_eq!(st, stats(0, 2));
         assert_eq!(cache.runs(), vec![vec![0, 1, 2, 3], vec![4, 5]]);
-        let (parts, st) = cache
-            .encode(
-                "segments",
-                g.segments.parts(),
-                Nanos(6 * SEC),
-                false,
-                encode,
-            )
-            .unwrap();
+        let (parts, st) = snap(&mut cache, &mut g, 6 * SEC, false).unwrap();
         assert_eq!(st, stats(6, 1), "only the open records encoded");
         // The parts written make the whole table.
         let dir = tempfile::tempdir().unwrap();
@@ -367,28 +341,12 @@ mod tests {
         assert_eq!(got, want);
         // A cut forgets bucket 0: the rest of its run is encoded again.
         assert!(g.forget_due(Nanos(5 * SEC + 1)).is_some());
-        let (_, st) = cache
-            .encode(
-                "segments",
-                g.segments.parts(),
-                Nanos(6 * SEC),
-                false,
-                encode,
-            )
-            .unwrap();
+        let (_, st) = snap(&mut cache, &mut g, 6 * SEC, false).unwrap();
         assert_eq!(st, stats(2, 4));
         assert_eq!(cache.runs(), vec![vec![1, 2, 3], vec![4, 5]]);
         // An inconsistent part is an error naming the table.
         add(&mut g, &seg(9, Some(SEC + 3)), 2);
-        let err = cache
-            .encode(
-                "segments",
-                g.segments.parts(),
-                Nanos(6 * SEC),
-                false,
-                encode,
-            )
-            .unwrap_err();
+        let err = snap(&mut cache, &mut g, 6 * SEC, false).unwrap_err();
         assert!(err.to_string().contains("segments"), "{err}");
     }
 
@@ -404,15 +362,7 @@ mod tests {
             )]);
         }
         let mut cache = RunCache::default();
-        let (parts, st) = cache
-            .encode(
-                "segments",
-                g.segments.parts(),
-                Nanos(n * SEC),
-                false,
-                encode,
-            )
-            .unwrap();
+        let (parts, st) = snap(&mut cache, &mut g, n * SEC, false).unwrap();
         assert_eq!(rows(&parts), vec![RUN_BUCKETS as u64, 3, 0]);
         assert_eq!(st, stats(0, n));
         assert_eq!(cache.stale_updates(&g.segments.parts()), 0);
