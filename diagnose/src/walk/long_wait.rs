@@ -651,7 +651,11 @@ impl<'g> Walk<'g, '_> {
             (None, _) => WakerState::FirstSeenAt { at: w.start_ns },
         };
         self.describe_item(idx, Step::Waker { by, then });
-        let edges: Vec<&CausalEdge> = g.incoming(w.id).filter(|e| ended_wait_of(e, w)).collect();
+        let mut edges: Vec<&CausalEdge> =
+            g.incoming(w.id).filter(|e| ended_wait_of(e, w)).collect();
+        // Woken only by interrupts (its own timer), the run then read what a task sent: the
+        // sender is why the waker acted when it did, as for the hung thread's own wait.
+        edges.extend(self.couriered(w, h0, &edges));
         let waited = prev.map(|p| (sc(p.wait_syscall), self.waited_ns(p)));
         let waited_then_woke = |walk_stopped: bool| Finding::WaitedThenWoke {
             woke: woken.tid,

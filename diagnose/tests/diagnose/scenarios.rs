@@ -546,6 +546,58 @@ fn data_sent_during_the_wait_and_read_in_the_run_an_interrupt_began_explains_the
     assert_eq!(r.root_causes[0].segment, c0, "{:?}", r.root_causes);
 }
 
+/// A client blocked on a server's reply. The server waited in `epoll_wait` through the
+/// window until a timer interrupt woke it; in the run that began it read a pusher's request
+/// (a segment split from the first, no wait between) and replied. The pusher, which slept
+/// before sending, is what the client waited for; the timer only woke the server's loop.
+/// (`redis-blpop` of the real suite when redis's own timer fires just before the request.)
+#[test]
+fn a_request_read_in_the_run_a_timer_began_explains_the_late_waker() {
+    let mut b = B::new(5000.0);
+    b.thread(10, 10, "server", "server");
+    b.thread(20, 20, "pusher", "pusher");
+    b.thread(30, 30, "client", "client");
+    let c0 = b.task(30, 0.0, 1.0, 3100.0, "recvfrom", 0.5);
+    let c1 = b.open(30, 3100.0, None, "", 0.5);
+    b.task(10, 0.0, 10.0, 3095.0, "epoll_wait", 5.0);
+    let m1 = b.seg(Seg {
+        tid: 10,
+        start: 3095.0,
+        wait: None,
+        end: Some(3099.5),
+        sys: "",
+        on_cpu: 4.0,
+        ret: None,
+    });
+    let m2 = b.open(10, 3099.5, Some(3101.0), "epoll_wait", 0.5);
+    let timer = b.irq(
+        0,
+        SegmentKind::Timer {
+            timer: 1,
+            function: 2,
+        },
+        3094.9,
+        3095.0,
+    );
+    b.wake(timer, m1, 3095.0, "");
+    b.edge(m1, m2, EdgeKind::ThreadOrder, Strength::Weak, 3099.5, "");
+    // The pusher slept 3 s, then sent its request during the server's run.
+    let p0 = b.task(20, 0.0, 1.0, 3099.0, "clock_nanosleep", 0.5);
+    let p1 = b.open(20, 3099.0, Some(3099.6), "read", 0.2);
+    b.edge(p1, m2, EdgeKind::Message, Strength::Strong, 3099.5, "write");
+    b.edge(m2, c1, EdgeKind::Message, Strength::Strong, 3100.0, "write");
+    b.long_wait(c0);
+    let r = run(&b.graph(), 30, &mut AutoOracle);
+    let path: Vec<SegmentId> = r.path.iter().map(|p| p.segment).collect();
+    assert!(
+        path.contains(&p1),
+        "the walk goes to the pusher: {:?}",
+        labels(&r)
+    );
+    assert!(!path.contains(&timer), "not to the timer: {:?}", labels(&r));
+    assert_eq!(r.root_causes[0].segment, p0, "{:?}", r.root_causes);
+}
+
 /// Always takes the last choice offered (the least likely by the walk's own order).
 struct LastChoice;
 impl argus_diagnose::Oracle for LastChoice {
