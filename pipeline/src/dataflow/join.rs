@@ -37,7 +37,7 @@
 //! or above the floor its entries are complete, so what was emitted for it is an exact join;
 //! once it is below, nothing more is emitted for it.
 
-use super::Diff;
+use super::{Diff, ForgetLimit};
 use crate::rules::{Dst, Pair, Src};
 use argus_schema::Nanos;
 use serde::{Deserialize, Serialize};
@@ -267,6 +267,8 @@ impl<T: PartialEq> Side<T> {
 pub(super) struct Horizon {
     /// The horizon F.
     after: Nanos,
+    /// A shorter F the job may set while it runs.
+    limit: ForgetLimit,
     /// The latest actor time seen.
     latest: Nanos,
     /// This epoch's latest actor time and largest actor `seq`.
@@ -284,8 +286,14 @@ pub(super) struct Horizon {
 
 impl Horizon {
     pub(super) fn new(after: Nanos) -> Horizon {
+        Horizon::limited(after, ForgetLimit::default())
+    }
+
+    /// F of `after`, or less when `limit` says so.
+    pub(super) fn limited(after: Nanos, limit: ForgetLimit) -> Horizon {
         Horizon {
             after,
+            limit,
             latest: Nanos(0),
             epoch: None,
             log: VecDeque::new(),
@@ -317,7 +325,8 @@ impl Horizon {
             self.latest = self.latest.max(e.0);
             self.log.push_back(e);
         }
-        let h = Nanos(self.latest.0.saturating_sub(self.after.0));
+        let after = self.limit.apply(self.after);
+        let h = Nanos(self.latest.0.saturating_sub(after.0));
         // An epoch whose latest actor is older than h: its largest seq is an event older
         // than h, and so is every seq below it (seq increases with ts).
         while let Some(&(ts, seq)) = self.log.front() {
@@ -327,7 +336,7 @@ impl Horizon {
             self.known = self.known.max(seq.saturating_add(1));
             self.log.pop_front();
         }
-        if self.known > self.floor && h.0 >= self.swept.0.saturating_add(self.after.0 / 4) {
+        if self.known > self.floor && h.0 >= self.swept.0.saturating_add(after.0 / 4) {
             self.floor = self.known;
             self.swept = h;
             return Some(self.floor);

@@ -5,7 +5,7 @@
 
 use super::handoff::{Pending, ToOutput};
 use super::join::{spread, Horizon, Side, SideB};
-use super::{Collection, Diff, Update};
+use super::{Collection, Diff, ForgetLimit, Update};
 use crate::rules::{join_edges, Dst, RulesConfig, Src};
 use argus_schema::Nanos;
 use std::collections::BTreeMap;
@@ -22,14 +22,14 @@ use timely::dataflow::operators::Capability;
 pub(super) fn join_fire<'s>(
     side_b: Collection<'s, SideB>,
     rules: Arc<RulesConfig>,
-    forget: Option<Nanos>,
+    (forget, limit): (Option<Nanos>, &ForgetLimit),
     to_out: ToOutput,
 ) -> Collection<'s, Update> {
     side_b.unary_frontier::<CapacityContainerBuilder<Vec<(Update, Diff)>>, _, _, _>(
         Exchange::new(|x: &(SideB, Diff)| spread(x.0.key())),
         "pipeline::join_fire",
         move |_cap, _info| {
-            let mut stage = StageB::new(forget);
+            let mut stage = StageB::limited(forget, limit.clone());
             let mut queued: Pending<Capability<u64>, (SideB, Diff)> = BTreeMap::new();
             move |(input, frontier), output| {
                 input.for_each(|time, data| {
@@ -76,6 +76,13 @@ impl StageB {
             dsts: Side::new(),
             horizon: forget.map(Horizon::new),
         }
+    }
+
+    /// `forget`, or less when `limit` says so (a continuous job's memory budget).
+    pub(super) fn limited(forget: Option<Nanos>, limit: ForgetLimit) -> StageB {
+        let mut s = StageB::new(forget);
+        s.horizon = forget.map(|f| Horizon::limited(f, limit));
+        s
     }
 
     /// Applies one epoch's changes; `edge` gets the changed edges.

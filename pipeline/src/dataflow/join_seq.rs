@@ -5,7 +5,7 @@
 
 use super::handoff::{ship, Pending, Port, ToOutput};
 use super::join::{spread, Horizon, Side, SideA, SideB};
-use super::{Collection, Diff, Update};
+use super::{Collection, Diff, ForgetLimit, Update};
 use crate::rules::{join_edges, Dst, RulesConfig, Src};
 use argus_schema::Nanos;
 use std::collections::BTreeMap;
@@ -22,7 +22,7 @@ use timely::dataflow::operators::Capability;
 pub(super) fn join_seq<'s>(
     side_a: Collection<'s, SideA>,
     rules: Arc<RulesConfig>,
-    forget: Option<Nanos>,
+    (forget, limit): (Option<Nanos>, &ForgetLimit),
     to_out: ToOutput,
 ) -> (Collection<'s, Update>, Collection<'s, SideB>) {
     let mut ab = OperatorBuilder::new("pipeline::join_seq".to_owned(), side_a.scope());
@@ -33,7 +33,7 @@ pub(super) fn join_seq<'s>(
     let mut p_fires: Port<SideB> = OutputBuilder::from(p_fires);
     ab.build(move |initial| {
         drop(initial);
-        let mut stage = StageA::new(forget);
+        let mut stage = StageA::limited(forget, limit.clone());
         let mut queued: Pending<Vec<Capability<u64>>, (SideA, Diff)> = BTreeMap::new();
         move |frontiers| {
             ain.for_each(|time, data| {
@@ -85,6 +85,13 @@ impl StageA {
             fires: Side::new(),
             horizon: forget.map(Horizon::new),
         }
+    }
+
+    /// `forget`, or less when `limit` says so (a continuous job's memory budget).
+    pub(super) fn limited(forget: Option<Nanos>, limit: ForgetLimit) -> StageA {
+        let mut s = StageA::new(forget);
+        s.horizon = forget.map(|f| Horizon::limited(f, limit));
+        s
     }
 
     /// Applies one epoch's changes; `edge` gets the changed edges, `fire` the changed
@@ -292,6 +299,24 @@ mod forgetting {
         assert_eq!(kept.held(), 3 * 20_000);
         assert!(most <= 3 * 1500, "{most} entries held at most");
         assert!(forgetting.held() >= 3 * 1000, "what is recent is kept");
+        // The same stream under a limit the job lowers to 200 halfway (its memory budget):
+        // from then on only the last ~250 are held, and the limit lifted lets it grow back.
+        let limit = ForgetLimit::default();
+        let mut limited = StageA::limited(Some(argus_schema::Nanos(1000)), limit.clone());
+        let mut after = 0;
+        for (e, delta) in epochs().enumerate() {
+            match e {
+                100 => limit.set(Some(argus_schema::Nanos(200))),
+                150 => limit.set(None),
+                _ => {}
+            }
+            run(&mut limited, [delta]);
+            if (110..150).contains(&e) {
+                after = after.max(limited.held());
+            }
+        }
+        assert!(after <= 3 * 400, "{after} entries held under the limit");
+        assert!(limited.held() >= 3 * 1000, "grown back once lifted");
     }
 
     /// Below the floor nothing more is joined: a pair naming a forgotten action and a late

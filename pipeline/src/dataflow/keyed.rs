@@ -25,7 +25,7 @@
 use super::handoff::{ship, ship_all, Chunks, Pending, Port, ToOutput};
 use super::input::{Part, Routed};
 use super::join::{SideA, SideB};
-use super::{Collection, Diff, FastMap, Update};
+use super::{Collection, Diff, FastMap, ForgetLimit, Update};
 use crate::rules::{Counter, Key, KeyState, Output, RulesConfig};
 use argus_schema::Nanos;
 use std::collections::{BTreeMap, BTreeSet, HashSet};
@@ -53,9 +53,10 @@ pub(super) struct KeyedStreams<'s> {
 pub(super) fn keyed<'s>(
     parts: StreamVec<'s, u64, Part>,
     rules: Arc<RulesConfig>,
-    forget: Option<Nanos>,
+    (forget, limit): (Option<Nanos>, &ForgetLimit),
     to_out: ToOutput,
 ) -> KeyedStreams<'s> {
+    let limit = limit.clone();
     let mut kb = OperatorBuilder::new("pipeline::keyed".to_owned(), parts.scope());
     let mut kin = kb.new_input(parts, Exchange::new(|p: &Part| p.worker));
     let (p_upd, updates) = kb.new_output::<Vec<(Update, Diff)>>();
@@ -69,6 +70,9 @@ pub(super) fn keyed<'s>(
     kb.build(move |initial| {
         drop(initial);
         let mut keyed = Keyed::new(rules, forget);
+        if let Some(f) = keyed.forget.as_mut() {
+            f.limit = limit;
+        }
         // Parts are queued as they arrive (no per-event copy).
         let mut queued: Pending<Vec<Capability<u64>>, Part> = BTreeMap::new();
         move |frontiers| {
@@ -147,6 +151,8 @@ struct Slot {
 struct Forget {
     /// The horizon F: machines idle for longer (by the data's time) may be forgotten.
     after: Nanos,
+    /// A shorter F the job may set while it runs.
+    limit: ForgetLimit,
     /// The watermark of the last sweep.
     swept: Nanos,
     /// The next segment ordinal of each forgotten machine that numbers segments (threads,
@@ -183,6 +189,7 @@ impl Keyed {
             deadline_of: FastMap::default(),
             forget: forget.map(|after| Forget {
                 after,
+                limit: ForgetLimit::default(),
                 swept: Nanos(0),
                 ordinals: FastMap::default(),
             }),
@@ -207,11 +214,12 @@ impl Keyed {
         let Some(f) = self.forget.as_mut() else {
             return;
         };
-        if watermark.0 < f.swept.0.saturating_add(f.after.0 / 4) {
+        let after = f.limit.apply(f.after);
+        if watermark.0 < f.swept.0.saturating_add(after.0 / 4) {
             return;
         }
         f.swept = watermark;
-        let before = Nanos(watermark.0.saturating_sub(f.after.0));
+        let before = Nanos(watermark.0.saturating_sub(after.0));
         let mut at = 0;
         while let Some(slot) = self.states.get(at) {
             let idle = slot.last < before

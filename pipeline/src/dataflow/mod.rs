@@ -71,6 +71,7 @@ use handoff::{Changes, ToOutput};
 use input::{Introduced, Part};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use timely::dataflow::operators::{Concat, Probe};
 use timely::dataflow::{InputHandleVec, ProbeHandle};
@@ -181,7 +182,43 @@ pub struct DataflowConfig {
     /// must drop records older than a window shorter than F, and feed events in time order
     /// numbered as released (`seq` increasing with `ts`), as ingest's merger does.
     pub forget: Option<Nanos>,
+    /// A shorter horizon the job may set while the dataflow runs (a memory budget): the
+    /// stages forget after the lesser of it and `forget`. Without `forget` it does nothing.
+    pub forget_limit: ForgetLimit,
 }
+
+/// A horizon shared with the running dataflow ([`DataflowConfig::forget_limit`]), read at
+/// every sweep; `u64::MAX` (the default) limits nothing. Two are equal when they are the
+/// same handle.
+#[derive(Clone, Debug)]
+pub struct ForgetLimit(Arc<AtomicU64>);
+
+impl Default for ForgetLimit {
+    fn default() -> Self {
+        ForgetLimit(Arc::new(AtomicU64::new(u64::MAX)))
+    }
+}
+
+impl ForgetLimit {
+    /// Forget after at most `after` from now on (`None`: only after `forget`).
+    pub fn set(&self, after: Option<Nanos>) {
+        self.0
+            .store(after.map_or(u64::MAX, |a| a.0), Ordering::Relaxed);
+    }
+
+    /// The horizon `forget` comes to under this limit.
+    pub fn apply(&self, forget: Nanos) -> Nanos {
+        Nanos(forget.0.min(self.0.load(Ordering::Relaxed)))
+    }
+}
+
+impl PartialEq for ForgetLimit {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl Eq for ForgetLimit {}
 
 impl Default for DataflowConfig {
     fn default() -> Self {
@@ -192,6 +229,7 @@ impl Default for DataflowConfig {
             process_id: 0,
             hosts: Vec::new(),
             forget: None,
+            forget_limit: ForgetLimit::default(),
         }
     }
 }
@@ -280,6 +318,7 @@ pub fn run(
     let (side_tx, side_rx) = crossbeam_channel::unbounded::<(u64, Changes)>();
     let local = cfg.process_id == 0;
     let forget = cfg.forget;
+    let limit = cfg.forget_limit.clone();
     let guards = timely::execute(tcfg, move |worker| {
         let index = worker.index();
         let mut handle: InputHandleVec<u64, Part> = InputHandleVec::new();
@@ -288,6 +327,7 @@ pub fn run(
         let to_out = || ToOutput(local.then(|| side_tx.clone()));
         worker.dataflow::<u64, _, _>(|scope| {
             let parts = handle.to_stream(scope);
+            let forget = (forget, &limit);
             let keyed = keyed::keyed(parts, rules.clone(), forget, to_out());
             let (edges_a, fires) =
                 join_seq::join_seq(keyed.side_a, rules.clone(), forget, to_out());

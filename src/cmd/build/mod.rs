@@ -86,6 +86,7 @@ impl BuildConfig {
                 hosts,
                 // A build keeps every rule state: its graph is the whole trace's.
                 forget: None,
+                forget_limit: Default::default(),
             },
             last: args.last,
             stats: args.stats,

@@ -70,6 +70,8 @@ pub struct CatchUp {
     /// Pages skipped because their CPU fell more than [`MAX_BEHIND`] behind while the job
     /// was over its memory budget.
     pub skipped: u64,
+    /// Pages still behind when the job stopped reading back at its stop ([`CatchUp::abandon`]).
+    pub left: u64,
     /// The job is over its memory budget: a CPU more than [`MAX_BEHIND`] behind skips ahead.
     pressure: bool,
 }
@@ -144,11 +146,12 @@ impl CatchUp {
             recovered: 0,
             unrecoverable: 0,
             skipped: 0,
+            left: 0,
             pressure: false,
         }
     }
 
-    /// Whether the job is over its memory budget ([`MemoryBudget`]), set on every tick: only
+    /// Whether the job is over its memory budget ([`MemoryBudget`](super::budget::MemoryBudget)), set on every tick: only
     /// then does a CPU more than [`MAX_BEHIND`] pages behind skip ahead.
     pub fn set_memory_pressure(&mut self, over: bool) {
         self.pressure = over;
@@ -182,11 +185,22 @@ impl CatchUp {
         self.merge(out, false);
     }
 
-    /// The recording has ended and its chunks are written: hands on everything still
-    /// behind, reading the disk until each CPU has caught up; a page still missing is lost.
-    pub fn finish(&mut self, out: &mut Sink<'_>) {
-        while self.cpus.values().any(CpuState::behind) {
-            self.merge(out, true);
+    /// The recording has ended and its chunks are written: hands on the pages still behind,
+    /// at most [`DISK_BATCH`] of them from disk per call, as [`CatchUp::poll`] does; a page
+    /// not on disk now never will be (lost). Called every tick until nothing is
+    /// [`behind`](CatchUp::behind): decoding the whole backlog at once held all of it in
+    /// the merge (16 GiB after a minute of the saturating load).
+    pub fn poll_at_end(&mut self, out: &mut Sink<'_>) {
+        self.merge(out, true);
+    }
+
+    /// The job was asked to stop and has read back what it could: the pages still behind
+    /// are left to the ring (counted in `left`, and lost to the live graph).
+    pub fn abandon(&mut self) {
+        for st in self.cpus.values_mut().filter(|s| s.behind()) {
+            let n = st.seen - st.expected;
+            st.lose(n);
+            self.left += n;
         }
     }
 
@@ -424,47 +438,6 @@ fn oldest_missing_hint(dir: &Path, cpu: u32, c: u32) -> u32 {
         .unwrap_or(0)
 }
 
-/// The job's memory budget for catching up: half of the machine's physical memory. Past it,
-/// a CPU far behind skips ahead ([`MAX_BEHIND`]) rather than have the job hold more.
-pub struct MemoryBudget {
-    /// Bytes; `None` when `/proc/meminfo` cannot be read (then never over).
-    limit: Option<u64>,
-    page_size: u64,
-}
-
-impl MemoryBudget {
-    /// Half of `MemTotal`.
-    pub fn half_of_ram() -> MemoryBudget {
-        let total = std::fs::read_to_string("/proc/meminfo").ok().and_then(|m| {
-            m.lines()
-                .find_map(|l| l.strip_prefix("MemTotal:"))
-                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-        });
-        MemoryBudget::of(total.map(|kb| kb * 1024 / 2))
-    }
-
-    /// A budget of `limit` bytes.
-    pub fn of(limit: Option<u64>) -> MemoryBudget {
-        // SAFETY: sysconf has no preconditions; it returns -1 for an unknown name.
-        let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
-        MemoryBudget {
-            limit,
-            page_size: u64::try_from(page).unwrap_or(4096),
-        }
-    }
-
-    /// Whether the job's resident memory (`/proc/self/statm`) is over the budget.
-    pub fn over(&self) -> bool {
-        let Some(limit) = self.limit else {
-            return false;
-        };
-        std::fs::read_to_string("/proc/self/statm")
-            .ok()
-            .and_then(|s| s.split_whitespace().nth(1)?.parse::<u64>().ok())
-            .is_some_and(|pages| pages * self.page_size > limit)
-    }
-}
-
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
@@ -587,14 +560,6 @@ mod tests {
     }
 
     #[test]
-    fn the_memory_budget_compares_the_resident_set_with_its_limit() {
-        assert!(MemoryBudget::of(Some(1)).over());
-        assert!(!MemoryBudget::of(Some(u64::MAX)).over());
-        assert!(!MemoryBudget::of(None).over());
-        assert!(MemoryBudget::half_of_ram().limit.is_some_and(|l| l > 0));
-    }
-
-    #[test]
     fn a_chunk_the_ring_deleted_is_counted_lost_and_the_cpu_resumes_after_it() {
         let dir = tempfile::tempdir().unwrap();
         let mut c = CatchUp::new(dir.path(), PS, 4);
@@ -669,11 +634,44 @@ mod tests {
         c.push(tapped(0, 0), &mut out);
         append(dir.path(), 0, 0, 0..3);
         c.push(tapped(0, 5), &mut out);
-        c.finish(&mut out);
+        c.poll_at_end(&mut out);
         assert!(!c.behind());
         let seqs: Vec<u64> = got.iter().map(|g| g.0).collect();
         assert_eq!(seqs, vec![0, 1, 2, 5]);
         assert_eq!(got.last().unwrap().1, 2, "pages 3 and 4 lost");
         assert_eq!(c.unrecoverable, 2);
+    }
+
+    /// At the end, the backlog is read back a batch per call, never all at once; what is
+    /// still behind when the job gives up is left to the ring and counted.
+    #[test]
+    fn at_the_end_the_backlog_is_read_a_batch_at_a_time_and_the_rest_can_be_left() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut c = CatchUp::new(dir.path(), PS, 1 << 20);
+        let got = std::cell::Cell::new(0u64);
+        let mut out = |_: u32, _: &[u8], _: u64| got.set(got.get() + 1);
+        // Frames of 64 pages, as the recorder's writer appends them: a call hands on
+        // DISK_BATCH pages and the rest of the frame it is in.
+        let total = 3 * DISK_BATCH as u64;
+        for f in 0..total / 64 {
+            append(dir.path(), 0, 0, f * 64..(f + 1) * 64);
+        }
+        c.push(tapped(0, total - 1), &mut out);
+        let batch = DISK_BATCH as u64;
+        c.poll_at_end(&mut out);
+        assert!(
+            (batch..batch + 64).contains(&got.get()),
+            "one batch: {}",
+            got.get()
+        );
+        assert!(c.behind());
+        c.poll_at_end(&mut out);
+        let two = got.get();
+        assert!((2 * batch..2 * batch + 128).contains(&two), "{two}");
+        c.abandon();
+        assert!(!c.behind());
+        assert_eq!(c.left, total - two);
+        c.poll_at_end(&mut out);
+        assert_eq!(got.get(), two, "nothing after giving up");
     }
 }

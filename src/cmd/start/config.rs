@@ -23,6 +23,11 @@ pub struct StartArgs {
     /// History kept in the dataflow (`90s`, `10m`, `1h`; a bare number is seconds).
     #[arg(long, default_value = "10m")]
     pub retain: String,
+    /// Memory the job may hold resident: a size (`4G`, `512M`) or a share of the machine's
+    /// memory (`25%`). Past it the job keeps a shorter window than `--retain` (down to 10 s)
+    /// and grows it back when memory allows; the raw ring in `DIR/trace` keeps every event.
+    #[arg(long, default_value = "25%")]
+    pub max_memory: String,
     /// Seconds the watermark stays at least behind the clock. It never passes what the
     /// recorder has read of each CPU either, so a record is not late however long its reader
     /// takes; a larger lag only delays every report.
@@ -135,6 +140,8 @@ pub struct StartConfig {
     pub retain: Duration,
     /// Watermark lag behind the clock.
     pub lag: Duration,
+    /// What the job may hold resident, bytes (`--max-memory`).
+    pub max_memory: u64,
     /// Snapshots kept.
     pub keep: usize,
     /// The hang hook.
@@ -184,6 +191,10 @@ impl StartConfig {
             retain: crate::duration::parse_duration(&a.retain)
                 .map_err(|e| anyhow::anyhow!("--retain: {e}"))?,
             lag,
+            max_memory: super::budget::MemoryBudget::parse(&a.max_memory)
+                .map_err(|e| anyhow::anyhow!("--max-memory: {e}"))?
+                .limit()
+                .unwrap_or(u64::MAX),
             keep: a.keep,
             on_hang: a.on_hang.clone(),
             watch_pids: a.watch_pid.clone(),

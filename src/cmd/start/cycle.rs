@@ -11,6 +11,7 @@
 //! of the job's CPU. A busy tick goes back to 200 ms at once. Snapshots are due by the clock
 //! (`--snapshot-every`), named by the epoch they are taken at.
 
+use super::budget::{Change, Retention};
 use super::generations::SnapRequest;
 use super::intake::Intake;
 use super::job::Job;
@@ -24,6 +25,10 @@ use super::{monotonic_ns, StartConfig, TICK};
 /// The longest a tick waits on a quiet machine (module docs): a hang's report waits up to
 /// this much longer than on a busy one.
 pub(crate) const QUIET_TICK: Duration = Duration::from_secs(1);
+
+/// How often the resident set is compared with the memory budget.
+const MEMORY_CHECK: Duration = Duration::from_secs(1);
+const GIB: f64 = (1u64 << 30) as f64;
 
 /// Events a second below which the machine counts as quiet (an idle desktop makes a few
 /// hundred to a few thousand; a build, tens of thousands and more).
@@ -147,6 +152,9 @@ pub(crate) struct Cycle {
     skipped: u64,
     /// The exits of the job's own threads, added to the stream.
     own_exits: OwnExits,
+    /// The window kept within the memory budget (`budget.rs`), checked every second.
+    retention: Retention,
+    next_memory_check: Instant,
     quiet: bool,
 }
 
@@ -156,6 +164,7 @@ impl Cycle {
         snapshot_every: Duration,
         status_every: Duration,
         own_threads: Receiver<OwnThread>,
+        retention: Retention,
         quiet: bool,
     ) -> Cycle {
         let now = Instant::now();
@@ -169,6 +178,8 @@ impl Cycle {
             errors: Vec::new(),
             skipped: 0,
             own_exits: OwnExits::new(own_threads),
+            retention,
+            next_memory_check: now,
             quiet,
         }
     }
@@ -279,6 +290,7 @@ impl Cycle {
         let t = Instant::now();
         job.send(events, watermark)?;
         stalled("handing the tick's events to the dataflow", t);
+        self.memory(job, intake, watermark);
         // With the collector's `epoch done` line, where a hang's report time goes
         // (`benches/soak.rs`: watermark release, dataflow, follower).
         tracing::debug!(
@@ -316,6 +328,45 @@ impl Cycle {
             snaps.early.taken(epoch, false);
         }
         Ok(())
+    }
+
+    /// Once a second: the resident set against the memory budget, and the window the
+    /// collector keeps shortened or grown back (`budget.rs`), said in one line when it
+    /// shortens.
+    fn memory(&mut self, job: &Job<'_>, intake: &Intake, watermark: Nanos) {
+        let now = Instant::now();
+        if now < self.next_memory_check {
+            return;
+        }
+        self.next_memory_check = now + MEMORY_CHECK;
+        let Some(limit) = intake.budget.limit() else {
+            return;
+        };
+        let resident = intake.budget.used();
+        job.set_over_budget(resident > limit);
+        let held = watermark.0.saturating_sub(job.window_start(Nanos(0)).0);
+        match self.retention.check(now, resident, limit, held) {
+            Some(Change::Shortened {
+                window_ns,
+                resident,
+            }) => {
+                if !self.quiet {
+                    eprintln!(
+                        "argus start: {:.2} GiB resident, over the memory budget of {:.2} GiB (--max-memory): keeping the last {:.0} s of the graph instead of --retain {:.0} s (every event stays in the ring, {})",
+                        resident as f64 / GIB,
+                        limit as f64 / GIB,
+                        window_ns as f64 / 1e9,
+                        job.cfg.retain.as_secs_f64(),
+                        job.cfg.dir.join("trace").display(),
+                    );
+                }
+                tracing::info!(window_ns, resident, limit, "window shortened");
+            }
+            Some(Change::Grown { window_ns }) => {
+                tracing::info!(window_ns, resident, limit, "window grown back");
+            }
+            None => {}
+        }
     }
 
     /// A watched hang that is new, or grew, since the last snapshot: snapshot it now rather
@@ -364,7 +415,7 @@ impl Cycle {
             .map_or(0, |r| now.saturating_sub(r.0));
         let s = &merge.stats;
         eprintln!(
-            "argus start: {:.0} events/s, lag {:.2} s (readers {:.2} s), {} open segments, lost {} (kernel {}, late {}, malformed {}), {} lost-events gaps, {} pages + {} records waiting{}{}",
+            "argus start: {:.0} events/s, lag {:.2} s (readers {:.2} s), {} open segments, lost {} (kernel {}, late {}, malformed {}), {} lost-events gaps, {} pages + {} records waiting{}{}{}",
             events as f64 / elapsed.as_secs_f64(),
             lag as f64 / 1e9,
             readers as f64 / 1e9,
@@ -377,6 +428,14 @@ impl Cycle {
             intake.tap.len(),
             merge.queued(),
             job.live_lag(),
+            if self.retention.limited() {
+                format!(
+                    ", window {:.0} s (memory budget)",
+                    self.retention.window_ns() as f64 / 1e9
+                )
+            } else {
+                String::new()
+            },
             if self.skipped > 0 {
                 format!(
                     ", {} snapshots skipped (the previous one was still being written)",

@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 /// Epochs a generation's input may hold before the job waits for the dataflow (1.6 s): an
 /// overloaded job slows its reading of the tap, whose pages then count as dropped.
 pub(crate) const INPUT_EPOCHS: usize = 8;
+use super::budget::WindowLimit;
 use super::live_graph::{Forward, LiveGraph, Seed};
 use super::sync::lock;
 use super::window::{Forgotten, Part, WindowGraph};
@@ -127,7 +128,7 @@ impl Collector {
     /// a bucket was due ([`WindowGraph::forget_due`]).
     fn cut(&mut self, watermark: Nanos) -> Option<Forgotten> {
         let t = Instant::now();
-        let gone = self.graph.forget_due(watermark)?;
+        let gone = self.graph.forget_due(watermark, self.live.window.get())?;
         self.spins_changed |= gone.spins.updates() > 0;
         let start = self.graph.window_start();
         self.live.window_start.store(start.0, Ordering::Release);
@@ -283,6 +284,16 @@ pub(crate) fn collect_live(
                     }
                 };
                 pass(&mut forward, &msg);
+                if c.live.over_budget.load(Ordering::Relaxed) {
+                    // Over the memory budget: the live graph's arrangements (a copy of the
+                    // whole window) go first; it is seeded anew once memory allows.
+                    if let Some((f, _)) = forward.as_mut().filter(|(f, _)| !f.given_up()) {
+                        f.give_up();
+                        tracing::warn!(
+                            "the job is over its memory budget: the live graph is dropped, and answers no live queries until memory allows"
+                        );
+                    }
+                }
                 match msg {
                     Message::Updates { updates, .. } => {
                         c.dirty = true;
@@ -306,6 +317,7 @@ pub(crate) fn collect_live(
                         c.serve(&mut pending, false);
                         if let Some((f, revive)) = forward.as_mut() {
                             if f.given_up()
+                                && !c.live.over_budget.load(Ordering::Relaxed)
                                 && revive.due(Instant::now(), out.is_empty())
                                 && !f.reseed(seed(&mut c.graph))
                             {
@@ -339,6 +351,10 @@ pub(crate) struct LiveSpins {
     /// Where the collector's retained window starts ([`WindowGraph::window_start`]; 0
     /// before the first cut), in ns.
     pub(crate) window_start: AtomicU64,
+    /// The window the memory budget lets the collector keep (`budget.rs`).
+    pub(crate) window: WindowLimit,
+    /// The job is over its memory budget: the live graph is given up (`budget.rs`).
+    pub(crate) over_budget: AtomicBool,
 }
 
 /// What a collector published last.
@@ -356,6 +372,8 @@ impl LiveSpins {
             open: Arc::new(AtomicI64::new(0)),
             notify,
             window_start: AtomicU64::new(0),
+            window: WindowLimit::new(),
+            over_budget: AtomicBool::new(false),
         })
     }
 

@@ -4,7 +4,8 @@
 //! one batch of events. The merge is ingest's [`LiveMerge`]; what the
 //! job adds is where its lost-events gaps go ([`live_merge`]).
 
-use super::catchup::{CatchUp, MemoryBudget};
+use super::budget::MemoryBudget;
+use super::catchup::CatchUp;
 use super::job::{live_formats, Replayed};
 use anyhow::{Context, Result};
 use argus_ingest::format::FormatSet;
@@ -15,7 +16,7 @@ use argus_pipeline::gaps::GapSet;
 use argus_schema::{Event, Nanos};
 use crossbeam_channel::{Receiver, TryRecvError};
 use std::path::Path;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// The job's live merge: decoding with `formats`, threads seeded from `procs`, numbering
 /// from `seq`, records starting at `origin`. Every lost-events gap it finds goes into `gaps`
@@ -40,6 +41,10 @@ pub(crate) fn live_merge(
 /// events/s lagged 23 s at most, median 5.6 s, and lost nothing).
 pub(crate) const MAX_READ_HOLD: Duration = Duration::from_secs(60);
 
+/// How long the job reads back what it is behind once the recorder has stopped: a stop
+/// (Ctrl-C, `systemctl stop`) should not wait minutes for a backlog the ring keeps anyway.
+pub(crate) const STOP_READ_BACK: Duration = Duration::from_secs(10);
+
 /// Tap, catch-up and merge, and whether the recorder has ended.
 pub(crate) struct Intake {
     pub(crate) tap: Receiver<TappedPage>,
@@ -47,9 +52,13 @@ pub(crate) struct Intake {
     pub(crate) read: ReadFrontier,
     pub(crate) catchup: CatchUp,
     pub(crate) merge: LiveMerge,
-    /// The recorder has ended (the tap is closed and empty): the last tick released all.
+    /// The recorder has ended (the tap is closed and empty) and the catch-up is done: the
+    /// last tick released all.
     pub(crate) closed: bool,
-    /// Past it, a CPU far behind skips ahead (module docs of `catchup`).
+    /// When the tap closed (the recorder ended), while the catch-up finishes.
+    pub(crate) stopping: Option<Instant>,
+    /// `--max-memory`: past it, a CPU far behind skips ahead (module docs of `catchup`) and
+    /// the collector keeps a shorter window (`budget.rs`).
     pub(crate) budget: MemoryBudget,
 }
 
@@ -65,6 +74,7 @@ impl Intake {
         replayed: Option<&Replayed>,
         gaps: &GapSet,
         live_start: Nanos,
+        budget: MemoryBudget,
     ) -> Result<Intake> {
         let (formats, procs) = live_formats(trace_dir)?;
         let catchup = open_catchup(trace_dir)?;
@@ -97,7 +107,8 @@ impl Intake {
             catchup,
             merge,
             closed: false,
-            budget: MemoryBudget::half_of_ram(),
+            stopping: None,
+            budget,
         })
     }
 
@@ -112,6 +123,7 @@ impl Intake {
             catchup,
             merge,
             closed,
+            stopping,
             budget,
         } = self;
         // Loaded before the tap is read: every page stamped up to it is in the tap now (or
@@ -139,14 +151,19 @@ impl Intake {
                 Ok(p) => catchup.push(p, &mut sink),
                 Err(TryRecvError::Empty) => break,
                 Err(TryRecvError::Disconnected) => {
-                    *closed = true;
+                    stopping.get_or_insert_with(Instant::now);
                     break;
                 }
             }
         }
-        if *closed {
-            // The recorder has ended: every chunk is written.
-            catchup.finish(&mut sink);
+        if let Some(since) = *stopping {
+            // The recorder has ended: every chunk is written. What the job is behind is read
+            // back a batch per tick, for at most STOP_READ_BACK; the rest is left to the ring.
+            if since.elapsed() >= STOP_READ_BACK {
+                catchup.abandon();
+            }
+            catchup.poll_at_end(&mut sink);
+            *closed = !catchup.behind();
         } else {
             // The resident set is read only while a CPU is behind: only then can it matter.
             catchup.set_memory_pressure(catchup.behind() && budget.over());

@@ -59,7 +59,8 @@ pub(crate) struct Job<'a> {
 
 /// The dataflow settings of `argus start`: rule state idle for twice `--retain` is
 /// forgotten (the collector keeps only `--retain` of the graph, so nothing it holds can
-/// change by that).
+/// change by that), or for twice the shorter window of the memory budget (`budget.rs`:
+/// `forget_limit`, the handle of `cfg.dataflow`, which the clone shares).
 pub(crate) fn continuous(cfg: &StartConfig) -> argus_pipeline::dataflow::DataflowConfig {
     let mut d = cfg.dataflow.clone();
     d.forget = Some(Nanos(2 * cfg.retain.as_nanos() as u64));
@@ -169,6 +170,21 @@ impl<'a> Job<'a> {
                 })
                 .collect(),
         );
+    }
+
+    /// The window the memory budget lets the collector keep (`budget.rs`).
+    pub(crate) fn window_limit(&self) -> Option<super::budget::WindowLimit> {
+        self.gens.first().map(|g| g.live.window.clone())
+    }
+
+    /// Whether the job is over its memory budget: while it is, the live graph is given up
+    /// (`budget.rs`).
+    pub(crate) fn set_over_budget(&self, over: bool) {
+        for g in &self.gens {
+            g.live
+                .over_budget
+                .store(over, std::sync::atomic::Ordering::Relaxed);
+        }
     }
 
     /// Where the retained window starts now (the collector's last cutoff).

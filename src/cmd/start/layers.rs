@@ -26,6 +26,7 @@
 //! maintained (`--live-slices`: a slice follows edges across any stretch), there is one
 //! layer and a cut's records are retracted as before.
 
+use super::window::Forgotten;
 use argus_pipeline::arranged::{ArrangedJob, GraphRead, SliceConfig, Union};
 use argus_pipeline::dataflow::{Timed, Update};
 use argus_schema::{EndCause, Nanos};
@@ -174,6 +175,37 @@ impl Layers {
         }
     }
 
+    /// The collector cut at `epoch` what ended before `cutoff`, `gone`: the layers wholly
+    /// before it are retired, and when the cutoff falls inside a layer (a cut of the memory
+    /// budget's shorter window, `budget.rs`), what the cut took from that layer is
+    /// retracted. Returns the retractions sent.
+    pub(crate) fn cut(
+        &mut self,
+        worker: &mut timely::worker::Worker,
+        epoch: u64,
+        gone: Forgotten,
+        cutoff: Nanos,
+    ) -> usize {
+        self.retire(epoch, cutoff);
+        let Some(step) = self.step else {
+            return 0;
+        };
+        if cutoff.0.is_multiple_of(step) {
+            return 0;
+        }
+        let partial = cutoff.0 / step;
+        let updates: Vec<(Update, i64)> = gone
+            .retractions()
+            .into_iter()
+            .filter(|(u, _)| self.key(u) == Some(partial))
+            .collect();
+        let n = updates.len();
+        if n > 0 {
+            self.send(worker, epoch, updates);
+        }
+        n
+    }
+
     /// Lets reads forget the epochs before `since`; drops the layers retired by then.
     pub(crate) fn compact_to(&mut self, since: u64) {
         self.layers
@@ -283,6 +315,47 @@ mod tests {
             one.retire(0, Nanos(1_000));
             assert!(one.retracts());
             assert_eq!((one.len(), one.counts().segments), (1, 1));
+        });
+    }
+
+    /// A cut inside a layer (the memory budget's shorter window) retires the layers before
+    /// it and retracts what it took from the layer it falls in; the rest of that layer stays.
+    #[test]
+    fn a_cut_inside_a_layer_retracts_what_it_took_from_it() {
+        timely::execute_directly(|worker| {
+            let s = 1_000_000_000u64;
+            let mut g =
+                super::super::window::WindowGraph::new(Some(std::time::Duration::from_secs(40)));
+            let mut layers = Layers::new(
+                super::super::window::cut_step_ns(Some(std::time::Duration::from_secs(40))),
+                None,
+            );
+            let segs: Vec<_> = [3, 12, 17, 25]
+                .iter()
+                .enumerate()
+                .map(|(i, &end)| seg(i as i32 + 1, 0, 0, Some(end * s)))
+                .collect();
+            let ups: Vec<(Update, i64)> = segs
+                .iter()
+                .map(|x| (Update::Segment(x.clone()), 1))
+                .collect();
+            g.update(ups.clone());
+            layers.send(worker, 0, ups);
+            layers.close(0);
+            worker.step_while(|| layers.pending(0));
+            assert_eq!(layers.counts().segments, 4);
+            // A 5 s window at 20 s: the cutoff is 15 s, inside the layer of 10..20 s.
+            let gone = g.forget_due(Nanos(20 * s), 5 * s).unwrap();
+            assert_eq!(g.window_start(), Nanos(15 * s));
+            assert_eq!(layers.cut(worker, 1, gone, g.window_start()), 1);
+            layers.close(1);
+            worker.step_while(|| layers.pending(1));
+            assert_eq!(layers.counts().segments, 2);
+            let read = |l: &mut Layers, i: usize| l.read(1).segment(segs[i].id, 1).unwrap();
+            assert_eq!(read(&mut layers, 0), None, "its layer retired");
+            assert_eq!(read(&mut layers, 1), None, "retracted");
+            assert_eq!(read(&mut layers, 2), Some(segs[2].clone()), "kept");
+            assert_eq!(read(&mut layers, 3), Some(segs[3].clone()));
         });
     }
 

@@ -212,18 +212,26 @@ impl Forward {
         };
         if self.queued.fetch_add(n, Ordering::Relaxed) + n > self.backlog {
             self.queued.fetch_sub(n, Ordering::Relaxed);
-            self.given_up = true;
-            self.skip_until.store(self.resets + 1, Ordering::Release);
-            let mut st = lock(&self.status);
-            st.fell_behind = true;
-            st.epochs.clear();
-            drop(st);
+            self.give_up();
             tracing::warn!(
                 "the live graph fell {LIVE_BACKLOG} updates behind the dataflow: it answers no live queries until the job catches up"
             );
             return false;
         }
         self.tx.send(Feed::Msg(m.clone())).is_ok()
+    }
+
+    /// Gives the live graph up: the worker skips what is queued and drops its
+    /// arrangements until it is seeded anew ([`Forward::reseed`]).
+    pub(crate) fn give_up(&mut self) {
+        if self.given_up {
+            return;
+        }
+        self.given_up = true;
+        self.skip_until.store(self.resets + 1, Ordering::Release);
+        let mut st = lock(&self.status);
+        st.fell_behind = true;
+        st.epochs.clear();
     }
 
     /// Passes what the collector forgot at the end of `epoch` (before that epoch's end),
@@ -380,6 +388,9 @@ struct Worker {
 enum RunEnd {
     /// The generation stopped or its input closed.
     Done,
+    /// The collector gave the live graph up: its arrangements are dropped until a seed
+    /// comes.
+    GivenUp,
     /// Start again from this seed (the live graph was given up and is seeded anew).
     Reset(Seed),
 }
@@ -394,8 +405,14 @@ impl Worker {
         loop {
             let w = me.clone();
             let first = seed.take();
-            match timely::execute_directly(move |worker| w.run(worker, first, resets)) {
-                RunEnd::Done => break,
+            let end = match timely::execute_directly(move |worker| w.run(worker, first, resets)) {
+                // The run (its dataflows and arrangements) is gone: the memory it held is
+                // free while the job is overloaded.
+                RunEnd::GivenUp => me.wait_for_seed(),
+                end => end,
+            };
+            match end {
+                RunEnd::Done | RunEnd::GivenUp => break,
                 RunEnd::Reset(s) => {
                     resets += 1;
                     seed = Some(s);
@@ -403,6 +420,35 @@ impl Worker {
             }
         }
         lock(&me.status).ended = true;
+    }
+
+    /// Given up: skips the messages until the next seed ([`RunEnd::Reset`]); reads get no
+    /// answer (their reply channel closes) and the query server says the graph is not
+    /// readable.
+    fn wait_for_seed(&self) -> RunEnd {
+        let never = crossbeam_channel::never();
+        let mut requests = Some(self.requests.clone());
+        loop {
+            if self.stop.load(Ordering::Relaxed) {
+                return RunEnd::Done;
+            }
+            let req_rx = requests.as_ref().unwrap_or(&never);
+            select! {
+                recv(self.messages) -> msg => match msg {
+                    Ok(Feed::Reset(seed)) => return RunEnd::Reset(seed),
+                    Ok(Feed::Msg(Message::Updates { updates, .. })) => {
+                        self.queued.fetch_sub(updates.len(), Ordering::Relaxed);
+                    }
+                    Ok(_) => {}
+                    Err(_) => return RunEnd::Done,
+                },
+                recv(req_rx) -> req => match req {
+                    // Dropped: its reply channel closes.
+                    Ok(req) => drop(req),
+                    Err(_) => requests = None,
+                },
+            }
+        }
     }
 
     /// One run: applies `seed` (if any) as its first epoch, then the messages, epoch by
@@ -440,6 +486,9 @@ impl Worker {
                 closed.clear();
                 applied = 0;
             }
+            if self.skip_until.load(Ordering::Acquire) > resets {
+                return RunEnd::GivenUp;
+            }
             let req_rx = open_requests.as_ref().unwrap_or(&never);
             select! {
                 recv(self.messages) -> msg => match msg {
@@ -452,8 +501,11 @@ impl Worker {
                         job.send(worker, epoch, updates);
                     }
                     // Layers: the forgotten records go with their layers, dropped here
-                    // (on this thread, not the collector's).
-                    Ok(Feed::Cut(epoch, _, window_start)) => job.retire(epoch, window_start),
+                    // (on this thread, not the collector's); a cut inside a layer (the
+                    // memory budget's) retracts what it took from it.
+                    Ok(Feed::Cut(epoch, gone, window_start)) => {
+                        applied += job.cut(worker, epoch, gone, window_start);
+                    }
                     Ok(Feed::Msg(m)) if self.skip_until.load(Ordering::Acquire) > resets => {
                         if let Message::Updates { updates, .. } = m {
                             self.queued.fetch_sub(updates.len(), Ordering::Relaxed);

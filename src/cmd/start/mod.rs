@@ -135,6 +135,7 @@
 //! `--retain` is replayed into the dataflow before live events (the gap between the
 //! runs is not recorded; spins that began before this run do not run hooks).
 
+mod budget;
 #[cfg(target_os = "linux")]
 mod catchup;
 mod config;
@@ -286,6 +287,7 @@ pub fn run(cfg: &StartConfig, quiet: bool) -> Result<u8> {
         replayed.as_ref(),
         gaps,
         live_start,
+        budget::MemoryBudget::of(Some(cfg.max_memory).filter(|&m| m < u64::MAX)),
     )?;
     let collector = job
         .gens
@@ -294,7 +296,20 @@ pub fn run(cfg: &StartConfig, quiet: bool) -> Result<u8> {
         .context("invariant: a generation runs")?;
     let (mut snaps, snapshots) =
         Snapshots::start(cfg, &trace_dir, live_start, notify, collector, quiet)?;
-    let mut cycle = Cycle::new(cfg.snapshot_every, cfg.status_every, own_reports, quiet);
+    let retention = budget::Retention::new(
+        cfg.retain,
+        budget::MIN_WINDOW.max(2 * Duration::from_nanos(cfg.dataflow.rules.spin_threshold_ns)),
+        job.window_limit().context("invariant: a generation runs")?,
+        // `job::continuous` clones the dataflow settings: the same handle.
+        cfg.dataflow.forget_limit.clone(),
+    );
+    let mut cycle = Cycle::new(
+        cfg.snapshot_every,
+        cfg.status_every,
+        own_reports,
+        retention,
+        quiet,
+    );
     let mut result = cycle.run(&mut job, &mut intake, &mut snaps, &woken);
     // The job is stopping: no more queries (the socket is removed).
     drop(server);
@@ -389,6 +404,14 @@ fn print_summary(
             trace_dir.display(),
             c.unrecoverable,
             c.skipped
+        );
+    }
+    if c.left > 0 {
+        eprintln!(
+            "argus start: stopped reading back from the ring {} s after the recorder stopped: {} pages it was behind by are not in the last snapshot; `argus build {}` includes them",
+            intake::STOP_READ_BACK.as_secs(),
+            c.left,
+            trace_dir.display()
         );
     }
     let s = &intake.merge.stats;
@@ -521,6 +544,7 @@ pub(crate) mod tests {
             snapshot_every: Duration::from_secs(10),
             retain: Duration::from_secs(600),
             lag: Duration::from_millis(500),
+            max_memory: u64::MAX,
             keep: 3,
             on_hang: None,
             watch_pids: Vec::new(),

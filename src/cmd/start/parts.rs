@@ -340,7 +340,7 @@ mod tests {
         want.sort();
         assert_eq!(got, want);
         // A cut forgets bucket 0: the rest of its run is encoded again.
-        assert!(g.forget_due(Nanos(5 * SEC + 1)).is_some());
+        assert!(g.forget_due(Nanos(5 * SEC + 1), u64::MAX).is_some());
         let (_, st) = snap(&mut cache, &mut g, 6 * SEC, false).unwrap();
         assert_eq!(st, stats(2, 4));
         assert_eq!(cache.runs(), vec![vec![1, 2, 3], vec![4, 5]]);

@@ -177,6 +177,9 @@ pub(crate) struct WindowGraph {
     retain: u64,
     /// Cutoffs are multiples of this ([`cut_step_ns`]).
     cut_step: u64,
+    /// The furthest the dataflow's horizon has reached (ns): records that ended before it
+    /// are not kept, whatever the window ([`WindowGraph::forget_due`]).
+    forgotten_by_dataflow: u64,
 }
 
 /// What a cut took out of the graph, frozen.
@@ -219,6 +222,7 @@ impl WindowGraph {
         WindowGraph {
             retain,
             cut_step,
+            forgotten_by_dataflow: 0,
             segments: Windowed::new("segments", step),
             edges: Windowed::new("edges", step),
             spins: Windowed::new("spins", step),
@@ -261,9 +265,30 @@ impl WindowGraph {
 
     /// At the end of an epoch with `watermark`: when `watermark − retain`, rounded down to
     /// a cut step, is past the oldest bucket, drops the buckets below it and returns them.
-    pub(crate) fn forget_due(&mut self, watermark: Nanos) -> Option<Forgotten> {
-        let cutoff = watermark.0.saturating_sub(self.retain);
-        let cutoff = Nanos(cutoff - cutoff % self.cut_step);
+    /// `window` (ns) keeps less than `retain` when shorter (the memory budget: `budget.rs`);
+    /// its cuts are rounded to a quarter of it, so they need not fall on the live graph's
+    /// layer boundaries (it retracts what a cut takes from a layer it keeps).
+    ///
+    /// The dataflow forgets its state after twice the window (`job::continuous`), so when a
+    /// window grows back the collector never keeps a record from before the furthest the
+    /// dataflow's horizon has reached (`watermark − 2 × window` at any cut so far): a later
+    /// change to it could not be applied.
+    pub(crate) fn forget_due(&mut self, watermark: Nanos, window: u64) -> Option<Forgotten> {
+        let (keep, step) = if window < self.retain {
+            let step =
+                cut_step_ns(Some(std::time::Duration::from_nanos(window))).unwrap_or(BUCKET_NS);
+            (window, step)
+        } else {
+            (self.retain, self.cut_step)
+        };
+        self.forgotten_by_dataflow = self
+            .forgotten_by_dataflow
+            .max(watermark.0.saturating_sub(keep.saturating_mul(2)));
+        let cutoff = watermark
+            .0
+            .saturating_sub(keep)
+            .max(self.forgotten_by_dataflow);
+        let cutoff = Nanos(cutoff - cutoff % step);
         (cutoff.0 / self.segments.step > self.segments.floor).then(|| self.forget_before(cutoff))
     }
 
@@ -353,8 +378,8 @@ pub(crate) mod tests {
         assert_eq!(g.segments.contents(), want);
         // Watermark 56, cutoff 16: not past bucket 1 ([10, 20)), which holds it: bucket 0
         // goes. Watermark 59: still in bucket 1, nothing more.
-        let gone = g.forget_due(Nanos(56)).unwrap();
-        assert!(g.forget_due(Nanos(59)).is_none());
+        let gone = g.forget_due(Nanos(56), u64::MAX).unwrap();
+        assert!(g.forget_due(Nanos(59), u64::MAX).is_none());
         assert_eq!(g.window_start(), Nanos(10));
         let r = gone.retractions();
         assert_eq!(
@@ -409,15 +434,54 @@ pub(crate) mod tests {
         g.keep(&mut ups);
         g.update(ups);
         // Cutoff 36.9 − 30 = 6.9 s: below the first step (7 s), nothing goes.
-        assert!(g.forget_due(Nanos(36 * s + 9 * s / 10)).is_none());
+        assert!(g.forget_due(Nanos(36 * s + 9 * s / 10), u64::MAX).is_none());
         // 37.5 − 30 = 7.5 s → 7 s: the buckets before 7 s go (the segment ended at 3 s).
-        let gone = g.forget_due(Nanos(37 * s + s / 2)).unwrap();
+        let gone = g.forget_due(Nanos(37 * s + s / 2), u64::MAX).unwrap();
         assert_eq!(gone.retractions().len(), 1);
         assert_eq!(g.window_start(), Nanos(7 * s));
         // Until 14 s − retain, no more.
-        assert!(g.forget_due(Nanos(43 * s + 9 * s / 10)).is_none());
-        assert!(g.forget_due(Nanos(44 * s)).is_some());
+        assert!(g.forget_due(Nanos(43 * s + 9 * s / 10), u64::MAX).is_none());
+        assert!(g.forget_due(Nanos(44 * s), u64::MAX).is_some());
         assert_eq!(g.window_start(), Nanos(14 * s));
+    }
+
+    /// A window shorter than `--retain` (the memory budget's) cuts at `watermark − window`,
+    /// rounded to a quarter of that window, not to the layers' step; back at `--retain`, the
+    /// cuts follow `--retain` again and never bring anything back.
+    #[test]
+    fn a_budget_window_cuts_sooner_in_steps_of_its_own_quarter() {
+        let s = 1_000_000_000u64;
+        let mut g = WindowGraph::new(Some(std::time::Duration::from_secs(600)));
+        let mut ups: Vec<(Update, i64)> = (0..100)
+            .map(|i| {
+                (
+                    Update::Segment(seg(i, 0, 0, Some(u64::from(i as u32) * s + 1))),
+                    1,
+                )
+            })
+            .collect();
+        g.keep(&mut ups);
+        g.update(ups);
+        // --retain 600 s: at 100 s nothing is due.
+        assert!(g.forget_due(Nanos(100 * s), u64::MAX).is_none());
+        // A 20 s window: cutoff 80 s (a multiple of 5 s), the segments that ended before go.
+        let gone = g.forget_due(Nanos(100 * s), 20 * s).unwrap();
+        assert_eq!(gone.retractions().len(), 80);
+        assert_eq!(g.window_start(), Nanos(80 * s));
+        // 103 s − 20 s = 83 s → 80 s: nothing more; at 105 s, up to 85 s.
+        assert!(g.forget_due(Nanos(103 * s), 20 * s).is_none());
+        assert_eq!(
+            g.forget_due(Nanos(105 * s), 20 * s)
+                .unwrap()
+                .retractions()
+                .len(),
+            5
+        );
+        // The dataflow forgot what is older than twice the window: 105 − 40 s.
+        assert_eq!(g.forgotten_by_dataflow, 65 * s);
+        // Back to --retain: nothing is due before 600 s past the window start.
+        assert!(g.forget_due(Nanos(200 * s), u64::MAX).is_none());
+        assert_eq!(g.segments.contents().len(), 15);
     }
 
     /// A bucket's version moves with every update it takes and only then: a snapshot
@@ -465,7 +529,7 @@ pub(crate) mod tests {
     fn one_bucket_keeps_everything() {
         let mut g = WindowGraph::new(None);
         g.update(vec![(Update::Edge(edge(4)), 1)]);
-        assert!(g.forget_due(Nanos(u64::MAX)).is_none());
+        assert!(g.forget_due(Nanos(u64::MAX), u64::MAX).is_none());
         assert_eq!(g.edges.contents(), vec![edge(4)]);
         assert_eq!(g.window_start(), Nanos(0));
     }
