@@ -150,6 +150,11 @@ impl ChunkWriter {
         self.current.as_ref().map(|_| self.next_seq - 1)
     }
 
+    /// The path of the chunk in progress, if there is one.
+    pub(crate) fn current_path(&self) -> Option<&Path> {
+        self.current.as_ref().map(|c| c.path.as_path())
+    }
+
     /// Bytes of the chunk in progress, if there is one.
     pub(crate) fn current_bytes(&self) -> Option<u64> {
         self.current.as_ref().map(|c| c.bytes)
