@@ -62,7 +62,8 @@
 //! still open stays whole, however old. The dataflow's rule state forgets what has been idle
 //! for twice `--retain` ([`job::continuous`]; `DataflowConfig::forget`), which nothing the
 //! collector holds depends on. A snapshot covers between `--retain` and 1.25 × `--retain`, and
-//! memory follows the event rate and `--retain`, not the job's age. (Before, the job ran
+//! memory follows the event rate and `--retain` (or the shorter window of the memory
+//! budget, [`budget`]), not the job's age. (Before, the job ran
 //! *generations*: a new dataflow every `--retain`, two at once most of the time, each event
 //! processed twice and each new generation's live graph arranged anew in one batch; the soak
 //! measured the difference: docs/start.md.) mimalloc is the global allocator: glibc malloc
@@ -130,7 +131,9 @@
 //! epoch holds. The socket is removed when the job stops.
 //!
 //! **Stop and restart.** SIGINT/SIGTERM stop the recorder (its signal handler), which closes
-//! the tap; the job releases everything queued, writes a last snapshot and exits 0. On start,
+//! the tap; the job reads back what it is behind by, a batch per tick for at most
+//! [`intake::STOP_READ_BACK`] (the rest stays in the ring and is counted), releases
+//! everything queued, writes a last snapshot and exits 0. On start,
 //! a non-empty `DIR/trace` from an earlier run is moved to `DIR/trace.prev` and its last
 //! `--retain` is replayed into the dataflow before live events (the gap between the
 //! runs is not recorded; spins that began before this run do not run hooks).
