@@ -285,10 +285,6 @@ pub(super) struct Horizon {
 }
 
 impl Horizon {
-    pub(super) fn new(after: Nanos) -> Horizon {
-        Horizon::limited(after, ForgetLimit::default())
-    }
-
     /// F of `after`, or less when `limit` says so.
     pub(super) fn limited(after: Nanos, limit: ForgetLimit) -> Horizon {
         Horizon {

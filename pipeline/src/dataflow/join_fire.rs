@@ -69,20 +69,20 @@ pub(super) struct StageB {
 }
 
 impl StageB {
-    /// `forget`: the horizon of a continuous job, if any.
+    /// `forget`: the horizon of a continuous job, if any (tests; the stage takes its
+    /// limit too: [`StageB::limited`]).
+    #[cfg(test)]
     pub(super) fn new(forget: Option<Nanos>) -> StageB {
-        StageB {
-            srcs: Side::new(),
-            dsts: Side::new(),
-            horizon: forget.map(Horizon::new),
-        }
+        StageB::limited(forget, ForgetLimit::default())
     }
 
     /// `forget`, or less when `limit` says so (a continuous job's memory budget).
     pub(super) fn limited(forget: Option<Nanos>, limit: ForgetLimit) -> StageB {
-        let mut s = StageB::new(forget);
-        s.horizon = forget.map(|f| Horizon::limited(f, limit));
-        s
+        StageB {
+            srcs: Side::new(),
+            dsts: Side::new(),
+            horizon: forget.map(|f| Horizon::limited(f, limit)),
+        }
     }
 
     /// Applies one epoch's changes; `edge` gets the changed edges.

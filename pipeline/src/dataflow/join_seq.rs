@@ -77,21 +77,21 @@ pub(super) struct StageA {
 }
 
 impl StageA {
-    /// `forget`: the horizon of a continuous job, if any.
+    /// `forget`: the horizon of a continuous job, if any (tests; the stage takes its
+    /// limit too: [`StageA::limited`]).
+    #[cfg(test)]
     pub(super) fn new(forget: Option<Nanos>) -> StageA {
-        StageA {
-            srcs: Side::new(),
-            direct: Side::new(),
-            fires: Side::new(),
-            horizon: forget.map(Horizon::new),
-        }
+        StageA::limited(forget, ForgetLimit::default())
     }
 
     /// `forget`, or less when `limit` says so (a continuous job's memory budget).
     pub(super) fn limited(forget: Option<Nanos>, limit: ForgetLimit) -> StageA {
-        let mut s = StageA::new(forget);
-        s.horizon = forget.map(|f| Horizon::limited(f, limit));
-        s
+        StageA {
+            srcs: Side::new(),
+            direct: Side::new(),
+            fires: Side::new(),
+            horizon: forget.map(|f| Horizon::limited(f, limit)),
+        }
     }
 
     /// Applies one epoch's changes; `edge` gets the changed edges, `fire` the changed
