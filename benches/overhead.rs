@@ -2,7 +2,7 @@
 //! same tracepoints (issue 3).
 //!
 //! ```text
-//! cargo bench --bench overhead                    # compile loop + pipe ping-pong: none / record / start / perf
+//! cargo bench --bench overhead                    # compile loop + pipe ping-pong: none / record / start / perf / kernel
 //! ARGUS_BENCH_ROUNDS=7 cargo bench --bench overhead
 //! ARGUS_BENCH_EVENTS=full cargo bench --bench overhead   # another --events set
 //! ARGUS_BENCH_SUSTAINED=60 cargo bench --bench overhead  # sustained rate for 60 s instead
@@ -28,6 +28,8 @@
 //! processes, from `getrusage`; on a shared machine wall time also measures the neighbours,
 //! CPU time much less so). "+tracer" adds the tracer process's own CPU time. Tracers are system-wide, as `argus record` is: `perf record -a` with
 //! one `-e` per tracepoint of the argus set (`ftrace/print` has no perf tracepoint).
+//! "kernel" enables the same tracepoints in a tracefs instance nobody reads: the kernel's
+//! cost of writing the events, a floor under every tracer's overhead.
 //!
 //! **Sustained** (`ARGUS_BENCH_SUSTAINED=SECS`): `argus record` with `--buffer-kb`
 //! (`ARGUS_BENCH_BUFFER_KB`, default 65536) while `dd bs=1` storms run on every CPU but one
@@ -120,7 +122,13 @@ fn main() {
     let set = argus_ingest::linux::event_set(&events).expect("a valid --events set");
     let tmp = tempfile::tempdir().expect("tempdir");
     let sources = write_sources(tmp.path(), env_or("ARGUS_BENCH_FILES", 24));
-    let modes = [Mode::None, Mode::Argus, Mode::Start, Mode::Perf];
+    let modes = [
+        Mode::None,
+        Mode::Argus,
+        Mode::Start,
+        Mode::Perf,
+        Mode::KernelOnly,
+    ];
     let workloads: [(&str, &dyn Fn() -> Duration); 2] = [
         ("compile", &|| compile_loop(&sources)),
         ("pingpong", &|| {
@@ -181,9 +189,9 @@ fn main() {
                 (median(&cpu[i]) / cpu_base - 1.0) * 100.0,
             )
         };
-        let ((a, ac), (st, sc), (p, pc)) = (pct(1), pct(2), pct(3));
+        let ((a, ac), (st, sc), (p, pc), (k, kc)) = (pct(1), pct(2), pct(3), pct(4));
         println!(
-            "  {name:9} overhead: argus record wall {a:+.1}% cpu {ac:+.1}%; argus start wall {st:+.1}% cpu {sc:+.1}%; perf wall {p:+.1}% cpu {pc:+.1}%",
+            "  {name:9} overhead: argus record wall {a:+.1}% cpu {ac:+.1}%; argus start wall {st:+.1}% cpu {sc:+.1}%; perf wall {p:+.1}% cpu {pc:+.1}%; kernel only (the floor) wall {k:+.1}% cpu {kc:+.1}%",
         );
     }
 }
@@ -247,6 +255,9 @@ enum Mode {
     /// `argus start` (recorder, dataflow, snapshots every 10 s, the query socket).
     Start,
     Perf,
+    /// The tracepoints enabled in an instance nobody reads: the kernel's share of any
+    /// tracer's overhead, which no tracer can go below.
+    KernelOnly,
 }
 
 /// A running tracer.
@@ -254,6 +265,7 @@ struct Tracer {
     child: Option<Child>,
     dir: PathBuf,
     mode: Mode,
+    instance: Option<KernelOnly>,
 }
 
 impl Mode {
@@ -263,12 +275,14 @@ impl Mode {
             Mode::Argus => "argus",
             Mode::Start => "start",
             Mode::Perf => "perf",
+            Mode::KernelOnly => "kernel",
         }
     }
 
     fn start(self, dir: &Path, events: &str, set: &[String]) -> Tracer {
+        let instance = matches!(self, Mode::KernelOnly).then(|| KernelOnly::enable(set));
         let child = match self {
-            Mode::None => None,
+            Mode::None | Mode::KernelOnly => None,
             Mode::Argus => {
                 let mut cmd = Command::new(ARGUS);
                 cmd.args(["-q", "record", "-o"])
@@ -318,6 +332,7 @@ impl Mode {
             child,
             dir: dir.to_path_buf(),
             mode: self,
+            instance,
         }
     }
 }
@@ -325,6 +340,9 @@ impl Mode {
 impl Tracer {
     /// Stops the tracer (SIGINT, as Ctrl-C) and returns the events it lost.
     fn stop(mut self) -> u64 {
+        if let Some(instance) = self.instance.take() {
+            return instance.finish().1;
+        }
         let Some(mut child) = self.child.take() else {
             return 0;
         };
@@ -357,7 +375,7 @@ impl Tracer {
                 .and_then(|s| s.split_whitespace().next())
                 .and_then(|n| n.parse().ok())
                 .unwrap_or(0),
-            Mode::None => 0,
+            Mode::None | Mode::KernelOnly => 0,
         };
         assert!(
             status.success() || status.code() == Some(130) || matches!(self.mode, Mode::Perf),

@@ -88,7 +88,9 @@ pub use collection::{CollectionSink, Frozen, Sorted};
 pub use error::SinkError;
 pub use manifest::{Manifest, SnapshotInfo, TableCounts, MANIFEST_FILE};
 pub use pack::{EdgePrev, Pack, SegmentPrev};
-pub use reader::{read_events, read_snapshot, read_snapshot_tables, EventReader, Snapshot};
+pub use reader::{
+    check_snapshot, read_events, read_snapshot, read_snapshot_tables, EventReader, Snapshot,
+};
 pub use stacks_table::{read_stacks, stacks_schema, EventStack, StackFrame, STACKS_FILE};
 pub use table::{
     parse_context, parse_edge_kind, parse_end_cause, parse_event_kind, parse_segment_kind,

@@ -187,8 +187,8 @@ impl StacksWriter {
         Ok(())
     }
 
-    /// Writes the footer and fsyncs; returns the number of rows.
-    pub(crate) fn close(mut self) -> Result<u64, SinkError> {
+    /// Writes the footer and (`sync`) fsyncs; returns the number of rows.
+    pub(crate) fn close(mut self, sync: bool) -> Result<u64, SinkError> {
         self.flush()?;
         let path = self.path;
         let file = self
@@ -198,8 +198,10 @@ impl StacksWriter {
                 path: path.clone(),
                 source,
             })?;
-        file.sync_all()
-            .map_err(|e| SinkError::io(&path, "syncing", e))?;
+        if sync {
+            file.sync_all()
+                .map_err(|e| SinkError::io(&path, "syncing", e))?;
+        }
         Ok(self.rows)
     }
 }

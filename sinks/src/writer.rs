@@ -213,12 +213,24 @@ struct ColumnSink<W: Write + Send> {
     schema: SchemaRef,
     file: SerializedFileWriter<W>,
     factory: ArrowRowGroupWriterFactory,
+    /// The same columns uncompressed, for a row group of fewer than [`SMALL_GROUP_ROWS`]
+    /// rows written in one piece.
+    small: ArrowRowGroupWriterFactory,
     /// Column writers of the row group being filled.
     group: Option<Vec<ArrowColumnWriter>>,
     group_rows: usize,
     row_group_rows: usize,
+    /// Rows of a full batch: a batch with fewer is the last before its row group closes.
+    batch_rows: usize,
     threads: usize,
 }
+
+/// Rows below which a row group written in one piece is left uncompressed. zstd costs two
+/// contexts (~100 KiB each, zeroed) per column of every row group, about as much as encoding
+/// a few thousand rows of it; a quiet machine's snapshot is mostly such groups (the open
+/// records, spins, threads, errors, a few seconds of events), and there the contexts were a
+/// quarter of the snapshot's CPU while zstd saved a few tens of KiB a file.
+const SMALL_GROUP_ROWS: usize = 4096;
 
 impl<E: Encoder> TableWriter<E> {
     fn create(dir: &Path, options: &WriterOptions) -> Result<Self, SinkError> {
@@ -227,15 +239,17 @@ impl<E: Encoder> TableWriter<E> {
         TableWriter::with_output(path, BufWriter::with_capacity(1 << 20, file), options)
     }
 
-    /// Writes the footer and fsyncs; returns the number of rows.
-    fn close(self) -> Result<u64, SinkError> {
+    /// Writes the footer and (`sync`) fsyncs; returns the number of rows.
+    fn close(self, sync: bool) -> Result<u64, SinkError> {
         let path = self.path.clone();
         let (rows, buf) = self.finish()?;
         let file = buf
             .into_inner()
             .map_err(|e| SinkError::io(&path, "writing", e.into_error()))?;
-        file.sync_all()
-            .map_err(|e| SinkError::io(&path, "syncing", e))?;
+        if sync {
+            file.sync_all()
+                .map_err(|e| SinkError::io(&path, "syncing", e))?;
+        }
         Ok(rows)
     }
 }
@@ -250,7 +264,6 @@ impl<E: Encoder, W: Write + Send + 'static> TableWriter<E, W> {
         let level = ZstdLevel::try_new(options.zstd_level).map_err(pq)?;
         let row_group_rows = options.row_group_rows.max(1);
         let mut props = WriterProperties::builder()
-            .set_compression(Compression::ZSTD(level))
             .set_max_row_group_row_count(Some(row_group_rows))
             // Values per mini-batch of the column writers (1024 by default): each has a
             // fixed cost (levels, page-size checks) that 8192 spreads thinner.
@@ -286,9 +299,18 @@ impl<E: Encoder, W: Write + Send + 'static> TableWriter<E, W> {
         }
         // ArrowWriter embeds the Arrow schema in the footer metadata (readers get the exact
         // types back: UInt32, Utf8...); then its lower-level parts do the writing.
-        let (file, factory) = ArrowWriter::try_new(out, schema.clone(), Some(props.build()))
+        let compressed = props.clone().set_compression(Compression::ZSTD(level));
+        let (file, factory) = ArrowWriter::try_new(out, schema.clone(), Some(compressed.build()))
             .and_then(|w| w.into_serialized_writer())
             .map_err(pq)?;
+        // The uncompressed columns' writers come from a writer of their own (to nowhere):
+        // the codec is a property of the factory. Their chunks go into `file`'s row groups
+        // like the others, each naming its codec.
+        let uncompressed = props.set_compression(Compression::UNCOMPRESSED);
+        let (_, small) =
+            ArrowWriter::try_new(std::io::sink(), schema.clone(), Some(uncompressed.build()))
+                .and_then(|w| w.into_serialized_writer())
+                .map_err(pq)?;
         let batch_rows = options.batch_rows.max(1);
         // Small tables (threads, errors) do not need a full batch of capacity up front.
         let capacity = if E::TABLE == Table::Events {
@@ -301,9 +323,11 @@ impl<E: Encoder, W: Write + Send + 'static> TableWriter<E, W> {
             schema: schema.clone(),
             file,
             factory,
+            small,
             group: None,
             group_rows: 0,
             row_group_rows,
+            batch_rows,
             threads: options.encode_threads.max(1),
         };
         let columns = Columns::Inline {
@@ -495,10 +519,14 @@ impl<W: Write + Send> ColumnSink<W> {
     /// Encodes a batch, cut at row-group boundaries.
     fn write_batch(&mut self, batch: &RecordBatch) -> Result<(), SinkError> {
         let n = batch.num_rows();
+        // A short batch is the last before its row group closes (at a part or the footer):
+        // one that starts a group is the whole group.
+        let whole_group = self.group.is_none() && n < self.batch_rows && n <= self.row_group_rows;
+        let small = whole_group && n < SMALL_GROUP_ROWS;
         let mut offset = 0;
         while offset < n {
             let take = (n - offset).min(self.row_group_rows - self.group_rows);
-            self.encode(&batch.slice(offset, take))?;
+            self.encode(&batch.slice(offset, take), small)?;
             self.group_rows += take;
             offset += take;
             if self.group_rows >= self.row_group_rows {
@@ -508,8 +536,9 @@ impl<W: Write + Send> ColumnSink<W> {
         Ok(())
     }
 
-    /// Encodes one batch into the current row group's column writers.
-    fn encode(&mut self, batch: &RecordBatch) -> Result<(), SinkError> {
+    /// Encodes one batch into the current row group's column writers (`small`: a new
+    /// group's are the uncompressed ones).
+    fn encode(&mut self, batch: &RecordBatch, small: bool) -> Result<(), SinkError> {
         let mut leaves = Vec::with_capacity(batch.num_columns());
         let mut costs = Vec::with_capacity(batch.num_columns());
         for (field, column) in self.schema.fields().iter().zip(batch.columns()) {
@@ -528,8 +557,8 @@ impl<W: Write + Send> ColumnSink<W> {
         }
         if self.group.is_none() {
             let index = self.file.flushed_row_groups().len();
-            let writers = self
-                .factory
+            let factory = if small { &self.small } else { &self.factory };
+            let writers = factory
                 .create_column_writers(index)
                 .map_err(|e| self.parquet_error(e))?;
             self.group = Some(writers);
@@ -751,6 +780,9 @@ pub struct SnapshotWriter {
     temp: TempDir,
     ts_range: Option<(Nanos, Nanos)>,
     failed: bool,
+    /// Whether [`SnapshotWriter::finish`] fsyncs the files and directories
+    /// ([`SnapshotWriter::without_sync`]).
+    sync: bool,
 }
 
 static WRITER_SERIAL: AtomicU64 = AtomicU64::new(0);
@@ -847,7 +879,17 @@ impl SnapshotWriter {
             temp,
             ts_range: None,
             failed: false,
+            sync: true,
         })
+    }
+
+    /// Installs the snapshot without fsyncing anything: for a snapshot that can be made
+    /// again from a trace kept elsewhere (`argus start`'s, every few seconds). After a
+    /// crash its files may be short or empty; [`check_snapshot`](crate::check_snapshot)
+    /// tells.
+    pub fn without_sync(mut self) -> SnapshotWriter {
+        self.sync = false;
+        self
     }
 
     /// Where the snapshot will be installed.
@@ -1090,17 +1132,18 @@ impl SnapshotWriter {
             zstd_level: _,
             ts_range,
             failed: _,
+            sync,
         } = self;
         if let Some(stacks) = stacks {
-            stacks.close()?;
+            stacks.close(sync)?;
         }
         let counts = TableCounts {
-            events: events.close()?,
-            segments: segments.close()?,
-            edges: edges.close()?,
-            spins: spins.close()?,
-            threads: threads.close()?,
-            errors: errors.close()?,
+            events: events.close(sync)?,
+            segments: segments.close(sync)?,
+            edges: edges.close(sync)?,
+            spins: spins.close(sync)?,
+            threads: threads.close(sync)?,
+            errors: errors.close(sync)?,
         };
         let manifest = Manifest {
             schema_version: SCHEMA_VERSION,
@@ -1132,11 +1175,13 @@ impl SnapshotWriter {
         file.write_all(&json)
             .and_then(|()| file.write_all(b"\n"))
             .map_err(|e| SinkError::io(&path, "writing", e))?;
-        file.sync_all()
-            .map_err(|e| SinkError::io(&path, "syncing", e))?;
+        if sync {
+            file.sync_all()
+                .map_err(|e| SinkError::io(&path, "syncing", e))?;
+            sync_dir(&temp.path)?;
+        }
         drop(file);
-        sync_dir(&temp.path)?;
-        install(&temp.path, &target)?;
+        install(&temp.path, &target, sync)?;
         temp.armed = false;
         tracing::debug!(target = %target.display(), events = counts.events,
             segments = counts.segments, "snapshot written");
@@ -1160,7 +1205,7 @@ where
 }
 
 /// Moves the finished temporary directory to `target` (see [`SnapshotWriter`]).
-fn install(temp: &Path, target: &Path) -> Result<(), SinkError> {
+fn install(temp: &Path, target: &Path, sync: bool) -> Result<(), SinkError> {
     let (parent, name) = split_target(target)?;
     match target_state(target)? {
         // rename(2) replaces an empty directory atomically.
@@ -1183,7 +1228,10 @@ fn install(temp: &Path, target: &Path) -> Result<(), SinkError> {
             }
         }
     }
-    sync_dir(&parent)
+    if sync {
+        sync_dir(&parent)?;
+    }
+    Ok(())
 }
 
 /// Everything a snapshot holds, in memory, for [`write_snapshot`].

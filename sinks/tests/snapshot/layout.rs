@@ -33,6 +33,33 @@ fn events_file_has_three_row_groups_for_2_5m_events() {
     }
 }
 
+/// A row group of a few thousand rows written at once is stored uncompressed (zstd's
+/// contexts cost more than its saving there); one just past that is compressed; both read
+/// back whole.
+#[test]
+fn a_small_row_group_is_uncompressed_and_a_larger_one_compressed() {
+    let dir = tempfile::tempdir().unwrap();
+    for (n, zstd) in [(4095u64, false), (4096, true)] {
+        let target = dir.path().join(format!("snap-{n}"));
+        let mut w = SnapshotWriter::new(&target).unwrap();
+        w.write_events(small_events(n)).unwrap();
+        w.finish(SnapshotInfo::default()).unwrap();
+        let file = std::fs::File::open(target.join("events.parquet")).unwrap();
+        let reader = SerializedFileReader::new(file).unwrap();
+        let meta = reader.metadata();
+        assert_eq!(meta.num_row_groups(), 1);
+        for col in meta.row_group(0).columns() {
+            let compressed = matches!(col.compression(), Compression::ZSTD(_));
+            assert_eq!(compressed, zstd, "{n} rows: column {}", col.column_path());
+        }
+        let back: Vec<_> = argus_sinks::read_events(&target)
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        assert_eq!(back, small_events(n).collect::<Vec<_>>(), "{n} rows");
+    }
+}
+
 #[test]
 fn every_file_embeds_its_tables_arrow_schema() {
     let dir = tempfile::tempdir().unwrap();

@@ -36,17 +36,21 @@ impl Watch {
             return false;
         }
         let info = threads.get(&spin.tid.0);
+        // The thread table's process, where it has the thread: a thread that did nothing but
+        // run or wait since the recording began has no event naming its process, and the
+        // graph takes its tid for its pid.
+        let pid = info.map_or(spin.pid.0, |t| t.pid.0);
         if self.pids.is_empty() && self.comms.is_empty() {
-            return spin.tid.0 == spin.pid.0
+            return spin.tid.0 == pid
                 && spin.tid.0 > 0
                 && !info.is_some_and(|t| t.kernel)
                 && !is_event_loop_wait(spin.wait_syscall);
         }
-        self.pids.contains(&spin.pid.0)
+        self.pids.contains(&pid)
             || info.is_some_and(|t| {
                 self.comms
                     .iter()
-                    .any(|c| *c == t.comm || (*c == t.process && spin.tid.0 == spin.pid.0))
+                    .any(|c| *c == t.comm || (*c == t.process && spin.tid.0 == pid))
             })
     }
 }
@@ -465,5 +469,33 @@ pub(crate) mod tests {
         };
         assert!(w.watches(&spin(1, 21, 20, 0, 1), &threads));
         assert!(!w.watches(&spin(1, 10, 10, 0, 1), &threads));
+    }
+
+    /// A worker thread that the graph knows only by its tid (no event named its process) is
+    /// not taken for a main thread when the thread table knows its process.
+    #[test]
+    fn the_thread_tables_process_decides_what_a_main_thread_is() {
+        let info = ThreadInfo {
+            tid: Tid(76),
+            pid: Pid(1),
+            comm: "tokio-rt-worker".into(),
+            process: "process_api".into(),
+            parent: None,
+            start_ns: None,
+            exit_ns: None,
+            kernel: false,
+        };
+        let threads: HashMap<i32, &ThreadInfo> = [(76, &info)].into();
+        let worker = spin(1, 76, 76, 0, 1);
+        assert!(!Watch::default().watches(&worker, &threads), "a worker");
+        assert!(
+            Watch::default().watches(&worker, &HashMap::new()),
+            "unknown"
+        );
+        let by_pid = Watch {
+            pids: vec![1],
+            ..Watch::default()
+        };
+        assert!(by_pid.watches(&worker, &threads), "of the named process");
     }
 }
