@@ -72,29 +72,10 @@ const GOVERNOR_PAGES: u64 = 64;
 /// Frames are allocated only as a burst needs them.
 const SPOOL_BYTES: usize = 64 << 20;
 
-/// How long a reader waits in `poll` before reading anyway while its CPU makes events: a
-/// live consumer's watermark waits for the slowest reader, and the fd tracker reads `/proc`
-/// only once the reader has passed on the syscall that made a descriptor (a longer wait
-/// loses more short-lived ones).
-const POLL_TIMEOUT_MS: u64 = 100;
-
-/// The longest wait on a quiet CPU. Each wake of an idle machine's reader cost ~100 µs of
-/// CPU (most of it the wake itself, on a VM), ten times a second per CPU: a fifth of an idle
-/// `argus start`. A burst ends the long waits at the next read.
-const POLL_QUIET_MS: u64 = 500;
-
-/// A quiet CPU's reader waits about as long as its last rate of data takes to fill this many
-/// pages (between [`POLL_TIMEOUT_MS`] and [`POLL_QUIET_MS`]).
-const QUIET_PAGES: u64 = 2;
-
-/// The next wait in `poll`, in milliseconds, after `bytes` of records came in `span`.
-fn next_wait_ms(bytes: u64, span: Duration, page_size: usize) -> u64 {
-    let span_ms = span.as_millis() as u64;
-    let fill_ms = (QUIET_PAGES * page_size as u64 * span_ms)
-        .checked_div(bytes)
-        .unwrap_or(POLL_QUIET_MS);
-    fill_ms.clamp(POLL_TIMEOUT_MS, POLL_QUIET_MS)
-}
+/// How long a reader waits in `poll` before reading anyway: a live consumer's watermark
+/// waits for the slowest reader, and the fd tracker reads `/proc` only once the reader has
+/// passed on the syscall that made a descriptor (a longer wait loses more short-lived ones).
+const POLL_TIMEOUT_MS: i32 = 100;
 
 /// What a reader thread did.
 #[derive(Clone, Copy, Debug, Default)]
@@ -144,8 +125,6 @@ pub(crate) struct Reader {
     pub(crate) fd_scan: Option<super::fds::PageScan>,
     /// Real-time priority while draining (`drainprio.rs`).
     pub(crate) priority: super::drainprio::DrainPriority,
-    /// Bytes of records read so far (the pages' commits), for the wait in `poll`.
-    pub(crate) record_bytes: u64,
 }
 
 /// What the ring needs to know of the chunk being appended to (the file itself is the
@@ -298,10 +277,6 @@ impl Reader {
         let mut final_pass = false;
         let mut last_flush = Instant::now();
         let mut prev_ts: Option<u64> = None;
-        // The records read since the end of the last pass, and when it ended: their rate
-        // sets the next wait.
-        let mut passed = Instant::now();
-        let mut bytes_before = self.record_bytes;
         // Hands `frame` over and takes an empty one; `false` when the writer is gone.
         let mut hand_over = |frame: &mut FrameBuffer,
                              end_chunk: bool,
@@ -394,14 +369,7 @@ impl Reader {
                 }
             }
             governor.tick();
-            let wait_ms = next_wait_ms(
-                self.record_bytes - bytes_before,
-                passed.elapsed(),
-                self.page_size,
-            );
-            passed = Instant::now();
-            bytes_before = self.record_bytes;
-            self.wait(wait_ms)?;
+            self.wait()?;
         }
         hand_over(&mut frame, true, false, &mut lost, stats);
         stats.throttled = governor.throttled;
@@ -433,7 +401,6 @@ impl Reader {
         let (ts, missed, first, partial) = match parse_page(&self.header_page, page) {
             Ok(mut records) => {
                 let h = records.header();
-                self.record_bytes += h.commit as u64;
                 let partial = h.commit + crate::live::FULL_PAGE_SLACK + 16 < page.len();
                 let first = records.next().and_then(Result::ok).map(|r| r.ts);
                 (h.ts, h.missed, first, partial)
@@ -488,8 +455,8 @@ impl Reader {
         ts
     }
 
-    /// Waits for data, the stop eventfd or `timeout_ms`.
-    fn wait(&self, timeout_ms: u64) -> Result<(), RecordError> {
+    /// Waits for data, the stop eventfd or the timeout.
+    fn wait(&self) -> Result<(), RecordError> {
         let mut fds = [
             libc::pollfd {
                 fd: self.pipe.as_raw_fd(),
@@ -503,13 +470,8 @@ impl Reader {
             },
         ];
         // SAFETY: `fds` is a valid array of two pollfd for the duration of the call.
-        let rc = unsafe {
-            libc::poll(
-                fds.as_mut_ptr(),
-                fds.len() as libc::nfds_t,
-                timeout_ms as i32,
-            )
-        };
+        let rc =
+            unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, POLL_TIMEOUT_MS) };
         if rc < 0 {
             let err = std::io::Error::last_os_error();
             if err.kind() != ErrorKind::Interrupted {
@@ -877,25 +839,6 @@ impl FrameBuffer {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// A busy CPU is read every 100 ms (or sooner: `POLLIN`); a quiet one as its rate takes
-    /// to fill two pages, at most every 500 ms; one that made nothing, every 500 ms.
-    #[test]
-    fn a_quiet_cpu_is_read_less_often_and_a_busy_one_every_100_ms() {
-        let ms = Duration::from_millis;
-        assert_eq!(next_wait_ms(4 << 20, ms(100), 4096), 100, "busy");
-        assert_eq!(next_wait_ms(0, ms(500), 4096), 500, "nothing");
-        assert_eq!(
-            next_wait_ms(0, Duration::ZERO, 4096),
-            500,
-            "nothing, at once"
-        );
-        // 18 KB/s (an idle machine's CPU): 8 KiB take ~455 ms.
-        assert_eq!(next_wait_ms(1800, ms(100), 4096), 455);
-        // 80 KB/s: 8 KiB take ~100 ms.
-        assert_eq!(next_wait_ms(8000, ms(100), 4096), 102);
-        assert_eq!(next_wait_ms(16_000, ms(100), 4096), 100);
-    }
 
     #[test]
     fn chunk_round_trip_and_private_mode() {

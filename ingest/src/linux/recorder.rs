@@ -970,7 +970,6 @@ impl Recording {
                 pending_frontier: None,
                 fd_scan: fd_scan.clone(),
                 priority: self.config.drain_priority,
-                record_bytes: 0,
             };
             let tid_tx = tid_tx.clone();
             let bell = self.bell.clone();
