@@ -15,10 +15,10 @@
 //! 2. The consolidated graph is written as a snapshot (`SnapshotWriter`).
 //! 3. For each hang: the snapshot path (`read_snapshot_tables` + `Graph::new`, then
 //!    `diagnose`) and the live path (the rounds of `argus_diagnose::partial` reading the
-//!    arrangements through `src/live/fetch.rs`, then the same `diagnose`), each timed as the
+//!    arrangements through `engine/src/live/fetch.rs`, then the same `diagnose`), each timed as the
 //!    median of `ARGUS_BENCH_REPS` (default 5) runs; the two reports must be equal.
 //!
-//! `argus start` keeps its live graph in layers by end time (`src/cmd/start/layers.rs`: a
+//! `argus start` keeps its live graph in layers by end time (`engine/src/job/layers.rs`: a
 //! quarter of `--retain` each, and the open records apart) and reads them as one
 //! (`arranged::Union`). Without slices the bench feeds such layers too, `ARGUS_BENCH_LAYERS`
 //! (default 5) of the stream's trace time each, beside the one arrangement, and reports the
@@ -28,16 +28,13 @@
 //!
 //! `cargo bench --bench live_query`
 
-#[path = "../src/live/fetch.rs"]
-mod fetch;
 #[path = "../pipeline/benches/common/gen.rs"]
 #[allow(dead_code)]
 mod gen;
-/// The allocator and memory settings `argus start` runs with: the live graph's figures are
-/// the product's only with them.
-#[path = "../src/memory.rs"]
-#[allow(dead_code)]
-mod memory;
+// The allocator and memory settings `argus start` runs with (argus_engine::memory, its
+// `allocator` feature on): the live graph's figures are the product's only with them.
+use argus_engine::live::fetch;
+use argus_engine::memory;
 
 use argus_diagnose::{diagnose, rounds, AutoOracle, DiagnoseConfig, Graph, GraphInput, Replay};
 use argus_pipeline::arranged::{ArrangedJob, GraphRead, SliceConfig, Union};

@@ -15,7 +15,7 @@
 //! and the arrangements' working sets still grow for a few minutes after the window is
 //! full: 250 s with `--retain 30`, 2026-11-29), for `VmRSS` and for `VmRSS` less `LazyFree`
 //! (memory the job freed with `MADV_FREE`, which the kernel takes back when it needs it: see
-//! `src/memory.rs`). The two bound what the job holds: a lazily freed page the allocator
+//! `engine/src/memory.rs`). The two bound what the job holds: a lazily freed page the allocator
 //! hands out again stays counted in `LazyFree` until the kernel's reclaim next looks at it,
 //! so `VmRSS` counts memory the kernel could take and the difference misses memory in use.
 //! `ARGUS_SOAK_HANDOFFS`

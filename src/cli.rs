@@ -37,7 +37,7 @@ pub enum Command {
     /// hung run with the normal ones (functions, syscalls).
     Dig(DigArgs),
     /// The continuous job: record, feed the dataflow live, write periodic snapshots.
-    Start(crate::cmd::start::StartArgs),
+    Start(StartArgs),
     /// Record a bundled hang, diagnose it and explain it.
     Demo(DemoArgs),
     /// Run a bundled hang workload (used by `demo` and the tests).
@@ -57,7 +57,7 @@ impl DebugArgs {
     /// The diagnosis configuration of the flags (threshold, event-loop wait, beam,
     /// `--confirm`).
     pub fn diagnose_config(&self) -> anyhow::Result<argus_diagnose::DiagnoseConfig> {
-        let mut cfg = crate::diagnosis::config(
+        let mut cfg = argus_engine::diagnosis::config(
             self.threshold,
             self.loop_wait.as_deref(),
             self.beam,
@@ -89,7 +89,7 @@ impl TargetArgs {
         &self,
         graph: &argus_diagnose::Graph,
     ) -> anyhow::Result<Option<argus_diagnose::Target>> {
-        crate::diagnosis::resolve_target(graph, self.pid, self.tid, self.comm.as_deref())
+        argus_engine::diagnosis::resolve_target(graph, self.pid, self.tid, self.comm.as_deref())
     }
 }
 
@@ -164,6 +164,21 @@ pub struct RecordArgs {
     /// Stop after this many seconds.
     #[arg(long)]
     pub duration: Option<f64>,
+    /// What to record and how (shared with `argus start`).
+    #[command(flatten)]
+    pub recording: RecordingArgs,
+    /// Seconds between flushes (and fdatasyncs) of buffered pages to the chunk files.
+    #[arg(long, default_value_t = 1.0)]
+    pub flush_interval: f64,
+    /// The command to record; recording stops when it exits.
+    #[arg(last = true)]
+    pub command: Vec<String>,
+}
+
+/// What to record and how: the options `argus record` and `argus start` share, with one
+/// meaning (`recording_config` in `cmd/record.rs` applies them).
+#[derive(Clone, Debug, Args)]
+pub struct RecordingArgs {
     /// Per-CPU ring-buffer size in KiB.
     #[arg(long, default_value_t = 8192)]
     pub buffer_kb: u32,
@@ -179,9 +194,6 @@ pub struct RecordArgs {
     /// Cap on the trace directory (e.g. 512M, 2G): the oldest chunks are deleted to hold it.
     #[arg(long, default_value = "2G", value_parser = argus_ingest::linux::parse_size)]
     pub ring_size: u64,
-    /// Seconds between flushes (and fdatasyncs) of buffered pages to the chunk files.
-    #[arg(long, default_value_t = 1.0)]
-    pub flush_interval: f64,
     /// Record call stacks (kernel + user) with perf. No value (or `default`, `blocking`):
     /// the stack of each thread when it blocks (sched_switch, state S/D) and of each task
     /// when it wakes another (sched_waking). Or a comma-separated list of syscall names or
@@ -197,7 +209,7 @@ pub struct RecordArgs {
           value_parser = clap::value_parser!(u32).range(1..=20_000))]
     pub profile: Option<u32>,
     /// Hardware watchpoint (repeatable): `ADDR|SYMBOL[:LEN]@PID`, or `@cmd` for the
-    /// recorded command; hits become flag_access events (write or read, with thread).
+    /// recorded command (`argus record` only); hits become flag_access events (write or read, with thread).
     #[arg(long, value_name = "ADDR|SYMBOL[:LEN]@PID|@cmd")]
     pub watch: Vec<String>,
     /// User-space dispatch function (repeatable): every call of SYMBOL in BINARY (a path,
@@ -216,9 +228,94 @@ pub struct RecordArgs {
     /// and a uretprobe), without a segment of its own; `argus dig` counts them.
     #[arg(long, value_name = "BINARY:SYMBOL")]
     pub probe: Vec<String>,
-    /// The command to record; recording stops when it exits.
-    #[arg(last = true)]
-    pub command: Vec<String>,
+}
+
+impl Default for RecordingArgs {
+    /// The defaults the command line has.
+    fn default() -> Self {
+        #[derive(clap::Parser)]
+        struct Defaults {
+            #[command(flatten)]
+            recording: RecordingArgs,
+        }
+        <Defaults as clap::Parser>::parse_from(["argus"]).recording
+    }
+}
+
+/// `argus start`.
+#[derive(Debug, clap::Args)]
+pub struct StartArgs {
+    /// The job directory: `trace/` (raw ring), `snapshots/<epoch>/`, `latest`.
+    #[arg(short, long)]
+    pub output: PathBuf,
+    /// Seconds between snapshots. A watched thread's new or grown hang takes one at once
+    /// (at most one extra per half period).
+    #[arg(long, default_value_t = 10.0)]
+    pub snapshot_every: f64,
+    /// History kept in the dataflow (`90s`, `10m`, `1h`; a bare number is seconds).
+    #[arg(long, default_value = "10m")]
+    pub retain: String,
+    /// Memory the job may hold resident: a size (`4G`, `512M`) or a share of the machine's
+    /// memory (`25%`). Past it the job keeps a shorter window than `--retain` (down to 10 s)
+    /// and grows it back when memory allows; the raw ring in `DIR/trace` keeps every event.
+    #[arg(long, default_value = "25%")]
+    pub max_memory: String,
+    /// Seconds the watermark stays at least behind the clock. It never passes what the
+    /// recorder has read of each CPU either, so a record is not late however long its reader
+    /// takes; a larger lag only delays every report.
+    #[arg(long, default_value_t = 0.1)]
+    pub lag: f64,
+    /// Snapshots kept on disk (the newest).
+    #[arg(long, default_value_t = 3)]
+    pub keep: usize,
+    /// Shell command run when a watched thread's hang appears or doubles, on the snapshot
+    /// taken at once for it (env: ARGUS_HANG_PID, ARGUS_HANG_TID, ARGUS_HANG_CLASS,
+    /// ARGUS_HANG_SNAPSHOT, …).
+    #[arg(long)]
+    pub on_hang: Option<String>,
+    /// Watch this process (repeatable); default: every user process's main thread.
+    #[arg(long)]
+    pub watch_pid: Vec<i32>,
+    /// Watch threads or processes with this name (repeatable).
+    #[arg(long)]
+    pub watch_comm: Vec<String>,
+    /// Dataflow worker threads.
+    #[arg(short, long, default_value_t = 1)]
+    pub workers: usize,
+    /// Spinning-vertex threshold in seconds.
+    #[arg(long, default_value_t = 2.0)]
+    pub threshold: f64,
+    /// Priority of the job's decoding, dataflow and snapshot threads: `idle` (its decoding,
+    /// dataflow and collector at nice 19, its snapshot encoding and live graph in
+    /// `SCHED_IDLE`: only CPU time no other thread wants) or a nice value (-20..19; the
+    /// background threads 5 below). On a machine whose
+    /// CPUs the traced load needs, the live graph lags (counted, visible in the status line)
+    /// rather than slowing the load; the recorder keeps its own priority and loses nothing.
+    #[arg(long, default_value = "idle", allow_negative_numbers = true, value_parser = argus_engine::priority::parse_job_priority)]
+    pub nice: argus_engine::priority::JobPriority,
+    /// Stop after this many seconds (default: until SIGINT / SIGTERM).
+    #[arg(long)]
+    pub duration: Option<f64>,
+    /// Seconds between status lines.
+    #[arg(long, default_value_t = 5.0)]
+    pub status_every: f64,
+    /// Sleep this long before installing each snapshot (for crash tests).
+    #[arg(long, hide = true, default_value_t = 0)]
+    pub snapshot_delay_ms: u64,
+    /// Also maintain every hang's backward slice in the live graph the query server reads
+    /// (differential `iterate`; costly where many threads sleep longer than the threshold,
+    /// see docs/query-protocol.md). Live diagnoses are the same without: the slice only
+    /// saves them rounds.
+    #[arg(long)]
+    pub live_slices: bool,
+    /// A rules file (TOML): user segment boundaries and edges, as for `argus build
+    /// --rules` (docs/rules.md). Re-read on SIGHUP: the new rules apply to the events the
+    /// job handles from then on.
+    #[arg(long)]
+    pub rules: Option<PathBuf>,
+    /// What to record and how, as for `argus record`.
+    #[command(flatten)]
+    pub recording: RecordingArgs,
 }
 
 /// `argus build`.

@@ -4,17 +4,12 @@
 
 mod cli;
 mod cmd;
-mod collect;
-mod diagnosis;
 mod duration;
-mod gap_rows;
-mod live;
-mod memory;
 mod moment;
-mod progress;
 mod session;
 
 use anyhow::{Context, Result};
+use argus_engine::memory;
 use clap::Parser;
 use cli::{Cli, Command};
 #[cfg(target_os = "linux")]
@@ -92,7 +87,7 @@ fn run(cli: Cli) -> Result<u8> {
         }
         Command::Build(args) => {
             memory::tune(memory::NEVER_PURGE);
-            let cfg = build::BuildConfig::from_args(&args)?;
+            let cfg = build::config(&args)?;
             if cfg.dataflow.process_id != 0 {
                 build::serve_cluster(&cfg)?;
                 return Ok(0);
@@ -111,7 +106,7 @@ fn run(cli: Cli) -> Result<u8> {
         #[cfg(target_os = "linux")]
         Command::Start(args) => {
             memory::tune(memory::START_PURGE);
-            start::run(&start::StartConfig::from_args(&args)?, cli.quiet)
+            argus_engine::job::run(&start::config(&args)?, cli.quiet)
         }
         #[cfg(not(target_os = "linux"))]
         Command::Start(_) => anyhow::bail!(

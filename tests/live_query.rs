@@ -15,8 +15,7 @@
 //! client that hangs up mid-request leave it unharmed; with no job, `argus debug DIR` falls
 //! back to the latest snapshot.
 
-#[path = "../src/live/fetch.rs"]
-mod fetch;
+use argus_engine::live::fetch;
 
 use crate::common::{bundled_trace, trace_events};
 use argus_diagnose::{

@@ -35,3 +35,4 @@ mod other_recorders;
 mod real_suite;
 mod session;
 mod stacks;
+mod start_options;

@@ -3,9 +3,9 @@
 //! diagnosis graph for `export` and `follow`.
 
 use crate::cli::DebugArgs;
-use crate::live;
 use crate::{export, follow};
 use anyhow::{Context, Result};
+use argus_engine::live;
 use std::io::Write;
 use std::path::Path;
 
@@ -76,7 +76,7 @@ pub(crate) fn run(args: &DebugArgs) -> Result<u8> {
     let mut graph = load_graph(&snapshot)?;
     export::attach_app_events(&mut graph, &snapshot)?;
     let target =
-        crate::diagnosis::resolve_target(&graph, args.pid, args.tid, args.comm.as_deref())?;
+        argus_engine::diagnosis::resolve_target(&graph, args.pid, args.tid, args.comm.as_deref())?;
     let diagnosis = export::diagnose_with(args, &graph, target)?;
     print(args, &diagnosis)
 }
@@ -224,7 +224,7 @@ pub(crate) fn diagnose_live(
                         .context("the job's parts of the graph")
                 },
                 |graph| {
-                    let target = crate::diagnosis::resolve_target(
+                    let target = argus_engine::diagnosis::resolve_target(
                         graph,
                         args.pid,
                         args.tid,

@@ -3,7 +3,7 @@
 
 use crate::cli::DemoArgs;
 #[cfg(target_os = "linux")]
-use crate::cli::RecordArgs;
+use crate::cli::{RecordArgs, RecordingArgs};
 use crate::cmd::build;
 use anyhow::{bail, Context, Result};
 use std::io::Write;
@@ -102,17 +102,8 @@ fn record_chain(trace: &std::path::Path, exe: &std::path::Path, quiet: bool) -> 
     let rec = RecordArgs {
         output: trace.to_path_buf(),
         duration: None,
-        buffer_kb: 8192,
-        drain_priority: 10,
-        events: "default".into(),
-        ring_size: argus_ingest::linux::DEFAULT_RING_SIZE,
+        recording: RecordingArgs::default(),
         flush_interval: 1.0,
-        stacks: None,
-        profile: None,
-        watch: Vec::new(),
-        dispatch: Vec::new(),
-        enqueue: Vec::new(),
-        probe: Vec::new(),
         command: vec![
             exe.to_string_lossy().into_owned(),
             "workload".into(),

@@ -16,7 +16,7 @@
 //! block and wake: a thread that hangs by computing leaves no stack from inside the
 //! computation. `--profile` samples every running thread's stack at `HZ` per second of CPU.
 
-use crate::cli::{DigArgs, RecordArgs};
+use crate::cli::{DigArgs, RecordArgs, RecordingArgs};
 use anyhow::{bail, Context, Result};
 use argus_diagnose::profile::{profile_diff, ProfileDiff, ProfileSample};
 use argus_diagnose::{AutoOracle, DiagnoseConfig, Graph, Target};
@@ -186,7 +186,7 @@ fn subject(
 ) -> Result<Subject> {
     let (id, about) = match &args.vertex {
         Some(text) => {
-            let id = crate::diagnosis::parse_vertex(text)?;
+            let id = argus_engine::diagnosis::parse_vertex(text)?;
             let about = report
                 .path
                 .iter()
@@ -323,17 +323,14 @@ fn plan(
     let record = RecordArgs {
         output: trace.clone(),
         duration,
-        buffer_kb: 8192,
-        drain_priority: 10,
-        events: "default".into(),
-        ring_size: argus_ingest::linux::DEFAULT_RING_SIZE,
+        recording: RecordingArgs {
+            stacks: Some("default".into()),
+            profile: Some(args.hz),
+            watch: watch.clone(),
+            probe: subject.probes.clone(),
+            ..RecordingArgs::default()
+        },
         flush_interval: 1.0,
-        stacks: Some("default".into()),
-        profile: Some(args.hz),
-        watch: watch.clone(),
-        dispatch: Vec::new(),
-        enqueue: Vec::new(),
-        probe: subject.probes.clone(),
         command: command.clone(),
     };
     let mut argv: Vec<String> = ["argus", "record", "-o"]
@@ -415,14 +412,14 @@ fn compare(
             trace.display()
         );
     };
-    let mut cfg = crate::cmd::build::BuildConfig {
+    let mut cfg = argus_engine::build::BuildConfig {
         traces: vec![trace.to_path_buf()],
         output: snap.to_path_buf(),
         ..Default::default()
     };
     cfg.dataflow.rules.spin_threshold_ns = config.hang.threshold_ns;
-    let built =
-        crate::cmd::build::build(&cfg).with_context(|| format!("building {}", trace.display()))?;
+    let built = argus_engine::build::build(&cfg)
+        .with_context(|| format!("building {}", trace.display()))?;
     eprintln!(
         "argus dig: built {}: {} events, {} segments, {} edges",
         snap.display(),

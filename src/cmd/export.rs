@@ -64,7 +64,7 @@ pub fn with_oracle<T>(
 ) -> Result<T> {
     let mut config = args.diagnose_config()?;
     config.hang.at_ns = args.at_ns.map(argus_schema::Nanos);
-    let mut saved = crate::diagnosis::saved_answers(args.save_answers.as_deref())?;
+    let mut saved = argus_engine::diagnosis::saved_answers(args.save_answers.as_deref())?;
     let mut scripted;
     let mut auto = AutoOracle;
     let stdin = std::io::stdin();
@@ -170,7 +170,7 @@ pub fn run(args: &ExportArgs) -> Result<u8> {
         }),
         (None, None) => None,
     };
-    let config = crate::diagnosis::config(args.threshold, None, 8, 2, 3)?;
+    let config = argus_engine::diagnosis::config(args.threshold, None, 8, 2, 3)?;
     let diagnosis = argus_diagnose::diagnose(&graph, target, &mut AutoOracle, &config)?;
     let marks = diagnosis.report.as_ref().map(marks_of).unwrap_or_default();
     if diagnosis.report.is_none() {

@@ -35,9 +35,9 @@
 //! `--follow-for` seconds; exits 1 if a hang was reported, else 0.
 
 use crate::cli::DebugArgs;
-use crate::live::client::{self, Client, Connect};
 use anyhow::{Context, Result};
 use argus_diagnose::{Diagnosis, Graph, Target};
+use argus_engine::live::client::{self, Client, Connect};
 use argus_schema::{Pid, SegmentId, Tid};
 use serde_json::Value;
 use std::io::Write;
@@ -601,7 +601,7 @@ impl LiveFollow {
 
     /// One poll of the job: `Ok(false)` when it has no live graph to answer from.
     fn poll(&mut self, f: &mut Follower<'_>) -> Result<bool> {
-        use crate::live::protocol::Code;
+        use argus_engine::live::protocol::Code;
         if !self.diagnosed(f)? {
             return Ok(false);
         }

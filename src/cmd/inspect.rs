@@ -52,7 +52,7 @@ pub fn run(args: &InspectArgs) -> Result<u8> {
         None => argus_diagnose::main_threads(&graph),
     };
     let cfg = InspectConfig {
-        diagnose: crate::diagnosis::config(args.threshold, None, 8, 2, 3)?,
+        diagnose: argus_engine::diagnosis::config(args.threshold, None, 8, 2, 3)?,
         watched: watched.clone(),
         ignored: manifest.recorder_tids.iter().map(|&t| Tid(t)).collect(),
     };
@@ -116,7 +116,7 @@ fn rebuild(
     rule: Option<&str>,
     dir: &Path,
 ) -> Result<Graph> {
-    let mut cfg = crate::cmd::build::BuildConfig {
+    let mut cfg = argus_engine::build::BuildConfig {
         traces: sources.to_vec(),
         output: dir.to_path_buf(),
         ..Default::default()
@@ -126,7 +126,7 @@ fn rebuild(
         argus_pipeline::rulesfile::parse(text, "the suggested rule")?
             .apply(&mut cfg.dataflow.rules);
     }
-    crate::cmd::build::build(&cfg).with_context(|| {
+    argus_engine::build::build(&cfg).with_context(|| {
         format!(
             "building {} again to measure a suggestion",
             sources

@@ -4,6 +4,7 @@
 //! packed recording).
 
 pub mod build;
+mod build_cluster;
 pub mod bundle;
 pub mod debug;
 pub mod demo;
@@ -12,4 +13,5 @@ pub mod export;
 pub mod follow;
 pub mod inspect;
 pub mod record;
+#[cfg(target_os = "linux")]
 pub mod start;

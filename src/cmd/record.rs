@@ -51,11 +51,7 @@ pub(crate) fn record_config(args: &RecordArgs) -> Result<argus_ingest::linux::Re
     let mut cfg = argus_ingest::linux::RecordConfig::new(&args.output);
     cfg.duration = args.duration.map(Duration::from_secs_f64);
     cfg.command = (!args.command.is_empty()).then(|| args.command.clone());
-    cfg.buffer_size_kb = args.buffer_kb;
-    cfg.drain_priority.priority = args.drain_priority;
     cfg.handle_signals = true;
-    cfg.events = argus_ingest::linux::event_set(&args.events).context("--events")?;
-    cfg.ring_size = Some(args.ring_size);
     if !(args.flush_interval.is_finite() && args.flush_interval > 0.0) {
         bail!(
             "--flush-interval must be a positive number of seconds, got {}",
@@ -63,6 +59,22 @@ pub(crate) fn record_config(args: &RecordArgs) -> Result<argus_ingest::linux::Re
         );
     }
     cfg.flush_interval = Some(Duration::from_secs_f64(args.flush_interval));
+    recording_config(&args.recording, !args.command.is_empty(), &mut cfg)?;
+    Ok(cfg)
+}
+
+/// Applies the recording options `argus record` and `argus start` share to `cfg`;
+/// `command`: a command is recorded (`--watch …@cmd` needs one).
+#[cfg(target_os = "linux")]
+pub(crate) fn recording_config(
+    args: &crate::cli::RecordingArgs,
+    command: bool,
+    cfg: &mut argus_ingest::linux::RecordConfig,
+) -> Result<()> {
+    cfg.buffer_size_kb = args.buffer_kb;
+    cfg.drain_priority.priority = args.drain_priority;
+    cfg.events = argus_ingest::linux::event_set(&args.events).context("--events")?;
+    cfg.ring_size = Some(args.ring_size);
     if let Some(spec) = &args.stacks {
         cfg.perf.stacks = Some(
             argus_ingest::linux::parse_stacks(spec)
@@ -77,8 +89,8 @@ pub(crate) fn record_config(args: &RecordArgs) -> Result<argus_ingest::linux::Re
     for w in &args.watch {
         let spec = argus_ingest::linux::WatchSpec::parse(w)
             .map_err(|e| anyhow::anyhow!("--watch: {e}"))?;
-        if spec.process == argus_ingest::linux::WatchProcess::Command && args.command.is_empty() {
-            bail!("--watch {w}: `@cmd` needs a command to record (argus record ... -- CMD)");
+        if spec.process == argus_ingest::linux::WatchProcess::Command && !command {
+            bail!("--watch {w}: `@cmd` needs a command to record (argus record ... -- CMD); name the process with @PID");
         }
         cfg.perf.watches.push(spec);
     }
@@ -103,7 +115,7 @@ pub(crate) fn record_config(args: &RecordArgs) -> Result<argus_ingest::linux::Re
         cfg.enqueue
             .push(argus_ingest::linux::DispatchSpec::parse_enqueue(q).map_err(anyhow::Error::new)?);
     }
-    Ok(cfg)
+    Ok(())
 }
 
 #[cfg(target_os = "linux")]
@@ -175,6 +187,7 @@ mod macos {
 
     /// The options that only the Linux recorder has, refused rather than ignored.
     fn linux_only(args: &RecordArgs) -> Result<()> {
+        let args = &args.recording;
         let given = [
             ("--stacks", args.stacks.is_some()),
             ("--profile", args.profile.is_some()),
@@ -207,10 +220,10 @@ mod macos {
         }
         let mut cfg = argus_ingest::macos::KdebugConfig::new(&args.output);
         // --buffer-kb: the kernel's buffer, 64 bytes a record.
-        cfg.buffer_events = u32::try_from(u64::from(args.buffer_kb) * 1024 / 64)
+        cfg.buffer_events = u32::try_from(u64::from(args.recording.buffer_kb) * 1024 / 64)
             .unwrap_or(u32::MAX)
             .max(1);
-        cfg.ring_size = Some(args.ring_size);
+        cfg.ring_size = Some(args.recording.ring_size);
         cfg.sync_interval = Duration::from_secs_f64(args.flush_interval);
         for sig in [libc::SIGINT, libc::SIGTERM] {
             // SAFETY: the handler only stores to an atomic, which is async-signal-safe.

@@ -109,8 +109,12 @@ impl Session {
     fn open(args: &DebugArgs, snapshot: &Path, graph: Graph, input: Input) -> Result<Session> {
         let manifest = argus_sinks::Manifest::read(snapshot)
             .with_context(|| format!("reading snapshot {}", snapshot.display()))?;
-        let target =
-            crate::diagnosis::resolve_target(&graph, args.pid, args.tid, args.comm.as_deref())?;
+        let target = argus_engine::diagnosis::resolve_target(
+            &graph,
+            args.pid,
+            args.tid,
+            args.comm.as_deref(),
+        )?;
         let (watched, subject) = match target {
             Some(t) => (vec![t.thread()], graph.describe(t.thread())),
             None => (
@@ -119,7 +123,7 @@ impl Session {
             ),
         };
         let config = args.diagnose_config()?;
-        let rules = crate::diagnosis::saved_answers(args.save_answers.as_deref())?;
+        let rules = argus_engine::diagnosis::saved_answers(args.save_answers.as_deref())?;
         let trace_start = manifest.trace_start_ns.unwrap_or_else(|| {
             graph
                 .segments()

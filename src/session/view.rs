@@ -32,7 +32,7 @@ impl Session {
                 .cursor
                 .context("no vertex is selected: pick a hang or name one as tid#seq"),
             Some(text) => {
-                let id = crate::diagnosis::parse_vertex(text)?;
+                let id = argus_engine::diagnosis::parse_vertex(text)?;
                 if self.graph.segment(id).is_none() {
                     bail!("there is no vertex {id} in the snapshot");
                 }

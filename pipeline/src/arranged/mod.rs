@@ -61,8 +61,8 @@
 //! worker the local answer is the whole answer.
 //!
 //! Non-goals here: serving queries over a socket and feeding the diagnosis (the `argus`
-//! binary does both: `src/cmd/start/live_graph.rs` runs an [`ArrangedJob`] per dataflow
-//! generation, `src/live/fetch.rs` answers a partial diagnosis's needs with
+//! binary does both: `engine/src/job/live_graph.rs` runs an [`ArrangedJob`] per dataflow
+//! generation, `engine/src/live/fetch.rs` answers a partial diagnosis's needs with
 //! [`GraphTraces::thread_run`], [`GraphTraces::segments_between`] and the point queries), and
 //! replacing the keyed rule machines' spins by the derived ones: the graph dataflow still
 //! emits the spins table, the derived spins are built only when [`JobConfig::derived_spins`]

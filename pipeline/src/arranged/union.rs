@@ -4,7 +4,7 @@
 //! A live graph may keep its records in *layers*: separate arranged graphs, each holding
 //! the records that ended in one stretch of time (and one for the records still open), so
 //! that forgetting a stretch is dropping its layer whole instead of retracting every record
-//! (`argus start`'s live graph, `src/cmd/start/layers.rs`). Every record is in exactly one
+//! (`argus start`'s live graph, `engine/src/job/layers.rs`). Every record is in exactly one
 //! layer (all versions of a record in the same one), so a read of the union is the union of
 //! the layers' reads, put in the order one graph would give:
 //!

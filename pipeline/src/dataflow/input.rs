@@ -9,8 +9,9 @@
 //! next batch ([`next_batch`]).
 
 use super::handoff::Chunks;
+use super::updates::RulesAt;
 use super::Batch;
-use crate::rules::{route, Key, Role, RulesConfig};
+use crate::rules::{route, Key, Role};
 use argus_schema::{Event, Nanos};
 use crossbeam_channel::Receiver;
 use serde::{Deserialize, Serialize};
@@ -79,7 +80,7 @@ pub(super) fn drive(
     mut handle: InputHandleVec<u64, Part>,
     probe: &ProbeHandle<u64>,
     input: &Receiver<Batch>,
-    rules: &RulesConfig,
+    rules: &RulesAt,
     introduced: &Introduced,
 ) {
     let peers = worker.peers() as u64;
@@ -88,9 +89,10 @@ pub(super) fn drive(
     let mut parts: Vec<Chunks<Routed>> = (0..peers).map(|_| Chunks::default()).collect();
     while let Some(batch) = next_batch(input, worker, probe, epoch) {
         let n = batch.events.len();
+        let rules = rules.at(epoch);
         for ev in batch.events {
             routed.clear();
-            route(&ev, rules, |key, role| routed.push((key, role)));
+            route(&ev, &rules, |key, role| routed.push((key, role)));
             if let Some((&(key, role), rest)) = routed.split_last() {
                 for (sub, &(key, role)) in rest.iter().enumerate() {
                     parts[owner(&key, peers)].push(Routed {

@@ -5,11 +5,11 @@
 
 use super::handoff::{Pending, ToOutput};
 use super::join::{spread, Horizon, Side, SideB};
+use super::updates::RulesAt;
 use super::{Collection, Diff, ForgetLimit, Update};
 use crate::rules::{join_edges, Dst, RulesConfig, Src};
 use argus_schema::Nanos;
 use std::collections::BTreeMap;
-use std::sync::Arc;
 use timely::container::CapacityContainerBuilder;
 use timely::dataflow::channels::pact::Exchange;
 use timely::dataflow::operators::generic::operator::Operator;
@@ -21,7 +21,7 @@ use timely::dataflow::operators::Capability;
 /// ([`super::DataflowConfig::forget`]).
 pub(super) fn join_fire<'s>(
     side_b: Collection<'s, SideB>,
-    rules: Arc<RulesConfig>,
+    rules: RulesAt,
     (forget, limit): (Option<Nanos>, &ForgetLimit),
     to_out: ToOutput,
 ) -> Collection<'s, Update> {
@@ -45,6 +45,7 @@ pub(super) fn join_fire<'s>(
                     }
                     let (cap, delta) = entry.remove();
                     let mut edges = Vec::new();
+                    let rules = rules.at(*cap.time());
                     stage.epoch(delta, &rules, |e, d| edges.push((Update::Edge(e), d)));
                     if let Some(mut edges) = to_out.send(*cap.time(), edges) {
                         if !edges.is_empty() {

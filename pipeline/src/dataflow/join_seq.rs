@@ -5,11 +5,11 @@
 
 use super::handoff::{ship, Pending, Port, ToOutput};
 use super::join::{spread, Horizon, Side, SideA, SideB};
+use super::updates::RulesAt;
 use super::{Collection, Diff, ForgetLimit, Update};
 use crate::rules::{join_edges, Dst, RulesConfig, Src};
 use argus_schema::Nanos;
 use std::collections::BTreeMap;
-use std::sync::Arc;
 use timely::dataflow::channels::pact::Exchange;
 use timely::dataflow::operators::generic::builder_rc::OperatorBuilder;
 use timely::dataflow::operators::generic::OutputBuilder;
@@ -21,7 +21,7 @@ use timely::dataflow::operators::Capability;
 /// ([`super::DataflowConfig::forget`]).
 pub(super) fn join_seq<'s>(
     side_a: Collection<'s, SideA>,
-    rules: Arc<RulesConfig>,
+    rules: RulesAt,
     (forget, limit): (Option<Nanos>, &ForgetLimit),
     to_out: ToOutput,
 ) -> (Collection<'s, Update>, Collection<'s, SideB>) {
@@ -52,7 +52,7 @@ pub(super) fn join_seq<'s>(
                 let mut fired = Vec::new();
                 stage.epoch(
                     delta,
-                    &rules,
+                    &rules.at(*caps[0].time()),
                     |e, d| edges.push((Update::Edge(e), d)),
                     |f, d| fired.push((f, d)),
                 );

@@ -25,6 +25,7 @@
 use super::handoff::{ship, ship_all, Chunks, Pending, Port, ToOutput};
 use super::input::{Part, Routed};
 use super::join::{SideA, SideB};
+use super::updates::RulesAt;
 use super::{Collection, Diff, FastMap, ForgetLimit, Update};
 use crate::rules::{Counter, Key, KeyState, Output, RulesConfig};
 use argus_schema::Nanos;
@@ -52,7 +53,7 @@ pub(super) struct KeyedStreams<'s> {
 /// `forget`: the horizon of a continuous job ([`super::DataflowConfig::forget`]).
 pub(super) fn keyed<'s>(
     parts: StreamVec<'s, u64, Part>,
-    rules: Arc<RulesConfig>,
+    rules: RulesAt,
     (forget, limit): (Option<Nanos>, &ForgetLimit),
     to_out: ToOutput,
 ) -> KeyedStreams<'s> {
@@ -69,7 +70,7 @@ pub(super) fn keyed<'s>(
     let mut p_b: Port<SideB> = OutputBuilder::from(p_b);
     kb.build(move |initial| {
         drop(initial);
-        let mut keyed = Keyed::new(rules, forget);
+        let mut keyed = Keyed::new(rules.at(0), forget);
         if let Some(f) = keyed.forget.as_mut() {
             f.limit = limit;
         }
@@ -89,6 +90,7 @@ pub(super) fn keyed<'s>(
                 }
                 let (caps, items) = entry.remove();
                 let mut outs = Outs::default();
+                keyed.rules = rules.at(*caps[0].time());
                 keyed.epoch(items, &mut outs);
                 for c in outs.updates.into_containers() {
                     if let Some(c) = to_out.send(*caps[0].time(), c) {

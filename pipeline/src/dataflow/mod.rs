@@ -61,8 +61,10 @@ mod join_fire;
 mod join_seq;
 mod keyed;
 mod output;
+mod updates;
 
 pub use epochs::{by_epoch, collect_epochs, ByEpoch, EpochUpdates};
+pub use updates::RuleUpdates;
 
 use crate::rules::{Counts, RulesConfig};
 use argus_schema::{CausalEdge, EndCause, Epoch, Event, Nanos, Segment, Spin};
@@ -307,8 +309,20 @@ pub fn run(
     input: Receiver<Batch>,
     output: Sender<Message>,
 ) -> Result<(), PipelineError> {
+    run_with_updates(cfg, RuleUpdates::new(), input, output)
+}
+
+/// [`run`], with rules that may change while it runs: each epoch runs with the latest of
+/// `updates` at or before it, else `cfg.rules` ([`RuleUpdates`]; a cluster's other
+/// processes never see updates, so only a single-process dataflow should get any).
+pub fn run_with_updates(
+    cfg: &DataflowConfig,
+    updates: RuleUpdates,
+    input: Receiver<Batch>,
+    output: Sender<Message>,
+) -> Result<(), PipelineError> {
     let tcfg = timely_config(cfg)?;
-    let rules = Arc::new(cfg.rules.clone());
+    let rules = updates::RulesAt::new(cfg.rules.clone(), updates);
     // The workers of the process that writes `output` hand their graph changes to worker 0
     // through this channel, tagged with the epoch, instead of a timely exchange (which
     // copied every ~170-byte update into worker 0's buffers one at a time). Each sends

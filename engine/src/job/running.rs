@@ -18,6 +18,7 @@ pub(crate) const REPLAY_BATCH: usize = 100_000;
 use super::config::*;
 use super::generations::*;
 use super::live_graph::LiveGraph;
+use super::reload::Reload;
 use super::serve::Served;
 use std::sync::Arc;
 
@@ -55,6 +56,8 @@ pub(crate) struct Job<'a> {
     /// Set while the intake reads pages back from the ring: a given-up live graph is not
     /// seeded anew then (`generations.rs`).
     pub(crate) catching_up: Arc<AtomicBool>,
+    /// What a SIGHUP re-reads (`reload.rs`).
+    pub(crate) reload: Option<Reload>,
 }
 
 /// The dataflow settings of `argus start`: rule state idle for twice `--retain` is
@@ -74,7 +77,7 @@ impl<'a> Job<'a> {
     pub(crate) fn open(
         cfg: &'a StartConfig,
         first_epoch: u64,
-        prev: Option<&Path>,
+        prev: Option<TraceReader>,
         live_start: Nanos,
         notify: Sender<()>,
         served: Arc<Served>,
@@ -100,17 +103,19 @@ impl<'a> Job<'a> {
             watermark: Nanos(0),
             served,
             catching_up,
+            reload: None,
         };
         job.publish();
         let replayed = match prev {
             Some(p) => {
+                let dir = p.dir().to_path_buf();
                 let r = replay_previous(&mut job, p)?;
                 if !quiet {
                     eprintln!(
                         "argus start: resumed {} events of the last {:.0} s from {}",
                         r.events,
                         cfg.retain.as_secs_f64(),
-                        p.display()
+                        dir.display()
                     );
                 }
                 Some(r)
@@ -125,6 +130,44 @@ impl<'a> Job<'a> {
         }
         job.publish();
         Ok((job, replayed))
+    }
+
+    /// The dataflow runs `rules` from the next batch on; returns that batch's (global)
+    /// epoch.
+    pub(crate) fn update_rules(&self, rules: argus_pipeline::rules::RulesConfig) -> Result<u64> {
+        let g = self
+            .gens
+            .first()
+            .context("invariant: the generation runs")?;
+        g.rules.push(self.epoch - g.first_epoch, rules);
+        Ok(self.epoch)
+    }
+
+    /// Re-reads the rules file after a SIGHUP (`reload.rs`); says what came of it.
+    pub(crate) fn reread_rules(&self, quiet: bool) {
+        let Some(reload) = &self.reload else {
+            return;
+        };
+        let Some(read) = reload.read() else {
+            eprintln!(
+                "argus start: SIGHUP, but no --rules file to re-read: the rules stay as they were"
+            );
+            return;
+        };
+        match read.and_then(|rules| self.update_rules(rules)) {
+            Ok(epoch) => {
+                if !quiet {
+                    eprintln!(
+                        "argus start: rules re-read from {}: in effect from epoch {epoch}",
+                        reload
+                            .file
+                            .as_ref()
+                            .map_or(String::new(), |f| f.display().to_string())
+                    );
+                }
+            }
+            Err(e) => eprintln!("argus start: warning: SIGHUP: {e:#}; the rules stay as they were"),
+        }
     }
 
     pub(crate) fn send(&mut self, events: Vec<Event>, watermark: Nanos) -> Result<()> {
@@ -240,18 +283,14 @@ pub(crate) struct Replayed {
     pub(crate) gaps: Vec<LostRange>,
 }
 
-/// Replays the last `retain` of an earlier run's ring into the job, its lost-events gaps
-/// into the rules' gaps first.
-pub(crate) fn replay_previous(job: &mut Job<'_>, prev: &Path) -> Result<Replayed> {
-    let reader = TraceReader::open(prev).with_context(|| format!("opening {}", prev.display()))?;
+/// Replays the last `retain` of an earlier run's ring into the job (the rules learned from
+/// it when the job was configured, its lost-events gaps included).
+pub(crate) fn replay_previous(job: &mut Job<'_>, reader: TraceReader) -> Result<Replayed> {
+    let prev = reader.dir().to_path_buf();
+    // Its gaps are in the rules already (`setup::configure`).
     let mut gaps = Vec::new();
     for (&cpu, ranges) in &reader.meta_ext().lost_ranges {
         for g in ranges {
-            job.cfg
-                .dataflow
-                .rules
-                .gaps
-                .add(Nanos(g.from_ns), Nanos(g.to_ns));
             gaps.push((cpu, g.from_ns, g.to_ns, g.events));
         }
     }
@@ -301,6 +340,26 @@ pub(crate) fn replay_previous(job: &mut Job<'_>, prev: &Path) -> Result<Replayed
         last,
         gaps,
     })
+}
+
+/// The live trace directory's `/proc` table and kallsyms as its recorder wrote them when it
+/// started: what the rules learn from the live recording (`setup::Recording::Live`).
+pub(crate) fn live_tables(
+    dir: &Path,
+) -> Result<(Vec<ProcEntry>, Option<argus_ingest::kallsyms::Kallsyms>)> {
+    let (_, procs) = live_formats(dir)?;
+    let path = argus_ingest::tracedir::kallsyms_path(dir);
+    let kallsyms = match std::fs::File::open(&path) {
+        Ok(f) => match argus_ingest::kallsyms::Kallsyms::from_zstd(std::io::BufReader::new(f)) {
+            Ok(k) => Some(k),
+            Err(e) => {
+                tracing::warn!("{}: {e}; kernel callbacks stay unnamed", path.display());
+                None
+            }
+        },
+        Err(_) => None,
+    };
+    Ok((procs, kallsyms))
 }
 
 /// The live trace directory's formats and `/proc` table (what `TraceReader::open` reads,

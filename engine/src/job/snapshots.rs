@@ -3,8 +3,8 @@
 //! loop makes, and the early snapshots taken at once for a new or grown hang.
 
 use super::generations::*;
-use super::job::*;
 use super::parts::{PartCache, PartStats, RunCache};
+use super::running::*;
 use super::sync::lock;
 use super::watch::*;
 use anyhow::{bail, Context, Result};

@@ -3,16 +3,16 @@
 //!
 //! ```text
 //!  argus debug DIR --pid P                          argus start -o DIR
-//!   client.rs ── fetch {needs} ──► argus.sock ──► cmd/start/serve.rs (a thread per client)
+//!   client.rs ── fetch {needs} ──► argus.sock ──► job/serve.rs (a thread per client)
 //!     │ rounds (argus_diagnose::partial)               │ GraphRequest as of an epoch
 //!     │ on partial graphs, its own oracle              ▼
-//!     ▼                                            cmd/start/live_graph.rs: the oldest
+//!     ▼                                            job/live_graph.rs: the oldest
 //!   the report, as from a snapshot                 generation's arrangements (fetch.rs)
 //! ```
 //!
 //! - [`protocol`]: the request and response lines, their parsing and error codes.
-//! - [`fetch`]: needs answered from the arrangements (also `#[path]`-included by the tests
-//!   and `benches/live_query.rs`).
+//! - [`fetch`]: needs answered from the arrangements (also used by the tests and
+//!   `benches/live_query.rs`).
 //! - [`client`]: the socket's client side, for `argus debug`.
 //!
 //! A diagnosis over the socket is the diagnosis of the whole live graph as of one epoch

@@ -14,8 +14,9 @@
 use super::budget::{Change, Retention};
 use super::generations::SnapRequest;
 use super::intake::Intake;
-use super::job::Job;
 use super::parts::PartCache;
+use super::reload::Reload;
+use super::running::Job;
 use super::snapshots::{
     snapshot_name, EarlySnapshots, Finisher, SnapCmd, SnapContext, SnapshotThread,
 };
@@ -228,6 +229,9 @@ impl Cycle {
         snaps: &mut Snapshots,
     ) -> Result<()> {
         let began = Instant::now();
+        if Reload::asked() {
+            job.reread_rules(self.quiet);
+        }
         // Whatever is already tapped goes in before the watermark moves, and what the tap
         // dropped is read back from the ring.
         let t = Instant::now();

@@ -95,7 +95,7 @@ impl MemoryBudget {
 
     /// The memory the job holds, bytes: its resident set, less the pages it freed lazily
     /// (`LazyFree` of `/proc/self/smaps_rollup`: the kernel takes them back whenever memory
-    /// is short; `src/memory.rs`), read only when the resident set alone is over the budget.
+    /// is short; `memory.rs`), read only when the resident set alone is over the budget.
     pub fn used(&self) -> u64 {
         let rss = self.resident();
         if self.limit.is_none_or(|l| rss <= l) {

@@ -575,9 +575,9 @@ mod tests {
         let err = hangs(&served, &all).unwrap_err();
         assert_eq!(err.code, Code::NotReady, "no epoch done yet");
 
-        let mut closed = crate::cmd::start::watch::tests::spin(8 << 32, 8, 8, 1_000, 5_000);
+        let mut closed = crate::job::watch::tests::spin(8 << 32, 8, 8, 1_000, 5_000);
         closed.open = false;
-        let open = crate::cmd::start::watch::tests::spin(7 << 32, 7, 7, 2_000, 3_000);
+        let open = crate::job::watch::tests::spin(7 << 32, 7, 7, 2_000, 3_000);
         spins.publish(5, Nanos(9_000), Some(vec![closed, open]));
         assert!(
             woken.try_recv().is_ok(),

@@ -5,7 +5,7 @@
 //! change. One generation runs for the whole job (module docs of [`super`]).
 
 use anyhow::{Context, Result};
-use argus_pipeline::dataflow::{self, Batch, DataflowConfig, Message};
+use argus_pipeline::dataflow::{self, Batch, DataflowConfig, Message, RuleUpdates};
 use argus_schema::{CausalEdge, Nanos, Spin};
 use argus_sinks::Frozen;
 use crossbeam_channel::{select, Receiver, Sender};
@@ -410,6 +410,8 @@ pub(crate) struct Generation {
     pub(crate) first_epoch: u64,
     pub(crate) start_ns: Nanos,
     pub(crate) input: Sender<Batch>,
+    /// New rules for the dataflow from a local epoch on (a re-read rules file).
+    pub(crate) rules: RuleUpdates,
     pub(crate) requests: Sender<SnapRequest>,
     pub(crate) live: Arc<LiveSpins>,
     pub(crate) flow: JoinHandle<std::result::Result<(), argus_pipeline::dataflow::PipelineError>>,
@@ -447,9 +449,11 @@ impl Generation {
         let (out_tx, out_rx) = crossbeam_channel::unbounded::<Message>();
         let (requests, req_rx) = crossbeam_channel::unbounded::<SnapRequest>();
         let dcfg = cfg.clone();
+        let rules = RuleUpdates::new();
+        let updates = rules.clone();
         let flow = std::thread::Builder::new()
             .name(format!("argus-flow-g{id}"))
-            .spawn(move || dataflow::run(&dcfg, batch_rx, out_tx))?;
+            .spawn(move || dataflow::run_with_updates(&dcfg, updates, batch_rx, out_tx))?;
         let live = LiveSpins::new(notify);
         let live2 = live.clone();
         let (graph, forward, graph_worker) = LiveGraph::start(
@@ -475,6 +479,7 @@ impl Generation {
             first_epoch,
             start_ns,
             input,
+            rules,
             requests,
             live,
             flow,

@@ -1,7 +1,8 @@
-//! The allocator and its settings, shared with the benches that measure the product's
-//! memory-bound paths (`#[path]`-included there), so they measure it as it runs.
+//! The allocator and its settings: the binary and the benches that measure the product's
+//! memory-bound paths turn on the `allocator` feature, so they measure it as it runs.
 
 /// mimalloc, not glibc malloc: see the comment on the dependency in Cargo.toml.
+#[cfg(feature = "allocator")]
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

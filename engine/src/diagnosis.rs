@@ -1,5 +1,5 @@
 //! What `argus debug`'s flags mean for a diagnosis, shared by `debug`, `export`, `follow`
-//! and the live job's query server (`cmd/start/serve.rs`): the [`DiagnoseConfig`] of the
+//! and the live job's query server (`job/serve.rs`): the [`DiagnoseConfig`] of the
 //! threshold, event-loop wait and beam flags, the saved answers of `--save-answers`, and the
 //! target `--pid` / `--tid` / `--comm` name in a graph.
 
@@ -7,7 +7,7 @@ use anyhow::{bail, Context, Result};
 use argus_diagnose::DiagnoseConfig;
 
 /// The diagnosis configuration from `argus debug` flags.
-pub(crate) fn config(
+pub fn config(
     threshold: f64,
     loop_wait: Option<&str>,
     beam: usize,
@@ -36,9 +36,7 @@ pub(crate) fn config(
 }
 
 /// The rules of a saved-answers file (`--save-answers`), empty when it does not exist yet.
-pub(crate) fn saved_answers(
-    file: Option<&std::path::Path>,
-) -> Result<argus_diagnose::SavedAnswers> {
+pub fn saved_answers(file: Option<&std::path::Path>) -> Result<argus_diagnose::SavedAnswers> {
     match file {
         Some(f) if f.exists() => {
             let text = std::fs::read_to_string(f)
@@ -51,7 +49,7 @@ pub(crate) fn saved_answers(
 }
 
 /// A vertex as the user writes it: `tid#seq`.
-pub(crate) fn parse_vertex(text: &str) -> Result<argus_schema::SegmentId> {
+pub fn parse_vertex(text: &str) -> Result<argus_schema::SegmentId> {
     let (tid, seq) = text
         .split_once('#')
         .with_context(|| format!("{text:?} is not a vertex: write it as tid#seq"))?;
@@ -68,10 +66,10 @@ pub(crate) fn parse_vertex(text: &str) -> Result<argus_schema::SegmentId> {
 /// `not_found`.
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
-pub(crate) struct NoSuchTarget(pub(crate) String);
+pub struct NoSuchTarget(pub(crate) String);
 
 /// The target `--pid` / `--tid` / `--comm` name in `graph` (`None`: every main thread).
-pub(crate) fn resolve_target(
+pub fn resolve_target(
     graph: &argus_diagnose::Graph,
     pid: Option<i32>,
     tid: Option<i32>,

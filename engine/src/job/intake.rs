@@ -6,7 +6,7 @@
 
 use super::budget::MemoryBudget;
 use super::catchup::CatchUp;
-use super::job::{live_formats, Replayed};
+use super::running::{live_formats, Replayed};
 use anyhow::{Context, Result};
 use argus_ingest::format::FormatSet;
 use argus_ingest::linux::{ReadFrontier, TappedPage};

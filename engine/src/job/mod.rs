@@ -139,97 +139,87 @@
 //! runs is not recorded; spins that began before this run do not run hooks).
 
 mod budget;
-#[cfg(target_os = "linux")]
 mod catchup;
 mod config;
-#[cfg(target_os = "linux")]
 mod cycle;
-#[cfg(target_os = "linux")]
 mod generations;
-#[cfg(target_os = "linux")]
 mod intake;
-#[cfg(target_os = "linux")]
-mod job;
-#[cfg(target_os = "linux")]
 mod layers;
-#[cfg(target_os = "linux")]
 mod live_graph;
-#[cfg(target_os = "linux")]
 mod parts;
-#[cfg(target_os = "linux")]
+mod reload;
+mod running;
 mod serve;
-#[cfg(target_os = "linux")]
 mod snapshots;
-#[cfg(target_os = "linux")]
 mod sync;
-#[cfg(target_os = "linux")]
 mod watch;
-#[cfg(target_os = "linux")]
 mod window;
 
-pub use config::StartArgs;
-#[cfg(target_os = "linux")]
-pub use config::{JobPriority, StartConfig};
-#[cfg(target_os = "linux")]
+pub use crate::priority::{parse_job_priority, JobPriority};
+pub use budget::MemoryBudget;
+pub use config::StartConfig;
 pub use snapshots::list_snapshots;
 
-#[cfg(target_os = "linux")]
 use self::cycle::{Cycle, Snapshots};
-#[cfg(target_os = "linux")]
 use self::intake::Intake;
-#[cfg(target_os = "linux")]
-use self::job::{take_previous_trace, Job};
-#[cfg(target_os = "linux")]
+use self::reload::Reload;
+use self::running::{take_previous_trace, Job};
 use self::serve::{Served, Server};
-#[cfg(target_os = "linux")]
 use self::snapshots::clean_leftovers;
-#[cfg(target_os = "linux")]
-#[cfg(target_os = "linux")]
+use crate::setup::{self, configure, Recording};
 use anyhow::{Context, Result};
-#[cfg(target_os = "linux")]
+use argus_ingest::replay::TraceReader;
 use argus_pipeline::gaps::GapSet;
-#[cfg(target_os = "linux")]
 use argus_schema::Nanos;
-#[cfg(target_os = "linux")]
 use crossbeam_channel::Receiver;
-#[cfg(target_os = "linux")]
 use std::path::Path;
-#[cfg(target_os = "linux")]
 use std::sync::Arc;
-#[cfg(target_os = "linux")]
 use std::time::Duration;
 
 /// How often the main loop releases events into the dataflow (one epoch per tick) while
 /// events come; a quiet machine's ticks are further apart (`cycle.rs`).
-#[cfg(target_os = "linux")]
 const TICK: Duration = Duration::from_millis(200);
 /// Tapped pages that may wait for decoding (4 KiB each: 32 MiB); the recorder drops what
 /// does not fit, and the job reads it back from the ring (`catchup.rs`).
-#[cfg(target_os = "linux")]
 const TAP_CAPACITY: usize = 8192;
 
-#[cfg(target_os = "linux")]
 pub use argus_ingest::linux::monotonic_ns;
 
 /// A tapped page: the CPU and the page bytes.
-#[cfg(target_os = "linux")]
 type Tapped = argus_ingest::linux::TappedPage;
 
 /// Runs the job until the recorder stops (signal, `--duration`).
-#[cfg(target_os = "linux")]
 pub fn run(cfg: &StartConfig, quiet: bool) -> Result<u8> {
     // This run's own gap set: the merge adds to it, the dataflow's rules read it.
     let mut owned = cfg.clone();
     owned.dataflow.rules.gaps = GapSet::new();
-    let cfg = &owned;
-    std::fs::create_dir_all(cfg.dir.join("snapshots"))
-        .with_context(|| format!("creating {}", cfg.dir.display()))?;
-    clean_leftovers(&cfg.dir);
-    let prev = take_previous_trace(&cfg.dir)?;
-    let first_epoch = list_snapshots(&cfg.dir).last().map_or(0, |(e, _)| e + 1);
+    std::fs::create_dir_all(owned.dir.join("snapshots"))
+        .with_context(|| format!("creating {}", owned.dir.display()))?;
+    clean_leftovers(&owned.dir);
+    let prev = take_previous_trace(&owned.dir)?
+        .map(|p| TraceReader::open(&p).with_context(|| format!("opening {}", p.display())))
+        .transpose()?;
+    let first_epoch = list_snapshots(&owned.dir).last().map_or(0, |(e, _)| e + 1);
 
-    let trace_dir = cfg.dir.join("trace");
-    let (recording, tap, own_reports) = start_recording(cfg, &trace_dir)?;
+    let trace_dir = owned.dir.join("trace");
+    let (recording, tap, own_reports) = start_recording(&owned, &trace_dir)?;
+    // What the recordings tell the rules: the previous run's ring (replayed below) and
+    // what the recorder wrote when it started (setup.rs).
+    let (procs, kallsyms) = running::live_tables(&trace_dir)?;
+    let mut recordings: Vec<Recording<'_>> = prev.iter().map(Recording::Trace).collect();
+    recordings.push(Recording::Live {
+        procs: &procs,
+        kallsyms: kallsyms.as_ref(),
+    });
+    owned.dataflow = configure(&owned.dataflow, &recordings)?;
+    drop(recordings);
+    // The rules file on top of what was learned; SIGHUP re-reads it (`reload.rs`).
+    let learned = owned.dataflow.rules.clone();
+    if let Some(file) = &owned.rules_file {
+        setup::apply_rules_file(&mut owned.dataflow.rules, file)?;
+    }
+    let reload = Reload::install(owned.rules_file.clone(), learned);
+    let cfg = &owned;
     let marker = recording.marker_path().to_path_buf();
     let read_frontier = recording.read_frontier();
     // The recorder's control loop (stop conditions, hiding the job's new threads and
@@ -260,12 +250,13 @@ pub fn run(cfg: &StartConfig, quiet: bool) -> Result<u8> {
     let (mut job, replayed) = Job::open(
         cfg,
         first_epoch,
-        prev.as_deref(),
+        prev,
         live_start,
         notify.clone(),
         served.clone(),
         quiet,
     )?;
+    job.reload = Some(reload);
     // Live queries (`serve.rs`): a job that cannot serve still records and snapshots.
     let server = match Server::start(&cfg.dir, served) {
         Ok(s) => {
@@ -344,7 +335,6 @@ pub fn run(cfg: &StartConfig, quiet: bool) -> Result<u8> {
 
 /// Starts the recorder into `trace_dir`, tapping every page it reads to the returned channel;
 /// the second channel has its reports of the job's own threads (`OwnExits`).
-#[cfg(target_os = "linux")]
 fn start_recording(
     cfg: &StartConfig,
     trace_dir: &Path,
@@ -356,10 +346,9 @@ fn start_recording(
     let (tap_tx, tap_rx) = crossbeam_channel::bounded::<Tapped>(TAP_CAPACITY);
     // Unbounded: a few reports per 250 ms, drained every tick.
     let (own_tx, own_rx) = crossbeam_channel::unbounded();
-    let mut rcfg = argus_ingest::linux::RecordConfig::new(trace_dir);
+    let mut rcfg = cfg.record.clone();
+    rcfg.output_dir = trace_dir.to_path_buf();
     rcfg.duration = cfg.duration;
-    rcfg.buffer_size_kb = cfg.buffer_kb;
-    rcfg.drain_priority.priority = cfg.drain_priority;
     rcfg.handle_signals = true;
     // The ring on disk is at most a second behind, even at low event rates: the live graph
     // reads back from it what the tap dropped (`catchup.rs`).
@@ -374,7 +363,6 @@ fn start_recording(
 
 /// Schedules the calling thread (and every thread it starts from now on) as `--nice` says;
 /// warns when the system refuses.
-#[cfg(target_os = "linux")]
 fn set_job_priority(priority: JobPriority) {
     let set = match priority {
         // The decoding, dataflow and collector at nice 19; the background threads
@@ -389,7 +377,6 @@ fn set_job_priority(priority: JobPriority) {
 }
 
 /// The last lines: pages read back from the ring, events, snapshots and losses of the run.
-#[cfg(target_os = "linux")]
 fn print_summary(
     rec: &argus_ingest::linux::RecordSummary,
     intake: &Intake,
@@ -556,8 +543,8 @@ pub(crate) mod tests {
                 workers: 2,
                 ..DataflowConfig::default()
             },
-            buffer_kb: 1024,
-            drain_priority: 10,
+            record: argus_ingest::linux::RecordConfig::new(dir.join("trace")),
+            rules_file: None,
             nice: JobPriority::Nice(0),
             duration: None,
             status_every: Duration::from_secs(5),
@@ -665,6 +652,7 @@ pub(crate) mod tests {
             watermark: Nanos(0),
             served: Arc::new(Served::new()),
             catching_up: Default::default(),
+            reload: None,
         };
         let mut merge = live_merge(&set, &[], 0, &cfg.dataflow.rules.gaps, Nanos(BASE)).unwrap();
         let mut all = Vec::new();

@@ -233,7 +233,7 @@ impl RunCache {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-    use crate::cmd::start::window::WindowGraph;
+    use crate::job::window::WindowGraph;
     use argus_pipeline::dataflow::Update;
     use argus_schema::Segment;
     use argus_sinks::{SnapshotInfo, SnapshotWriter};
@@ -242,7 +242,7 @@ mod tests {
     const SEC: u64 = 1_000_000_000;
 
     fn seg(tid: i32, end: Option<u64>) -> Segment {
-        crate::cmd::start::window::tests::seg(tid, 0, 0, end)
+        crate::job::window::tests::seg(tid, 0, 0, end)
     }
 
     fn rows(parts: &[Arc<EncodedPart>]) -> Vec<u64> {

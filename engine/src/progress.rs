@@ -15,7 +15,7 @@ const TICK_EVERY: u64 = 16_384;
 
 /// The `argus build` progress bar: a spinner, events decoded and the rate. Hidden unless
 /// stderr is a terminal.
-pub struct BuildProgress {
+pub(crate) struct BuildProgress {
     bar: Option<ProgressBar>,
     pending: Cell<u64>,
 }
@@ -65,7 +65,7 @@ impl BuildProgress {
 /// Lets a status line through at most once per period (`argus start`'s, Linux-only).
 #[cfg(target_os = "linux")]
 #[derive(Debug)]
-pub struct RateLimit {
+pub(crate) struct RateLimit {
     every: Duration,
     last: Option<Instant>,
 }

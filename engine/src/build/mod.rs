@@ -7,16 +7,14 @@
 //! ```
 //! Decoding, the dataflow and the collection of its output run concurrently.
 
-mod cluster;
 mod inconsistent;
 mod stacks;
 
-use crate::cli::BuildArgs;
 use crate::collect::GraphSink;
+use crate::setup::{configure, Recording};
 use anyhow::{bail, Context, Result};
 use argus_ingest::replay::TraceReader;
 use argus_pipeline::dataflow::{self, Batch, DataflowConfig, Message};
-use argus_pipeline::rules::{ChannelEnd, ChannelMap, RulesConfig};
 use argus_schema::{CausalEdge, Epoch, ErrorRecord, Event, Nanos, Segment, Spin, ThreadInfo};
 use argus_sinks::{SnapshotInfo, SnapshotWriter};
 use inconsistent::Inconsistent;
@@ -55,82 +53,11 @@ impl Default for BuildConfig {
     }
 }
 
-impl BuildConfig {
-    /// From the command line.
-    pub fn from_args(args: &BuildArgs) -> Result<BuildConfig> {
-        if !(args.threshold.is_finite() && args.threshold > 0.0) {
-            bail!("--threshold must be a positive number of seconds");
-        }
-        if args.workers == 0 {
-            bail!("--workers must be at least 1");
-        }
-        let (processes, hosts) = cluster::cluster_hosts(args)?;
-        let mut rules = RulesConfig {
-            spin_threshold_ns: (args.threshold * 1e9) as u64,
-            ..RulesConfig::default()
-        };
-        if let Some(file) = &args.rules {
-            let text = std::fs::read_to_string(file)
-                .with_context(|| format!("reading rules {}", file.display()))?;
-            argus_pipeline::rulesfile::parse(&text, &file.display().to_string())?.apply(&mut rules);
-        }
-        Ok(BuildConfig {
-            traces: args.traces.clone(),
-            output: args.output.clone(),
-            batch: args.batch.max(1),
-            dataflow: DataflowConfig {
-                rules,
-                workers: args.workers,
-                processes,
-                process_id: args.process_id,
-                hosts,
-                // A build keeps every rule state: its graph is the whole trace's.
-                forget: None,
-                forget_limit: Default::default(),
-            },
-            last: args.last,
-            stats: args.stats,
-        })
-    }
-}
-
-/// The dataflow's configuration for these traces: the rules also learn, from each trace's
-/// thread table and kallsyms, which threads are kernel delegates (their thread-order edges
-/// are pruned) and which callbacks are kernel maintenance (the tick, RCU, ...: culled).
-/// Every process of a cluster must compute the same, so all of them call this.
+/// The dataflow's configuration for these traces ([`crate::setup::configure`]). Every
+/// process of a cluster computes the same, so all of them call this.
 fn dataflow_config(cfg: &BuildConfig, readers: &[TraceReader]) -> Result<DataflowConfig> {
-    let mut dcfg = cfg.dataflow.clone();
-    for r in readers {
-        dcfg.rules.classify_threads(
-            r.procs()
-                .iter()
-                .map(|p| (argus_schema::Tid(p.tid), p.comm.as_str(), p.kernel)),
-        );
-        if let Some(k) = r.kallsyms() {
-            dcfg.rules.cull_symbols(k.iter());
-        }
-        // fd identity: pipes, sockets and eventfds become channels for message edges.
-        let files = r
-            .files()
-            .with_context(|| format!("reading the fd identity of {}", r.dir().display()))?;
-        dcfg.rules.channels.merge(ChannelMap::from_identity(
-            files.entries().map(|(pid, fd, ts, f)| {
-                // An unknown identity ends the previous one.
-                let end = f.map_or(ChannelEnd::default(), |f| {
-                    ChannelEnd::of_file(f.kind.as_str(), f.inode, f.peer, &f.target)
-                });
-                (pid, fd, ts, end)
-            }),
-            files.forks(),
-        ));
-        // No edge is made across a stretch where the kernel lost events.
-        for ranges in r.meta_ext().lost_ranges.values() {
-            for g in ranges {
-                dcfg.rules.add_gap(Nanos(g.from_ns), Nanos(g.to_ns));
-            }
-        }
-    }
-    Ok(dcfg)
+    let recordings: Vec<Recording<'_>> = readers.iter().map(Recording::Trace).collect();
+    configure(&cfg.dataflow, &recordings)
 }
 
 /// Cluster mode, a process other than 0: runs its share of the dataflow with an input that
@@ -322,21 +249,10 @@ pub fn build(cfg: &BuildConfig) -> Result<BuildSummary> {
     } else {
         open_traces(&cfg.traces, cfg.last)?
     };
-    let mut dcfg = dataflow_config(cfg, &readers)?;
-    if let Some(imp) = &imported {
-        dcfg.rules.classify_threads(
-            imp.threads()
-                .iter()
-                .map(|t| (t.tid, t.comm.as_str(), t.kernel)),
-        );
-        if let Some(k) = imp.kallsyms() {
-            dcfg.rules.cull_symbols(k.iter());
-        }
-        // No edge is made across a stretch where the recording lost events.
-        for &(_, from, to, _) in &imp.summary().lost_ranges {
-            dcfg.rules.add_gap(Nanos(from), Nanos(to));
-        }
-    }
+    let dcfg = match &imported {
+        Some(imp) => configure(&cfg.dataflow, &[Recording::Import(imp)])?,
+        None => dataflow_config(cfg, &readers)?,
+    };
     let mut writer = SnapshotWriter::new(&cfg.output)
         .with_context(|| format!("creating snapshot {}", cfg.output.display()))?;
 

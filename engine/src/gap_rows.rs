@@ -9,13 +9,16 @@ use std::collections::BTreeMap;
 
 /// At most this many rows: a long gap on a busy machine touches every thread; past the cap
 /// one summary row says how many more there were.
-pub const MAX_ROWS: usize = 1000;
+pub(crate) const MAX_ROWS: usize = 1000;
 
 /// One row per (thread, gap) for the segments a gap touched. `gaps` are
 /// `(cpu, from ns, to ns, events lost if counted)`. A segment is touched when its running
 /// part (start to the wait it ends with) overlaps the gap, or when it ended inside the gap
 /// (its wake-up's origin may be among the lost records).
-pub fn touched(segments: &[Segment], gaps: &[(u32, u64, u64, Option<u64>)]) -> Vec<ErrorRecord> {
+pub(crate) fn touched(
+    segments: &[Segment],
+    gaps: &[(u32, u64, u64, Option<u64>)],
+) -> Vec<ErrorRecord> {
     let mut by_thread: BTreeMap<(usize, Tid), (SegmentId, Nanos, Nanos, usize)> = BTreeMap::new();
     for (gi, &(_, from, to, _)) in gaps.iter().enumerate() {
         let (from, to) = (Nanos(from.min(to)), Nanos(from.max(to)));

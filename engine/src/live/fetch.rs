@@ -17,8 +17,7 @@
 //! One worker holds the whole graph here (the live job runs its arrangements in one worker,
 //! in layers read as one), so its answer is the answer.
 //!
-//! Used by the live job's query server and, through a `#[path]` include, by
-//! `benches/live_query.rs`: it depends on the library crates only.
+//! Used by the live job's query server, the live-query tests and `benches/live_query.rs`.
 
 use argus_diagnose::{Need, Parts, Run};
 use argus_pipeline::arranged::{GraphRead, QueryError};

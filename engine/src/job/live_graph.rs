@@ -18,7 +18,7 @@
 //! **Reads are served on the worker's thread** (a trace handle is not `Send`), between
 //! epochs: the worker applies an epoch, steps until its probe passes it, then answers what
 //! waits. A worker that is behind (messages queued) applies up to [`MAX_BATCH`] epochs
-//! before it steps once for all of them. A read costs a few seeks per need (`src/live/fetch.rs`); the diagnosis itself runs
+//! before it steps once for all of them. A read costs a few seeks per need (`live/fetch.rs`); the diagnosis itself runs
 //! on the client's thread.
 //!
 //! **Given up, then seeded anew.** A worker more than [`LIVE_BACKLOG`] updates behind is given
