@@ -25,6 +25,7 @@ mod identity;
 mod inspect;
 mod kdebug;
 mod live;
+mod live_equals_batch;
 mod live_query;
 mod lock_files;
 mod lock_owners;

@@ -10,13 +10,15 @@
 //!   made across one).
 
 use anyhow::{Context, Result};
+use argus_ingest::files::{FileId, FileKind};
 use argus_ingest::import::Imported;
 use argus_ingest::kallsyms::Kallsyms;
 use argus_ingest::replay::TraceReader;
-use argus_ingest::tracedir::ProcEntry;
+use argus_ingest::tracedir::{FileLine, ProcEntry};
 use argus_pipeline::dataflow::DataflowConfig;
 use argus_pipeline::rules::{ChannelEnd, ChannelMap, RulesConfig};
-use argus_schema::{Nanos, Tid};
+use argus_schema::{Nanos, Pid, Tid};
+use std::collections::{HashMap, HashSet};
 use std::path::Path;
 
 /// The rules the user asked for: the spinning-vertex threshold and, with `rules_file`, the
@@ -80,13 +82,9 @@ pub fn configure(base: &DataflowConfig, recordings: &[Recording<'_>]) -> Result<
                     .files()
                     .with_context(|| format!("reading the fd identity of {}", r.dir().display()))?;
                 rules.channels.merge(ChannelMap::from_identity(
-                    files.entries().map(|(pid, fd, ts, f)| {
-                        // An unknown identity ends the previous one.
-                        let end = f.map_or(ChannelEnd::default(), |f| {
-                            ChannelEnd::of_file(f.kind.as_str(), f.inode, f.peer, &f.target)
-                        });
-                        (pid, fd, ts, end)
-                    }),
+                    files
+                        .entries()
+                        .map(|(pid, fd, ts, f)| (pid, fd, ts, channel_end(f))),
                     files.forks(),
                 ));
                 for ranges in r.meta_ext().lost_ranges.values() {
@@ -121,6 +119,127 @@ pub fn configure(base: &DataflowConfig, recordings: &[Recording<'_>]) -> Result<
         }
     }
     Ok(cfg)
+}
+
+/// What the rules make of a descriptor's identity: a channel end for message edges; an
+/// unknown identity (`None`) ends the previous one.
+fn channel_end(id: Option<&FileId>) -> ChannelEnd {
+    id.map_or(ChannelEnd::default(), |f| {
+        ChannelEnd::of_file(f.kind.as_str(), f.inode, f.peer, &f.target)
+    })
+}
+
+/// The fd identity of a live recording as its tracker writes it (`argus start`): the
+/// changes to the rules' channels that [`configure`] would have made from the finished
+/// trace's `files/`, line by line ([`LiveChannels::learn`]).
+///
+/// As a build does, a socket whose peer its own record lacks takes it from the other end's
+/// record; when that record comes later, the socket's spans are made again with the peer.
+#[derive(Debug, Default)]
+pub struct LiveChannels {
+    /// Socket inode → the inode at the other end.
+    peer_of: HashMap<u64, u64>,
+    /// Sockets whose spans were made without a peer: inode → `(pid, fd, from, identity)`.
+    unpaired: HashMap<u64, Vec<(Pid, i32, Nanos, FileId)>>,
+    /// `(pid, fd, ts)` made unknown: a build sorts an unknown record after any other of the
+    /// same descriptor and time.
+    unknown_at: HashSet<(Pid, i32, Nanos)>,
+}
+
+/// One change to a [`ChannelMap`] ([`LiveChannels::learn`]).
+#[derive(Clone, Debug, PartialEq)]
+pub enum ChannelChange {
+    /// From `from` on, `fd` of `pid` is `end`.
+    Span(Pid, i32, Nanos, ChannelEnd),
+    /// `child` was forked from `parent` at the time.
+    Fork(Nanos, Pid, Pid),
+}
+
+impl ChannelChange {
+    /// Makes the change in `map`.
+    pub fn apply(&self, map: &mut ChannelMap) {
+        match *self {
+            ChannelChange::Span(pid, fd, from, end) => map.insert(pid, fd, from, end),
+            ChannelChange::Fork(at, parent, child) => map.set_parent(child, parent, at),
+        }
+    }
+}
+
+impl LiveChannels {
+    /// The changes `lines` make, in order.
+    pub fn learn(&mut self, lines: impl IntoIterator<Item = FileLine>) -> Vec<ChannelChange> {
+        let mut out = Vec::new();
+        for line in lines {
+            match line {
+                FileLine::Fd {
+                    ts,
+                    pid,
+                    fd,
+                    kind,
+                    ino,
+                    peer,
+                    target,
+                    ..
+                } => {
+                    let (pid, ts) = (Pid(pid), Nanos(ts));
+                    if self.unknown_at.contains(&(pid, fd, ts)) {
+                        continue;
+                    }
+                    let mut id = FileId {
+                        kind: FileKind::from_name(&kind),
+                        inode: ino,
+                        peer,
+                        target,
+                    };
+                    if id.kind == FileKind::Socket {
+                        match id.peer {
+                            Some(p) => {
+                                self.peer_of.entry(ino).or_insert(p);
+                                self.peer_of.entry(p).or_insert(ino);
+                                // Sockets seen before without this pairing take it now.
+                                for inode in [ino, p] {
+                                    let Some(&other) = self.peer_of.get(&inode) else {
+                                        continue;
+                                    };
+                                    for (pid, fd, from, mut old) in
+                                        self.unpaired.remove(&inode).unwrap_or_default()
+                                    {
+                                        old.peer = Some(other);
+                                        out.push(ChannelChange::Span(
+                                            pid,
+                                            fd,
+                                            from,
+                                            channel_end(Some(&old)),
+                                        ));
+                                    }
+                                }
+                            }
+                            None => match self.peer_of.get(&ino) {
+                                Some(&p) => id.peer = Some(p),
+                                None => self.unpaired.entry(ino).or_default().push((
+                                    pid,
+                                    fd,
+                                    ts,
+                                    id.clone(),
+                                )),
+                            },
+                        }
+                    }
+                    out.push(ChannelChange::Span(pid, fd, ts, channel_end(Some(&id))));
+                }
+                FileLine::Unknown { ts, pid, fd } => {
+                    let (pid, ts) = (Pid(pid), Nanos(ts));
+                    self.unknown_at.insert((pid, fd, ts));
+                    out.push(ChannelChange::Span(pid, fd, ts, channel_end(None)));
+                }
+                FileLine::Fork { ts, parent, child } => {
+                    out.push(ChannelChange::Fork(Nanos(ts), Pid(parent), Pid(child)))
+                }
+                _ => {}
+            }
+        }
+        out
+    }
 }
 
 #[cfg(test)]
@@ -189,5 +308,78 @@ mod tests {
             user_rules(1, Some(&dir.path().join("none.toml"))).unwrap_err()
         );
         assert!(missing.contains("none.toml"), "{missing}");
+    }
+
+    fn fd(ts: u64, pid: i32, fd: i32, kind: &str, ino: u64, peer: Option<u64>) -> FileLine {
+        FileLine::Fd {
+            ts,
+            pid,
+            fd,
+            kind: kind.to_string(),
+            ino,
+            peer,
+            target: format!("{kind}:[{ino}]"),
+            src: "syscall".to_string(),
+        }
+    }
+
+    /// Line by line, in the order a tracker may write them (a socket before its peer's
+    /// record, an unknown before a record of the same time), the live channels come to what
+    /// a build of the finished trace makes of them.
+    #[test]
+    fn live_channels_end_as_a_build_of_the_same_lines() {
+        let lines = vec![
+            fd(100, 10, 3, "pipe", 7, None),
+            fd(100, 10, 4, "pipe", 7, None),
+            FileLine::Fork {
+                ts: 150,
+                parent: 10,
+                child: 11,
+            },
+            // A socket whose peer comes only with the other end's record, later.
+            fd(200, 10, 5, "socket", 90, None),
+            FileLine::Unknown {
+                ts: 300,
+                pid: 11,
+                fd: 3,
+            },
+            fd(300, 11, 3, "pipe", 8, None),
+            fd(250, 12, 6, "socket", 91, Some(90)),
+            fd(400, 10, 4, "regular", 55, None),
+            FileLine::Unknown {
+                ts: 500,
+                pid: 10,
+                fd: 3,
+            },
+        ];
+        let table = argus_ingest::files::FileTable::from_lines(lines.clone());
+        let built = ChannelMap::from_identity(
+            table
+                .entries()
+                .map(|(pid, fd, ts, f)| (pid, fd, ts, channel_end(f))),
+            table.forks(),
+        );
+        let mut live = LiveChannels::default();
+        let mut map = ChannelMap::default();
+        for line in lines {
+            for change in live.learn([line]) {
+                change.apply(&mut map);
+            }
+        }
+        assert_eq!(map, built);
+        // The socket took its peer: both ends are one connection.
+        let a = map.lookup(Pid(10), 5, Nanos(260)).unwrap();
+        let b = map.lookup(Pid(12), 6, Nanos(260)).unwrap();
+        assert!(a.connection().is_some());
+        assert_eq!(a.connection(), b.connection());
+        // The fork's child reads its parent's pipe until its own unknown record.
+        assert_eq!(
+            map.lookup(Pid(11), 4, Nanos(160)),
+            map.lookup(Pid(10), 4, Nanos(150))
+        );
+        assert_eq!(
+            map.lookup(Pid(11), 3, Nanos(300)),
+            Some(ChannelEnd::default())
+        );
     }
 }

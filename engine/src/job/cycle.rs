@@ -15,7 +15,7 @@ use super::budget::{Change, Retention};
 use super::generations::SnapRequest;
 use super::intake::Intake;
 use super::parts::PartCache;
-use super::reload::Reload;
+use super::reload::LiveRules;
 use super::running::Job;
 use super::snapshots::{
     snapshot_name, EarlySnapshots, Finisher, SnapCmd, SnapContext, SnapshotThread,
@@ -229,14 +229,15 @@ impl Cycle {
         snaps: &mut Snapshots,
     ) -> Result<()> {
         let began = Instant::now();
-        if Reload::asked() {
+        if LiveRules::hangup() {
             job.reread_rules(self.quiet);
         }
         // Whatever is already tapped goes in before the watermark moves, and what the tap
         // dropped is read back from the ring.
         let t = Instant::now();
         let tick_ns = monotonic_ns();
-        let (watermark, events) = intake.tick(tick_ns, job.cfg.lag);
+        let (watermark, events, files) = intake.tick(tick_ns, job.cfg.lag);
+        job.learn_files(files)?;
         stalled("the intake (decoding and merging the tapped pages)", t);
         job.catching_up.store(
             intake.catchup.behind(),

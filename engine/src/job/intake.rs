@@ -9,9 +9,9 @@ use super::catchup::CatchUp;
 use super::running::{live_formats, Replayed};
 use anyhow::{Context, Result};
 use argus_ingest::format::FormatSet;
-use argus_ingest::linux::{ReadFrontier, TappedPage};
+use argus_ingest::linux::{FilesTap, ReadFrontier, TappedPage};
 use argus_ingest::live::LiveMerge;
-use argus_ingest::tracedir::ProcEntry;
+use argus_ingest::tracedir::{FileLine, ProcEntry};
 use argus_pipeline::gaps::GapSet;
 use argus_schema::{Event, Nanos};
 use crossbeam_channel::{Receiver, TryRecvError};
@@ -60,22 +60,43 @@ pub(crate) struct Intake {
     /// `--max-memory`: past it, a CPU far behind skips ahead (module docs of `catchup`) and
     /// the collector keeps a shorter window (`budget.rs`).
     pub(crate) budget: MemoryBudget,
+    /// The fd identity as the recorder's tracker writes it, and the bound it is complete
+    /// to (`argus_ingest::linux::FilesTap`); `None` when files are not tracked.
+    pub(crate) files: Option<FilesTap>,
+}
+
+/// How long a tick waits for the fd tracker to catch up to the read frontier; a tracker
+/// slower than that holds the watermark at its last answer (for at most [`MAX_READ_HOLD`]).
+const FILES_WAIT: Duration = Duration::from_millis(50);
+
+/// What the recorder hands the intake as it records.
+pub(crate) struct Taps {
+    /// Every page read.
+    pub(crate) pages: Receiver<TappedPage>,
+    /// How far each CPU has been read into `pages`.
+    pub(crate) read: ReadFrontier,
+    /// The fd identity as written (`None` when files are not tracked).
+    pub(crate) files: Option<FilesTap>,
 }
 
 impl Intake {
     /// The intake of a job recording into `trace_dir` since `live_start`, its pages coming
-    /// through `tap`: a merge decoding with the trace's formats, numbering after the
+    /// through `taps`: a merge decoding with the trace's formats, numbering after the
     /// `replayed` events of an earlier run (whose gaps it names in snapshots), adding the gaps
     /// it finds to `gaps` (the rules'), and a catch-up over the ring.
     pub(crate) fn open(
         trace_dir: &Path,
-        tap: Receiver<TappedPage>,
-        read: ReadFrontier,
+        taps: Taps,
         replayed: Option<&Replayed>,
         gaps: &GapSet,
         live_start: Nanos,
         budget: MemoryBudget,
     ) -> Result<Intake> {
+        let Taps {
+            pages: tap,
+            read,
+            files,
+        } = taps;
         let (formats, procs) = live_formats(trace_dir)?;
         let catchup = open_catchup(trace_dir)?;
         let mut merge = live_merge(
@@ -109,14 +130,21 @@ impl Intake {
             closed: false,
             stopping: None,
             budget,
+            files,
         })
     }
 
     /// One tick: decodes what the tap holds now and what the catch-up reads back, and
     /// returns the watermark `now − lag` (held back as [`LiveMerge::watermark`],
     /// [`CatchUp::frontier`] and the recorder's [`ReadFrontier`] say; everything once the
-    /// recorder has ended) with the events released up to it.
-    pub(crate) fn tick(&mut self, now_ns: u64, lag: Duration) -> (Nanos, Vec<Event>) {
+    /// recorder has ended) with the events released up to it, and the fd identity lines
+    /// the tracker wrote since the last tick (complete up to the watermark: the watermark
+    /// waits for the tracker).
+    pub(crate) fn tick(
+        &mut self,
+        now_ns: u64,
+        lag: Duration,
+    ) -> (Nanos, Vec<Event>, Vec<FileLine>) {
         let Intake {
             tap,
             read,
@@ -125,10 +153,29 @@ impl Intake {
             closed,
             stopping,
             budget,
+            files,
         } = self;
         // Loaded before the tap is read: every page stamped up to it is in the tap now (or
         // was dropped from it, and the catch-up holds the watermark for it).
         let read_up_to = read.min();
+        // The fd tracker handles every notification for records up to it (the readers send
+        // a page's before they move the frontier past it); its lines then are complete up
+        // to the bound it answers.
+        let mut tracker_ended = files.is_none();
+        let files_bound = match (files.as_mut(), read_up_to) {
+            (Some(f), Some(r)) => match f.sync(r.0.max(1), FILES_WAIT) {
+                Some(bound) => Some(Nanos(bound)),
+                // The tracker has ended: every line it wrote is in hand.
+                None => {
+                    tracker_ended = true;
+                    None
+                }
+            },
+            _ => None,
+        };
+        let lines: Vec<FileLine> = files
+            .as_ref()
+            .map_or_else(Vec::new, |f| f.lines().collect());
         // The recorder's own possible losses (a rewrite of its exclusion list), taken after
         // the frontier: each is a gap before any record after its start is released.
         for (from, to) in read.take_gaps() {
@@ -163,7 +210,8 @@ impl Intake {
                 catchup.abandon();
             }
             catchup.poll_at_end(&mut sink);
-            *closed = !catchup.behind();
+            // The last lines of the fd tracker come when it ends, shortly after the readers.
+            *closed = !catchup.behind() && (tracker_ended || since.elapsed() >= STOP_READ_BACK);
         } else {
             // The resident set is read only while a CPU is behind: only then can it matter.
             catchup.set_memory_pressure(catchup.behind() && budget.over());
@@ -171,7 +219,11 @@ impl Intake {
         }
         let clock = Nanos(now_ns.saturating_sub(lag.as_nanos() as u64));
         let watermark = if *closed {
-            merge.max_queued().map_or(clock, |m| m.max(clock))
+            // The recording is over: everything queued, and time ends with its last record,
+            // as in a build of the ring (the clock at this tick is past the recording, and
+            // a spin it let fire would be one no build of the ring shows).
+            let released = merge.released().unwrap_or(Nanos(0));
+            merge.max_queued().map_or(released, |m| m.max(released))
         } else {
             // Not past a CPU still being read back from the ring either, nor past what the
             // recorder has read (a starved reader's records would be late).
@@ -184,13 +236,18 @@ impl Intake {
                     held = held.min(r);
                 }
             }
+            if let Some(b) = files_bound {
+                if clock.0.saturating_sub(b.0) <= MAX_READ_HOLD.as_nanos() as u64 {
+                    held = held.min(b);
+                }
+            }
             merge
                 .watermark(held, frontier.is_some() || !tap.is_empty())
                 .max(merge.released().unwrap_or(Nanos(0)))
         };
         let mut events = Vec::new();
         merge.release(watermark, &mut events);
-        (watermark, events)
+        (watermark, events, lines)
     }
 }
 

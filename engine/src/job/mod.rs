@@ -1,142 +1,56 @@
-//! `argus start -o DIR`: the continuous job. The recorder keeps its raw ring in `DIR/trace/`
-//! and taps every page it reads straight into decoding; the events feed the dataflow live and
-//! a snapshot is written every `--snapshot-every` seconds.
+//! The continuous job of `argus start` (user page: `docs/start.md`). The recorder keeps
+//! its raw ring in `DIR/trace/` and taps every page it reads straight into decoding; the
+//! events feed one dataflow live, a snapshot is written every `--snapshot-every` seconds and
+//! at once when a watched thread hangs, and the live graph answers queries on
+//! `DIR/argus.sock`.
 //!
 //! ```text
-//!  recorder readers (cpuN) ──► DIR/trace/cpuN/*.chunk.zst          (the raw ring, as `record`)
-//!          └── tap (page) ──► LiveMerge: per-CPU decode → queues ──► release ts ≤ watermark
-//!                                                                    │ Batch every tick (200 ms)
-//!                                                                    ▼
-//!                 the dataflow (one for the whole job; its rule state forgets what is idle
-//!                       │        for twice `--retain`)
-//!                 collector: the graph; cuts what ended more than `--retain` ago
-//!                       ▼ snapshot requests
-//!  snapshot thread: events of the period (streamed into the snapshot being staged)
-//!     └► finisher thread: + segments/edges/spins/threads/errors
-//!        → DIR/snapshots/<epoch>/ (atomic) → DIR/latest (symlink, atomic) → --on-hang hooks
-//!          ▲ every --snapshot-every, or at once when the collector
-//!          └ publishes a new or grown spin of a watched thread (woken main loop)
-//!
-//!  the collector ──copy (its cuts as retractions)──► the live graph (arrangements, timely worker)
-//!                                           ▲ reads as of an epoch
-//!  DIR/argus.sock ◄── argus debug DIR, scripts ─┘ query server: a thread per client
+//!  recorder readers (cpuN) ──► DIR/trace/cpuN/*.chunk.zst           (the raw ring, as `record`)
+//!          ├── tap (page) ──► intake: LiveMerge (per-CPU decode → queues) ──► release ts ≤ watermark
+//!          └── fd tracker ──► files/ and the files tap (lines + the bound they are complete to)
+//!                                                                    │ one epoch per tick
+//!  reload.rs: the rules (learned + --rules, SIGHUP; fd identity) ──► the dataflow (RuleUpdates:
+//!                                                                    │ new rules from an epoch on)
+//!                 collector (generations.rs, window.rs): the graph in time buckets, cut
+//!                 after --retain                                     │
+//!                       ├── snapshot requests ──► snapshots.rs, parts.rs: DIR/snapshots/<epoch>/
+//!                       │                          (atomic), DIR/latest, --on-hang (watch.rs)
+//!                       └── copy ──► live_graph.rs, layers.rs: arrangements ◄── serve.rs ◄── argus.sock
 //! ```
 //!
-//! **Watermark.** Every tick the main loop first drains the tap, then releases the queued
-//! records with `ts ≤ now − --lag` (the trace clock is `CLOCK_MONOTONIC`, the same clock the
-//! job reads), merged by `(ts, cpu)`, and never past the recorder's **read frontier**: per
-//! CPU, the time of its reader's last read that reached the kernel's write position (loaded
-//! before the tap is drained, so every page stamped up to it is in hand; the recorder reads
-//! every CPU at least every 100 ms, its poll timeout). A CPU that produced nothing lately
-//! has nothing queued and does not hold the watermark back beyond that. The frontier, not
-//! the lag, keeps records from being late, so the default lag is 100 ms: with 500 ms (the
-//! default before), a hang reached `--follow` 0.4 s later. A CPU whose last tapped page was
-//! *full* had more to read, so the watermark stays at that CPU's last record until a partial
-//! page (the reader reached the end of the buffer) arrives, for at most 5 s unless the job
-//! itself is behind the recorder (pages wait in the tap, or are read back from the ring:
-//! [`catchup`]; the watermark never passes the last page handed on of a CPU being
-//! read back). A **late record** (its `ts` is at or below a watermark
-//! already released) cannot enter the dataflow (epochs are closed); it is dropped, counted as
-//! lost (`late` in the status line, one row per CPU and snapshot period in `errors.parquet`)
-//! and stays in the raw ring, so `argus build DIR/trace` still sees it.
+//! - **Watermark** (`intake.rs`). Every tick releases the records with `ts ≤ now − --lag`,
+//!   merged by `(ts, cpu)`, never past the recorder's read frontier (what each reader has
+//!   read to the kernel's write position: `argus_ingest::linux::ReadFrontier`), a CPU being
+//!   read back from the ring (`catchup.rs`: pages the tap dropped), nor the fd tracker's
+//!   bound (`argus_ingest::linux::FilesTap`: its lines for the records released are in
+//!   hand). A record at or below a watermark already released is late: dropped, counted,
+//!   and still in the ring.
+//! - **Gaps.** A page flagged with missed events is a gap on its CPU, added to the rules'
+//!   shared gap set before any record of the page is released, so no edge is made across it
+//!   (`docs/start.md`, "Lost events").
+//! - **Rules** (`reload.rs`). What the recordings tell (`crate::setup::configure`: the
+//!   previous run's ring, the live ring's thread table and kallsyms), the fd identity as the
+//!   tracker writes it (`crate::setup::LiveChannels`) and the rules file; each change
+//!   reaches every stage of the dataflow from the next epoch on.
+//! - **Retention** (`window.rs`, `budget.rs`). One dataflow runs for the whole job; its
+//!   collector keeps the graph in one-second buckets by end time and drops those that ended
+//!   more than `--retain` (or the memory budget's shorter window) before the watermark; the
+//!   dataflow's rule state forgets what has been idle for twice that.
+//! - **Back-pressure.** The dataflow's input holds at most 8 epochs and the snapshot thread
+//!   16 ticks of events; beyond that the main loop waits and the tap fills (what it drops is
+//!   read back from the ring). A step of the main loop over 500 ms is logged.
+//! - **Snapshots** (`snapshots.rs`, `parts.rs`). Written into a hidden directory, renamed
+//!   into place, then `latest` is replaced by a rename: a `kill -9` leaves `latest` on a
+//!   complete snapshot. `events.parquet` holds the period's events, the other tables the
+//!   retained window; time buckets encoded before are copied, not encoded again.
+//! - **Hangs** (`watch.rs`, `cycle.rs`). A new or doubled spin of a watched thread takes a
+//!   snapshot at once (at most one per half period) and runs `--on-hang`.
+//! - **Stop and restart** (`running.rs`). SIGINT/SIGTERM stop the recorder; the job reads
+//!   back what it is behind by for at most 10 s, writes a last snapshot and exits 0. On
+//!   start an earlier run's ring moves to `DIR/trace.prev` and its last `--retain` is
+//!   replayed before live events.
 //!
-//! **Lost-events gaps.** A page flagged with missed events (the kernel overwrote records the
-//! reader had not read), or one after pages the tap dropped, is a gap on its CPU: from that
-//! CPU's last record before it (or the job's start) to the page's first record.
-//! [`LiveMerge::push_page`](argus_ingest::live::LiveMerge::push_page) hands it to the job's
-//! gap sink ([`intake::live_merge`]), which adds it to the rules' [`GapSet`] (shared by every
-//! worker), before it queues any record of the
-//! page, so every event released afterwards is processed with the gap known and no
-//! timer/queue pair or thread-order edge is made across it, as in `argus build`. Events of
-//! other CPUs inside the gap released *before* the page came (only when the watermark passed
-//! the CPU's last record: its hold expired, or its last page was partial) were processed
-//! without it; an edge made then stays (`docs/start.md`, "Lost events").
-//!
-//! **Retention.** One dataflow runs for the whole job and forgets by retraction
-//! ([`window::WindowGraph`]): its collector keeps the graph in time buckets a second wide, by when each record ended ([`window`]: closed segments and spins by
-//! their end, edges by their action's time, open ones apart); the buckets that ended more
-//! than `--retain` before the watermark are dropped whole, a quarter of `--retain` at a time
-//! ([`window::cut_step_ns`]), and the live graph drops the layer that holds the same records
-//! ([`layers`]); later updates of their records are dropped as they come (they are over for
-//! good, so the tables stay consistent). What is
-//! still open stays whole, however old. The dataflow's rule state forgets what has been idle
-//! for twice `--retain` ([`job::continuous`]; `DataflowConfig::forget`), which nothing the
-//! collector holds depends on. A snapshot covers between `--retain` and 1.25 × `--retain`, and
-//! memory follows the event rate and `--retain` (or the shorter window of the memory
-//! budget, [`budget`]), not the job's age. (Before, the job ran
-//! *generations*: a new dataflow every `--retain`, two at once most of the time, each event
-//! processed twice and each new generation's live graph arranged anew in one batch; the soak
-//! measured the difference: docs/start.md.) mimalloc is the global allocator: glibc malloc
-//! kept freed memory in its arenas.
-//!
-//! **Back-pressure.** The dataflow's input holds at most 8 epochs (1.6 s) and the snapshot
-//! thread 16 ticks of events; beyond that the main loop waits, the tap fills, and pages the
-//! recorder could not hand over are reported as dropped at the end (they are still in the
-//! raw ring). A step of the main loop that takes longer than 500 ms is logged (`WARN the
-//! job's main loop stalled …`, naming the step).
-//!
-//! **Snapshots.** `DIR/snapshots/<epoch>/` (10 digits, the global epoch: one per tick), each
-//! written by `argus_sinks::SnapshotWriter` into a hidden directory, installed under a hidden
-//! staging name (`.staged-<pid>-<n>`: the epoch is only known when the snapshot is finished)
-//! and renamed into place; then `DIR/latest` (a relative symlink) is replaced by a rename.
-//! A `kill -9` at any point leaves `latest` on a complete snapshot. `events.parquet` of a
-//! live snapshot holds the events released since the previous snapshot (streamed to disk as
-//! they come, so memory does not hold them); the other tables describe the whole retained
-//! window: the collector hands them over *frozen* (its packed, sorted
-//! runs, shared: no copy, so the collector never stops draining the dataflow for a snapshot)
-//! and the snapshot's *finisher* thread (5 nice levels below the job) decodes, checks and
-//! encodes them, by time bucket: a bucket encoded before at the same version (between
-//! snapshots the finisher encodes the buckets that settled) is copied, not encoded again
-//! (`snapshots::PartCache`; docs/start.md, "How a snapshot is written"). The snapshot thread only streams events: it hands a requested snapshot to
-//! the finisher and opens the next one's staging at once. When it finished snapshots itself,
-//! the events queued behind a finishing one filled its queue and stopped the main loop for
-//! up to 8 s every period, longest before a rotation (soak, 300k events/s, `--retain 30s`;
-//! logged by the stall warnings above); with the finisher apart, no stall over 1.5 s (10
-//! minutes at 300k events/s: 52 steps over 500 ms, the longest 1.30 s; finishing a
-//! snapshot of the 30–60 s window took a median 4.5 s, p90 7.1 s, on the 2 busy cores;
-//! marker → snapshot delay median 11.5 s, max 23.2 s). Measured in the soak
-//! (`cargo bench --bench soak`, 320–350k events/s on 2 cores, `--retain 30s`, 150 s): the
-//! collectors took 0.35–0.39 CPUs when they decoded every snapshot's graph themselves (twice:
-//! a check, then the copy), 0.07 now; the marker → snapshot delay median fell from 32 s to
-//! 15 s. The newest
-//! `--keep` snapshots are kept. While a snapshot is still being written when the next one is
-//! due, that one is skipped (counted in the status line) rather than queued: a queued request
-//! would hold a copy of the whole graph, and an overloaded writer would fall further behind;
-//! the next snapshot then holds the events of both periods.
-//!
-//! **Hangs.** After each snapshot the spins of watched threads are compared with the previous
-//! snapshot's: a new spin, or one whose duration doubled since it was last reported, is
-//! logged and runs `--on-hang CMD` (`sh -c`, not waited for) with `ARGUS_HANG_PID`, `_TID`,
-//! `_CLASS`, `_SNAPSHOT`, `_SEGMENT`, `_DURATION_NS` and `_NEW` set. Watched: `--watch-pid` /
-//! `--watch-comm`; with neither, the main thread of every user process unless it waits in an
-//! event-loop call (poll, epoll, select).
-//!
-//! A hang does not wait for the periodic cycle: the dataflow reports an open spin as soon as
-//! the watermark passes its start + `--threshold`, the collector
-//! publishes its spins at the end of that epoch and wakes the main loop, which takes a
-//! snapshot **at once** (named by the current epoch, off the cycle) when one of them is of a
-//! watched thread and would be reported (new, or doubled). The hook then runs on that
-//! snapshot, and `argus debug DIR --follow` sees it as the new `latest`. Rate limits: no such
-//! snapshot while another is being written (the main loop is woken again when it is
-//! installed), and at most one per half `--snapshot-every`. The hang is therefore reported
-//! about `--lag` + a tick + one snapshot write after it became detectable (measured by
-//! `tests/continuous.rs`: well within one period).
-//!
-//! **Live queries.** The collector's graph is also copied to a timely worker of its own
-//! ([`live_graph`]) that keeps it as differential arrangements, compacted as epochs complete;
-//! [`serve`] answers queries about it on `DIR/argus.sock` (0600; docs/query-protocol.md), a
-//! thread per client. The main loop publishes its handle when it starts and stops and, every
-//! tick, the merge's thread table and
-//! lost-events ranges for the epoch it sends, so a live answer reads the tables a snapshot of that
-//! epoch holds. The socket is removed when the job stops.
-//!
-//! **Stop and restart.** SIGINT/SIGTERM stop the recorder (its signal handler), which closes
-//! the tap; the job reads back what it is behind by, a batch per tick for at most
-//! [`intake::STOP_READ_BACK`] (the rest stays in the ring and is counted), releases
-//! everything queued, writes a last snapshot and exits 0. On start,
-//! a non-empty `DIR/trace` from an earlier run is moved to `DIR/trace.prev` and its last
-//! `--retain` is replayed into the dataflow before live events (the gap between the
-//! runs is not recorded; spins that began before this run do not run hooks).
+//! Why it is built this way, with the measurements behind each choice: `docs/design-notes.md`.
 
 mod budget;
 mod catchup;
@@ -162,11 +76,11 @@ pub use snapshots::list_snapshots;
 
 use self::cycle::{Cycle, Snapshots};
 use self::intake::Intake;
-use self::reload::Reload;
+use self::reload::LiveRules;
 use self::running::{take_previous_trace, Job};
 use self::serve::{Served, Server};
 use self::snapshots::clean_leftovers;
-use crate::setup::{self, configure, Recording};
+use crate::setup::{configure, Recording};
 use anyhow::{Context, Result};
 use argus_ingest::replay::TraceReader;
 use argus_pipeline::gaps::GapSet;
@@ -202,10 +116,10 @@ pub fn run(cfg: &StartConfig, quiet: bool) -> Result<u8> {
     let first_epoch = list_snapshots(&owned.dir).last().map_or(0, |(e, _)| e + 1);
 
     let trace_dir = owned.dir.join("trace");
-    let (recording, tap, own_reports) = start_recording(&owned, &trace_dir)?;
+    let (recording, taps, own_reports) = start_recording(&owned, &trace_dir)?;
     // What the recordings tell the rules: the previous run's ring (replayed below) and
     // what the recorder wrote when it started (setup.rs).
-    let (procs, kallsyms) = running::live_tables(&trace_dir)?;
+    let (procs, kallsyms, traced_from) = running::live_tables(&trace_dir)?;
     let mut recordings: Vec<Recording<'_>> = prev.iter().map(Recording::Trace).collect();
     recordings.push(Recording::Live {
         procs: &procs,
@@ -213,15 +127,13 @@ pub fn run(cfg: &StartConfig, quiet: bool) -> Result<u8> {
     });
     owned.dataflow = configure(&owned.dataflow, &recordings)?;
     drop(recordings);
-    // The rules file on top of what was learned; SIGHUP re-reads it (`reload.rs`).
-    let learned = owned.dataflow.rules.clone();
-    if let Some(file) = &owned.rules_file {
-        setup::apply_rules_file(&mut owned.dataflow.rules, file)?;
-    }
-    let reload = Reload::install(owned.rules_file.clone(), learned);
+    // The rules file on top of what was learned; SIGHUP re-reads it, and the fd identity
+    // is learned as the tracker writes it (`reload.rs`).
+    let rules = LiveRules::new(owned.rules_file.clone(), owned.dataflow.rules.clone())?;
+    owned.dataflow.rules = rules.current().clone();
+    LiveRules::catch_hangup();
     let cfg = &owned;
     let marker = recording.marker_path().to_path_buf();
-    let read_frontier = recording.read_frontier();
     // The recorder's control loop (stop conditions, hiding the job's new threads and
     // reporting the gone ones) keeps the user's priority, like its readers: starved under a
     // load, it would report a thread gone seconds late.
@@ -231,7 +143,10 @@ pub fn run(cfg: &StartConfig, quiet: bool) -> Result<u8> {
     // From here on every thread this one starts (decoding, the dataflow, snapshot
     // writers) inherits the job's priority; the recorder's threads already run.
     set_job_priority(cfg.nice);
-    let live_start = Nanos(monotonic_ns());
+    // The live part starts where the ring does: the tap holds every page since tracing
+    // went on, and the threads that ended before now belong in the window as their
+    // segments do.
+    let live_start = traced_from.unwrap_or_else(|| Nanos(monotonic_ns()));
     if !quiet {
         eprintln!(
             "argus start: recording into {} and snapshotting every {:.1} s into {} (retaining {:.0} s); markers: {}",
@@ -256,7 +171,7 @@ pub fn run(cfg: &StartConfig, quiet: bool) -> Result<u8> {
         served.clone(),
         quiet,
     )?;
-    job.reload = Some(reload);
+    job.rules = Some(rules);
     // Live queries (`serve.rs`): a job that cannot serve still records and snapshots.
     let server = match Server::start(&cfg.dir, served) {
         Ok(s) => {
@@ -276,8 +191,7 @@ pub fn run(cfg: &StartConfig, quiet: bool) -> Result<u8> {
     let gaps = &cfg.dataflow.rules.gaps;
     let mut intake = Intake::open(
         &trace_dir,
-        tap,
-        read_frontier,
+        taps,
         replayed.as_ref(),
         gaps,
         live_start,
@@ -333,14 +247,15 @@ pub fn run(cfg: &StartConfig, quiet: bool) -> Result<u8> {
     Ok(0)
 }
 
-/// Starts the recorder into `trace_dir`, tapping every page it reads to the returned channel;
-/// the second channel has its reports of the job's own threads (`OwnExits`).
+/// Starts the recorder into `trace_dir`, tapping every page it reads and the fd identity
+/// its tracker writes ([`intake::Taps`]); the channel has its reports of the job's own
+/// threads (`OwnExits`).
 fn start_recording(
     cfg: &StartConfig,
     trace_dir: &Path,
 ) -> Result<(
     argus_ingest::linux::Recording,
-    Receiver<Tapped>,
+    intake::Taps,
     Receiver<argus_ingest::linux::OwnThread>,
 )> {
     let (tap_tx, tap_rx) = crossbeam_channel::bounded::<Tapped>(TAP_CAPACITY);
@@ -355,10 +270,20 @@ fn start_recording(
     rcfg.flush_interval = Some(cfg.snapshot_every.min(Duration::from_secs(1)));
     rcfg.tap = Some(tap_tx);
     rcfg.own_threads = Some(own_tx);
+    let files = rcfg.track_files.then(|| {
+        let (files, ends) = argus_ingest::linux::files_tap();
+        rcfg.files_tap = Some(ends);
+        files
+    });
     let recording = argus_ingest::linux::Recorder::new(rcfg)
         .start()
         .with_context(|| format!("recording into {}", trace_dir.display()))?;
-    Ok((recording, tap_rx, own_rx))
+    let taps = intake::Taps {
+        pages: tap_rx,
+        read: recording.read_frontier(),
+        files,
+    };
+    Ok((recording, taps, own_rx))
 }
 
 /// Schedules the calling thread (and every thread it starts from now on) as `--nice` says;
@@ -652,7 +577,7 @@ pub(crate) mod tests {
             watermark: Nanos(0),
             served: Arc::new(Served::new()),
             catching_up: Default::default(),
-            reload: None,
+            rules: None,
         };
         let mut merge = live_merge(&set, &[], 0, &cfg.dataflow.rules.gaps, Nanos(BASE)).unwrap();
         let mut all = Vec::new();

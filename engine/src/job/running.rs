@@ -18,7 +18,7 @@ pub(crate) const REPLAY_BATCH: usize = 100_000;
 use super::config::*;
 use super::generations::*;
 use super::live_graph::LiveGraph;
-use super::reload::Reload;
+use super::reload::LiveRules;
 use super::serve::Served;
 use std::sync::Arc;
 
@@ -56,8 +56,8 @@ pub(crate) struct Job<'a> {
     /// Set while the intake reads pages back from the ring: a given-up live graph is not
     /// seeded anew then (`generations.rs`).
     pub(crate) catching_up: Arc<AtomicBool>,
-    /// What a SIGHUP re-reads (`reload.rs`).
-    pub(crate) reload: Option<Reload>,
+    /// The rules it runs with and what they are made of (`reload.rs`).
+    pub(crate) rules: Option<LiveRules>,
 }
 
 /// The dataflow settings of `argus start`: rule state idle for twice `--retain` is
@@ -103,7 +103,7 @@ impl<'a> Job<'a> {
             watermark: Nanos(0),
             served,
             catching_up,
-            reload: None,
+            rules: None,
         };
         job.publish();
         let replayed = match prev {
@@ -132,42 +132,67 @@ impl<'a> Job<'a> {
         Ok((job, replayed))
     }
 
-    /// The dataflow runs `rules` from the next batch on; returns that batch's (global)
-    /// epoch.
-    pub(crate) fn update_rules(&self, rules: argus_pipeline::rules::RulesConfig) -> Result<u64> {
+    /// The dataflow runs the current rules from the next batch on; returns that batch's
+    /// (global) epoch.
+    fn update_rules(&self) -> Result<u64> {
         let g = self
             .gens
             .first()
             .context("invariant: the generation runs")?;
-        g.rules.push(self.epoch - g.first_epoch, rules);
+        let rules = self
+            .rules
+            .as_ref()
+            .context("invariant: the rules are set")?;
+        g.rules
+            .push(self.epoch - g.first_epoch, rules.current().clone());
+        // What the dataflow has finished needs none of the older rules.
+        if let Some((done, _)) = g.live.latest().done {
+            g.rules.forget_before(done);
+        }
         Ok(self.epoch)
     }
 
     /// Re-reads the rules file after a SIGHUP (`reload.rs`); says what came of it.
-    pub(crate) fn reread_rules(&self, quiet: bool) {
-        let Some(reload) = &self.reload else {
+    pub(crate) fn reread_rules(&mut self, quiet: bool) {
+        let Some(rules) = self.rules.as_mut() else {
             return;
         };
-        let Some(read) = reload.read() else {
+        let Some(read) = rules.reread() else {
             eprintln!(
                 "argus start: SIGHUP, but no --rules file to re-read: the rules stay as they were"
             );
             return;
         };
-        match read.and_then(|rules| self.update_rules(rules)) {
+        let file = rules
+            .file
+            .as_ref()
+            .map_or(String::new(), |f| f.display().to_string());
+        match read.and_then(|()| self.update_rules()) {
             Ok(epoch) => {
                 if !quiet {
                     eprintln!(
-                        "argus start: rules re-read from {}: in effect from epoch {epoch}",
-                        reload
-                            .file
-                            .as_ref()
-                            .map_or(String::new(), |f| f.display().to_string())
+                        "argus start: rules re-read from {file}: in effect from epoch {epoch}"
                     );
                 }
             }
             Err(e) => eprintln!("argus start: warning: SIGHUP: {e:#}; the rules stay as they were"),
         }
+    }
+
+    /// Learns the fd identity the tracker wrote since the last tick: its message channels
+    /// are in the rules of the epoch sent next, before any event after the lines' bound.
+    pub(crate) fn learn_files(
+        &mut self,
+        lines: Vec<argus_ingest::tracedir::FileLine>,
+    ) -> Result<()> {
+        if lines.is_empty() {
+            return Ok(());
+        }
+        let changed = self.rules.as_mut().is_some_and(|r| r.learn_files(lines));
+        if changed {
+            self.update_rules()?;
+        }
+        Ok(())
     }
 
     pub(crate) fn send(&mut self, events: Vec<Event>, watermark: Nanos) -> Result<()> {
@@ -344,10 +369,20 @@ pub(crate) fn replay_previous(job: &mut Job<'_>, reader: TraceReader) -> Result<
 
 /// The live trace directory's `/proc` table and kallsyms as its recorder wrote them when it
 /// started: what the rules learn from the live recording (`setup::Recording::Live`).
+/// Also the trace's start (`meta.json`), `None` when it cannot be read.
 pub(crate) fn live_tables(
     dir: &Path,
-) -> Result<(Vec<ProcEntry>, Option<argus_ingest::kallsyms::Kallsyms>)> {
+) -> Result<(
+    Vec<ProcEntry>,
+    Option<argus_ingest::kallsyms::Kallsyms>,
+    Option<Nanos>,
+)> {
     let (_, procs) = live_formats(dir)?;
+    let start = std::fs::read(argus_ingest::tracedir::meta_path(dir))
+        .ok()
+        .and_then(|b| serde_json::from_slice::<argus_ingest::tracedir::TraceMeta>(&b).ok())
+        .map(|m| Nanos(m.start_ns))
+        .filter(|s| s.0 > 0);
     let path = argus_ingest::tracedir::kallsyms_path(dir);
     let kallsyms = match std::fs::File::open(&path) {
         Ok(f) => match argus_ingest::kallsyms::Kallsyms::from_zstd(std::io::BufReader::new(f)) {
@@ -359,7 +394,7 @@ pub(crate) fn live_tables(
         },
         Err(_) => None,
     };
-    Ok((procs, kallsyms))
+    Ok((procs, kallsyms, start))
 }
 
 /// The live trace directory's formats and `/proc` table (what `TraceReader::open` reads,

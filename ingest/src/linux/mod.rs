@@ -111,6 +111,8 @@ pub use error::{DispatchError, RecordError};
 #[cfg(target_os = "linux")]
 pub use fds::scan_pages as file_scan_pages;
 #[cfg(target_os = "linux")]
+pub use fds::{files_tap, FilesTap, FilesTapEnds};
+#[cfg(target_os = "linux")]
 pub use frontier::{ReadFrontier, COMMIT_MARGIN};
 #[cfg(target_os = "linux")]
 pub use perf::{

@@ -142,6 +142,10 @@ pub struct RecordConfig {
     /// [`crate::files::FileTable`]; default true). Costs a scan of each page by the readers
     /// and a thread reading `/proc` after each descriptor-creating syscall.
     pub track_files: bool,
+    /// A live consumer of the fd identity (`argus start`, [`super::files_tap`]): every line
+    /// the tracker writes, and on request the bound up to which they are complete. `None`
+    /// by default.
+    pub files_tap: Option<super::FilesTapEnds>,
     /// User-space dispatch functions (`--dispatch BINARY:SYMBOL`): each call is recorded as
     /// an `argus:dispatch-begin SYMBOL` / `argus:dispatch-end SYMBOL` marker of the calling
     /// thread, through a uprobe and a uretprobe (`uprobe.rs`). Empty by default.
@@ -185,6 +189,7 @@ impl RecordConfig {
             enqueue: Vec::new(),
             probes: Vec::new(),
             drain_priority: DrainPriority::default(),
+            files_tap: None,
         }
     }
 }
@@ -203,7 +208,13 @@ impl PartialEq for RecordConfig {
             (Some(a), Some(b)) => a.same_channel(b),
             _ => false,
         };
+        let files = match (&self.files_tap, &other.files_tap) {
+            (None, None) => true,
+            (Some(a), Some(b)) => a.same_tap(b),
+            _ => false,
+        };
         taps && own
+            && files
             && self.output_dir == other.output_dir
             && self.duration == other.duration
             && self.command == other.command
@@ -929,6 +940,7 @@ impl Recording {
             start_rx,
             self.config.flush_interval,
             budget,
+            self.config.files_tap.clone(),
         );
         let scan = tracker.scan();
         let handle = std::thread::Builder::new()

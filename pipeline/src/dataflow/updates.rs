@@ -42,6 +42,15 @@ impl RuleUpdates {
         self.inner.any.store(true, Ordering::Release);
     }
 
+    /// Forgets what no epoch from `epoch` on can need: every update but the latest at or
+    /// before it, and those after. Call it with an epoch the dataflow has finished (or
+    /// later: one it has not yet begun).
+    pub fn forget_before(&self, epoch: u64) {
+        let mut list = self.inner.list.write().unwrap_or_else(|p| p.into_inner());
+        let keep_from = list.partition_point(|(e, _)| *e <= epoch).saturating_sub(1);
+        list.drain(..keep_from);
+    }
+
     /// How many updates were pushed and kept.
     pub fn len(&self) -> usize {
         self.inner
@@ -204,5 +213,14 @@ mod tests {
         assert_eq!(updates.len(), 2);
         assert_eq!(*at.at(100), base);
         assert_eq!(*at.at(4), three);
+        // Once epoch 6 is done, the update at 3 is of no use, the one at 5 still is.
+        updates.push(9, seven.clone());
+        updates.forget_before(6);
+        assert_eq!(updates.len(), 2);
+        assert_eq!(*at.at(6), base);
+        assert_eq!(*at.at(9), seven);
+        updates.forget_before(100);
+        assert_eq!(updates.len(), 1);
+        assert_eq!(*at.at(100), seven);
     }
 }

@@ -27,6 +27,8 @@
 //!  procfs.rs   /proc: processes, threads, descriptor numbers, what a descriptor is
 //!  peers.rs    the socket at the other end: NETLINK_SOCK_DIAG (unix), /proc/net (TCP/UDP)
 //!  writer.rs   FilesWriter: files/NNNNNN.jsonl.zst, its share of the ring
+//!  live.rs     FilesTap: the lines as written and the bound they are complete to, for a
+//!              live consumer (`argus start`)
 //! ```
 //!
 //! Peers: unix sockets through `NETLINK_SOCK_DIAG` (`unix_diag_req` for one inode with
@@ -58,12 +60,14 @@
 //! quarter of the share; the oldest files are deleted when the share is full, so the table
 //! can always be rebuilt from the files that remain.
 
+mod live;
 mod peers;
 mod procfs;
 mod scan;
 mod tracker;
 mod writer;
 
+pub use live::{files_tap, FilesTap, FilesTapEnds};
 pub use scan::scan_pages;
 pub(crate) use scan::PageScan;
 pub(crate) use tracker::{FdStats, FdTracker};

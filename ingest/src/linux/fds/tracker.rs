@@ -12,7 +12,7 @@ use crate::format::FormatSet;
 use crate::linux::error::RecordError;
 use crate::linux::sysinfo;
 use crate::tracedir::{self, FileLine};
-use crossbeam_channel::{Receiver, RecvTimeoutError};
+use crossbeam_channel::Receiver;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
@@ -50,17 +50,20 @@ pub(crate) struct FdTracker {
     recorder_pid: i32,
     flush_interval: Option<Duration>,
     budget: Option<u64>,
+    tap: Option<super::FilesTapEnds>,
 }
 
 impl FdTracker {
     /// A tracker writing into trace directory `dir`; `start` delivers the recording's start
-    /// time once tracing is on (dropping it unsent ends the tracker without writing).
+    /// time once tracing is on (dropping it unsent ends the tracker without writing);
+    /// `tap`: a live consumer's (`live.rs`).
     pub(crate) fn new(
         dir: &Path,
         formats: &FormatSet,
         start: Receiver<u64>,
         flush_interval: Option<Duration>,
         budget: Option<u64>,
+        tap: Option<super::FilesTapEnds>,
     ) -> FdTracker {
         let (scan, rx) = PageScan::new(formats);
         FdTracker {
@@ -71,6 +74,7 @@ impl FdTracker {
             recorder_pid: std::process::id() as i32,
             flush_interval,
             budget,
+            tap,
         }
     }
 
@@ -89,6 +93,7 @@ impl FdTracker {
             recorder_pid,
             flush_interval,
             budget,
+            tap,
         } = self;
         let dropped = scan.dropped();
         // Only the readers hold senders from here on: the channel ends when they do.
@@ -98,8 +103,13 @@ impl FdTracker {
         };
         let files_dir = tracedir::files_dir(&dir);
         sysinfo::create_dir_private(&files_dir)?;
-        let mut state = State::new(recorder_pid, FilesWriter::new(&dir, budget)?);
+        let mut writer = FilesWriter::new(&dir, budget)?;
+        writer.tap = tap.as_ref().map(|t| t.lines.clone());
+        let mut state = State::new(recorder_pid, writer);
         state.start(start_ns)?;
+        // A live consumer's requests (`live.rs`); none: a channel that never delivers.
+        let never = crossbeam_channel::never();
+        let mut requests = tap.as_ref().map_or(&never, |t| &t.requests).clone();
         let mut last_flush = Instant::now();
         let mut batch = Vec::new();
         let mut reported_lost = 0u64;
@@ -109,21 +119,41 @@ impl FdTracker {
             if let Some(due) = state.next_pending() {
                 timeout = timeout.min(due.saturating_duration_since(Instant::now()));
             }
-            match rx.recv_timeout(timeout) {
-                Ok(msg) => {
-                    batch.push(msg);
-                    while batch.len() < 8192 {
-                        match rx.try_recv() {
-                            Ok(m) => batch.push(m),
-                            Err(_) => break,
+            let mut asked = None;
+            crossbeam_channel::select! {
+                recv(rx) -> msg => match msg {
+                    Ok(msg) => {
+                        batch.push(msg);
+                        while batch.len() < 8192 {
+                            match rx.try_recv() {
+                                Ok(m) => batch.push(m),
+                                Err(_) => break,
+                            }
                         }
                     }
-                }
-                Err(RecvTimeoutError::Timeout) => {}
-                Err(RecvTimeoutError::Disconnected) => disconnected = true,
+                    Err(_) => disconnected = true,
+                },
+                recv(requests) -> upto => match upto {
+                    // Every notification sent for records up to `upto` is in the channel
+                    // now: take them all.
+                    Ok(upto) => {
+                        asked = Some(upto);
+                        batch.extend(rx.try_iter());
+                    }
+                    Err(_) => requests = never.clone(),
+                },
+                default(timeout) => {}
             }
             state.handle(&mut batch);
             state.run_pending(disconnected);
+            if let (Some(upto), Some(t)) = (asked, &tap) {
+                // Complete up to `upto`, but not past a rescan still waiting for its rate
+                // limit: its lines will be stamped with the syscall that asked for it.
+                let bound = state
+                    .earliest_pending()
+                    .map_or(upto, |p| upto.min(p.saturating_sub(1)));
+                let _ = t.replies.send((upto, bound));
+            }
             let lost = dropped.load(Ordering::Relaxed);
             if lost > reported_lost {
                 let ts = state.last_ts;
@@ -532,6 +562,11 @@ impl State {
     }
 
     /// When the earliest rate-limited rescan is due.
+    /// The trace time of the earliest rescan waiting for its rate limit.
+    fn earliest_pending(&self) -> Option<u64> {
+        self.procs.values().filter_map(|p| p.pending).min()
+    }
+
     fn next_pending(&self) -> Option<Instant> {
         self.procs
             .values()

@@ -27,6 +27,8 @@ pub(super) struct FilesWriter {
     /// Lines were dropped for want of disk space: the next flush begins a file with the
     /// table restated.
     dropped: bool,
+    /// Every line also goes here (a live consumer: `live.rs`).
+    pub(super) tap: Option<crossbeam_channel::Sender<FileLine>>,
 }
 
 impl FilesWriter {
@@ -47,6 +49,7 @@ impl FilesWriter {
             snapshot_bytes: 0,
             buf: Vec::new(),
             dropped: false,
+            tap: None,
         })
     }
 
@@ -56,6 +59,10 @@ impl FilesWriter {
     }
 
     pub(super) fn line(&mut self, line: &FileLine) {
+        if let Some(tap) = &self.tap {
+            // Unbounded; a consumer gone is no reason to stop writing the files.
+            let _ = tap.send(line.clone());
+        }
         // Serializing these plain structs to a Vec cannot fail.
         if serde_json::to_writer(&mut self.buf, line).is_ok() {
             self.buf.push(b'\n');

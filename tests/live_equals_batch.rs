@@ -1,0 +1,171 @@
+//! One engine: on the real kernel, the continuous job's last snapshot holds the graph
+//! `argus build` makes of the job's own ring over the same window, with 1 and 2 workers.
+//! While the job runs, workloads make what the configuration is about: pipe and socket
+//! data dependencies (message edges found through the fd identity the tracker writes as it
+//! goes), kernel work items and kernel threads (the thread table, kallsyms), timers, a chain
+//! of waits across processes, and a rules file that splits segments.
+//!
+//! The job's own threads are left out of the comparison: the recorder hides them once it
+//! sees them, and only the live job knows whose they are.
+
+use crate::common::{argus, live_or_skip, recording_lock, Guard};
+use argus_sinks::Snapshot;
+use std::collections::BTreeSet;
+use std::process::Stdio;
+use std::time::Duration;
+
+/// What the job and the build are compared on: every row of the graph tables, as text,
+/// sorted; rows of the recorder's hidden threads left out.
+fn tables(snap: &Snapshot, hidden: &BTreeSet<i32>) -> Vec<(&'static str, Vec<String>)> {
+    let rows = |v: Vec<String>| {
+        let mut v = v;
+        v.sort();
+        v
+    };
+    vec![
+        (
+            "segments",
+            rows(
+                snap.segments
+                    .iter()
+                    .filter(|s| !hidden.contains(&s.tid.0))
+                    .map(|s| format!("{s:?}"))
+                    .collect(),
+            ),
+        ),
+        (
+            "edges",
+            rows(snap.edges.iter().map(|e| format!("{e:?}")).collect()),
+        ),
+        (
+            "spins",
+            rows(
+                snap.spins
+                    .iter()
+                    .filter(|s| !hidden.contains(&s.tid.0))
+                    .map(|s| format!("{s:?}"))
+                    .collect(),
+            ),
+        ),
+        (
+            "threads",
+            rows(
+                snap.threads
+                    .iter()
+                    .filter(|t| !hidden.contains(&t.tid.0))
+                    .map(|t| format!("{t:?}"))
+                    .collect(),
+            ),
+        ),
+    ]
+}
+
+fn run_workload(name: &str) {
+    let out = argus()
+        .args(["workload", name])
+        .stderr(Stdio::null())
+        .output()
+        .expect("argus workload runs");
+    assert!(out.status.success(), "argus workload {name}");
+}
+
+fn job_equals_build(workers: &str) {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let job = tmp.path().join("job");
+    let rules = tmp.path().join("rules.toml");
+    // Every process's segments split where it enters nanosleep: a rule the job and the
+    // build both apply.
+    std::fs::write(&rules, "[[split]]\nsyscall = \"nanosleep\"\n").expect("rules written");
+    let mut start = Guard(Some(
+        argus()
+            .args(["start", "-o"])
+            .arg(&job)
+            .arg("--rules")
+            .arg(&rules)
+            .args(["--snapshot-every", "2", "--retain", "10m", "--nice", "0"])
+            .args(["--workers", workers])
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("argus start runs"),
+    ));
+    std::thread::sleep(Duration::from_secs(2));
+    for w in ["pipe-dep", "sock-dep", "kwork", "timer", "chain"] {
+        run_workload(w);
+    }
+    std::thread::sleep(Duration::from_secs(1));
+    let child = start.0.take().expect("running");
+    // SAFETY: kill has no memory-safety preconditions; the pid is our unreaped child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let out = child.wait_with_output().expect("argus start exits");
+    assert!(out.status.success(), "argus start: {}", out.status);
+
+    let trace = job.join("trace");
+    let built = tmp.path().join("built");
+    let out = argus()
+        .arg("build")
+        .arg(&trace)
+        .arg("-o")
+        .arg(&built)
+        .arg("--rules")
+        .arg(&rules)
+        .args(["--workers", workers])
+        .output()
+        .expect("argus build runs");
+    assert!(
+        out.status.success(),
+        "argus build: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let meta: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(trace.join("meta.json")).expect("meta.json"))
+            .expect("meta.json parses");
+    let hidden: BTreeSet<i32> = meta["excluded_tids"]
+        .as_array()
+        .expect("excluded_tids")
+        .iter()
+        .filter_map(|t| t.as_i64())
+        .map(|t| t as i32)
+        .collect();
+    let latest = std::fs::canonicalize(job.join("latest")).expect("a last snapshot");
+    let live = argus_sinks::read_snapshot_tables(&latest, false).expect("the job's snapshot");
+    let batch = argus_sinks::read_snapshot_tables(&built, false).expect("the build");
+    let (l, b) = (tables(&live, &hidden), tables(&batch, &hidden));
+    // The run made what the comparison is about.
+    let kinds: BTreeSet<&str> = batch.edges.iter().map(|e| e.kind.name()).collect();
+    for kind in ["message", "queue", "timer", "wakeup"] {
+        assert!(
+            kinds.contains(kind),
+            "{workers} workers: no {kind} edge: {kinds:?}"
+        );
+    }
+    for ((table, lrows), (_, brows)) in l.iter().zip(&b) {
+        let lset: BTreeSet<&String> = lrows.iter().collect();
+        let bset: BTreeSet<&String> = brows.iter().collect();
+        let only_live: Vec<_> = lset.difference(&bset).take(5).collect();
+        let only_built: Vec<_> = bset.difference(&lset).take(5).collect();
+        assert!(
+            lrows == brows,
+            "{workers} workers, {table}: {} rows live, {} built; live only {only_live:?}; built only {only_built:?}",
+            lrows.len(),
+            brows.len()
+        );
+    }
+}
+
+fn check(workers: &str) {
+    if !live_or_skip(&format!("live_equals_batch_with_{workers}_workers")) {
+        return;
+    }
+    let _lock = recording_lock();
+    job_equals_build(workers);
+}
+
+#[test]
+fn the_jobs_last_snapshot_equals_a_build_of_its_ring_one_worker() {
+    check("1");
+}
+
+#[test]
+fn the_jobs_last_snapshot_equals_a_build_of_its_ring_two_workers() {
+    check("2");
+}
