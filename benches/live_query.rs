@@ -327,6 +327,7 @@ fn main() {
                     spins: traces.spins(as_of).expect("spins"),
                     trace_end_ns: watermark,
                     lost: Vec::new(),
+                    app: Default::default(),
                 };
                 let seed = fetch::seed(target.thread(), &whole.spins);
                 let mut replay = Replay::new();
@@ -361,6 +362,7 @@ fn main() {
                     spins: union.spins(as_of).expect("spins"),
                     trace_end_ns: watermark,
                     lost: Vec::new(),
+                    app: Default::default(),
                 };
                 let seed = fetch::seed(target.thread(), &whole.spins);
                 let mut replay = Replay::new();

@@ -18,9 +18,9 @@ use std::path::Path;
 use std::sync::OnceLock;
 
 /// How long each hang lasts (s); the suite builds and debugs with a 1 s threshold.
-const HANG_SECS: &str = "1.5";
+pub(crate) const HANG_SECS: &str = "1.5";
 
-const SCENARIOS: &[&str] = &[
+pub(crate) const SCENARIOS: &[&str] = &[
     "flock-sleep",
     "flock-convoy",
     "pipe-sleep",

@@ -11,6 +11,7 @@
 use crate::common::{argus, live_or_skip, recording_lock, Guard};
 use argus_sinks::Snapshot;
 use std::collections::BTreeSet;
+use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;
 
@@ -168,4 +169,115 @@ fn the_jobs_last_snapshot_equals_a_build_of_its_ring_one_worker() {
 #[test]
 fn the_jobs_last_snapshot_equals_a_build_of_its_ring_two_workers() {
     check("2");
+}
+
+/// The hang suite's scenarios played while the job runs, each then diagnosed twice with
+/// `--auto`: from the job's live graph (`argus debug DIR`, over its socket) and from a build
+/// of its ring: the same report, finding for finding.
+#[test]
+fn the_hang_suite_is_diagnosed_alike_live_and_from_a_build_of_the_ring() {
+    if !live_or_skip("the_hang_suite_is_diagnosed_alike_live_and_from_a_build_of_the_ring") {
+        return;
+    }
+    let _lock = recording_lock();
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let job = tmp.path().join("job");
+    let mut start = Guard(Some(
+        argus()
+            .args(["start", "-o"])
+            .arg(&job)
+            .args([
+                "--threshold",
+                "1",
+                "--snapshot-every",
+                "2",
+                "--retain",
+                "10m",
+            ])
+            .args(["--nice", "0"])
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("argus start runs"),
+    ));
+    std::thread::sleep(Duration::from_secs(2));
+    let mut pids = Vec::new();
+    for &name in crate::hang_suite::SCENARIOS {
+        let out = argus()
+            .args(["workload", name, "--secs", crate::hang_suite::HANG_SECS])
+            .stderr(Stdio::null())
+            .output()
+            .expect("argus workload runs");
+        assert!(out.status.success(), "argus workload {name}");
+        let truth: serde_json::Value = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .find_map(|l| serde_json::from_str(l).ok())
+            .unwrap_or_else(|| panic!("{name}: no ground-truth line"));
+        pids.push((name, truth["target_pid"].as_i64().expect("target_pid")));
+    }
+    // The job has handled the last scenario when its graph has the threshold past it.
+    std::thread::sleep(Duration::from_secs(2));
+    let debug = |what: &Path, pid: i64| -> serde_json::Value {
+        let out = argus()
+            .arg("debug")
+            .arg(what)
+            .args([
+                "--pid",
+                &pid.to_string(),
+                "--auto",
+                "--json",
+                "--threshold",
+                "1",
+            ])
+            .output()
+            .expect("argus debug runs");
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+            panic!(
+                "argus debug {} --pid {pid}: no JSON ({e}): {}",
+                what.display(),
+                String::from_utf8_lossy(&out.stderr)
+            )
+        })
+    };
+    let live: Vec<serde_json::Value> = pids.iter().map(|&(_, p)| debug(&job, p)).collect();
+    let child = start.0.take().expect("running");
+    // SAFETY: kill has no memory-safety preconditions; the pid is our unreaped child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    assert!(child
+        .wait_with_output()
+        .expect("argus start exits")
+        .status
+        .success());
+    let built = tmp.path().join("built");
+    let out = argus()
+        .arg("build")
+        .arg(job.join("trace"))
+        .arg("-o")
+        .arg(&built)
+        .args(["--threshold", "1"])
+        .output()
+        .expect("argus build runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut found = 0;
+    for ((name, pid), live) in pids.iter().zip(&live) {
+        let from_build = debug(&built, *pid);
+        assert_eq!(
+            live, &from_build,
+            "{name} (pid {pid}): the live diagnosis and the build's differ"
+        );
+        found += usize::from(
+            live["root_causes"]
+                .as_array()
+                .is_some_and(|r| !r.is_empty()),
+        );
+    }
+    // Not a suite of empty reports.
+    assert!(
+        found >= pids.len() / 2,
+        "{found} of {} reports name a root cause",
+        pids.len()
+    );
 }

@@ -45,6 +45,7 @@ fn whole_of(spins: &[Spin], threads: &[ThreadInfo], end: Nanos) -> Whole {
         spins: spins.to_vec(),
         trace_end_ns: end,
         lost: Vec::new(),
+        app: Default::default(),
     }
 }
 

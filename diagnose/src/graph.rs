@@ -60,7 +60,7 @@ pub struct GraphInput {
 }
 
 /// An application marker (`trace_marker` write), e.g. `argus:hang-begin`.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Marker {
     /// When it was written.
     pub ts: Nanos,
@@ -73,7 +73,7 @@ pub struct Marker {
 }
 
 /// A hit of a hardware watchpoint on a shared data flag.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct FlagHit {
     /// When.
     pub ts: Nanos,
@@ -89,7 +89,7 @@ pub struct FlagHit {
 
 /// The application-level events of a trace the diagnosis uses: markers and data-flag
 /// accesses. Read from the events table only when wanted (it is the largest table).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct AppEvents {
     /// Markers, in time order.
     pub markers: Vec<Marker>,

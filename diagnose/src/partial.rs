@@ -211,13 +211,15 @@ impl Extract {
     }
 
     /// The partial graph of what is held, with the tables given whole: threads, spins, the
-    /// trace end (the watermark: where open segments end) and the lost-events ranges.
+    /// trace end (the watermark: where open segments end), the lost-events ranges and the
+    /// application events.
     pub fn graph(
         &self,
         threads: Vec<argus_schema::ThreadInfo>,
         spins: Vec<argus_schema::Spin>,
         trace_end_ns: Nanos,
         lost: &[(Nanos, Nanos)],
+        app: &crate::AppEvents,
     ) -> Result<Graph, crate::Error> {
         let input = crate::GraphInput {
             segments: self.segments.values().cloned().collect(),
@@ -230,6 +232,9 @@ impl Extract {
         };
         let mut g = Graph::partial(input, self.coverage.clone())?;
         g.set_lost_ranges(lost.iter().copied());
+        if *app != crate::AppEvents::default() {
+            g.set_app_events(app.clone());
+        }
         Ok(g)
     }
 }
@@ -249,6 +254,9 @@ pub struct Whole {
     pub trace_end_ns: Nanos,
     /// Lost-events ranges.
     pub lost: Vec<(Nanos, Nanos)>,
+    /// The markers and data-flag accesses (a snapshot's events table has them; the live
+    /// job keeps those of its retained window).
+    pub app: crate::AppEvents,
 }
 
 /// What the [`rounds`] cost.
@@ -293,6 +301,7 @@ pub fn rounds<T, E: From<crate::Error>>(
             whole.spins.clone(),
             whole.trace_end_ns,
             &whole.lost,
+            &whole.app,
         )?;
         let out = body(&graph);
         stats.rounds += 1;

@@ -199,6 +199,12 @@ pub(crate) fn diagnose_live(
             trace_end_ns: argus_schema::Nanos(first["watermark_ns"].as_u64().unwrap_or(0)),
             lost: serde_json::from_value(whole_json["lost"].clone())
                 .context("the job's lost ranges")?,
+            // A job from before markers were served has none.
+            app: match whole_json.get("app") {
+                Some(app) => serde_json::from_value(app.clone())
+                    .context("the job's markers and data-flag accesses")?,
+                None => Default::default(),
+            },
         };
         let seed = live::seed_for(&whole, args.pid, args.tid, args.comm.as_deref());
         // `--at` against the job: its clocks are this machine's, its end the watermark.

@@ -1,7 +1,7 @@
 //! The job's main loop, one turn per tick or per wake-up: the intake's batch into the
-//! dataflow generations and the snapshot thread, the periodic snapshot (or its skip while the
-//! previous one is still being written), an early snapshot when a watched hang appears or
-//! grows, the rotation of generations by `--retain`, and the status line.
+//! dataflow and the snapshot thread, the periodic snapshot (or its skip while the previous
+//! one is still being written), an early snapshot when a watched hang appears or grows, the
+//! memory budget's window, and the status line.
 //!
 //! **Ticks.** One epoch per tick: every [`TICK`] (200 ms) while events come, and on a quiet
 //! machine (fewer than [`QUIET_RATE`] events a second, nothing waiting to be decoded) twice
@@ -12,7 +12,7 @@
 //! (`--snapshot-every`), named by the epoch they are taken at.
 
 use super::budget::{Change, Retention};
-use super::generations::SnapRequest;
+use super::flow::SnapRequest;
 use super::intake::Intake;
 use super::parts::PartCache;
 use super::reload::LiveRules;
@@ -292,6 +292,9 @@ impl Cycle {
         intake
             .merge
             .forget_threads_exited_before(job.window_start(Nanos(0)));
+        // The markers and data-flag accesses a live diagnosis reads, as a snapshot's events
+        // table holds them.
+        job.served.push_app(&events, job.window_start(Nanos(0)));
         let t = Instant::now();
         job.send(events, watermark)?;
         stalled("handing the tick's events to the dataflow", t);

@@ -362,7 +362,7 @@ mod tests {
     /// A worker behind applies epoch 2's updates before it steps epoch 1 (`live_graph.rs`,
     /// `MAX_BATCH`): a layer they make holds epoch 1 back from nothing, and epoch 1 is done
     /// once the layers made by then have passed it (the worker spun on it for ever: a test of
-    /// `generations.rs` failed 3 runs in 100 under saturate.c). Reads of epoch 1 do not see
+    /// `flow.rs` failed 3 runs in 100 under saturate.c). Reads of epoch 1 do not see
     /// the new layer; epoch 2 is done once it is closed.
     #[test]
     fn a_layer_made_by_a_later_epoch_does_not_hold_an_earlier_one_back() {

@@ -64,7 +64,7 @@ const MAX_BATCH: usize = 10;
 /// hundred MB): a worker that cannot keep up with the dataflow must not hold the job back
 /// (a blocking copy would) nor grow without bound. The worker then skips what is queued and
 /// the generation answers no live queries until its collector seeds the live graph anew
-/// from its own consolidated graph, once the job has caught up (`generations.rs`).
+/// from its own consolidated graph, once the job has caught up (`flow.rs`).
 pub(crate) const LIVE_BACKLOG: usize = 2_000_000;
 
 /// A read of a generation's live graph, as of its local epoch `as_of`.

@@ -11,7 +11,7 @@
 //!                                                                    │ one epoch per tick
 //!  reload.rs: the rules (learned + --rules, SIGHUP; fd identity) ──► the dataflow (RuleUpdates:
 //!                                                                    │ new rules from an epoch on)
-//!                 collector (generations.rs, window.rs): the graph in time buckets, cut
+//!                 collector (flow.rs, window.rs): the graph in time buckets, cut
 //!                 after --retain                                     │
 //!                       ├── snapshot requests ──► snapshots.rs, parts.rs: DIR/snapshots/<epoch>/
 //!                       │                          (atomic), DIR/latest, --on-hang (watch.rs)
@@ -56,7 +56,7 @@ mod budget;
 mod catchup;
 mod config;
 mod cycle;
-mod generations;
+mod flow;
 mod intake;
 mod layers;
 mod live_graph;
@@ -198,8 +198,8 @@ pub fn run(cfg: &StartConfig, quiet: bool) -> Result<u8> {
         budget::MemoryBudget::of(Some(cfg.max_memory).filter(|&m| m < u64::MAX)),
     )?;
     let collector = job
-        .gens
-        .first()
+        .flow
+        .as_ref()
         .map(|g| g.requests.clone())
         .context("invariant: a generation runs")?;
     let (mut snaps, snapshots) =
@@ -229,7 +229,7 @@ pub fn run(cfg: &StartConfig, quiet: bool) -> Result<u8> {
     let rec_summary = recorder
         .join()
         .map_err(|_| anyhow::anyhow!("the recorder thread panicked"))?;
-    for g in std::mem::take(&mut job.gens) {
+    if let Some(g) = job.flow.take() {
         if let Err(e) = g.stop() {
             result = result.and(Err(e));
         }
@@ -346,7 +346,7 @@ fn print_summary(
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 pub(crate) mod tests {
-    use super::generations::Generation;
+    use super::flow::Flow;
     use super::intake::live_merge;
     use super::*;
     use argus_ingest::format::FormatSet;
@@ -560,19 +560,21 @@ pub(crate) mod tests {
         let (notify, _woken) = crossbeam_channel::bounded::<()>(1);
         let mut job = Job {
             cfg: &cfg,
-            gens: vec![Generation::start(
-                0,
-                &cfg.dataflow,
-                0,
-                Nanos(0),
-                notify,
-                super::generations::LiveSetup {
-                    slices: false,
-                    catching_up: Default::default(),
-                    retain: None,
-                },
-            )
-            .unwrap()],
+            flow: Some(
+                Flow::start(
+                    0,
+                    &cfg.dataflow,
+                    0,
+                    Nanos(0),
+                    notify,
+                    super::flow::LiveSetup {
+                        slices: false,
+                        catching_up: Default::default(),
+                        retain: None,
+                    },
+                )
+                .unwrap(),
+            ),
             epoch: 0,
             watermark: Nanos(0),
             served: Arc::new(Served::new()),
@@ -596,7 +598,7 @@ pub(crate) mod tests {
         merge.push_page(0, &cpu0_after, 0);
         let watermark = Nanos(BASE + 2_000);
         let last = tick(&mut job, &mut merge, watermark.0);
-        for g in std::mem::take(&mut job.gens) {
+        if let Some(g) = job.flow.take() {
             g.stop().unwrap();
         }
         assert!(first.check.is_ok() && last.check.is_ok());

@@ -16,7 +16,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 /// Events per batch when replaying the previous run's ring.
 pub(crate) const REPLAY_BATCH: usize = 100_000;
 use super::config::*;
-use super::generations::*;
+use super::flow::*;
 use super::live_graph::LiveGraph;
 use super::reload::LiveRules;
 use super::serve::Served;
@@ -43,9 +43,9 @@ pub(crate) fn take_previous_trace(dir: &Path) -> Result<Option<PathBuf>> {
 /// The state of the running job.
 pub(crate) struct Job<'a> {
     pub(crate) cfg: &'a StartConfig,
-    /// The dataflow generation: one for the whole run (its collector forgets what ended
-    /// before the retained window), none once the job is stopping.
-    pub(crate) gens: Vec<Generation>,
+    /// The dataflow and its collector: one for the whole run (the collector forgets what
+    /// ended before the retained window), none once the job is stopping.
+    pub(crate) flow: Option<Flow>,
     /// Batches sent so far: the next batch is this global epoch.
     pub(crate) epoch: u64,
     /// Each generation's next local epoch is `epoch - first_epoch`.
@@ -54,7 +54,7 @@ pub(crate) struct Job<'a> {
     /// starts and withdrawn when it stops.
     pub(crate) served: Arc<Served>,
     /// Set while the intake reads pages back from the ring: a given-up live graph is not
-    /// seeded anew then (`generations.rs`).
+    /// seeded anew then (`flow.rs`).
     pub(crate) catching_up: Arc<AtomicBool>,
     /// The rules it runs with and what they are made of (`reload.rs`).
     pub(crate) rules: Option<LiveRules>,
@@ -84,7 +84,7 @@ impl<'a> Job<'a> {
         quiet: bool,
     ) -> Result<(Job<'a>, Option<Replayed>)> {
         let catching_up = Arc::new(AtomicBool::new(false));
-        let first = Generation::start(
+        let first = Flow::start(
             0,
             &continuous(cfg),
             first_epoch,
@@ -98,7 +98,7 @@ impl<'a> Job<'a> {
         )?;
         let mut job = Job {
             cfg,
-            gens: vec![first],
+            flow: Some(first),
             epoch: first_epoch,
             watermark: Nanos(0),
             served,
@@ -122,7 +122,7 @@ impl<'a> Job<'a> {
             }
             None => None,
         };
-        if let Some(g) = job.gens.first_mut() {
+        if let Some(g) = job.flow.as_mut() {
             g.start_ns = replayed
                 .as_ref()
                 .and_then(|r| r.first)
@@ -136,8 +136,8 @@ impl<'a> Job<'a> {
     /// (global) epoch.
     fn update_rules(&self) -> Result<u64> {
         let g = self
-            .gens
-            .first()
+            .flow
+            .as_ref()
             .context("invariant: the generation runs")?;
         let rules = self
             .rules
@@ -198,8 +198,8 @@ impl<'a> Job<'a> {
     pub(crate) fn send(&mut self, events: Vec<Event>, watermark: Nanos) -> Result<()> {
         self.watermark = self.watermark.max(watermark);
         let g = self
-            .gens
-            .first()
+            .flow
+            .as_ref()
             .context("invariant: the generation runs")?;
         g.input
             .send(Batch {
@@ -213,7 +213,7 @@ impl<'a> Job<'a> {
 
     /// Asks the generation for its state once it has done the last epoch sent.
     pub(crate) fn request(&self) -> Result<Receiver<Captured>> {
-        let g = self.gens.first().context("invariant: a generation runs")?;
+        let g = self.flow.as_ref().context("invariant: a generation runs")?;
         let (tx, rx) = crossbeam_channel::bounded(1);
         g.requests
             .send(SnapRequest {
@@ -227,7 +227,7 @@ impl<'a> Job<'a> {
     /// Shows the query server the generation's live graph.
     pub(crate) fn publish(&self) {
         self.served.set_graphs(
-            self.gens
+            self.flow
                 .iter()
                 .map(|g| {
                     let graph = LiveGraph {
@@ -242,13 +242,13 @@ impl<'a> Job<'a> {
 
     /// The window the memory budget lets the collector keep (`budget.rs`).
     pub(crate) fn window_limit(&self) -> Option<super::budget::WindowLimit> {
-        self.gens.first().map(|g| g.live.window.clone())
+        self.flow.as_ref().map(|g| g.live.window.clone())
     }
 
     /// Whether the job is over its memory budget: while it is, the live graph is given up
     /// (`budget.rs`).
     pub(crate) fn set_over_budget(&self, over: bool) {
-        for g in &self.gens {
+        if let Some(g) = &self.flow {
             g.live
                 .over_budget
                 .store(over, std::sync::atomic::Ordering::Relaxed);
@@ -257,8 +257,8 @@ impl<'a> Job<'a> {
 
     /// Where the retained window starts now (the collector's last cutoff).
     pub(crate) fn window_start(&self, before_any: Nanos) -> Nanos {
-        self.gens
-            .first()
+        self.flow
+            .as_ref()
             .map_or(before_any, |g| g.live.window_start(g.start_ns))
     }
 
@@ -266,7 +266,7 @@ impl<'a> Job<'a> {
     /// live graph are behind the epochs sent (empty when they keep up), or that the live
     /// graph was given up.
     pub(crate) fn live_lag(&self) -> String {
-        let Some(g) = self.gens.first() else {
+        let Some(g) = self.flow.as_ref() else {
             return String::new();
         };
         let behind = |done: Option<u64>| {
@@ -291,8 +291,8 @@ impl<'a> Job<'a> {
     }
 
     pub(crate) fn open_segments(&self) -> i64 {
-        self.gens
-            .first()
+        self.flow
+            .as_ref()
             .map_or(0, |g| g.live.open.load(Ordering::Relaxed))
     }
 }

@@ -24,7 +24,7 @@
 //! killed with `kill -9` is replaced at the next start (a socket some live job still answers
 //! on is an error: two jobs in one directory); removed when the job stops.
 
-use super::generations::LiveSpins;
+use super::flow::LiveSpins;
 use super::live_graph::{LiveGraph, ReadError};
 use super::sync::lock;
 use crate::diagnosis;
@@ -33,9 +33,9 @@ use crate::live::protocol::{
 };
 use crate::live::SOCKET;
 use anyhow::{Context, Result};
-use argus_diagnose::{rounds, Replay, ScriptedOracle, Whole};
+use argus_diagnose::{rounds, AppEvents, Replay, ScriptedOracle, Whole};
 use argus_pipeline::arranged::QueryError;
-use argus_schema::{Nanos, ThreadInfo, Tid};
+use argus_schema::{Event, Nanos, ThreadInfo, Tid};
 use serde_json::{json, Value};
 use std::collections::{HashMap, VecDeque};
 use std::io::{BufRead, BufReader, Read, Write};
@@ -57,6 +57,8 @@ pub(crate) struct Served {
     graphs: Mutex<Vec<(LiveGraph, Arc<LiveSpins>)>>,
     /// The tables of the last [`TABLE_EPOCHS`] global epochs, oldest first.
     tables: Mutex<VecDeque<(u64, Tables)>>,
+    /// The markers and data-flag accesses of the retained window, as released.
+    app: Mutex<AppEvents>,
 }
 
 /// Epochs whose tables are kept: more than a live graph can be read at
@@ -76,7 +78,41 @@ impl Served {
         Served {
             graphs: Mutex::new(Vec::new()),
             tables: Mutex::new(VecDeque::new()),
+            app: Mutex::new(AppEvents::default()),
         }
+    }
+
+    /// Keeps the markers and data-flag accesses among `events` (released in time order),
+    /// and none from before `window_start` (the retained window's start).
+    pub(crate) fn push_app(&self, events: &[Event], window_start: Nanos) {
+        let mut app = lock(&self.app);
+        for e in events {
+            app.push(e);
+        }
+        app.markers.retain(|m| m.ts >= window_start);
+        app.flags.retain(|f| f.ts >= window_start);
+    }
+
+    /// The markers and data-flag accesses up to `watermark` (what a snapshot of the epoch
+    /// with that watermark has in its events table, within the retained window).
+    pub(crate) fn app_until(&self, watermark: Nanos) -> AppEvents {
+        let app = lock(&self.app);
+        let mut out = AppEvents {
+            markers: app
+                .markers
+                .iter()
+                .filter(|m| m.ts <= watermark)
+                .cloned()
+                .collect(),
+            flags: app
+                .flags
+                .iter()
+                .filter(|f| f.ts <= watermark)
+                .copied()
+                .collect(),
+        };
+        out.sort();
+        out
     }
 
     /// The running generation's live graph, with its collector's spins.
@@ -472,6 +508,7 @@ fn diagnose(served: &Served, q: &DiagnoseQuery) -> Result<Value, Failure> {
         spins,
         trace_end_ns: watermark,
         lost: t.lost.to_vec(),
+        app: served.app_until(watermark),
     };
     let cfg = diagnosis::config(
         q.threshold,
@@ -536,6 +573,7 @@ fn fetch_parts(served: &Served, q: FetchQuery) -> Result<Value, Failure> {
             "threads": *t.threads,
             "spins": spins,
             "lost": *t.lost,
+            "app": served.app_until(watermark),
         });
     }
     Ok(out)
@@ -546,6 +584,55 @@ fn fetch_parts(served: &Served, q: FetchQuery) -> Result<Value, Failure> {
 mod tests {
     use super::*;
     use argus_schema::Pid;
+
+    /// Markers and flag hits are kept for the retained window and served up to the epoch's
+    /// watermark; other events are not kept.
+    #[test]
+    fn app_events_are_kept_for_the_window_and_served_up_to_the_watermark() {
+        let ev = |ts: u64, kind: argus_schema::EventKind| Event {
+            ts: Nanos(ts),
+            seq: ts,
+            cpu: argus_schema::Cpu(0),
+            pid: Pid(5),
+            tid: Tid(5),
+            ctx: argus_schema::Context::Task,
+            kind,
+        };
+        let marker = |ts, text: &str| {
+            ev(
+                ts,
+                argus_schema::EventKind::Marker {
+                    text: text.to_string(),
+                },
+            )
+        };
+        let served = Served::new();
+        served.push_app(
+            &[
+                marker(10, "argus:hang-begin"),
+                ev(20, argus_schema::EventKind::Exit),
+                ev(
+                    30,
+                    argus_schema::EventKind::FlagAccess {
+                        addr: 0x1000,
+                        write: true,
+                    },
+                ),
+            ],
+            Nanos(0),
+        );
+        served.push_app(&[marker(40, "argus:flag-set")], Nanos(15));
+        let all = served.app_until(Nanos(100));
+        assert_eq!(
+            all.markers.iter().map(|m| m.ts.0).collect::<Vec<_>>(),
+            vec![40],
+            "the marker before the window is gone"
+        );
+        assert_eq!(all.flags.len(), 1);
+        let early = served.app_until(Nanos(35));
+        assert!(early.markers.is_empty());
+        assert_eq!(early.flags.len(), 1);
+    }
 
     fn thread(tid: i32, comm: &str) -> ThreadInfo {
         ThreadInfo {

@@ -2,7 +2,7 @@
 //! snapshot thread that writes and installs them (and runs the hooks), the requests the main
 //! loop makes, and the early snapshots taken at once for a new or grown hang.
 
-use super::generations::*;
+use super::flow::*;
 use super::parts::{PartCache, PartStats, RunCache};
 use super::running::*;
 use super::sync::lock;
@@ -641,7 +641,7 @@ impl EarlySnapshots {
         {
             return false;
         }
-        let Some(g) = job.gens.first() else {
+        let Some(g) = job.flow.as_ref() else {
             return false;
         };
         let spins = g.live.get();

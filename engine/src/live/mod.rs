@@ -17,9 +17,9 @@
 //!
 //! A diagnosis over the socket is the diagnosis of the whole live graph as of one epoch
 //! (`argus_diagnose::partial` explains why the parts suffice), which is what a snapshot of
-//! that epoch holds: same segments, edges, spins, threads and trace end. What a snapshot has
-//! and the live graph has not: application markers and data-flag hits (the events table) and
-//! call stacks, which a live diagnosis goes without.
+//! that epoch holds: same segments, edges, spins, threads and trace end, and the markers and
+//! data-flag hits of the retained window (a build's events table). What a build has and the
+//! live graph has not: call stacks, which a live diagnosis goes without.
 
 pub mod client;
 // The job's half of the protocol serves `argus start`, Linux-only.

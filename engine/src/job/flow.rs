@@ -1,8 +1,9 @@
-//! The job's dataflow generation: the graph dataflow over the events released since it
+//! The job's dataflow ([`Flow`]): the graph dataflow over the events released since it
 //! started, with a collector thread that keeps its consolidated graph (a [`WindowGraph`]:
-//! what `argus build` keeps, in time buckets), forgets what ended before the retained window ([`WindowGraph`]),
+//! what `argus build` keeps, in time buckets), forgets what ended before the retained window,
 //! answers snapshot requests and publishes its spins (woken main loop) as soon as they
-//! change. One generation runs for the whole job (module docs of [`super`]).
+//! change. One runs for the whole job (module docs of [`super`]); the query protocol still
+//! names it generation 0.
 
 use anyhow::{Context, Result};
 use argus_pipeline::dataflow::{self, Batch, DataflowConfig, Message, RuleUpdates};
@@ -13,7 +14,7 @@ use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
-/// Epochs a generation's input may hold before the job waits for the dataflow (1.6 s): an
+/// Epochs the dataflow's input may hold before the job waits for the dataflow (1.6 s): an
 /// overloaded job slows its reading of the tap, whose pages then count as dropped.
 pub(crate) const INPUT_EPOCHS: usize = 8;
 use super::budget::WindowLimit;
@@ -22,7 +23,7 @@ use super::sync::lock;
 use super::window::{Forgotten, Part, WindowGraph};
 use argus_pipeline::arranged::SliceConfig;
 
-/// The consolidated graph of a generation at an epoch boundary, frozen
+/// The consolidated graph at an epoch boundary, frozen
 /// ([`CollectionSink::freeze`](argus_sinks::CollectionSink::freeze)): taking it costs the
 /// collector no copy of the graph; whoever reads it (the snapshot finisher) decodes and
 /// checks it, bucket by bucket.
@@ -98,7 +99,7 @@ pub(crate) struct SnapRequest {
     pub(crate) reply: Sender<Captured>,
 }
 
-/// A generation's graph ([`WindowGraph`]) and what a live job adds to it.
+/// The dataflow's graph ([`WindowGraph`]) and what a live job adds to it.
 pub(crate) struct Collector {
     pub(crate) graph: WindowGraph,
     /// Updates of an epoch not done yet came: snapshots wait for its end.
@@ -221,8 +222,8 @@ fn seed(graph: &mut WindowGraph) -> Seed {
     }
 }
 
-/// The collector of one generation; `forward` gets a copy of every message (the
-/// generation's live graph, `live_graph.rs`) until it ends; while it is given up, `revive`
+/// The dataflow's collector; `forward` gets a copy of every message (the
+/// live graph, `live_graph.rs`) until it ends; while it is given up, `revive`
 /// says when to seed it anew. With `retain`, what ended before the window goes.
 pub(crate) fn collect_live(
     out: Receiver<Message>,
@@ -338,7 +339,7 @@ pub(crate) fn collect_live(
     }
 }
 
-/// A generation's spins as of its last completed epoch, shared with the main loop so a new
+/// The dataflow's spins as of its last completed epoch, shared with the main loop so a new
 /// hang can trigger a snapshot at once (see `EarlySnapshots`), and with the query server,
 /// whose `hangs` answers from them: they are current as soon as the dataflow has done an
 /// epoch, however far the live graph lags.
@@ -405,7 +406,7 @@ impl LiveSpins {
 }
 
 /// The dataflow and its collector, fed from `first_epoch` (global) on.
-pub(crate) struct Generation {
+pub(crate) struct Flow {
     pub(crate) id: u64,
     pub(crate) first_epoch: u64,
     pub(crate) start_ns: Nanos,
@@ -416,7 +417,7 @@ pub(crate) struct Generation {
     pub(crate) live: Arc<LiveSpins>,
     pub(crate) flow: JoinHandle<std::result::Result<(), argus_pipeline::dataflow::PipelineError>>,
     pub(crate) collector: JoinHandle<()>,
-    /// The generation's live graph (what the query server reads) and its worker.
+    /// Its live graph (what the query server reads) and its worker.
     pub(crate) graph: LiveGraph,
     pub(crate) graph_worker: JoinHandle<()>,
 }
@@ -431,7 +432,7 @@ pub(crate) struct LiveSetup {
     pub(crate) retain: Option<Duration>,
 }
 
-impl Generation {
+impl Flow {
     pub(crate) fn start(
         id: u64,
         cfg: &DataflowConfig,
@@ -474,7 +475,7 @@ impl Generation {
                     retain,
                 )
             })?;
-        Ok(Generation {
+        Ok(Flow {
             id,
             first_epoch,
             start_ns,
@@ -492,7 +493,7 @@ impl Generation {
     /// Closes the input and waits for the dataflow, its collector and its live graph's
     /// worker (which ends without applying what is left: nobody reads it any more).
     pub(crate) fn stop(self) -> Result<()> {
-        let Generation {
+        let Flow {
             input,
             requests,
             flow,
