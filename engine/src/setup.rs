@@ -40,7 +40,13 @@ pub fn user_rules(threshold_ns: u64, rules_file: Option<&Path>) -> Result<RulesC
 pub fn apply_rules_file(rules: &mut RulesConfig, file: &Path) -> Result<()> {
     let text = std::fs::read_to_string(file)
         .with_context(|| format!("reading rules {}", file.display()))?;
-    argus_pipeline::rulesfile::parse(&text, &file.display().to_string())?.apply(rules);
+    apply_rules_text(rules, &text, &file.display().to_string())
+}
+
+/// Adds what rules-file `text` declares to `rules` (`argus inspect` measures a suggested
+/// rule so); an error names `source`.
+pub fn apply_rules_text(rules: &mut RulesConfig, text: &str, source: &str) -> Result<()> {
+    argus_pipeline::rulesfile::parse(text, source)?.apply(rules);
     Ok(())
 }
 

@@ -123,8 +123,7 @@ fn rebuild(
     };
     cfg.dataflow.rules.spin_threshold_ns = manifest.threshold_ns;
     if let Some(text) = rule {
-        argus_pipeline::rulesfile::parse(text, "the suggested rule")?
-            .apply(&mut cfg.dataflow.rules);
+        argus_engine::setup::apply_rules_text(&mut cfg.dataflow.rules, text, "the suggested rule")?;
     }
     argus_engine::build::build(&cfg).with_context(|| {
         format!(

@@ -66,8 +66,15 @@ pub(crate) struct Intake {
 }
 
 /// How long a tick waits for the fd tracker to catch up to the read frontier; a tracker
-/// slower than that holds the watermark at its last answer (for at most [`MAX_READ_HOLD`]).
+/// slower than that holds the watermark at its last answer, for at most [`FILES_HOLD`].
 const FILES_WAIT: Duration = Duration::from_millis(50);
+/// How far behind the read frontier a slow fd tracker may hold the watermark. The tracker
+/// runs at the user's priority: on a machine whose CPUs a load takes it can fall seconds
+/// behind, and holding the watermark for it delayed hang reports by as much (a hook 6.9 s
+/// after the hang was detectable, period 3 s, with a compile beside the test). Past the
+/// bound, a descriptor's identity may come after the events that use it: those look it up
+/// without it, as a build of the ring would not.
+const FILES_HOLD: Duration = Duration::from_secs(1);
 
 /// What the recorder hands the intake as it records.
 pub(crate) struct Taps {
@@ -236,10 +243,9 @@ impl Intake {
                     held = held.min(r);
                 }
             }
-            if let Some(b) = files_bound {
-                if clock.0.saturating_sub(b.0) <= MAX_READ_HOLD.as_nanos() as u64 {
-                    held = held.min(b);
-                }
+            if let (Some(b), Some(r)) = (files_bound, read_up_to) {
+                let floor = r.0.saturating_sub(FILES_HOLD.as_nanos() as u64);
+                held = held.min(Nanos(b.0.max(floor)));
             }
             merge
                 .watermark(held, frontier.is_some() || !tap.is_empty())
