@@ -153,6 +153,19 @@ pub fn json_out(out: &Output, code: i32) -> Value {
     })
 }
 
+/// `argus start -o JOB ARGS…`, its stderr dropped, killed when the guard goes.
+pub fn start_job(job: &Path, args: &[&str]) -> Guard {
+    Guard(Some(
+        argus()
+            .args(["start", "-o"])
+            .arg(job)
+            .args(args)
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("argus start runs"),
+    ))
+}
+
 /// `argus debug SNAPSHOT --pid P --auto --json`: exit code and report.
 pub fn debug_json(snapshot: &Path, pid: i32) -> (i32, Value) {
     debug_json_with(snapshot, pid, &[])

@@ -4,20 +4,11 @@
 //! leaves `latest` on a complete snapshot and a restart resumes from the ring.
 
 use crate::common::{argus, live_or_skip, recording_lock, wait_for, Guard};
+use argus_ingest::linux::monotonic_ns as mono_ns;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
-
-fn mono_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes one timespec we own.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
 
 fn signal(child: &Child, sig: i32) {
     // SAFETY: kill has no memory-safety preconditions; the pid is our unreaped child.

@@ -8,7 +8,7 @@
 //! The job's own threads are left out of the comparison: the recorder hides them once it
 //! sees them, and only the live job knows whose they are.
 
-use crate::common::{argus, live_or_skip, recording_lock, Guard};
+use crate::common::{argus, debug_json_with, live_or_skip, recording_lock, start_job};
 use argus_sinks::Snapshot;
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -18,45 +18,22 @@ use std::time::Duration;
 /// What the job and the build are compared on: every row of the graph tables, as text,
 /// sorted; rows of the recorder's hidden threads left out.
 fn tables(snap: &Snapshot, hidden: &BTreeSet<i32>) -> Vec<(&'static str, Vec<String>)> {
-    let rows = |v: Vec<String>| {
-        let mut v = v;
+    fn rows<'a, T: std::fmt::Debug + 'a>(items: impl Iterator<Item = &'a T>) -> Vec<String> {
+        let mut v: Vec<String> = items.map(|r| format!("{r:?}")).collect();
         v.sort();
         v
-    };
+    }
+    let shown = |tid: argus_schema::Tid| !hidden.contains(&tid.0);
     vec![
         (
             "segments",
-            rows(
-                snap.segments
-                    .iter()
-                    .filter(|s| !hidden.contains(&s.tid.0))
-                    .map(|s| format!("{s:?}"))
-                    .collect(),
-            ),
+            rows(snap.segments.iter().filter(|s| shown(s.tid))),
         ),
-        (
-            "edges",
-            rows(snap.edges.iter().map(|e| format!("{e:?}")).collect()),
-        ),
-        (
-            "spins",
-            rows(
-                snap.spins
-                    .iter()
-                    .filter(|s| !hidden.contains(&s.tid.0))
-                    .map(|s| format!("{s:?}"))
-                    .collect(),
-            ),
-        ),
+        ("edges", rows(snap.edges.iter())),
+        ("spins", rows(snap.spins.iter().filter(|s| shown(s.tid)))),
         (
             "threads",
-            rows(
-                snap.threads
-                    .iter()
-                    .filter(|t| !hidden.contains(&t.tid.0))
-                    .map(|t| format!("{t:?}"))
-                    .collect(),
-            ),
+            rows(snap.threads.iter().filter(|t| shown(t.tid))),
         ),
     ]
 }
@@ -77,18 +54,22 @@ fn job_equals_build(workers: &str) {
     // Every process's segments split where it enters nanosleep: a rule the job and the
     // build both apply.
     std::fs::write(&rules, "[[split]]\nsyscall = \"nanosleep\"\n").expect("rules written");
-    let mut start = Guard(Some(
-        argus()
-            .args(["start", "-o"])
-            .arg(&job)
-            .arg("--rules")
-            .arg(&rules)
-            .args(["--snapshot-every", "2", "--retain", "10m", "--nice", "0"])
-            .args(["--workers", workers])
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("argus start runs"),
-    ));
+    let rules_arg = rules.to_str().expect("utf-8");
+    let mut start = start_job(
+        &job,
+        &[
+            "--rules",
+            rules_arg,
+            "--snapshot-every",
+            "2",
+            "--retain",
+            "10m",
+            "--nice",
+            "0",
+            "--workers",
+            workers,
+        ],
+    );
     std::thread::sleep(Duration::from_secs(2));
     for w in ["pipe-dep", "sock-dep", "kwork", "timer", "chain"] {
         run_workload(w);
@@ -182,23 +163,19 @@ fn the_hang_suite_is_diagnosed_alike_live_and_from_a_build_of_the_ring() {
     let _lock = recording_lock();
     let tmp = tempfile::tempdir().expect("tempdir");
     let job = tmp.path().join("job");
-    let mut start = Guard(Some(
-        argus()
-            .args(["start", "-o"])
-            .arg(&job)
-            .args([
-                "--threshold",
-                "1",
-                "--snapshot-every",
-                "2",
-                "--retain",
-                "10m",
-            ])
-            .args(["--nice", "0"])
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("argus start runs"),
-    ));
+    let mut start = start_job(
+        &job,
+        &[
+            "--threshold",
+            "1",
+            "--snapshot-every",
+            "2",
+            "--retain",
+            "10m",
+            "--nice",
+            "0",
+        ],
+    );
     std::thread::sleep(Duration::from_secs(2));
     let mut pids = Vec::new();
     for &name in crate::hang_suite::SCENARIOS {
@@ -216,28 +193,7 @@ fn the_hang_suite_is_diagnosed_alike_live_and_from_a_build_of_the_ring() {
     }
     // The job has handled the last scenario when its graph has the threshold past it.
     std::thread::sleep(Duration::from_secs(2));
-    let debug = |what: &Path, pid: i64| -> serde_json::Value {
-        let out = argus()
-            .arg("debug")
-            .arg(what)
-            .args([
-                "--pid",
-                &pid.to_string(),
-                "--auto",
-                "--json",
-                "--threshold",
-                "1",
-            ])
-            .output()
-            .expect("argus debug runs");
-        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-            panic!(
-                "argus debug {} --pid {pid}: no JSON ({e}): {}",
-                what.display(),
-                String::from_utf8_lossy(&out.stderr)
-            )
-        })
-    };
+    let debug = |what: &Path, pid: i64| debug_json_with(what, pid as i32, &["--threshold", "1"]).1;
     let live: Vec<serde_json::Value> = pids.iter().map(|&(_, p)| debug(&job, p)).collect();
     let child = start.0.take().expect("running");
     // SAFETY: kill has no memory-safety preconditions; the pid is our unreaped child.

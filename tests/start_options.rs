@@ -2,10 +2,10 @@
 //! re-reads the rules file on SIGHUP: on the real kernel, a rule added to the file while the
 //! job runs splits the segments of the events the job handles from then on, and only those.
 
-use crate::common::{argus, live_or_skip, recording_lock, wait_for, Guard};
+use crate::common::{argus, live_or_skip, recording_lock, start_job, wait_for, Guard};
+use argus_ingest::linux::monotonic_ns as mono_ns;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 use std::time::Duration;
 
 /// The long flags a verb's `--help` lists.
@@ -75,16 +75,6 @@ fn watermark(snapshot: &Path) -> u64 {
     m["watermark_ns"].as_u64().unwrap_or(0)
 }
 
-fn mono_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes one timespec we own.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
-
 #[test]
 fn sighup_rereads_the_rules_file_for_what_the_job_handles_from_then_on() {
     if !live_or_skip("sighup_rereads_the_rules_file_for_what_the_job_handles_from_then_on") {
@@ -112,17 +102,19 @@ fn sighup_rereads_the_rules_file_for_what_the_job_handles_from_then_on() {
             .expect("python3 runs"),
     ));
     let pid = spinner.0.as_ref().expect("running").id() as i32;
-    let mut start = Guard(Some(
-        argus()
-            .args(["start", "-o"])
-            .arg(&job)
-            .arg("--rules")
-            .arg(&rules)
-            .args(["--snapshot-every", "1", "--retain", "60", "--nice", "0"])
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("argus start runs"),
-    ));
+    let mut start = start_job(
+        &job,
+        &[
+            "--rules",
+            rules.to_str().expect("utf-8"),
+            "--snapshot-every",
+            "1",
+            "--retain",
+            "60",
+            "--nice",
+            "0",
+        ],
+    );
     let job_pid = start.0.as_ref().expect("running").id() as i32;
     // Two seconds under the old rules, all of them handled by the job (a snapshot's
     // watermark past them) before the file changes.

@@ -177,26 +177,14 @@ impl LiveChannels {
         let mut out = Vec::new();
         for line in lines {
             match line {
-                FileLine::Fd {
-                    ts,
-                    pid,
-                    fd,
-                    kind,
-                    ino,
-                    peer,
-                    target,
-                    ..
-                } => {
-                    let (pid, ts) = (Pid(pid), Nanos(ts));
+                line @ FileLine::Fd { .. } => {
+                    let Some((ts, pid, fd, mut id)) = FileId::of_line(line) else {
+                        continue;
+                    };
+                    let (pid, ts, ino) = (Pid(pid), Nanos(ts), id.inode);
                     if self.unknown_at.contains(&(pid, fd, ts)) {
                         continue;
                     }
-                    let mut id = FileId {
-                        kind: FileKind::from_name(&kind),
-                        inode: ino,
-                        peer,
-                        target,
-                    };
                     if id.kind == FileKind::Socket {
                         match id.peer {
                             Some(p) => {

@@ -93,6 +93,35 @@ pub struct FileId {
     pub target: String,
 }
 
+impl FileId {
+    /// What an `fd` line says: `(ts, pid, fd, identity)`; `None` for other lines.
+    pub fn of_line(line: FileLine) -> Option<(u64, i32, i32, FileId)> {
+        match line {
+            FileLine::Fd {
+                ts,
+                pid,
+                fd,
+                kind,
+                ino,
+                peer,
+                target,
+                ..
+            } => Some((
+                ts,
+                pid,
+                fd,
+                FileId {
+                    kind: FileKind::from_name(&kind),
+                    inode: ino,
+                    peer,
+                    target,
+                },
+            )),
+            _ => None,
+        }
+    }
+}
+
 /// A file-identity file that cannot be read.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -389,23 +418,11 @@ impl Builder {
 
     fn line(&mut self, line: FileLine) {
         match line {
-            FileLine::Fd {
-                ts,
-                pid,
-                fd,
-                kind,
-                ino,
-                peer,
-                target,
-                ..
-            } => {
-                let id = self.intern(FileId {
-                    kind: FileKind::from_name(&kind),
-                    inode: ino,
-                    peer,
-                    target,
-                });
-                self.records.push((ts, pid, fd, id));
+            FileLine::Fd { .. } => {
+                if let Some((ts, pid, fd, id)) = FileId::of_line(line) {
+                    let id = self.intern(id);
+                    self.records.push((ts, pid, fd, id));
+                }
             }
             FileLine::Unknown { ts, pid, fd } => self.records.push((ts, pid, fd, UNKNOWN)),
             FileLine::Fork { ts, parent, child } => self.forks.push((ts, parent, child)),

@@ -131,14 +131,14 @@ pub(super) fn drive(
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
-mod tests {
+pub(super) mod tests {
     use super::super::{run, DataflowConfig, Message};
     use super::*;
     use argus_schema::{Context, Cpu, Epoch, EventKind, Pid, TaskState, Tid};
     use std::time::Duration;
 
-    /// Two threads switching on one CPU, `n` switches from `seq`.
-    fn switches(seq: u64, n: u64) -> Vec<Event> {
+    /// Two threads switching on one CPU, `n` switches from `seq` (switch `i` at `i + 1` µs).
+    pub(in crate::dataflow) fn switches(seq: u64, n: u64) -> Vec<Event> {
         (seq..seq + n)
             .map(|i| {
                 let (prev, next) = if i % 2 == 0 { (10, 20) } else { (20, 10) };

@@ -109,31 +109,10 @@ impl RulesAt {
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
+    use super::super::input::tests::switches;
     use super::super::{run_with_updates, Batch, DataflowConfig, Message, Update};
     use super::*;
-    use argus_schema::{Context, Cpu, EdgeKind, Event, EventKind, Nanos, Pid, TaskState, Tid};
-
-    /// Two threads switching on one CPU, switch `i` at `i` µs.
-    fn switches(from: u64, n: u64) -> Vec<Event> {
-        (from..from + n)
-            .map(|i| {
-                let (prev, next) = if i % 2 == 0 { (10, 20) } else { (20, 10) };
-                Event {
-                    ts: Nanos(1_000 * (i + 1)),
-                    seq: i,
-                    cpu: Cpu(0),
-                    pid: Pid(prev),
-                    tid: Tid(prev),
-                    ctx: Context::Task,
-                    kind: EventKind::Switch {
-                        prev: Tid(prev),
-                        prev_state: TaskState::SLEEPING,
-                        next: Tid(next),
-                    },
-                }
-            })
-            .collect()
-    }
+    use argus_schema::{EdgeKind, Nanos, Tid};
 
     /// Thread 10 becomes a kernel delegate from epoch 2 on: the thread-order edges between
     /// its segments stop there, with 1 and 2 workers, however fast the stages run.
