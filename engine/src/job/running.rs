@@ -377,7 +377,7 @@ pub(crate) fn live_tables(
     Option<argus_ingest::kallsyms::Kallsyms>,
     Option<Nanos>,
 )> {
-    let (_, procs) = live_formats(dir)?;
+    let procs = live_procs(dir)?;
     let start = std::fs::read(argus_ingest::tracedir::meta_path(dir))
         .ok()
         .and_then(|b| serde_json::from_slice::<argus_ingest::tracedir::TraceMeta>(&b).ok())
@@ -409,14 +409,19 @@ pub(crate) fn live_formats(dir: &Path) -> Result<(FormatSet, Vec<ProcEntry>)> {
     let mut formats =
         FormatSet::load_dir(&events).with_context(|| format!("reading {}", events.display()))?;
     formats.header_page = header_page;
+    Ok((formats, live_procs(dir)?))
+}
+
+/// The live trace directory's `/proc` table (`proc.json`); none, with a warning, when it
+/// cannot be read.
+fn live_procs(dir: &Path) -> Result<Vec<ProcEntry>> {
     let proc_path = argus_ingest::tracedir::proc_path(dir);
-    let procs = match std::fs::read(&proc_path) {
+    match std::fs::read(&proc_path) {
         Ok(bytes) => serde_json::from_slice(&bytes)
-            .with_context(|| format!("parsing {}", proc_path.display()))?,
+            .with_context(|| format!("parsing {}", proc_path.display())),
         Err(e) => {
             tracing::warn!("{}: {e}; threads start unnamed", proc_path.display());
-            Vec::new()
+            Ok(Vec::new())
         }
-    };
-    Ok((formats, procs))
+    }
 }
