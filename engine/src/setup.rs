@@ -141,6 +141,9 @@ fn channel_end(id: Option<&FileId>) -> ChannelEnd {
 ///
 /// As a build does, a socket whose peer its own record lacks takes it from the other end's
 /// record; when that record comes later, the socket's spans are made again with the peer.
+///
+/// A job runs for weeks: [`LiveChannels::trim`] forgets, from the map and from this, what no
+/// event still to come can look up (processes that ended, descriptors replaced since).
 #[derive(Debug, Default)]
 pub struct LiveChannels {
     /// Socket inode → the inode at the other end.
@@ -150,6 +153,11 @@ pub struct LiveChannels {
     /// `(pid, fd, ts)` made unknown: a build sorts an unknown record after any other of the
     /// same descriptor and time.
     unknown_at: HashSet<(Pid, i32, Nanos)>,
+    /// Each descriptor's latest record if it is a socket, `(from, inode)`: the sockets in
+    /// use, whose peers are kept.
+    sockets: HashMap<(Pid, i32), (Nanos, u64)>,
+    /// Processes that ended (`exit` lines) and when, until a trim forgets them.
+    gone: HashMap<Pid, Nanos>,
 }
 
 /// One change to a [`ChannelMap`] ([`LiveChannels::learn`]).
@@ -219,20 +227,78 @@ impl LiveChannels {
                             },
                         }
                     }
+                    self.latest(pid, fd, ts, (id.kind == FileKind::Socket).then_some(ino));
                     out.push(ChannelChange::Span(pid, fd, ts, channel_end(Some(&id))));
                 }
                 FileLine::Unknown { ts, pid, fd } => {
                     let (pid, ts) = (Pid(pid), Nanos(ts));
                     self.unknown_at.insert((pid, fd, ts));
+                    self.latest(pid, fd, ts, None);
                     out.push(ChannelChange::Span(pid, fd, ts, channel_end(None)));
                 }
                 FileLine::Fork { ts, parent, child } => {
                     out.push(ChannelChange::Fork(Nanos(ts), Pid(parent), Pid(child)))
                 }
+                FileLine::Exit { ts, pid } => {
+                    let end = self.gone.entry(Pid(pid)).or_insert(Nanos(ts));
+                    *end = (*end).max(Nanos(ts));
+                }
                 _ => {}
             }
         }
         out
+    }
+
+    /// Notes `fd` of `pid`'s record at `ts` (a socket's inode, or none) if it is the latest.
+    fn latest(&mut self, pid: Pid, fd: i32, ts: Nanos, socket: Option<u64>) {
+        match (self.sockets.get(&(pid, fd)), socket) {
+            (Some(&(from, _)), _) if from > ts => {}
+            (_, Some(ino)) => {
+                self.sockets.insert((pid, fd), (ts, ino));
+            }
+            (_, None) => {
+                self.sockets.remove(&(pid, fd));
+            }
+        }
+    }
+
+    /// Forgets what no lookup at `now` or later needs, in `maps` (each made by applying
+    /// every change [`LiveChannels::learn`] returned) and here: processes that ended before
+    /// `now` (once no live process inherits from them), descriptors' records replaced
+    /// before `now`, and the peers of sockets no one holds. Call it with a time no event
+    /// still to be looked up is before. Returns how many processes it forgot.
+    pub fn trim(&mut self, now: Nanos, maps: &mut [&mut ChannelMap]) -> usize {
+        let mut forgot: HashMap<Pid, Nanos> = HashMap::new();
+        for map in maps.iter_mut() {
+            for pid in map.trim(now, &self.gone) {
+                forgot.insert(pid, self.gone[&pid]);
+            }
+        }
+        self.gone.retain(|pid, _| !forgot.contains_key(pid));
+        let ended = |pid: &Pid, t: Nanos| forgot.get(pid).is_some_and(|&end| t < end);
+        self.sockets
+            .retain(|(pid, _), (from, _)| !ended(pid, *from));
+        let sockets = &self.sockets;
+        self.unpaired.retain(|&ino, ends| {
+            ends.retain(|&(pid, fd, from, _)| {
+                !ended(&pid, from) && (from >= now || sockets.get(&(pid, fd)) == Some(&(from, ino)))
+            });
+            !ends.is_empty()
+        });
+        let held: HashSet<u64> = self
+            .sockets
+            .values()
+            .map(|&(_, ino)| ino)
+            .chain(self.unpaired.keys().copied())
+            .collect();
+        self.peer_of.retain(|ino, _| held.contains(ino));
+        self.unknown_at.retain(|&(_, _, ts)| ts >= now);
+        forgot.len()
+    }
+
+    /// How much it holds: `(sockets paired, sockets waiting for a peer, processes ended)`.
+    pub fn held(&self) -> (usize, usize, usize) {
+        (self.peer_of.len(), self.unpaired.len(), self.gone.len())
     }
 }
 
@@ -375,5 +441,66 @@ mod tests {
             map.lookup(Pid(11), 3, Nanos(300)),
             Some(ChannelEnd::default())
         );
+    }
+
+    /// A server that lives on while short-lived clients come and go, each forked from it
+    /// with the server's pipe, connected to it by a socket pair and ended: trimmed as a job
+    /// trims, the channels keep the size of what is live, and the server and a live client
+    /// look up as a build of the same lines does.
+    #[test]
+    fn live_channels_forget_ended_processes_and_replaced_descriptors() {
+        let mut lines = vec![fd(10, 10, 3, "pipe", 7, None)];
+        let (mut live, mut map) = (LiveChannels::default(), ChannelMap::default());
+        for change in live.learn(lines.clone()) {
+            change.apply(&mut map);
+        }
+        let mut most = (0, 0, 0);
+        for i in 0..2_000u64 {
+            let t = 100 + i * 100;
+            let child = 1_000 + (i % 300) as i32;
+            let sock = 10_000 + 2 * i;
+            let mut batch = vec![
+                FileLine::Fork {
+                    ts: t,
+                    parent: 10,
+                    child,
+                },
+                // The server's end of each connection reuses its fd 5; the client's end
+                // comes with no peer first.
+                fd(t + 1, child, 4, "socket", sock + 1, None),
+                fd(t + 2, 10, 5, "socket", sock, Some(sock + 1)),
+            ];
+            if i < 1_999 {
+                batch.push(FileLine::Exit {
+                    ts: t + 50,
+                    pid: child,
+                });
+            }
+            lines.extend(batch.iter().cloned());
+            for change in live.learn(batch) {
+                change.apply(&mut map);
+            }
+            live.trim(Nanos(t + 60), &mut [&mut map]);
+            most = most.max((map.len(), map.processes(), live.held().0));
+        }
+        let table = argus_ingest::files::FileTable::from_lines(lines);
+        let built = ChannelMap::from_identity(
+            table
+                .entries()
+                .map(|(pid, fd, ts, f)| (pid, fd, ts, channel_end(f))),
+            table.forks(),
+        );
+        let now = Nanos(100 + 1_999 * 100 + 60);
+        let last = Pid(1_000 + 1_999 % 300);
+        for (pid, fd) in [(Pid(10), 3), (Pid(10), 5), (last, 3), (last, 4)] {
+            let want = built.lookup(pid, fd, now);
+            assert!(want.is_some(), "{pid:?} fd {fd}");
+            assert_eq!(map.lookup(pid, fd, now), want, "{pid:?} fd {fd}");
+        }
+        // The server's pipe, its latest socket and the live client's: a few spans, one
+        // creation and one connection, however many clients came before.
+        assert!(built.len() > 4_000, "{}", built.len());
+        assert!(most.0 <= 6 && most.1 <= 2 && most.2 <= 4, "{most:?}");
+        assert_eq!(live.held().2, 0);
     }
 }

@@ -430,7 +430,7 @@ impl Builder {
             FileLine::Lost { messages, .. } => {
                 self.table.lost = self.table.lost.saturating_add(messages)
             }
-            FileLine::Snapshot { .. } | FileLine::Other => {}
+            FileLine::Snapshot { .. } | FileLine::Exit { .. } | FileLine::Other => {}
         }
     }
 

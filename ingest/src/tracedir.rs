@@ -285,6 +285,14 @@ pub enum FileLine {
         /// The new process.
         child: i32,
     },
+    /// Process `pid` ended at `ts` (its last thread exited): its table is gone. Later lines
+    /// for `pid` are a new process's (a reused pid starts with `fork`).
+    Exit {
+        /// `sched_process_exit` time of its last thread.
+        ts: u64,
+        /// The process.
+        pid: i32,
+    },
     /// The tracker could not keep up and dropped `messages` syscall notifications before
     /// `ts`: identities created then may be missing.
     Lost {

@@ -8,6 +8,7 @@
 use crate::setup::{apply_rules_file, LiveChannels};
 use argus_ingest::tracedir::FileLine;
 use argus_pipeline::rules::RulesConfig;
+use argus_schema::Nanos;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -27,7 +28,13 @@ pub(crate) struct LiveRules {
     /// `learned` with the file's: what the dataflow runs now.
     current: RulesConfig,
     channels: LiveChannels,
+    /// When the channels were last trimmed (event time).
+    trimmed: Nanos,
 }
+
+/// How often (in event time) the channels forget what no event to come needs: each trim
+/// costs a pass over them and a new copy of the rules for the dataflow.
+const TRIM_EVERY: Nanos = Nanos(1_000_000_000);
 
 impl LiveRules {
     /// Rules `learned` from the recordings, with `file` on top (its error names it).
@@ -41,6 +48,7 @@ impl LiveRules {
             learned,
             current,
             channels: LiveChannels::default(),
+            trimmed: Nanos(0),
         })
     }
 
@@ -76,15 +84,26 @@ impl LiveRules {
         Some(apply_rules_file(&mut rules, file).map(|()| self.current = rules))
     }
 
-    /// Learns the fd identity `lines` (as written by the recorder's tracker); whether the
-    /// rules changed.
-    pub(crate) fn learn_files(&mut self, lines: Vec<FileLine>) -> bool {
+    /// Learns the fd identity `lines` (as written by the recorder's tracker), and forgets
+    /// what no event at `now` or later needs (`LiveChannels::trim`, once a second); whether
+    /// the rules changed.
+    pub(crate) fn learn_files(&mut self, lines: Vec<FileLine>, now: Nanos) -> bool {
         let changes = self.channels.learn(lines);
         for c in &changes {
             c.apply(&mut self.learned.channels);
             c.apply(&mut self.current.channels);
         }
-        !changes.is_empty()
+        let mut trimmed = false;
+        if now.0 >= self.trimmed.0.saturating_add(TRIM_EVERY.0) {
+            self.trimmed = now;
+            let before = self.learned.channels.len();
+            let forgot = self.channels.trim(
+                now,
+                &mut [&mut self.learned.channels, &mut self.current.channels],
+            );
+            trimmed = forgot > 0 || self.learned.channels.len() < before;
+        }
+        !changes.is_empty() || trimmed
     }
 }
 
@@ -92,7 +111,7 @@ impl LiveRules {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-    use argus_schema::{Nanos, Pid, Tid};
+    use argus_schema::{Pid, Tid};
 
     #[test]
     fn a_reread_puts_the_file_on_the_learned_rules_and_a_bad_file_changes_nothing() {
@@ -115,8 +134,8 @@ mod tests {
             target: "pipe:[7]".into(),
             src: "syscall".into(),
         };
-        assert!(rules.learn_files(vec![pipe]));
-        assert!(!rules.learn_files(Vec::new()));
+        assert!(rules.learn_files(vec![pipe], Nanos(0)));
+        assert!(!rules.learn_files(Vec::new(), Nanos(0)));
         // A second read replaces the file's rules rather than adding to them.
         std::fs::write(&file, "[[pool]]\ntids = [1, 2]\n").unwrap();
         rules.reread().unwrap().unwrap();

@@ -188,7 +188,12 @@ impl<'a> Job<'a> {
         if lines.is_empty() {
             return Ok(());
         }
-        let changed = self.rules.as_mut().is_some_and(|r| r.learn_files(lines));
+        // Every event still to be sent is after the watermark sent last.
+        let now = self.watermark;
+        let changed = self
+            .rules
+            .as_mut()
+            .is_some_and(|r| r.learn_files(lines, now));
         if changed {
             self.update_rules()?;
         }

@@ -249,6 +249,83 @@ impl ChannelMap {
         }
     }
 
+    /// Forgets what no lookup at `now` or later can reach, for a map that keeps growing
+    /// while lookups move forward in time (the continuous job: every event it has yet to
+    /// process is at `now` or later). `gone`: processes that ended, each with the time it
+    /// did (before `now`); their spans and creations from before it go once no creation of
+    /// another process still falls back on them. Of every other descriptor and process it
+    /// keeps what is in effect at `now`, and at each fork a child's lookups fall back to.
+    /// Returns the ended processes it forgot.
+    pub fn trim(&mut self, now: Nanos, gone: &std::collections::HashMap<Pid, Nanos>) -> Vec<Pid> {
+        use std::collections::HashMap;
+        // Parent → the fork times its children's lookups fall back to it at.
+        let fallbacks = |parents: &HashMap<Pid, Vec<(Nanos, Pid)>, _>| {
+            let mut at: HashMap<Pid, Vec<Nanos>> = HashMap::new();
+            for forks in parents.values() {
+                for &(t, parent) in forks {
+                    at.entry(parent).or_default().push(t);
+                }
+            }
+            at
+        };
+        // An ended process goes when no creation of a live one refers to it; forgetting
+        // one may free its parent.
+        let mut refs = fallbacks(&self.parents);
+        let mut forgot: HashMap<Pid, Nanos> = HashMap::new();
+        let mut todo: Vec<Pid> = gone.keys().copied().collect();
+        while let Some(pid) = todo.pop() {
+            let Some(&end) = gone.get(&pid) else { continue };
+            if end >= now
+                || forgot.contains_key(&pid)
+                || refs.get(&pid).is_some_and(|v| v.iter().any(|&t| t < end))
+            {
+                continue;
+            }
+            forgot.insert(pid, end);
+            if let Some(forks) = self.parents.get_mut(&pid) {
+                for &(t, parent) in forks.iter().filter(|(t, _)| *t < end) {
+                    if let Some(v) = refs.get_mut(&parent) {
+                        if let Some(i) = v.iter().position(|&x| x == t) {
+                            v.swap_remove(i);
+                        }
+                    }
+                    todo.push(parent);
+                }
+                forks.retain(|(t, _)| *t >= end);
+            }
+        }
+        self.parents.retain(|_, forks| !forks.is_empty());
+        // What is in effect at `now`, at the keep times given, and everything after `now`.
+        fn keep<T>(v: &mut Vec<(Nanos, T)>, now: Nanos, also: &[Nanos]) {
+            let mut keep = vec![false; v.len()];
+            for &t in also.iter().chain(std::iter::once(&now)) {
+                if let Some(i) = v.partition_point(|(at, _)| *at <= t).checked_sub(1) {
+                    keep[i] = true;
+                }
+            }
+            let mut i = 0;
+            v.retain(|(at, _)| {
+                let k = keep[i] || *at > now;
+                i += 1;
+                k
+            });
+        }
+        let none: &[Nanos] = &[];
+        for (child, forks) in self.parents.iter_mut() {
+            keep(forks, now, refs.get(child).map_or(none, Vec::as_slice));
+        }
+        let refs = fallbacks(&self.parents);
+        self.spans.retain(|&(pid, _), spans| {
+            if let Some(&end) = forgot.get(&pid) {
+                spans.retain(|(from, _)| *from >= end);
+            }
+            keep(spans, now, refs.get(&pid).map_or(none, Vec::as_slice));
+            !spans.is_empty()
+        });
+        self.version = next_version();
+        forgot.into_keys().collect()
+    }
+
     /// Whether there are no spans.
     pub fn is_empty(&self) -> bool {
         self.spans.is_empty()
@@ -257,6 +334,11 @@ impl ChannelMap {
     /// Number of spans.
     pub fn len(&self) -> usize {
         self.spans.values().map(Vec::len).sum()
+    }
+
+    /// Number of processes with a recorded creation.
+    pub fn processes(&self) -> usize {
+        self.parents.len()
     }
 
     /// What `fd` of `pid` referred to at `ts`: the process's own latest span since its
@@ -394,5 +476,106 @@ mod memo_tests {
         let again = ChannelMap::from(ChannelMapRepr::from(m.clone()));
         assert_ne!(again.version, m.version);
         assert_eq!(again, m);
+    }
+}
+
+#[cfg(test)]
+mod trim_tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    /// Processes fork (reusing the pids of ended ones), open and close descriptors and end,
+    /// while lookups move forward: a map trimmed as it goes answers every lookup of a live
+    /// process at or after the trim time as the whole map does, and stays the size of what
+    /// is live.
+    #[test]
+    fn a_trimmed_map_answers_live_lookups_as_the_whole_one_and_stays_small() {
+        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut rnd = |n: u64| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x % n
+        };
+        let (mut whole, mut trimmed) = (ChannelMap::default(), ChannelMap::default());
+        let mut live: Vec<Pid> = vec![Pid(1)];
+        let mut gone: HashMap<Pid, Nanos> = HashMap::new();
+        let (mut checked, mut biggest, mut forgot, mut inherited) = (0usize, 0, 0, 0);
+        let mut half = 0;
+        let mut now = 0u64;
+        for step in 0..40_000u64 {
+            now += 1 + rnd(3);
+            let t = Nanos(now);
+            match rnd(10) {
+                // A fork: a pid of 64, so ended ones come back.
+                0 | 1 if live.len() < 40 => {
+                    let parent = live[rnd(live.len() as u64) as usize];
+                    let child = Pid(2 + rnd(64) as i32);
+                    if !live.contains(&child) {
+                        whole.set_parent(child, parent, t);
+                        trimmed.set_parent(child, parent, t);
+                        live.push(child);
+                    }
+                }
+                2 if live.len() > 1 => {
+                    let i = 1 + rnd(live.len() as u64 - 1) as usize;
+                    gone.insert(live.swap_remove(i), t);
+                }
+                _ => {
+                    let pid = live[rnd(live.len() as u64) as usize];
+                    let end = match rnd(3) {
+                        0 => ChannelEnd::default(),
+                        _ => ChannelEnd::pipe(1 + rnd(1_000)),
+                    };
+                    let fd = rnd(6) as i32;
+                    whole.insert(pid, fd, t, end);
+                    trimmed.insert(pid, fd, t, end);
+                }
+            }
+            if step % 50 == 0 {
+                now += 1;
+                for pid in trimmed.trim(Nanos(now), &gone) {
+                    gone.remove(&pid);
+                    forgot += 1;
+                }
+                if step == 20_000 {
+                    half = biggest;
+                }
+                biggest = biggest.max(trimmed.len());
+                for &pid in &live {
+                    for fd in 0..6 {
+                        let ts = Nanos(now + rnd(3));
+                        let want = whole.lookup(pid, fd, ts);
+                        assert_eq!(
+                            trimmed.lookup(pid, fd, ts),
+                            want,
+                            "{pid:?} fd {fd} at {ts:?}"
+                        );
+                        checked += usize::from(want.is_some());
+                        inherited +=
+                            usize::from(want.is_some() && !trimmed.spans.contains_key(&(pid, fd)));
+                    }
+                }
+            }
+        }
+        assert!(checked > 10_000, "only {checked} look-ups found a channel");
+        assert!(
+            inherited > 1_000,
+            "only {inherited} look-ups fell back to a parent"
+        );
+        assert!(forgot > 300, "only {forgot} ended processes forgotten");
+        // The whole map holds every span ever made; the trimmed one what live processes (and
+        // the ended ancestors they inherit from) hold, no more in the second half than in the
+        // first.
+        assert!(whole.len() > 15 * biggest, "{} vs {biggest}", whole.len());
+        assert!(
+            biggest < half + half / 2,
+            "{half} spans halfway, {biggest} at most after"
+        );
+        assert!(
+            trimmed.parents.len() <= 64,
+            "{} processes",
+            trimmed.parents.len()
+        );
     }
 }

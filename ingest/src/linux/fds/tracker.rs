@@ -319,12 +319,14 @@ impl State {
                 Msg::Exit {
                     tid,
                     group_dead,
-                    ts: _,
+                    ts,
                 } => {
                     let pid = self.tgid.remove(&tid);
                     if group_dead || pid == Some(tid) {
                         if let Some(pid) = pid {
-                            self.procs.remove(&pid);
+                            if self.procs.remove(&pid).is_some() {
+                                self.writer.line(&FileLine::Exit { ts, pid });
+                            }
                         }
                     }
                 }
