@@ -8,7 +8,7 @@
 //! The job's own threads are left out of the comparison: the recorder hides them once it
 //! sees them, and only the live job knows whose they are.
 
-use crate::common::{argus, debug_json_with, live_or_skip, recording_lock, start_job};
+use crate::common::{argus, debug_json_with, live_or_skip, recording_lock, start_job, wait_for};
 use argus_sinks::Snapshot;
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -47,7 +47,14 @@ fn run_workload(name: &str) {
     assert!(out.status.success(), "argus workload {name}");
 }
 
-fn job_equals_build(workers: &str) {
+/// Runs the job (with `extra` flags) over `workloads` and the build of its ring, and
+/// requires their graph tables to be equal; returns the build's snapshot and the ring's
+/// `meta.json` for what a caller checks further.
+fn job_equals_build(
+    workers: &str,
+    extra: &[&str],
+    workloads: &dyn Fn(),
+) -> (Snapshot, Snapshot, serde_json::Value) {
     let tmp = tempfile::tempdir().expect("tempdir");
     let job = tmp.path().join("job");
     let rules = tmp.path().join("rules.toml");
@@ -55,25 +62,25 @@ fn job_equals_build(workers: &str) {
     // build both apply.
     std::fs::write(&rules, "[[split]]\nsyscall = \"nanosleep\"\n").expect("rules written");
     let rules_arg = rules.to_str().expect("utf-8");
-    let mut start = start_job(
-        &job,
-        &[
-            "--rules",
-            rules_arg,
-            "--snapshot-every",
-            "2",
-            "--retain",
-            "10m",
-            "--nice",
-            "0",
-            "--workers",
-            workers,
-        ],
-    );
-    std::thread::sleep(Duration::from_secs(2));
-    for w in ["pipe-dep", "sock-dep", "kwork", "timer", "chain"] {
-        run_workload(w);
-    }
+    let mut args = vec![
+        "--rules",
+        rules_arg,
+        "--snapshot-every",
+        "2",
+        "--retain",
+        "10m",
+        "--nice",
+        "0",
+        "--workers",
+        workers,
+    ];
+    args.extend_from_slice(extra);
+    let mut start = start_job(&job, &args);
+    wait_for("tracing on (meta.json)", Duration::from_secs(60), || {
+        job.join("trace/meta.json").is_file().then_some(())
+    });
+    std::thread::sleep(Duration::from_secs(1));
+    workloads();
     std::thread::sleep(Duration::from_secs(1));
     let child = start.0.take().expect("running");
     // SAFETY: kill has no memory-safety preconditions; the pid is our unreaped child.
@@ -112,14 +119,6 @@ fn job_equals_build(workers: &str) {
     let live = argus_sinks::read_snapshot_tables(&latest, false).expect("the job's snapshot");
     let batch = argus_sinks::read_snapshot_tables(&built, false).expect("the build");
     let (l, b) = (tables(&live, &hidden), tables(&batch, &hidden));
-    // The run made what the comparison is about.
-    let kinds: BTreeSet<&str> = batch.edges.iter().map(|e| e.kind.name()).collect();
-    for kind in ["message", "queue", "timer", "wakeup"] {
-        assert!(
-            kinds.contains(kind),
-            "{workers} workers: no {kind} edge: {kinds:?}"
-        );
-    }
     for ((table, lrows), (_, brows)) in l.iter().zip(&b) {
         let lset: BTreeSet<&String> = lrows.iter().collect();
         let bset: BTreeSet<&String> = brows.iter().collect();
@@ -132,6 +131,7 @@ fn job_equals_build(workers: &str) {
             brows.len()
         );
     }
+    (live, batch, meta)
 }
 
 fn check(workers: &str) {
@@ -139,7 +139,71 @@ fn check(workers: &str) {
         return;
     }
     let _lock = recording_lock();
-    job_equals_build(workers);
+    let (_, batch, _) = job_equals_build(workers, &[], &|| {
+        for w in ["pipe-dep", "sock-dep", "kwork", "timer", "chain"] {
+            run_workload(w);
+        }
+    });
+    // The run made what the comparison is about.
+    let kinds: BTreeSet<&str> = batch.edges.iter().map(|e| e.kind.name()).collect();
+    for kind in ["message", "queue", "timer", "wakeup"] {
+        assert!(
+            kinds.contains(kind),
+            "{workers} workers: no {kind} edge: {kinds:?}"
+        );
+    }
+}
+
+/// The kernel loses events: per-CPU buffers of 8 KiB, read at normal priority, overrun by
+/// two bursts of a million one-byte reads. The job and the build see the same lost ranges,
+/// make no edge across them, and still agree on every row.
+#[test]
+fn the_job_and_the_build_agree_across_the_ranges_the_kernel_lost() {
+    if !live_or_skip("the_job_and_the_build_agree_across_the_ranges_the_kernel_lost") {
+        return;
+    }
+    let _lock = recording_lock();
+    let extra = ["--buffer-kb", "8", "--drain-priority", "0"];
+    let (live, batch, meta) = job_equals_build("2", &extra, &|| {
+        run_workload("pipe-dep");
+        let dd = || {
+            std::process::Command::new("dd")
+                .args(["if=/dev/zero", "of=/dev/null", "bs=1", "count=1000000"])
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("dd runs")
+        };
+        // Blocking and waking on both CPUs while they lose events.
+        let bursts = [dd(), dd()];
+        for w in ["pipe-dep", "sock-dep", "chain"] {
+            run_workload(w);
+        }
+        for mut d in bursts {
+            assert!(d.wait().expect("dd ends").success(), "dd");
+        }
+        run_workload("pipe-dep");
+    });
+    let lost: usize = meta["lost_ranges"]
+        .as_object()
+        .into_iter()
+        .flat_map(|cpus| cpus.values())
+        .filter_map(|r| r.as_array())
+        .map(Vec::len)
+        .sum();
+    assert!(lost > 0, "the kernel lost nothing: {}", meta["lost_ranges"]);
+    // The job's snapshot names the newest of its gaps, each within one of the ring's.
+    assert!(!live.manifest.lost_ranges.is_empty());
+    for &(from, to) in &live.manifest.lost_ranges {
+        assert!(
+            batch
+                .manifest
+                .lost_ranges
+                .iter()
+                .any(|&(f, t)| f <= from && to <= t),
+            "the job's gap {from:?}..{to:?} is not in the ring's {:?}",
+            batch.manifest.lost_ranges
+        );
+    }
 }
 
 #[test]

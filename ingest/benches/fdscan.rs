@@ -1,14 +1,15 @@
 //! What file identity costs a reader thread: the page scan that picks descriptor-creating
 //! syscalls, exec, task creation and exit out of every page (`linux::file_scan_pages`),
 //! against the work the reader already does to each page (zstd level 1 compression into
-//! frames of 256 pages) and against bare page parsing, all on one core, in the same run.
+//! frames of 256 pages; the walk to each page's last record, which a lost range starts
+//! at) and against bare page parsing, all on one core, in the same run.
 //!
 //! `cargo bench -p argus-ingest --bench fdscan` records `dd bs=64 count=400000` (about 1.7M
 //! events; needs root and tracefs) unless `ARGUS_BENCH_TRACE=DIR` names a trace directory
 //! (recorded there when absent, the same trace the `decode` bench uses).
 
 use argus_ingest::linux::{file_scan_pages, RecordConfig, Recorder};
-use argus_ingest::page::parse_page;
+use argus_ingest::page::{last_record_ts, parse_page};
 use argus_ingest::replay::TraceReader;
 use std::io::Read;
 use std::path::PathBuf;
@@ -99,6 +100,27 @@ fn main() {
         n
     });
     let (scan, sent) = best(|| file_scan_pages(formats, &pages, page_size));
+    // The walk to a page's last record, where a lost range starts: a reader does it to the
+    // page before a loss (and to the last page of each frame), so this is its cost were it
+    // done to every page: on pages just read (in cache: the first 64 pages, walked as many
+    // times as there are pages), and on pages not in cache (each once).
+    let walk = |set: &[u8], rounds: usize| {
+        best(|| {
+            let mut sum = 0u64;
+            for _ in 0..rounds {
+                for page in set.chunks_exact(page_size) {
+                    let ts = last_record_ts(&formats.header_page, std::hint::black_box(page));
+                    sum = sum.wrapping_add(ts.unwrap_or(0));
+                }
+            }
+            sum
+        })
+        .0
+    };
+    let hot_pages = n_pages.min(64);
+    let last = walk(&pages[..hot_pages * page_size], n_pages / hot_pages.max(1));
+    let last = last.mul_f64(n_pages as f64 / (hot_pages * (n_pages / hot_pages.max(1))) as f64);
+    let cold = walk(&pages, 1);
     let (compress, bytes) = best(|| {
         let mut c = zstd::bulk::Compressor::new(1).expect("zstd");
         let mut out = 0u64;
@@ -123,6 +145,15 @@ fn main() {
         scan.as_secs_f64() * 1e3,
         rate(scan),
         scan.as_secs_f64() / parse.as_secs_f64()
+    );
+    println!(
+        "  last ts  {:>8.2} ms  {:>7.1} M records/s  ({:.1}% of compress; {:.2}% of one core \
+         at {SUSTAINED_RATE:.1} M events/s; {:.2} ms on pages not in cache)",
+        last.as_secs_f64() * 1e3,
+        rate(last),
+        100.0 * last.as_secs_f64() / compress.as_secs_f64(),
+        100.0 * SUSTAINED_RATE / rate(last),
+        cold.as_secs_f64() * 1e3
     );
     println!(
         "  compress {:>8.2} ms  {:>7.1} M records/s  (the reader's existing work)",

@@ -239,6 +239,54 @@ pub fn parse_page<'a>(layout: &HeaderPage, page: &'a [u8]) -> Result<PageRecords
     })
 }
 
+/// The time of the page's last record (`None`: no record, or a malformed page): where a
+/// loss before the next page starts.
+///
+/// Walks the record headers only, as [`PageRecords`] does (and stops where it would fail).
+pub fn last_record_ts(layout: &HeaderPage, page: &[u8]) -> Option<u64> {
+    let recs = parse_page(layout, page).ok()?;
+    let (data, mut at, mut ts) = (recs.data, recs.pos, recs.ts);
+    let end = data.len();
+    let mut last = None;
+    while at + 4 <= end {
+        let word = le_u32(data, at);
+        let type_len = word & 0x1f;
+        let delta = u64::from(word >> 5);
+        let (len, record) = match type_len {
+            1..=28 => (4 + 4 * type_len as usize, true),
+            _ if at + 8 > end => break,
+            0 => {
+                let array0 = le_u32(data, at + 4) as usize;
+                if array0 == 0 {
+                    break;
+                }
+                (8 + ((array0.saturating_sub(4) + 3) & !3), true)
+            }
+            TYPE_PADDING if delta == 0 => break,
+            TYPE_PADDING => ((4 + le_u32(data, at + 4) as usize).max(8), false),
+            TYPE_TIME_EXTEND => {
+                ts = ts.wrapping_add((u64::from(le_u32(data, at + 4)) << 27) + delta);
+                at += 8;
+                continue;
+            }
+            _ => {
+                ts = ((u64::from(le_u32(data, at + 4)) << 27) | delta) | (ts & TS_MSB);
+                at += 8;
+                continue;
+            }
+        };
+        if at + len > end {
+            break;
+        }
+        ts = ts.wrapping_add(delta);
+        at += len;
+        if record {
+            last = Some(ts);
+        }
+    }
+    last
+}
+
 #[inline]
 fn le_u32(b: &[u8], at: usize) -> u32 {
     let mut a = [0u8; 4];
@@ -492,6 +540,25 @@ mod tests {
         assert_eq!(recs[3].0, (0x1234u64 << 27) | 10);
         assert_eq!(recs[3].1, 80);
         assert_eq!(recs[3].2.len(), 112);
+        // The walk to the last record agrees, on every prefix of the records (one cut
+        // inside a record stops both where the iterator fails).
+        for cut in 0..=b.len() {
+            let p = page(100, 0, &b[..cut]);
+            let want = parse_page(&HeaderPage::default(), &p)
+                .unwrap()
+                .map_while(Result::ok)
+                .last()
+                .map(|r| r.ts);
+            assert_eq!(
+                last_record_ts(&HeaderPage::default(), &p),
+                want,
+                "cut at {cut}"
+            );
+        }
+        assert_eq!(
+            last_record_ts(&HeaderPage::default(), &p),
+            Some((0x1234u64 << 27) | 10)
+        );
     }
 
     #[test]
