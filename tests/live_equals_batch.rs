@@ -9,6 +9,7 @@
 //! sees them, and only the live job knows whose they are.
 
 use crate::common::{argus, debug_json_with, live_or_skip, recording_lock, start_job, wait_for};
+use argus_schema::EventKind;
 use argus_sinks::Snapshot;
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -69,6 +70,8 @@ fn job_equals_build(
         "2",
         "--retain",
         "10m",
+        "--keep",
+        "1000",
         "--nice",
         "0",
         "--workers",
@@ -116,8 +119,29 @@ fn job_equals_build(
         .map(|t| t as i32)
         .collect();
     let latest = std::fs::canonicalize(job.join("latest")).expect("a last snapshot");
-    let live = argus_sinks::read_snapshot_tables(&latest, false).expect("the job's snapshot");
-    let batch = argus_sinks::read_snapshot_tables(&built, false).expect("the build");
+    let mut live = argus_sinks::read_snapshot_tables(&latest, false).expect("the job's snapshot");
+    // A live snapshot's events are those released since the one before: all of them.
+    let mut snaps: Vec<_> = std::fs::read_dir(job.join("snapshots"))
+        .expect("the job's snapshots")
+        .map(|e| e.expect("a snapshot").path())
+        .filter(|p| {
+            !p.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with('.'))
+        })
+        .collect();
+    snaps.sort();
+    live.events = Some(
+        snaps
+            .iter()
+            .flat_map(|dir| {
+                argus_sinks::read_snapshot_tables(dir, true)
+                    .expect("a snapshot's events")
+                    .events
+                    .unwrap_or_default()
+            })
+            .collect(),
+    );
+    let batch = argus_sinks::read_snapshot_tables(&built, true).expect("the build");
     let (l, b) = (tables(&live, &hidden), tables(&batch, &hidden));
     for ((table, lrows), (_, brows)) in l.iter().zip(&b) {
         let lset: BTreeSet<&String> = lrows.iter().collect();
@@ -152,6 +176,72 @@ fn check(workers: &str) {
             "{workers} workers: no {kind} edge: {kinds:?}"
         );
     }
+}
+
+/// Perf-sourced events: call stacks at syscalls (`--stacks`) and a hardware watchpoint on a
+/// running process's flag (`--watch ARGUS_HANG_FLAG@PID`, `argus workload flag-watch`):
+/// the job merges them into its events as a build of the ring does, so the flag edges and
+/// the order edges the stacks decide are the same.
+#[test]
+fn the_job_and_the_build_agree_with_stacks_and_a_watchpoint() {
+    if !live_or_skip("the_job_and_the_build_agree_with_stacks_and_a_watchpoint") {
+        return;
+    }
+    let _lock = recording_lock();
+    // The watched process runs before the job starts (`@PID` attaches to its threads).
+    let flagged = std::process::Command::new(env!("CARGO_BIN_EXE_argus"))
+        .args(["workload", "flag-watch", "--secs", "6"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("argus workload flag-watch runs");
+    let watch = format!("ARGUS_HANG_FLAG@{}", flagged.id());
+    let flagged = std::cell::RefCell::new(flagged);
+    let (live, batch, _) = job_equals_build("1", &["--stacks", "--watch", &watch], &|| {
+        for w in ["pipe-dep", "sock-dep"] {
+            run_workload(w);
+        }
+        // Until the flag is set and the poller sees it.
+        let ended = flagged.borrow_mut().wait().expect("flag-watch ends");
+        assert!(ended.success(), "flag-watch: {ended}");
+    });
+    // The run made what the comparison is about: the flag setter's write and the main
+    // thread's reads, and stacks at syscalls.
+    for snap in [&live, &batch] {
+        let kinds: BTreeSet<&str> = snap.edges.iter().map(|e| e.kind.name()).collect();
+        assert!(kinds.contains("flag"), "no flag edge: {kinds:?}");
+    }
+    let perf_rows = |snap: &Snapshot| {
+        let mut rows: Vec<String> = snap
+            .events
+            .iter()
+            .flatten()
+            .filter(|e| {
+                matches!(
+                    e.kind,
+                    EventKind::FlagAccess { .. } | EventKind::Stack { .. }
+                )
+            })
+            .map(|e| format!("{:?} {:?} {:?}", e.ts, e.tid, e.kind))
+            .collect();
+        rows.sort();
+        rows
+    };
+    let (l, b) = (perf_rows(&live), perf_rows(&batch));
+    let count = |rows: &[String], what: &str| rows.iter().filter(|r| r.contains(what)).count();
+    assert!(
+        count(&b, "FlagAccess") > 0 && count(&b, "Stack") > 0,
+        "{} rows",
+        b.len()
+    );
+    assert!(
+        l == b,
+        "perf events: {} live ({} hits), {} built ({} hits)",
+        l.len(),
+        count(&l, "FlagAccess"),
+        b.len(),
+        count(&b, "FlagAccess")
+    );
 }
 
 /// The kernel loses events: per-CPU buffers of 8 KiB, read at normal priority, overrun by

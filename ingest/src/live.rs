@@ -41,6 +41,7 @@ use crate::convert::{Converter, ConverterError, Decoded};
 use crate::format::{FormatSet, HeaderPage};
 use crate::merge::ThreadTable;
 use crate::page::{parse_page, Missed};
+use crate::perffile::{PerfFileError, PerfItem, PerfMerge, StreamInfo, PAIR_WINDOW_NS};
 use crate::tracedir::ProcEntry;
 use argus_schema::{ErrorRecord, Event, Nanos, Pid, ThreadInfo, Tid};
 use std::cmp::Reverse;
@@ -112,6 +113,14 @@ pub type LostRange = (u32, u64, u64, Option<u64>);
 /// to`, before any record after the gap is queued (see the module docs).
 pub type GapSink = Box<dyn FnMut(Nanos, Nanos) + Send>;
 
+/// `ev` numbered `seq` (which moves on), and counted.
+fn numbered(mut ev: Event, seq: &mut u64, count: &mut u64) -> Event {
+    ev.seq = *seq;
+    *seq += 1;
+    *count += 1;
+    ev
+}
+
 /// Per-CPU pages in, one time-ordered event stream out, released behind a watermark (see the
 /// module docs for the rule and what happens to late records).
 pub struct LiveMerge {
@@ -132,6 +141,9 @@ pub struct LiveMerge {
     origin: Nanos,
     /// The newest gaps, for [`LiveMerge::gaps_since`].
     ranges: VecDeque<LostRange>,
+    /// Stacks and watchpoint hits merged in as a replay of the trace merges them
+    /// ([`LiveMerge::push_perf`]), and the time before which every sample is in.
+    perf: Option<(PerfMerge, Option<u64>)>,
 }
 
 impl LiveMerge {
@@ -155,7 +167,50 @@ impl LiveMerge {
             gaps: Box::new(|_, _| {}),
             origin: Nanos(0),
             ranges: VecDeque::new(),
+            perf: None,
         })
+    }
+
+    /// Takes in perf samples (`argus start --stacks`, `--watch`): `items` of `streams`,
+    /// complete before `frontier` (`None`: nothing is known to be complete yet). From the
+    /// first call on, each stack sample follows the event it was taken at and each
+    /// watchpoint hit is a `FlagAccess` event, as in a replay of the trace
+    /// ([`PerfMerge`]); release no further than [`LiveMerge::perf_bound`].
+    pub fn push_perf(
+        &mut self,
+        streams: &[StreamInfo],
+        items: Vec<Result<PerfItem, PerfFileError>>,
+        frontier: Option<u64>,
+    ) {
+        let (perf, known) = self
+            .perf
+            .get_or_insert_with(|| (PerfMerge::default(), None));
+        perf.add(streams, items, None);
+        *known = frontier.or(*known);
+        let errors: Vec<String> = perf.errors.drain(..).collect();
+        for e in errors {
+            self.error(0, None, e);
+        }
+    }
+
+    /// How far events may be released with their perf samples all in: a sample is taken
+    /// within [`PAIR_WINDOW_NS`] of its event. `None` without perf samples.
+    pub fn perf_bound(&self) -> Option<Nanos> {
+        let (_, known) = self.perf.as_ref()?;
+        Some(Nanos(known.map_or(0, |f| f.saturating_sub(PAIR_WINDOW_NS))))
+    }
+
+    /// The time of the last watchpoint hit not yet released: at the end of a recording,
+    /// hits after its last record follow it, as in a replay.
+    pub fn perf_last(&self) -> Option<Nanos> {
+        self.perf.as_ref()?.0.last_hit().map(Nanos)
+    }
+
+    /// Perf samples that found no place: `(stack samples with no event, late hits)`.
+    pub fn perf_unplaced(&self) -> (u64, u64) {
+        self.perf
+            .as_ref()
+            .map_or((0, 0), |(p, _)| (p.unmatched_stacks, p.late_hits))
     }
 
     /// Hands the gaps this merge finds to `sink` (`argus start` adds them to its rules'
@@ -358,6 +413,9 @@ impl LiveMerge {
         if self.released.is_some_and(|w| watermark <= w) {
             return;
         }
+        if let Some((perf, Some(known))) = &mut self.perf {
+            perf.settle(*known);
+        }
         let mut heap: BinaryHeap<Reverse<(Nanos, u32)>> = BinaryHeap::new();
         for (&cpu, st) in &self.cpus {
             if let Some(d) = st.queue.front() {
@@ -378,11 +436,24 @@ impl LiveMerge {
                     heap.push(Reverse((next.ts, cpu)));
                 }
             }
-            if let Some(mut ev) = self.table.apply(d) {
-                ev.seq = self.next_seq;
-                self.next_seq += 1;
-                self.stats.events += 1;
-                out.push(ev);
+            if let Some(ev) = self.table.apply(d) {
+                let (seq, count) = (&mut self.next_seq, &mut self.stats.events);
+                match &mut self.perf {
+                    Some((perf, _)) => {
+                        perf.push(ev);
+                        while let Some(ev) = perf.pop() {
+                            out.push(numbered(ev, seq, count));
+                        }
+                    }
+                    None => out.push(numbered(ev, seq, count)),
+                }
+            }
+        }
+        if let Some((perf, _)) = &mut self.perf {
+            perf.flush_hits(watermark.0);
+            perf.forget_stacks_before(watermark.0);
+            while let Some(ev) = perf.pop() {
+                out.push(numbered(ev, &mut self.next_seq, &mut self.stats.events));
             }
         }
         self.released = Some(watermark);

@@ -781,6 +781,11 @@ struct StackKeep {
 pub struct PerfMerge {
     /// Per (thread, [`StackAt::class`]), in time order.
     stacks: HashMap<(i32, u8), VecDeque<StackKeep>>,
+    /// Watchpoint hits not yet settled, and the settled ones still needed as partners, by
+    /// time ([`PerfMerge::settle`]).
+    raw_hits: Vec<Hit>,
+    /// Hits up to this time are settled (events in `hits`).
+    settled: Option<u64>,
     hits: VecDeque<Event>,
     out: VecDeque<Event>,
     /// Stack samples that matched no `sys_enter` (their event was lost, or precedes the
@@ -788,9 +793,15 @@ pub struct PerfMerge {
     pub unmatched_stacks: u64,
     /// Stack samples attached.
     pub matched_stacks: u64,
+    /// Watchpoint hits that came after their time was settled (a live consumer's late
+    /// samples): dropped.
+    pub late_hits: u64,
     /// Errors met while loading (also logged).
     pub errors: Vec<String>,
 }
+
+/// A watchpoint hit: (time, pid, tid, cpu, ip, addr, whether its stream is write-only).
+type Hit = (u64, i32, i32, u32, u64, u64, bool);
 
 impl PerfMerge {
     /// Loads `trace_dir/perf`; `Ok(None)` when the trace has none. Hits before `cutoff`
@@ -800,20 +811,32 @@ impl PerfMerge {
             return Ok(None);
         };
         let mut m = PerfMerge::default();
+        m.add(trace.streams(), trace.items(), cutoff);
+        m.settle(u64::MAX);
+        Ok(Some(m))
+    }
+
+    /// Takes in samples (`items` of `streams`): stacks wait for their events, watchpoint
+    /// hits for [`PerfMerge::settle`]. Hits before `cutoff` are dropped.
+    pub fn add(
+        &mut self,
+        streams: &[StreamInfo],
+        items: impl IntoIterator<Item = Result<PerfItem, PerfFileError>>,
+        cutoff: Option<u64>,
+    ) {
         let mut stack_samples: Vec<((i32, u8), StackKeep)> = Vec::new();
-        // Watch hits per spec: (time, pid, tid, cpu, ip, addr, write-event).
-        let mut hits: Vec<(u64, i32, i32, u32, u64, u64, bool)> = Vec::new();
-        for item in trace.items() {
+        let mut hits: Vec<Hit> = Vec::new();
+        for item in items {
             let s = match item {
                 Ok(PerfItem::Sample(s)) => s,
                 Ok(PerfItem::Lost { .. }) => continue,
                 Err(e) => {
                     tracing::warn!("{e}");
-                    m.errors.push(e.to_string());
+                    self.errors.push(e.to_string());
                     continue;
                 }
             };
-            let Some(info) = trace.streams().iter().find(|i| i.id == s.stream) else {
+            let Some(info) = streams.iter().find(|i| i.id == s.stream) else {
                 continue;
             };
             match &info.kind {
@@ -837,6 +860,10 @@ impl PerfMerge {
                     if cutoff.is_some_and(|c| s.time < c) {
                         continue;
                     }
+                    if self.settled.is_some_and(|t| s.time <= t) {
+                        self.late_hits += 1;
+                        continue;
+                    }
                     hits.push((
                         s.time,
                         s.pid,
@@ -851,25 +878,46 @@ impl PerfMerge {
         }
         stack_samples.sort_by_key(|(key, k)| (*key, k.time));
         for (key, k) in stack_samples {
-            m.stacks.entry(key).or_default().push_back(k);
+            let q = self.stacks.entry(key).or_default();
+            let sorted = q.back().is_none_or(|b| b.time <= k.time);
+            q.push_back(k);
+            if !sorted {
+                q.make_contiguous().sort_by_key(|k| k.time);
+            }
         }
-        hits.sort_unstable();
-        // An RW hit is a write when a W hit of the same thread and instruction is paired
-        // with it; a W hit with no RW partner is a write too.
-        let writes: Vec<&(u64, i32, i32, u32, u64, u64, bool)> =
-            hits.iter().filter(|h| h.6).collect();
-        let reads: Vec<&(u64, i32, i32, u32, u64, u64, bool)> =
-            hits.iter().filter(|h| !h.6).collect();
-        let paired = |h: &(u64, i32, i32, u32, u64, u64, bool),
-                      others: &[&(u64, i32, i32, u32, u64, u64, bool)]| {
+        if !hits.is_empty() {
+            self.raw_hits.extend(hits);
+            self.raw_hits.sort_unstable();
+        }
+    }
+
+    /// Every hit up to `upto` − [`PAIR_WINDOW_NS`] becomes a `FlagAccess` event, in time
+    /// order, once all hits it may pair with are in: a live consumer calls it with the time
+    /// up to which it has every sample (`u64::MAX`: all are in). An RW hit is a write when a
+    /// W hit of the same thread and instruction is paired with it; a W hit with no RW
+    /// partner is a write too.
+    pub fn settle(&mut self, upto: u64) {
+        let bound = if upto == u64::MAX {
+            u64::MAX
+        } else {
+            upto.saturating_sub(PAIR_WINDOW_NS)
+        };
+        if self.settled.is_some_and(|t| bound <= t) {
+            return;
+        }
+        let from = self.settled.map_or(0, |t| t.saturating_add(1));
+        let lo = self.raw_hits.partition_point(|h| h.0 < from);
+        let hi = self.raw_hits.partition_point(|h| h.0 <= bound);
+        let writes: Vec<&Hit> = self.raw_hits.iter().filter(|h| h.6).collect();
+        let reads: Vec<&Hit> = self.raw_hits.iter().filter(|h| !h.6).collect();
+        let paired = |h: &Hit, others: &[&Hit]| {
             let lo = others.partition_point(|o| o.0.saturating_add(PAIR_WINDOW_NS) < h.0);
             others[lo..]
                 .iter()
                 .take_while(|o| o.0 <= h.0.saturating_add(PAIR_WINDOW_NS))
                 .any(|o| o.2 == h.2 && o.4 == h.4 && o.5 == h.5)
         };
-        let mut events: Vec<Event> = Vec::new();
-        let mk = |h: &(u64, i32, i32, u32, u64, u64, bool), write: bool| Event {
+        let mk = |h: &Hit, write: bool| Event {
             ts: Nanos(h.0),
             seq: 0,
             cpu: Cpu(h.3),
@@ -878,17 +926,22 @@ impl PerfMerge {
             ctx: Context::Task,
             kind: EventKind::FlagAccess { addr: h.5, write },
         };
-        for h in &reads {
-            events.push(mk(h, paired(h, &writes)));
-        }
-        for h in &writes {
-            if !paired(h, &reads) {
+        let mut events: Vec<Event> = Vec::new();
+        for h in &self.raw_hits[lo..hi] {
+            if !h.6 {
+                events.push(mk(h, paired(h, &writes)));
+            } else if !paired(h, &reads) {
                 events.push(mk(h, true));
             }
         }
         events.sort_by_key(|e| (e.ts, e.tid));
-        m.hits = events.into();
-        Ok(Some(m))
+        self.hits.extend(events);
+        self.settled = Some(bound);
+        // What an unsettled hit (after `bound`) may still pair with.
+        let keep = self
+            .raw_hits
+            .partition_point(|h| h.0.saturating_add(PAIR_WINDOW_NS) < bound);
+        self.raw_hits.drain(..keep);
     }
 
     /// [`PerfMerge::load`], logging a failure (the trace is then replayed without its perf
@@ -940,8 +993,44 @@ impl PerfMerge {
         }
     }
 
+    /// Hits settled up to `upto` that no event pushed since came after: they follow now
+    /// (a live consumer's batch ends at `upto`).
+    pub fn flush_hits(&mut self, upto: u64) {
+        while self.hits.front().is_some_and(|h| h.ts.0 <= upto) {
+            if let Some(h) = self.hits.pop_front() {
+                self.out.push_back(h);
+            }
+        }
+    }
+
+    /// The time of the last watchpoint hit not yet taken out ([`PerfMerge::pop`]).
+    pub fn last_hit(&self) -> Option<u64> {
+        let raw = self.raw_hits.last().map(|h| h.0);
+        let settled = self.hits.back().map(|e| e.ts.0);
+        raw.max(settled)
+    }
+
+    /// Forgets the stack samples whose event would have come before `upto` (every event up
+    /// to it was pushed): counted unmatched. A live consumer's queues stay the size of what
+    /// is in flight.
+    pub fn forget_stacks_before(&mut self, upto: u64) {
+        let mut unmatched = 0u64;
+        self.stacks.retain(|_, q| {
+            while q
+                .front()
+                .is_some_and(|k| k.time.saturating_add(PAIR_WINDOW_NS) < upto)
+            {
+                q.pop_front();
+                unmatched += 1;
+            }
+            !q.is_empty()
+        });
+        self.unmatched_stacks += unmatched;
+    }
+
     /// The trace events ended: the remaining hits follow.
     pub fn finish(&mut self) {
+        self.settle(u64::MAX);
         self.out.extend(self.hits.drain(..));
         self.unmatched_stacks += self.stacks.values().map(|q| q.len() as u64).sum::<u64>();
         self.stacks.clear();
@@ -1309,5 +1398,123 @@ mod tests {
             .contains("unknown stream 3"));
         let items = parse_chunk(Path::new("x"), &bytes[..6], &[stacks_stream()]);
         assert!(items[0].is_err());
+    }
+
+    /// Watchpoint hits (W and RW breakpoints of two threads, paired or not) taken in as a
+    /// live consumer gets them, batch by batch with the time each is complete to, give the
+    /// events a replay of the whole trace gives, in the same order.
+    #[test]
+    fn hits_taken_in_batches_merge_as_all_at_once() {
+        let watch = |id: u32, access: &str| StreamInfo {
+            id,
+            sample_type: SAMPLE_IP | SAMPLE_TID | SAMPLE_TIME | SAMPLE_ADDR,
+            regs_user: 0,
+            kind: StreamKind::Watch {
+                spec: "7:0x1000".into(),
+                pid: 7,
+                tid: 7,
+                cpu: 0,
+                addr: 0x1000,
+                len: 8,
+                access: access.into(),
+            },
+        };
+        let streams = [watch(1, "w"), watch(2, "rw")];
+        let mut x: u64 = 0x2545_f491_4f6c_dd1d;
+        let mut rnd = |n: u64| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x % n
+        };
+        let hit = |stream: u32, tid: u32, time: u64| {
+            PerfItem::Sample(PerfSample {
+                stream,
+                pid: 7,
+                tid: tid as i32,
+                time,
+                ip: Some(0x40_1000),
+                addr: Some(0x1000),
+                ..PerfSample::default()
+            })
+        };
+        // Accesses every ~30 µs: writes hit both breakpoints a few µs apart, reads only RW.
+        let mut items: Vec<(u64, PerfItem)> = Vec::new();
+        let mut t = 1_000_000u64;
+        for _ in 0..3_000 {
+            t += 1 + rnd(60_000);
+            let tid = 7 + rnd(2) as u32;
+            items.push((t, hit(2, tid, t)));
+            if rnd(2) == 0 {
+                let w = t + rnd(2 * PAIR_WINDOW_NS) - rnd(PAIR_WINDOW_NS).min(t);
+                items.push((w, hit(1, tid, w)));
+            }
+        }
+        let events: Vec<Event> = (0..2_000u64)
+            .map(|i| Event {
+                ts: Nanos(1_000_000 + i * 45_000),
+                seq: 0,
+                cpu: Cpu(0),
+                pid: Pid(7),
+                tid: Tid(7),
+                ctx: Context::Task,
+                kind: EventKind::Exit,
+            })
+            .collect();
+        let out = |m: &mut PerfMerge| {
+            std::iter::from_fn(|| m.pop())
+                .map(|e| (e.ts, e.tid, e.kind))
+                .collect::<Vec<_>>()
+        };
+        let mut whole = PerfMerge::default();
+        whole.add(&streams, items.iter().map(|(_, i)| Ok(i.clone())), None);
+        whole.settle(u64::MAX);
+        let mut want = Vec::new();
+        for ev in &events {
+            whole.push(ev.clone());
+            want.extend(out(&mut whole));
+        }
+        whole.finish();
+        want.extend(out(&mut whole));
+        // Batches drained at random times: a drain holds every sample stamped before it.
+        items.sort_by_key(|(t, _)| *t);
+        let mut live = PerfMerge::default();
+        let (mut got, mut next, mut pushed) = (Vec::new(), 0usize, 0usize);
+        let mut drained = 1_000_000u64;
+        while next < items.len() {
+            drained += rnd(3_000_000);
+            let upto = items.partition_point(|(t, _)| *t < drained);
+            live.add(
+                &streams,
+                items[next..upto].iter().map(|(_, i)| Ok(i.clone())),
+                None,
+            );
+            next = upto;
+            live.settle(drained);
+            let release = drained.saturating_sub(PAIR_WINDOW_NS);
+            while events.get(pushed).is_some_and(|e| e.ts.0 <= release) {
+                live.push(events[pushed].clone());
+                pushed += 1;
+            }
+            live.flush_hits(release);
+            got.extend(out(&mut live));
+        }
+        for ev in &events[pushed..] {
+            live.push(ev.clone());
+            got.extend(out(&mut live));
+        }
+        live.finish();
+        got.extend(out(&mut live));
+        let writes = want
+            .iter()
+            .filter(|e| matches!(e.2, EventKind::FlagAccess { write: true, .. }))
+            .count();
+        assert!(
+            writes > 500 && writes < want.len() - 2_000,
+            "{writes} writes"
+        );
+        assert_eq!(live.late_hits, 0);
+        assert_eq!(got.len(), want.len());
+        assert!(got == want, "the merges differ");
     }
 }

@@ -9,7 +9,7 @@ use super::catchup::CatchUp;
 use super::running::{live_formats, Replayed};
 use anyhow::{Context, Result};
 use argus_ingest::format::FormatSet;
-use argus_ingest::linux::{FilesTap, ReadFrontier, TappedPage};
+use argus_ingest::linux::{FilesTap, PerfTap, ReadFrontier, TappedPage};
 use argus_ingest::live::LiveMerge;
 use argus_ingest::tracedir::{FileLine, ProcEntry};
 use argus_pipeline::gaps::GapSet;
@@ -63,6 +63,9 @@ pub(crate) struct Intake {
     /// The fd identity as the recorder's tracker writes it, and the bound it is complete
     /// to (`argus_ingest::linux::FilesTap`); `None` when files are not tracked.
     pub(crate) files: Option<FilesTap>,
+    /// The perf samples as the collector drains them, merged into the events
+    /// (`LiveMerge::push_perf`); `None` without `--stacks`, `--watch`.
+    pub(crate) perf: Option<PerfTap>,
 }
 
 /// How long a tick waits for the fd tracker to catch up to the read frontier; a tracker
@@ -84,6 +87,8 @@ pub(crate) struct Taps {
     pub(crate) read: ReadFrontier,
     /// The fd identity as written (`None` when files are not tracked).
     pub(crate) files: Option<FilesTap>,
+    /// Stack samples and watchpoint hits (`None` without `--stacks`, `--watch`).
+    pub(crate) perf: Option<PerfTap>,
 }
 
 impl Intake {
@@ -103,6 +108,7 @@ impl Intake {
             pages: tap,
             read,
             files,
+            perf,
         } = taps;
         let (formats, procs) = live_formats(trace_dir)?;
         let catchup = open_catchup(trace_dir)?;
@@ -138,6 +144,7 @@ impl Intake {
             stopping: None,
             budget,
             files,
+            perf,
         })
     }
 
@@ -161,6 +168,7 @@ impl Intake {
             stopping,
             budget,
             files,
+            perf,
         } = self;
         // Loaded before the tap is read: every page stamped up to it is in the tap now (or
         // was dropped from it, and the catch-up holds the watermark for it).
@@ -183,6 +191,13 @@ impl Intake {
         let lines: Vec<FileLine> = files
             .as_ref()
             .map_or_else(Vec::new, |f| f.lines().collect());
+        // Samples drained so far, complete up to the start of the last drain.
+        let mut perf_ended = true;
+        if let Some(p) = perf.as_mut() {
+            let items = p.take();
+            merge.push_perf(p.streams(), items, p.frontier());
+            perf_ended = p.frontier() == Some(u64::MAX);
+        }
         // The recorder's own possible losses (a rewrite of its exclusion list), taken after
         // the frontier: each is a gap before any record after its start is released.
         for (from, to) in read.take_gaps() {
@@ -218,7 +233,8 @@ impl Intake {
             }
             catchup.poll_at_end(&mut sink);
             // The last lines of the fd tracker come when it ends, shortly after the readers.
-            *closed = !catchup.behind() && (tracker_ended || since.elapsed() >= STOP_READ_BACK);
+            *closed = !catchup.behind()
+                && ((tracker_ended && perf_ended) || since.elapsed() >= STOP_READ_BACK);
         } else {
             // The resident set is read only while a CPU is behind: only then can it matter.
             catchup.set_memory_pressure(catchup.behind() && budget.over());
@@ -226,11 +242,13 @@ impl Intake {
         }
         let clock = Nanos(now_ns.saturating_sub(lag.as_nanos() as u64));
         let watermark = if *closed {
-            // The recording is over: everything queued, and time ends with its last record,
+            // The recording is over: everything queued (and the watchpoint hits after the last
+            // record), and time ends with its last event,
             // as in a build of the ring (the clock at this tick is past the recording, and
             // a spin it let fire would be one no build of the ring shows).
             let released = merge.released().unwrap_or(Nanos(0));
-            merge.max_queued().map_or(released, |m| m.max(released))
+            let last = merge.max_queued().max(merge.perf_last());
+            last.map_or(released, |m| m.max(released))
         } else {
             // Not past a CPU still being read back from the ring either, nor past what the
             // recorder has read (a starved reader's records would be late).
@@ -246,6 +264,13 @@ impl Intake {
             if let (Some(b), Some(r)) = (files_bound, read_up_to) {
                 let floor = r.0.saturating_sub(FILES_HOLD.as_nanos() as u64);
                 held = held.min(Nanos(b.0.max(floor)));
+            }
+            // Not past the perf samples drained (a stack follows its event, a hit pairs
+            // with its partner), unless the collector is stuck: its samples are late then.
+            if let Some(b) = merge.perf_bound() {
+                if clock.0.saturating_sub(b.0) <= MAX_READ_HOLD.as_nanos() as u64 {
+                    held = held.min(b);
+                }
             }
             merge
                 .watermark(held, frontier.is_some() || !tap.is_empty())

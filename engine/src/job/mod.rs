@@ -275,6 +275,11 @@ fn start_recording(
         rcfg.files_tap = Some(ends);
         files
     });
+    let perf = rcfg.perf.enabled().then(|| {
+        let (perf, ends) = argus_ingest::linux::perf_tap();
+        rcfg.perf_tap = Some(ends);
+        perf
+    });
     let recording = argus_ingest::linux::Recorder::new(rcfg)
         .start()
         .with_context(|| format!("recording into {}", trace_dir.display()))?;
@@ -282,6 +287,7 @@ fn start_recording(
         pages: tap_rx,
         read: recording.read_frontier(),
         files,
+        perf,
     };
     Ok((recording, taps, own_rx))
 }

@@ -116,8 +116,9 @@ pub use fds::{files_tap, FilesTap, FilesTapEnds};
 pub use frontier::{ReadFrontier, COMMIT_MARGIN};
 #[cfg(target_os = "linux")]
 pub use perf::{
-    default_stack_syscalls, parse_stacks, PerfConfig, PerfSummary, StackSet, WatchProcess,
-    WatchSpec, WatchTarget, DEFAULT_STACK_BYTES, PERF_SHARE_DIVISOR, PROFILE_STACK_BYTES,
+    default_stack_syscalls, parse_stacks, perf_tap, PerfConfig, PerfSummary, PerfTap, PerfTapEnds,
+    StackSet, WatchProcess, WatchSpec, WatchTarget, DEFAULT_STACK_BYTES, PERF_SHARE_DIVISOR,
+    PROFILE_STACK_BYTES,
 };
 #[cfg(target_os = "linux")]
 pub(crate) use recorder::stderr_stdio;

@@ -146,6 +146,10 @@ pub struct RecordConfig {
     /// the tracker writes, and on request the bound up to which they are complete. `None`
     /// by default.
     pub files_tap: Option<super::FilesTapEnds>,
+    /// A live consumer of the perf samples (`argus start`, [`super::perf_tap`]): each drain
+    /// of the collector's rings, with the time up to which samples are complete. `None` by
+    /// default.
+    pub perf_tap: Option<super::PerfTapEnds>,
     /// User-space dispatch functions (`--dispatch BINARY:SYMBOL`): each call is recorded as
     /// an `argus:dispatch-begin SYMBOL` / `argus:dispatch-end SYMBOL` marker of the calling
     /// thread, through a uprobe and a uretprobe (`uprobe.rs`). Empty by default.
@@ -190,6 +194,7 @@ impl RecordConfig {
             probes: Vec::new(),
             drain_priority: DrainPriority::default(),
             files_tap: None,
+            perf_tap: None,
         }
     }
 }
@@ -213,8 +218,14 @@ impl PartialEq for RecordConfig {
             (Some(a), Some(b)) => a.same_tap(b),
             _ => false,
         };
+        let perf = match (&self.perf_tap, &other.perf_tap) {
+            (None, None) => true,
+            (Some(a), Some(b)) => a.same_tap(b),
+            _ => false,
+        };
         taps && own
             && files
+            && perf
             && self.output_dir == other.output_dir
             && self.duration == other.duration
             && self.command == other.command
@@ -843,6 +854,7 @@ impl Recording {
             &self.config.tracefs,
             self.config.flush_interval,
             self.config.ring_size,
+            self.config.perf_tap.clone(),
         )?;
         {
             let mut shared = self.shared.lock();

@@ -3,6 +3,7 @@
 //! maps of the processes it sees, and hands the frames to its writer thread ([`Writer`]),
 //! which compresses them into `perf/NNNNNN.perf.zst` within the perf budget.
 
+use super::live::{PerfBatch, PerfTapEnds};
 use super::maps::{MapsKeeper, MapsRequest};
 use super::options::PerfSummary;
 use super::syscalls::{ioctl, sys, Ring, PERF_EVENT_IOC_DISABLE};
@@ -47,6 +48,8 @@ pub(super) struct Collector {
     /// Emptied frame buffers the writer gives back (no fresh 5 MiB to fault in per frame).
     spare: crossbeam_channel::Receiver<Vec<u8>>,
     writer: Option<JoinHandle<Result<u64, RecordError>>>,
+    /// A live consumer's tap (`live.rs`), and how many streams it has been told of.
+    tap: Option<(crossbeam_channel::Sender<PerfBatch>, usize)>,
 }
 
 impl Collector {
@@ -59,6 +62,7 @@ impl Collector {
         rings: Vec<Ring>,
         flush_interval: Option<Duration>,
         budget: Option<u64>,
+        tap: Option<PerfTapEnds>,
     ) -> Result<Collector, RecordError> {
         let maps_bytes = Arc::new(AtomicU64::new(0));
         let (frames_tx, frames_rx) = crossbeam_channel::bounded(FRAMES_QUEUED);
@@ -104,6 +108,7 @@ impl Collector {
             frames: Some(frames_tx),
             spare: spare_rx,
             writer: Some(writer),
+            tap: tap.map(|t| (t.batches, 0)),
         })
     }
 
@@ -157,7 +162,10 @@ impl Collector {
                     }
                 }
             }
+            let drained_at = sysinfo::monotonic_ns();
+            let before = self.buf.len();
             self.drain_all();
+            self.tap(before, drained_at);
             if stopping {
                 self.hand_over(true)?;
                 break;
@@ -179,6 +187,23 @@ impl Collector {
         self.summary.bytes = sysinfo::dir_bytes(&perffile::perf_dir(&self.dir));
         sysinfo::sync_dir(&perffile::perf_dir(&self.dir))?;
         Ok(self.summary)
+    }
+
+    /// Sends what the drain begun at `drained_at` appended to the frame after `from` to the
+    /// tap, with the streams opened since (a consumer gone is no reason to stop).
+    fn tap(&mut self, from: usize, drained_at: u64) {
+        let Some((tx, told)) = &mut self.tap else {
+            return;
+        };
+        let batch = PerfBatch {
+            streams: self.streams.streams[*told..].to_vec(),
+            records: self.buf.get(from..).unwrap_or_default().to_vec(),
+            drained_at,
+        };
+        *told = self.streams.streams.len();
+        if tx.send(batch).is_err() {
+            self.tap = None;
+        }
     }
 
     /// Hands the buffered records to the writer as one frame (`sync`: fdatasync after).

@@ -43,15 +43,18 @@
 //!  syscalls.rs   perf_event_attr, perf_event_open, ioctls, filters, the mmap Ring
 //!  recorder.rs   PerfRecorder: opens the events, starts the collector, spawns the command
 //!  collector.rs  the collector thread (rings → frames) and its writer thread (perf chunks)
+//!  live.rs       the tap: each drain's samples to a live consumer (`argus start`)
 //!  maps.rs       the maps thread (perf/maps/PID-TS.maps)
 //! ```
 
 mod collector;
+mod live;
 mod maps;
 mod options;
 mod recorder;
 mod syscalls;
 
+pub use live::{perf_tap, PerfTap, PerfTapEnds};
 pub use options::{
     default_stack_syscalls, parse_stacks, PerfConfig, PerfSummary, StackSet, WatchProcess,
     WatchSpec, WatchTarget, DEFAULT_STACK_BYTES, PERF_SHARE_DIVISOR, PROFILE_STACK_BYTES,

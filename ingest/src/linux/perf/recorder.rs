@@ -3,6 +3,7 @@
 //! its `execve` when a watch is on `@cmd`) and stops it all.
 
 use super::collector::Collector;
+use super::live::PerfTapEnds;
 use super::options::{
     PerfConfig, PerfSummary, WatchProcess, WatchSpec, WatchTarget, PERF_SHARE_DIVISOR,
     PROFILE_STACK_BYTES,
@@ -158,6 +159,7 @@ impl PerfRecorder {
         tracefs: &Path,
         flush_interval: Option<Duration>,
         budget: Option<u64>,
+        tap: Option<PerfTapEnds>,
     ) -> Result<PerfRecorder, RecordError> {
         let pdir = perffile::perf_dir(dir);
         sysinfo::create_dir_private(&pdir.join(perffile::MAPS_DIR))?;
@@ -270,7 +272,7 @@ impl PerfRecorder {
                 streams.extend(s);
             }
         }
-        let collector = Collector::new(dir, streams, rings, flush_interval, budget)?;
+        let collector = Collector::new(dir, streams, rings, flush_interval, budget, tap)?;
         collector.write_streams()?;
         let stop = Arc::new(AtomicBool::new(false));
         let (tx, rx) = crossbeam_channel::unbounded();
@@ -403,10 +405,11 @@ pub(crate) fn start_if_enabled(
     tracefs: &Path,
     flush_interval: Option<Duration>,
     ring_size: Option<u64>,
+    tap: Option<PerfTapEnds>,
 ) -> Result<Option<PerfRecorder>, RecordError> {
     if !config.enabled() {
         return Ok(None);
     }
     let budget = ring_size.map(|s| s / PERF_SHARE_DIVISOR);
-    PerfRecorder::start(config, dir, tracefs, flush_interval, budget).map(Some)
+    PerfRecorder::start(config, dir, tracefs, flush_interval, budget, tap).map(Some)
 }
