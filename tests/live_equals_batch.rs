@@ -183,10 +183,20 @@ fn check(workers: &str) {
 /// the job merges them into its events as a build of the ring does, so the flag edges and
 /// the order edges the stacks decide are the same.
 #[test]
-fn the_job_and_the_build_agree_with_stacks_and_a_watchpoint() {
-    if !live_or_skip("the_job_and_the_build_agree_with_stacks_and_a_watchpoint") {
-        return;
+fn the_job_and_the_build_agree_with_stacks_and_a_watchpoint_one_worker() {
+    if live_or_skip("the_job_and_the_build_agree_with_stacks_and_a_watchpoint_one_worker") {
+        stacks_and_a_watchpoint("1");
     }
+}
+
+#[test]
+fn the_job_and_the_build_agree_with_stacks_and_a_watchpoint_two_workers() {
+    if live_or_skip("the_job_and_the_build_agree_with_stacks_and_a_watchpoint_two_workers") {
+        stacks_and_a_watchpoint("2");
+    }
+}
+
+fn stacks_and_a_watchpoint(workers: &str) {
     let _lock = recording_lock();
     // The watched process runs before the job starts (`@PID` attaches to its threads).
     let flagged = std::process::Command::new(env!("CARGO_BIN_EXE_argus"))
@@ -197,7 +207,7 @@ fn the_job_and_the_build_agree_with_stacks_and_a_watchpoint() {
         .expect("argus workload flag-watch runs");
     let watch = format!("ARGUS_HANG_FLAG@{}", flagged.id());
     let flagged = std::cell::RefCell::new(flagged);
-    let (live, batch, _) = job_equals_build("1", &["--stacks", "--watch", &watch], &|| {
+    let (live, batch, _) = job_equals_build(workers, &["--stacks", "--watch", &watch], &|| {
         for w in ["pipe-dep", "sock-dep"] {
             run_workload(w);
         }
@@ -248,13 +258,23 @@ fn the_job_and_the_build_agree_with_stacks_and_a_watchpoint() {
 /// two bursts of a million one-byte reads. The job and the build see the same lost ranges,
 /// make no edge across them, and still agree on every row.
 #[test]
-fn the_job_and_the_build_agree_across_the_ranges_the_kernel_lost() {
-    if !live_or_skip("the_job_and_the_build_agree_across_the_ranges_the_kernel_lost") {
-        return;
+fn the_job_and_the_build_agree_across_the_ranges_the_kernel_lost_one_worker() {
+    if live_or_skip("the_job_and_the_build_agree_across_the_ranges_the_kernel_lost_one_worker") {
+        across_lost_ranges("1");
     }
+}
+
+#[test]
+fn the_job_and_the_build_agree_across_the_ranges_the_kernel_lost_two_workers() {
+    if live_or_skip("the_job_and_the_build_agree_across_the_ranges_the_kernel_lost_two_workers") {
+        across_lost_ranges("2");
+    }
+}
+
+fn across_lost_ranges(workers: &str) {
     let _lock = recording_lock();
     let extra = ["--buffer-kb", "8", "--drain-priority", "0"];
-    let (live, batch, meta) = job_equals_build("2", &extra, &|| {
+    let (live, batch, meta) = job_equals_build(workers, &extra, &|| {
         run_workload("pipe-dep");
         let dd = || {
             std::process::Command::new("dd")
