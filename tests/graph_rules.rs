@@ -736,10 +736,12 @@ fn call_stacks_prune_thread_order_between_callbacks_and_boost_it_across_a_handle
         if b.id.seq() != a.id.seq() + 1 || a.end != EndCause::Woken || b.end != EndCause::Woken {
             continue;
         }
-        if lost
-            .iter()
-            .any(|&(from, to)| from <= b.end_ns.0 && a.start_ns.0 <= to)
-        {
+        // A stack sample pairs with an event up to the pairing window away: one near a
+        // loss may have been taken at an event the kernel lost.
+        let w = argus_ingest::perffile::PAIR_WINDOW_NS;
+        if lost.iter().any(|&(from, to)| {
+            from.saturating_sub(w) <= b.end_ns.0 && a.start_ns.0 <= to.saturating_add(w)
+        }) {
             unknown += 1;
             continue;
         }
@@ -751,7 +753,13 @@ fn call_stacks_prune_thread_order_between_callbacks_and_boost_it_across_a_handle
             // Callback A blocked, then callback B: unrelated callbacks of the loop.
             (x, y) if x == sleep_a && y == sleep_b => {
                 if known {
-                    assert_eq!(edge, None, "A {a:?} → B {b:?}: pruned");
+                    let near = lost.iter().min_by_key(|&&(from, to)| {
+                        from.abs_diff(a.start_ns.0).min(to.abs_diff(b.end_ns.0))
+                    });
+                    assert_eq!(
+                        edge, None,
+                        "A {a:?} → B {b:?}: pruned (the nearest lost range: {near:?})"
+                    );
                     callbacks += 1;
                 } else {
                     assert_ne!(edge, Some(Strength::Boosted));
