@@ -1056,8 +1056,40 @@ impl PerfMerge {
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
+
+    /// A watchpoint stream (`access`: `w` or `rw`) on address 0x1000 of thread 7.
+    pub(crate) fn watch_stream(id: u32, access: &str) -> StreamInfo {
+        StreamInfo {
+            id,
+            sample_type: SAMPLE_IP | SAMPLE_TID | SAMPLE_TIME | SAMPLE_ADDR,
+            regs_user: 0,
+            kind: StreamKind::Watch {
+                spec: "7:0x1000".into(),
+                pid: 7,
+                tid: 7,
+                cpu: 0,
+                addr: 0x1000,
+                len: 8,
+                access: access.into(),
+            },
+        }
+    }
+
+    /// A hit of [`watch_stream`] `stream` at `time`, as a perf chunk holds it.
+    pub(crate) fn watch_hit(stream: u32, time: u64) -> Vec<u8> {
+        let mut body = Vec::new();
+        for v in [0x40_1000u64, 7 | 7 << 32, time, 0x1000] {
+            body.extend_from_slice(&v.to_le_bytes());
+        }
+        let mut rec = stream.to_le_bytes().to_vec();
+        rec.extend_from_slice(&RECORD_SAMPLE.to_le_bytes());
+        rec.extend_from_slice(&0u16.to_le_bytes());
+        rec.extend_from_slice(&((body.len() + 8) as u16).to_le_bytes());
+        rec.extend_from_slice(&body);
+        rec
+    }
 
     fn stacks_stream() -> StreamInfo {
         StreamInfo {
@@ -1267,44 +1299,18 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let pdir = perf_dir(dir.path());
         std::fs::create_dir_all(&pdir).unwrap();
-        let watch = |id: u32, access: &str| StreamInfo {
-            id,
-            sample_type: SAMPLE_IP | SAMPLE_TID | SAMPLE_TIME | SAMPLE_ADDR,
-            regs_user: 0,
-            kind: StreamKind::Watch {
-                spec: "7:0x1000".into(),
-                pid: 7,
-                tid: 7,
-                cpu: 0,
-                addr: 0x1000,
-                len: 8,
-                access: access.into(),
-            },
-        };
         let streams = StreamsFile {
             version: PERF_FORMAT_VERSION,
-            streams: vec![watch(1, "w"), watch(2, "rw"), stacks_stream()],
+            streams: vec![watch_stream(1, "w"), watch_stream(2, "rw"), stacks_stream()],
         };
         std::fs::write(
             pdir.join(STREAMS_FILE),
             serde_json::to_vec(&streams).unwrap(),
         )
         .unwrap();
-        let hit = |stream: u32, time: u64| {
-            let mut body = Vec::new();
-            for v in [0x40_1000u64, 7 | 7 << 32, time, 0x1000] {
-                body.extend_from_slice(&v.to_le_bytes());
-            }
-            let mut rec = stream.to_le_bytes().to_vec();
-            rec.extend_from_slice(&RECORD_SAMPLE.to_le_bytes());
-            rec.extend_from_slice(&0u16.to_le_bytes());
-            rec.extend_from_slice(&((body.len() + 8) as u16).to_le_bytes());
-            rec.extend_from_slice(&body);
-            rec
-        };
-        let mut chunk = hit(1, u64::MAX);
-        chunk.extend(hit(2, u64::MAX - 5));
-        chunk.extend(hit(2, u64::MAX));
+        let mut chunk = watch_hit(1, u64::MAX);
+        chunk.extend(watch_hit(2, u64::MAX - 5));
+        chunk.extend(watch_hit(2, u64::MAX));
         // A stack sample of thread 101 at the end of time.
         let mut stack = sample_bytes();
         stack[4 + 8 + 8..4 + 8 + 16].copy_from_slice(&u64::MAX.to_le_bytes());
@@ -1405,21 +1411,7 @@ mod tests {
     /// events a replay of the whole trace gives, in the same order.
     #[test]
     fn hits_taken_in_batches_merge_as_all_at_once() {
-        let watch = |id: u32, access: &str| StreamInfo {
-            id,
-            sample_type: SAMPLE_IP | SAMPLE_TID | SAMPLE_TIME | SAMPLE_ADDR,
-            regs_user: 0,
-            kind: StreamKind::Watch {
-                spec: "7:0x1000".into(),
-                pid: 7,
-                tid: 7,
-                cpu: 0,
-                addr: 0x1000,
-                len: 8,
-                access: access.into(),
-            },
-        };
-        let streams = [watch(1, "w"), watch(2, "rw")];
+        let streams = [watch_stream(1, "w"), watch_stream(2, "rw")];
         let mut x: u64 = 0x2545_f491_4f6c_dd1d;
         let mut rnd = |n: u64| {
             x ^= x << 13;

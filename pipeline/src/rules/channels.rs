@@ -434,6 +434,17 @@ enum Own {
     Parent { at: Nanos, parent: Pid },
 }
 
+/// A seeded xorshift: `rnd(n)` is in `0..n` (the tests' random maps and histories).
+#[cfg(test)]
+fn xorshift(mut x: u64) -> impl FnMut(u64) -> u64 {
+    move |n| {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x % n
+    }
+}
+
 #[cfg(test)]
 mod memo_tests {
     use super::*;
@@ -443,13 +454,7 @@ mod memo_tests {
     /// across a change of the map.
     #[test]
     fn memoized_lookups_equal_plain_ones() {
-        let mut x: u64 = 0x2545_f491_4f6c_dd1d;
-        let mut rnd = |n: u64| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x % n
-        };
+        let mut rnd = xorshift(0x2545_f491_4f6c_dd1d);
         let mut m = ChannelMap::default();
         let mut checked = 0;
         for round in 0..3 {
@@ -490,13 +495,7 @@ mod trim_tests {
     /// is live.
     #[test]
     fn a_trimmed_map_answers_live_lookups_as_the_whole_one_and_stays_small() {
-        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
-        let mut rnd = |n: u64| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x % n
-        };
+        let mut rnd = xorshift(0x9e37_79b9_7f4a_7c15);
         let (mut whole, mut trimmed) = (ChannelMap::default(), ChannelMap::default());
         let mut live: Vec<Pid> = vec![Pid(1)];
         let mut gone: HashMap<Pid, Nanos> = HashMap::new();

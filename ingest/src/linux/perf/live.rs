@@ -109,37 +109,14 @@ impl PerfTap {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-    use crate::perffile::{
-        StreamKind, RECORD_SAMPLE, SAMPLE_ADDR, SAMPLE_IP, SAMPLE_TID, SAMPLE_TIME,
-    };
+    use crate::perffile::tests::{watch_hit, watch_stream};
 
     #[test]
     fn batches_give_their_samples_streams_and_frontier_and_the_end_gives_all() {
         let (mut tap, ends) = perf_tap();
         assert_eq!(tap.frontier(), None);
-        let watch = StreamInfo {
-            id: 1,
-            sample_type: SAMPLE_IP | SAMPLE_TID | SAMPLE_TIME | SAMPLE_ADDR,
-            regs_user: 0,
-            kind: StreamKind::Watch {
-                spec: "7:0x1000".into(),
-                pid: 7,
-                tid: 7,
-                cpu: 0,
-                addr: 0x1000,
-                len: 8,
-                access: "w".into(),
-            },
-        };
-        let mut rec = 1u32.to_le_bytes().to_vec();
-        let mut body = Vec::new();
-        for v in [0x40_1000u64, 7 | 7 << 32, 500, 0x1000] {
-            body.extend_from_slice(&v.to_le_bytes());
-        }
-        rec.extend_from_slice(&RECORD_SAMPLE.to_le_bytes());
-        rec.extend_from_slice(&0u16.to_le_bytes());
-        rec.extend_from_slice(&((body.len() + 8) as u16).to_le_bytes());
-        rec.extend_from_slice(&body);
+        let watch = watch_stream(1, "w");
+        let rec = watch_hit(1, 500);
         let send = |streams: Vec<StreamInfo>, records: Vec<u8>, drained_at| {
             ends.batches
                 .send(PerfBatch {
