@@ -258,6 +258,30 @@ pub fn comms(list: &Value) -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// The largest contributor of a report's blame: its tid and share, and whether it is the
+/// report's root cause (the last of `root_causes`, by tid).
+pub fn blame_top(report: &Value) -> Option<(i64, f64, bool)> {
+    let top = &report["blame"]["contributors"][0];
+    let tid = top["tid"].as_i64()?;
+    let share = top["share"].as_f64()?;
+    let root = report["root_causes"]
+        .as_array()
+        .and_then(|r| r.last())
+        .and_then(|r| r["tid"].as_i64());
+    Some((tid, share, root == Some(tid)))
+}
+
+/// A suite table's blame cell: the top share, marked `*` when its thread is not the root
+/// cause.
+pub fn blame_cell(report: &Value) -> String {
+    match blame_top(report) {
+        Some((_, share, is_root)) => {
+            format!("{:.0}%{}", share * 100.0, if is_root { "" } else { "*" })
+        }
+        None => "-".to_string(),
+    }
+}
+
 /// Copies the directory `from` (recursively) to `to`: a missed scenario's snapshot, kept for
 /// a look.
 pub fn copy_dir(from: &Path, to: &Path) -> std::io::Result<()> {

@@ -8,7 +8,7 @@
 //! Every scenario is recorded once (about 2.5 s each, one recording at a time) and shared by
 //! the per-scenario tests.
 
-use crate::common::{comms, copy_dir, live_or_skip, recording_lock, run};
+use crate::common::{blame_cell, blame_top, comms, copy_dir, live_or_skip, recording_lock, run};
 use argus_diagnose::{
     AppEvents, DiagnoseConfig, Graph, GraphInput, Oracle, Question, Reply, Target,
 };
@@ -24,6 +24,7 @@ pub(crate) const SCENARIOS: &[&str] = &[
     "flock-sleep",
     "flock-convoy",
     "pipe-sleep",
+    "late-sleep",
     "py-timer",
     "py-reply",
     "py-batch",
@@ -310,7 +311,7 @@ fn build_and_debug(name: &str, trace: &Path, snapshot: &Path, pid: i32) -> (Opti
 fn table(rows: &[Row]) -> String {
     let mut t = String::from(
         "Hang suite (real programs, live recordings; cf. Table 2 of the Argus paper)\n\
-         scenario      class          found  root hit  root cause (auto)   questions int (auto)  path int/auto  recall  bystanders\n",
+         scenario      class          found  root hit  root cause (auto)   questions int (auto)  path int/auto  recall  blame  bystanders\n",
     );
     for r in rows {
         let class = r.auto["hang"]["class"].as_str().unwrap_or("-");
@@ -319,7 +320,7 @@ fn table(rows: &[Row]) -> String {
             .cloned()
             .unwrap_or_default();
         t.push_str(&format!(
-            "{:<13} {:<14} {:<6} {:<9} {:<19} {:<21} {:<14} {:<7.2} {}\n",
+            "{:<13} {:<14} {:<6} {:<9} {:<19} {:<21} {:<14} {:<7.2} {:<6} {}\n",
             r.name,
             class,
             if r.found { "yes" } else { "no" },
@@ -328,6 +329,7 @@ fn table(rows: &[Row]) -> String {
             format!("{} ({})", r.questions_interactive, r.questions_auto),
             format!("{}/{}", r.path_interactive, r.path_auto),
             r.recall,
+            blame_cell(&r.auto),
             if r.bystanders.is_empty() {
                 "-".to_string()
             } else {
@@ -399,6 +401,11 @@ fn check(name: &str) {
     );
     assert_eq!(r.auto["hang"]["pid"], r.truth["target_pid"]);
     assert!(
+        blame_top(&r.auto).is_some_and(|(_, _, is_root)| is_root),
+        "{name}: the root cause holds the largest blame share: {:#}",
+        r.auto["blame"]
+    );
+    assert!(
         r.recall >= 0.9,
         "{name}: the --auto path holds the true chain {} (recall {:.2}): {:#}",
         r.truth["chain"],
@@ -441,6 +448,21 @@ fn suite_flock_convoy() {
 #[test]
 fn suite_pipe_sleep() {
     check("pipe-sleep");
+}
+
+/// The sleep started late, after sh's own 0.2 s of work: the walk may explain that, but the
+/// sleep holds most of the wait and is the root cause.
+#[test]
+fn suite_late_sleep_is_blamed_on_the_sleep() {
+    check("late-sleep");
+    let Some(r) = row("late-sleep") else { return };
+    let (_, share, _) = blame_top(&r.auto).expect("a blame");
+    assert!(
+        share >= 0.6,
+        "the sleep holds most of the wait: {:#}",
+        r.auto["blame"]
+    );
+    assert_eq!(r.auto["blame"]["contributors"][0]["state"], "timer");
 }
 
 #[test]

@@ -20,7 +20,9 @@
 //! A scenario whose programs are missing is skipped with one loud line, and fails when
 //! `ARGUS_REQUIRE_LIVE=1` (`.ci/run` installs them).
 
-use crate::common::{copy_dir, installed, live_or_skip, recording_lock, run};
+use crate::common::{
+    blame_cell, blame_top, copy_dir, installed, live_or_skip, recording_lock, run,
+};
 use argus_diagnose::{
     AppEvents, DiagnoseConfig, Graph, GraphInput, Oracle, Question, Reply, Target,
 };
@@ -429,7 +431,7 @@ impl Drop for Mariadb {
 fn table(results: &[(&'static str, Outcome)], secs: f64) -> String {
     let mut t = String::from(
         "Real suite (software we did not write, live recordings)\n\
-         scenario           program          class expected/got           root hit  recall  questions  bystanders on the path\n",
+         scenario           program          class expected/got           root hit  recall  questions  blame  bystanders on the path\n",
     );
     let mut ran = 0;
     let mut hits = 0;
@@ -458,13 +460,14 @@ fn table(results: &[(&'static str, Outcome)], secs: f64) -> String {
                     String::new()
                 };
                 t.push_str(&format!(
-                    "{:<18} {:<16} {:<28} {:<9} {:<7.2} {:<10} {}   [auto root: {root}{lost}]\n",
+                    "{:<18} {:<16} {:<28} {:<9} {:<7.2} {:<10} {:<6} {}   [auto root: {root}{lost}]\n",
                     name,
                     r.truth["program"].as_str().unwrap_or("-"),
                     format!("{exp}/{got}"),
                     if r.root_hit { "yes" } else { "NO" },
                     r.recall,
                     r.questions_interactive,
+                    blame_cell(&r.auto),
                     if r.bystanders.is_empty() {
                         "-".to_string()
                     } else {
@@ -581,6 +584,11 @@ fn check(name: &str) {
         r.root_hit,
         "{name}: --auto names the root cause {} (tid {}): {:#}",
         r.truth["root_comm"], r.truth["root_tid"], r.auto
+    );
+    assert!(
+        blame_top(&r.auto).is_some_and(|(_, _, is_root)| is_root),
+        "{name}: the root cause holds the largest blame share: {:#}",
+        r.auto["blame"]
     );
     assert!(
         r.root_hit_interactive,

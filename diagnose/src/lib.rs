@@ -45,6 +45,11 @@
 //! - **Pictures**: [`Report::to_picture`] draws the path as lanes per thread for a terminal;
 //!   [`Report::highlight`] gives the segments and edges to mark in a Perfetto or DOT export.
 //!
+//! - **Blame** ([`Blame`]): the hang's window cut into pieces, each charged to the thread
+//!   that held it (on CPU, runnable, a timer, a device, blocked untraced), back along the
+//!   wake-ups the walk chose; the thread holding the largest share is the root cause (the
+//!   last of `root_causes`), not the last culprit the walk reached.
+//!
 //! - **Findings** ([`Finding`], [`Step`], [`During`]): every decision of the walk is data in
 //!   the report (why a root cause is one, what each path item did); [`Phrases`] turns it into
 //!   the report's English (`reason`, `description`, prompts, advice, summary). Tests and
@@ -101,6 +106,7 @@
 mod answerer;
 mod answers;
 pub mod beam;
+mod blame;
 mod coverage;
 mod findings;
 mod graph;
@@ -121,6 +127,7 @@ pub use answerer::{
 };
 pub use answers::{RuleOracle, SavedAnswers, SavedPick, SavedRule};
 pub use beam::{BeamConfig, Penalties};
+pub use blame::{Blame, BlameContributor, BlameState, BlameStep, BlameTimes};
 pub use findings::{By, During, Finding, FlagEvidence, LogicalWait, RunStart, Step, WakerState};
 pub use graph::{AppEvents, FlagHit, Graph, GraphInput, Marker};
 pub use hangs::{find_hangs, Hang, HangConfig, HangSource, LoopWait};

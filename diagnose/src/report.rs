@@ -6,6 +6,7 @@
 //! (`wakeup`, `strong`) as in the Parquet tables; classes are the paper's names
 //! (`LongWait`).
 
+use crate::blame::{Blame, BlameState};
 use crate::findings::{During, Finding, Step};
 use crate::path_edge::lower_strength;
 pub use crate::path_edge::PathEdgeKind;
@@ -20,8 +21,9 @@ pub struct Report {
     pub hang: HangInfo,
     /// From the hang back to the root cause (plus baseline, setter and context items).
     pub path: Vec<PathItem>,
-    /// The culprits, in the order found: the first is nearest to the hang, the last the
-    /// deepest ("the culprit of the culprit").
+    /// The culprits: the last is the root cause, the thread holding the largest share of
+    /// the hang's time (`blame`); the others in the order the walk found them, nearest to
+    /// the hang first.
     pub root_causes: Vec<RootCause>,
     /// The questions asked during the walk, with their answers.
     pub questions: Vec<Question>,
@@ -46,6 +48,10 @@ pub struct Report {
     /// diagnosed with the default answers. Best-ranked first.
     #[serde(default)]
     pub further_culprits: Vec<FurtherCulprit>,
+    /// Where the hang's time went along its chain: each thread's share, per state.
+    /// `None` in reports of versions without it.
+    #[serde(default)]
+    pub blame: Option<Blame>,
 }
 
 /// An abnormal thread of a baseline's wake-up path that the walk did not follow, with the
@@ -539,6 +545,9 @@ impl Report {
             }
             None => out.push_str("Root cause: not found\n"),
         }
+        if let Some(b) = &self.blame {
+            out.push_str(&blame_text(b));
+        }
         if !self.further_culprits.is_empty() {
             out.push_str(
                 "Further culprits (other abnormal threads on the baseline's wake-up path):\n",
@@ -681,6 +690,32 @@ fn sentence(s: &str) -> String {
     } else {
         format!("{s}.")
     }
+}
+
+/// The terminal lines of a blame: each contributor with its share and what it was doing.
+fn blame_text(b: &Blame) -> String {
+    let mut out = format!("Blame (of {}):\n", secs(b.window_ns));
+    for c in &b.contributors {
+        let parts: Vec<String> = BlameState::ALL
+            .iter()
+            // States under 1% of its time say nothing.
+            .filter(|s| c.time.get(**s) > 0 && c.time.get(**s) * 100 >= c.ns)
+            .map(|s| format!("{} {}", s.words(), secs(c.time.get(*s))))
+            .collect();
+        let process = if c.process.is_empty() || c.process == c.comm {
+            String::new()
+        } else {
+            format!(" ({})", c.process)
+        };
+        out.push_str(&format!(
+            "  {:>3.0}%  {} {}{process}: {}\n",
+            c.share * 100.0,
+            c.comm,
+            c.tid,
+            parts.join(", ")
+        ));
+    }
+    out
 }
 
 #[cfg(test)]

@@ -48,6 +48,11 @@ pub const HANGS: &[Workload] = &[
         pipe_sleep,
     ),
     Workload::suite(
+        "late-sleep",
+        "cat reads a pipe that sh writes after sleep, which sh starts only after 0.2 s of its own work",
+        late_sleep,
+    ),
+    Workload::suite(
         "py-timer",
         "python3 main thread waits on an event a threading.Timer sets",
         py_timer,
@@ -290,6 +295,34 @@ fn pipe_sleep(h: &Hang<'_>) -> Result<()> {
         Command::new("sh")
             .arg("-c")
             .arg(format!("sleep {secs}; echo done"))
+            .stdout(Stdio::piped()),
+        "sh",
+    )?;
+    let out = sh.stdout.take().context("sh stdout")?;
+    let cat = spawn(
+        Command::new("cat")
+            .stdin(Stdio::from(out))
+            .stdout(Stdio::null()),
+        "cat",
+    )?;
+    let pid = cat.id();
+    wait(sh, "sh")?;
+    wait(cat, "cat")?;
+    truth(name, pid, "LongWait", "sleep", &["sh", "sleep"]);
+    Ok(())
+}
+
+/// The "last culprit taken for the main one": the sleep starts late (sh counts to
+/// 300,000 first, ~0.2 s on CPU), so a walk that explains why it started late ends at sh's
+/// work; yet the sleep holds most of the wait.
+fn late_sleep(h: &Hang<'_>) -> Result<()> {
+    let Hang { name, secs, .. } = *h;
+    let mut sh = spawn(
+        Command::new("sh")
+            .arg("-c")
+            .arg(format!(
+                "i=0; while [ $i -lt 300000 ]; do i=$((i+1)); done; sleep {secs}; echo done"
+            ))
             .stdout(Stdio::piped()),
         "sh",
     )?;

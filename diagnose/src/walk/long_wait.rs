@@ -140,7 +140,7 @@ impl<'g> Walk<'g, '_> {
     /// The wake-up to follow without asking when every one of `edges` (those that ended the
     /// wait of `waited`) comes from the owner the kernel named for the lock that wait was on:
     /// its release, not mere mutual exclusion, however weak the futex wake-up looks.
-    fn owner_release(
+    pub(super) fn owner_release(
         &self,
         waited: &'g Segment,
         edges: &[&'g CausalEdge],
@@ -156,7 +156,7 @@ impl<'g> Walk<'g, '_> {
     /// ([`EdgeKind::LockOwner`]): the earliest such edge from another thread (on Linux a
     /// waiter boosts its lock's owner first, then the owners down the chain of locks that
     /// owner waits for: the walk reaches those through the owner).
-    fn lock_owner(&self, s: &'g Segment) -> Option<&'g CausalEdge> {
+    pub(super) fn lock_owner(&self, s: &'g Segment) -> Option<&'g CausalEdge> {
         self.g
             .incoming(s.id)
             .filter(|e| {

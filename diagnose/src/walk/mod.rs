@@ -53,6 +53,7 @@ use std::collections::HashSet;
 mod activity;
 mod asking;
 mod baseline;
+mod blame;
 mod long_running;
 mod long_wait;
 mod phrases;
@@ -99,6 +100,9 @@ pub struct DiagnoseConfig {
     pub hang: HangConfig,
     /// Ranking paths and default answers.
     pub beam: BeamConfig,
+    /// The smallest share of the hang a thread must hold to be listed in the report's
+    /// blame (the largest share is always listed: it is the root cause).
+    pub blame_min_share: f64,
 }
 
 impl Default for DiagnoseConfig {
@@ -119,6 +123,7 @@ impl Default for DiagnoseConfig {
             whole_hang_fraction: 0.8,
             hang: HangConfig::default(),
             beam: BeamConfig::default(),
+            blame_min_share: 0.10,
         }
     }
 }
@@ -253,6 +258,7 @@ pub(crate) fn run(
         loop_wait: found.loop_wait.map(|l| sc(l.syscall)),
         lost_ns: g.lost_within(spin.start_ns, end),
     };
+    let blame = w.blame(spin, end);
     if hang.lost_ns > 0 {
         let advice = w.words().advice_events_lost(hang.lost_ns, dur);
         w.advice.push(advice);
@@ -272,6 +278,7 @@ pub(crate) fn run(
         ranked_paths,
         baseline: w.baseline_info,
         further_culprits: w.further,
+        blame: Some(blame),
     })
 }
 

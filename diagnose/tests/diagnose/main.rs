@@ -4,6 +4,7 @@
 #![allow(clippy::unwrap_used)]
 
 mod baseline;
+mod blame;
 mod builder;
 mod fidelity;
 mod findings;
