@@ -111,7 +111,7 @@ fn dig_names_the_function_only_the_hung_request_runs() {
     let closure = fns
         .iter()
         .find(|f| f.0 == "argus_workloads::stackflag::slowpath::{{closure}}")
-        .expect("the caller of both request functions");
+        .unwrap_or_else(|| panic!("the caller of both request functions: {fns:?}"));
     assert!(closure.1 > 0.9 && closure.2 > 0.9, "{closure:?}");
     let checksum = fns
         .iter()

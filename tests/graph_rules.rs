@@ -674,6 +674,68 @@ fn socket_data_dependencies_of_short_lived_connections_need_no_fd_identity() {
     }
 }
 
+/// A client blocked in `recv` over loopback TCP or UDP is woken by the network softirq that
+/// delivered the reply, not by the server: the receive is the paired end of a strong
+/// message from the server's send, into the segment the wake-up began.
+#[test]
+fn a_reply_delivered_by_the_network_softirq_is_a_message_from_the_send() {
+    if !live_or_skip("a_reply_delivered_by_the_network_softirq_is_a_message_from_the_send") {
+        return;
+    }
+    let live = record("net-reply");
+    let rounds = live.num("rounds") as usize;
+    let g = live.graph(&live.base);
+    let by_id: HashMap<SegmentId, &Segment> = g.segments.iter().map(|s| (s.id, s)).collect();
+    for (client, server) in [
+        ("tcp_client_tid", "tcp_server_tid"),
+        ("udp_client_tid", "udp_server_tid"),
+    ] {
+        let (c, srv) = (live.tid(client), live.tid(server));
+        // Replies that ended a blocked receive: the client's previous segment waited in a
+        // receive and ended where the edge's target began.
+        let replies: Vec<&CausalEdge> = between(&g, srv, c)
+            .into_iter()
+            .filter(|e| (e.kind, e.strength) == (EdgeKind::Message, Strength::Strong))
+            .filter(|e| {
+                let prev = SegmentId::new(c, e.dst.seq().wrapping_sub(1));
+                by_id.get(&prev).is_some_and(|p| {
+                    argus_schema::syscalls::is_receive(p.wait_syscall)
+                        && p.end_ns == by_id[&e.dst].start_ns
+                        && e.ts <= p.end_ns
+                })
+            })
+            .collect();
+        assert!(
+            replies.len() * 2 >= rounds,
+            "{client}: {} replies linked to the send in {rounds} rounds",
+            replies.len()
+        );
+        assert!(replies.len() <= rounds, "{client}: one per round");
+        for e in &replies {
+            assert!(
+                argus_schema::syscalls::is_send(e.src_syscall),
+                "{client}: from the send: {e:?}"
+            );
+        }
+        // And the wake-ups themselves came from an interrupt: the case this rule is for.
+        let from_irq = g
+            .edges
+            .iter()
+            .filter(|e| {
+                e.dst.tid() == c
+                    && e.kind == EdgeKind::Wakeup
+                    && e.src.tid().irq_cpu().is_some()
+                    && replies.iter().any(|r| r.dst == e.dst)
+            })
+            .count();
+        assert!(
+            from_irq * 2 >= replies.len(),
+            "{client}: {from_irq} of {} replies woke the client from an interrupt",
+            replies.len()
+        );
+    }
+}
+
 #[test]
 fn call_stacks_prune_thread_order_between_callbacks_and_boost_it_across_a_handlers_wait() {
     if !live_or_skip(

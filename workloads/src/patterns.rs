@@ -20,6 +20,10 @@
 //!   reads later without blocking: data dependencies through sockets whose descriptors
 //!   live for a few milliseconds (the socket data events link them; fd identity mostly
 //!   cannot).
+//! - `net-reply`: a TCP client thread and a UDP client thread each send a request over
+//!   loopback and block in `recv`; a server thread per protocol computes 5 ms and replies.
+//!   The client is woken by the network softirq that delivered the reply: the data is the
+//!   server's send, whatever context delivered it.
 //! - `stack-loop`: one thread runs an event loop (`poll` on three pipes): callback A and
 //!   callback B (two functions, each blocking inside: `nanosleep`, `clock_nanosleep`) are
 //!   unrelated work, and a handler sends two requests to a backend thread and blocks in
@@ -71,6 +75,11 @@ pub const PATTERNS: &[Workload] = &[
         "sock-dep",
         "a server finds short-lived TCP and unix clients' data without blocking",
         sock_dep,
+    ),
+    Workload::rounds(
+        "net-reply",
+        "clients blocked in recv over loopback TCP and UDP, woken by the softirq that delivers the reply",
+        net_reply,
     ),
     Workload::rounds(
         "stack-loop",
@@ -569,6 +578,75 @@ fn sock_dep(rounds: usize) -> Result<()> {
     let server_tid = join(server, "server")?;
     println!(
         "{{\"workload\":\"sock-dep\",\"pid\":{},\"tcp_client_tid\":{tcp_tid},\"unix_client_tid\":{unix_tid},\"server_tid\":{server_tid},\"rounds\":{rounds}}}",
+        pid()
+    );
+    Ok(())
+}
+
+fn net_reply(rounds: usize) -> Result<()> {
+    use std::io::{Read, Write};
+    use std::net::{TcpListener, TcpStream, UdpSocket};
+    let listener = TcpListener::bind("127.0.0.1:0").context("tcp listener")?;
+    let tcp_addr = listener.local_addr()?;
+    let udp_server = UdpSocket::bind("127.0.0.1:0").context("udp server")?;
+    let udp_addr = udp_server.local_addr()?;
+    let work = Duration::from_millis(5);
+    let tcp_server = thread::Builder::new()
+        .name("argus-tcpserver".into())
+        .spawn(move || -> Result<i32> {
+            let (mut c, _) = listener.accept()?;
+            c.set_nodelay(true)?;
+            let mut buf = [0u8; 4];
+            for _ in 0..rounds {
+                c.read_exact(&mut buf)?;
+                spin(work);
+                c.write_all(b"done")?;
+            }
+            Ok(tid())
+        })?;
+    let udp_srv = thread::Builder::new()
+        .name("argus-udpserver".into())
+        .spawn(move || -> Result<i32> {
+            let mut buf = [0u8; 4];
+            for _ in 0..rounds {
+                let (_, from) = udp_server.recv_from(&mut buf)?;
+                spin(work);
+                udp_server.send_to(b"done", from)?;
+            }
+            Ok(tid())
+        })?;
+    let tcp_client = thread::Builder::new()
+        .name("argus-tcpclient".into())
+        .spawn(move || -> Result<i32> {
+            let mut c = TcpStream::connect(tcp_addr)?;
+            c.set_nodelay(true)?;
+            let mut buf = [0u8; 4];
+            for _ in 0..rounds {
+                c.write_all(b"work")?;
+                c.read_exact(&mut buf)?;
+                thread::sleep(Duration::from_millis(5));
+            }
+            Ok(tid())
+        })?;
+    let udp_client = thread::Builder::new()
+        .name("argus-udpclient".into())
+        .spawn(move || -> Result<i32> {
+            let c = UdpSocket::bind("127.0.0.1:0")?;
+            c.connect(udp_addr)?;
+            let mut buf = [0u8; 4];
+            for _ in 0..rounds {
+                c.send(b"work")?;
+                c.recv(&mut buf)?;
+                thread::sleep(Duration::from_millis(5));
+            }
+            Ok(tid())
+        })?;
+    let tcp_client_tid = join(tcp_client, "tcp client")?;
+    let udp_client_tid = join(udp_client, "udp client")?;
+    let tcp_server_tid = join(tcp_server, "tcp server")?;
+    let udp_server_tid = join(udp_srv, "udp server")?;
+    println!(
+        "{{\"workload\":\"net-reply\",\"pid\":{},\"tcp_client_tid\":{tcp_client_tid},\"udp_client_tid\":{udp_client_tid},\"tcp_server_tid\":{tcp_server_tid},\"udp_server_tid\":{udp_server_tid},\"rounds\":{rounds}}}",
         pid()
     );
     Ok(())

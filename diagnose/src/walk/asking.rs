@@ -10,6 +10,21 @@ use crate::beam;
 use crate::report::{Answer, Choice, Question};
 use argus_schema::{CausalEdge, EdgeKind, Segment, Strength};
 
+/// The one strong message a task sent among `edges` when every other one comes from an
+/// interrupt: the data is the cause, the interrupt (the network softirq delivering a
+/// packet, a poll's timer) only its courier. Followed without asking.
+fn sent_by_a_task<'g>(edges: &[&'g CausalEdge]) -> Option<&'g CausalEdge> {
+    let mut sent = edges.iter().filter(|e| {
+        e.kind == EdgeKind::Message && e.strength == Strength::Strong && e.src.tid().is_task()
+    });
+    let one = sent.next()?;
+    (sent.next().is_none()
+        && edges
+            .iter()
+            .all(|e| std::ptr::eq(*e, *one) || e.src.tid().irq_cpu().is_some()))
+    .then_some(*one)
+}
+
 pub(super) enum Chosen<'g> {
     Edge(&'g CausalEdge),
     Stop,
@@ -51,6 +66,9 @@ impl<'g> Walk<'g, '_> {
         edges.sort_by_key(|e| (e.src, std::cmp::Reverse((e.strength, specific(e.kind)))));
         edges.dedup_by_key(|e| e.src);
         edges.sort_by_key(|e| (e.ts, e.src, e.kind));
+        if let Some(e) = sent_by_a_task(&edges) {
+            return Chosen::Edge(e);
+        }
         if edges.len() == 1 && edges[0].strength == Strength::Strong {
             return Chosen::Edge(edges[0]);
         }

@@ -1001,3 +1001,35 @@ fn a_work_item_queued_late_is_explained_by_the_segment_that_queued_it() {
         }
     );
 }
+
+/// A reply over loopback TCP: the client's wait was ended by the network softirq's wake-up
+/// and by the server's message (the send whose data the softirq delivered). The softirq is
+/// the courier: the walk follows the message without asking.
+#[test]
+fn a_reply_delivered_by_a_softirq_is_followed_to_the_send_without_asking() {
+    let mut b = B::new(4000.0);
+    b.thread(10, 10, "client", "client");
+    b.thread(20, 20, "server", "server");
+    let c0 = b.task(10, 0.0, 1.0, 3000.0, "recvfrom", 1.0);
+    let c1 = b.open(10, 3000.0, None, "", 1.0);
+    let s0 = b.task(20, 0.0, 2999.9, 3500.0, "recvfrom", 2990.0);
+    let net = b.irq(1, SegmentKind::SoftIrq { vec: 3 }, 2999.9, 3000.0);
+    b.wake(net, c1, 3000.0, "");
+    b.edge(
+        s0,
+        c1,
+        EdgeKind::Message,
+        Strength::Strong,
+        2999.95,
+        "sendto",
+    );
+    b.long_wait(c0);
+    let r = run(&b.graph(), 10, &mut AutoOracle);
+    assert!(r.questions.is_empty(), "{:#?}", r.questions);
+    let rc = r.root_causes.last().expect("a root cause");
+    assert_eq!(
+        (rc.tid, rc.class),
+        (Tid(20), CauseClass::LongRunning),
+        "{r:#?}"
+    );
+}

@@ -1,6 +1,7 @@
-//! Data dependencies where the reader did not block (ComputeGraph lines 2.b and 2.f): a read
-//! that returned data from a pipe or socket depends on the last write into the channel
-//! ([`EdgeKind::Message`]), and a read of a watched data flag on its last write by another
+//! Data dependencies where the reader did not block, or was woken by an interrupt
+//! (ComputeGraph lines 2.b and 2.f): a read that returned data from a pipe or socket depends
+//! on the last write into the channel ([`EdgeKind::Message`]; a packet's delivery in the
+//! network softirq wakes the reader on the sender's behalf), and a read of a watched data flag on its last write by another
 //! thread ([`EdgeKind::Flag`]). The thread emits the ends (the write's [`Src`], the read's
 //! paired [`Dst`]); the channel's or flag's object key pairs them
 //! ([`ObjectState`](super::ObjectState)).
@@ -70,19 +71,23 @@ impl Reads {
         }
     }
 
-    /// The syscall returned `ret`; `waited`: the thread blocked in it; `seg`: its segment
-    /// now.
+    /// The syscall returned `ret`; `waited`: the thread blocked in it; `by_irq`: an
+    /// interrupt, not a task, ended that wait; `seg`: its segment now.
     pub(super) fn returned(
         &mut self,
         ret: i64,
         waited: bool,
+        by_irq: bool,
         seg: Option<SegmentId>,
         out: &mut Vec<Output>,
     ) {
         let sock = self.sock_read.take();
         if let Some(seq) = self.pipe_read.take().or(sock) {
-            if ret > 0 && !waited {
-                // Data was there already: the reader depends on the last write.
+            // Data was there already: the reader depends on the last write. Or the reader
+            // blocked and an interrupt woke it: the network softirq delivering a packet
+            // (loopback TCP or UDP) wakes the reader, but the data, and so the wake-up, is
+            // the sender's; a task's own wake-up of the reader is already its edge.
+            if ret > 0 && (!waited || by_irq) {
                 if let Some(seg) = seg {
                     out.push(Output::Dst(Dst {
                         seq,
@@ -118,7 +123,7 @@ mod tests {
     use super::super::testing::{nr, outputs, Trace};
     use super::super::{Key, Pair, PipeRule, RulesConfig};
     use super::*;
-    use argus_schema::{EventKind, Pid, Tid};
+    use argus_schema::{Context, EventKind, Pid, Tid};
 
     #[test]
     fn a_read_that_finds_data_depends_on_the_last_write() {
@@ -164,6 +169,74 @@ mod tests {
         );
         let pipe = outputs(&t.evs, Key::Pipe(0), &cfg);
         assert!(pipe.contains(&Output::Pair(Pair { arm: w, fire: r })));
+    }
+
+    /// Loopback TCP: the sender's send runs the network softirq, which queues the data on
+    /// the reader's socket and wakes the blocked reader. The wake-up is the interrupt's; the
+    /// receive that then returns data is the paired end of a message from the send.
+    #[test]
+    fn a_blocked_receive_woken_by_the_network_softirq_depends_on_the_send() {
+        const SK: u64 = 0xffff_8881_0000_4000;
+        let (recv, send) = (nr("recvfrom"), nr("sendto"));
+        let mut t = Trace::default();
+        t.run(101);
+        t.enter(101, recv, 3);
+        t.block(101);
+        t.run(100);
+        t.enter(100, send, 4);
+        let ready = t.push(0, 100, Context::SoftIrq, EventKind::SockReady { sk: SK });
+        t.push(
+            0,
+            100,
+            Context::SoftIrq,
+            EventKind::Waking { target: Tid(101) },
+        );
+        t.exit(100, send, 5);
+        t.run(101);
+        let got = t.task(101, EventKind::SockRecv { sk: SK, ret: 5 });
+        t.exit(101, recv, 5);
+        // The same reader woken by a task (a unix socket's send wakes it itself): the
+        // wake-up is the edge, no second one.
+        t.enter(101, recv, 3);
+        t.block(101);
+        t.wake(100, 101);
+        t.run(101);
+        let by_task = t.task(101, EventKind::SockRecv { sk: SK, ret: 5 });
+        t.exit(101, recv, 5);
+        let cfg = RulesConfig::default();
+        let sender = outputs(&t.evs, Key::Thread(Tid(100)), &cfg);
+        assert!(
+            sender
+                .iter()
+                .any(|o| matches!(o, Output::Src(s) if s.seq == ready && s.syscall == send)),
+            "{sender:?}"
+        );
+        let reader = outputs(&t.evs, Key::Thread(Tid(101)), &cfg);
+        let deps: Vec<&Dst> = reader
+            .iter()
+            .filter_map(|o| match o {
+                Output::Dst(d) if d.kind == EdgeKind::Message => Some(d),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            deps,
+            [&Dst {
+                seq: got,
+                seg: SegmentId::new(Tid(101), 1),
+                kind: EdgeKind::Message,
+                wait: -1,
+                paired: true,
+                waited: false,
+            }],
+            "{reader:?}"
+        );
+        assert!(deps.iter().all(|d| d.seq != by_task));
+        let sock = outputs(&t.evs, Key::Sock(SK), &cfg);
+        assert!(sock.contains(&Output::Pair(Pair {
+            arm: ready,
+            fire: got
+        })));
     }
 
     #[test]

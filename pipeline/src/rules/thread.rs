@@ -56,6 +56,10 @@ pub struct ThreadState {
     in_arg1: u64,
     /// Whether the thread blocked since its last syscall entry.
     waited: bool,
+    /// Whether an interrupt (not a task) ended its last wait since its last syscall entry:
+    /// a socket's data delivered by the network softirq.
+    #[serde(default)]
+    woken_by_irq: bool,
     dead: bool,
     /// The thread-order edge into the current segment, and the thread's call stacks.
     order: Order,
@@ -88,6 +92,7 @@ impl ThreadState {
             in_arg0: 0,
             in_arg1: 0,
             waited: false,
+            woken_by_irq: false,
             dead: false,
             order: Order::default(),
             callouts: Callouts::default(),
@@ -455,6 +460,7 @@ impl ThreadState {
                     if self.callouts.is_empty() {
                         self.close(ts, EndCause::Woken, cfg, out);
                         let id = self.open(ts, StartCause::Woken);
+                        self.woken_by_irq = waker.is_none();
                         self.peers.woken(waker, wait);
                         self.link_prev(ts, cfg, out);
                         out.push(dst(id, EdgeKind::Wakeup, wait, true));
@@ -614,6 +620,7 @@ impl ThreadState {
         self.in_arg0 = args[0];
         self.in_arg1 = args[1];
         self.waited = false;
+        self.woken_by_irq = false;
         self.order.set_boundary(true);
         self.reads.syscall();
         self.peers.syscall(nr, args[0], out);
@@ -656,7 +663,8 @@ impl ThreadState {
                 m.flush(out);
             }
         }
-        self.reads.returned(ret, self.waited, self.open_id(), out);
+        self.reads
+            .returned(ret, self.waited, self.woken_by_irq, self.open_id(), out);
     }
 
     /// The thread exits: its last segment ends, and every run with it.
