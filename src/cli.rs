@@ -433,6 +433,21 @@ pub struct DebugArgs {
     /// --json or --follow asks for a one-shot answer.
     #[arg(long, conflicts_with_all = ["follow", "json", "auto", "answers"])]
     pub session: bool,
+    /// Slow requests rather than hangs: the watched threads' round trips to other processes
+    /// (a call and its reply) are grouped with their similar ones (same thread name and
+    /// wait), and each one at least SECS long (default 0.05) and --slow-factor times its
+    /// group's median is diagnosed and compared with a fast one. See docs/slow.md.
+    #[arg(
+        long,
+        value_name = "SECS",
+        num_args = 0..=1,
+        default_missing_value = "0.05",
+        conflicts_with_all = ["follow", "session", "script", "at"]
+    )]
+    pub slow: Option<f64>,
+    /// With --slow: how many times its group's median a request must take to be slow.
+    #[arg(long, default_value_t = 5.0, requires = "slow")]
+    pub slow_factor: f64,
 }
 
 /// `argus demo`.

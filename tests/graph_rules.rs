@@ -786,6 +786,20 @@ fn call_stacks_prune_thread_order_between_callbacks_and_boost_it_across_a_handle
         .collect();
     let mut segs: Vec<&Segment> = snap.segments.iter().filter(|s| s.tid == lp).collect();
     segs.sort_by_key(|s| s.id);
+    // The rule learns the loop's own frames as the outermost call sites all the thread's
+    // stacks share: until the loop has blocked with a stack in each of its branches (both
+    // callbacks and the handler), that part is too deep and the rule gives no verdict.
+    let learned = [sleep_a, sleep_b, read]
+        .iter()
+        .map(|nr| {
+            segs.iter()
+                .filter(|s| s.wait_syscall == *nr)
+                .filter_map(|s| s.wait_start_ns.filter(|t| stacked.contains(t)))
+                .min()
+        })
+        .collect::<Option<Vec<_>>>()
+        .and_then(|firsts| firsts.into_iter().max())
+        .expect("the loop blocked with a stack in both callbacks and the handler");
     let order: HashMap<SegmentId, &CausalEdge> = snap
         .edges
         .iter()
@@ -807,9 +821,10 @@ fn call_stacks_prune_thread_order_between_callbacks_and_boost_it_across_a_handle
             unknown += 1;
             continue;
         }
-        let known = [a, b]
-            .iter()
-            .all(|s| s.wait_start_ns.is_some_and(|t| stacked.contains(&t)));
+        let known = a.start_ns > learned
+            && [a, b]
+                .iter()
+                .all(|s| s.wait_start_ns.is_some_and(|t| stacked.contains(&t)));
         let edge = order.get(&a.id).map(|e| e.strength);
         match (a.wait_syscall, b.wait_syscall) {
             // Callback A blocked, then callback B: unrelated callbacks of the loop.

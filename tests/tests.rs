@@ -35,5 +35,6 @@ mod oracle_real;
 mod other_recorders;
 mod real_suite;
 mod session;
+mod slow_requests;
 mod stacks;
 mod start_options;

@@ -586,9 +586,12 @@ pub fn rank(h: &Hang, at: Option<Nanos>) -> Rank {
 const ROUND_TRIP_BRIEF_NS: u64 = 5_000_000;
 
 fn round_trip(g: &Graph, spin: &Spin) -> bool {
-    let Some(last) = g.segment(spin.last) else {
-        return false;
-    };
+    g.segment(spin.last)
+        .is_some_and(|last| round_trip_wait(g, last))
+}
+
+/// Whether the wait ending `last` was a round trip (see [`round_trip`]).
+pub(crate) fn round_trip_wait(g: &Graph, last: &Segment) -> bool {
     let Some(next) = g.next_in_thread(last.id) else {
         return false;
     };

@@ -118,6 +118,7 @@ mod path_edge;
 mod picture;
 pub mod profile;
 mod report;
+pub mod slow;
 pub mod stacks;
 mod walk;
 
@@ -138,6 +139,7 @@ pub use report::{
     PathEdgeKind, PathItem, Question, RankedPath, RankedStep, Report, Role, RootCause,
     ThreadComparison,
 };
+pub use slow::{ExtraWait, Request, RequestGroup, SlowConfig, SlowRequest, SlowRequests};
 pub use stacks::{stack_line, CallStack, Frame};
 pub use walk::{DiagnoseConfig, Phrases};
 

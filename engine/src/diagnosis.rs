@@ -111,3 +111,44 @@ pub fn resolve_target(
     }
     Ok(target)
 }
+
+/// The threads `argus debug --slow` watches: `--tid`'s, else every thread of `--pid`'s
+/// process, else every thread named (or of a process named) `--comm`; and who they are in
+/// words.
+pub fn slow_threads(
+    graph: &argus_diagnose::Graph,
+    pid: Option<i32>,
+    tid: Option<i32>,
+    comm: Option<&str>,
+) -> Result<(Vec<argus_schema::Tid>, String)> {
+    let (tids, who): (Vec<argus_schema::Tid>, String) = match (pid, tid, comm) {
+        (_, Some(t), _) => (vec![argus_schema::Tid(t)], format!("thread {t}")),
+        (Some(p), None, _) => (
+            graph.threads_of(argus_schema::Pid(p)),
+            format!("the threads of pid {p}"),
+        ),
+        (None, None, Some(name)) => (
+            graph
+                .threads()
+                .iter()
+                .filter(|t| t.comm == name || t.process == name)
+                .map(|t| t.tid)
+                .collect(),
+            format!("the threads named {name:?}"),
+        ),
+        (None, None, None) => {
+            bail!("--slow needs the threads to watch: give --pid, --tid or --comm")
+        }
+    };
+    let traced: Vec<argus_schema::Tid> = tids
+        .into_iter()
+        .filter(|t| graph.thread_segments(*t).len() > 0)
+        .collect();
+    if traced.is_empty() {
+        return Err(NoSuchTarget(format!(
+            "{who}: not in the trace; `argus debug --slow` needs threads that ran while recording"
+        ))
+        .into());
+    }
+    Ok((traced, who))
+}

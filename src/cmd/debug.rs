@@ -35,7 +35,9 @@ pub(crate) fn run(args: &DebugArgs) -> Result<u8> {
         return crate::session::run(args, &snapshot, graph);
     }
     let dir = &args.snapshot;
-    let job_dir = !dir.join(argus_sinks::MANIFEST_FILE).is_file()
+    // Slow requests are looked for in a snapshot (a job directory's latest).
+    let job_dir = args.slow.is_none()
+        && !dir.join(argus_sinks::MANIFEST_FILE).is_file()
         && (dir.join(live::SOCKET).exists() || dir.join("latest").exists());
     if job_dir && !args.follow {
         match live::client::connect(dir)? {
@@ -61,6 +63,9 @@ pub(crate) fn run(args: &DebugArgs) -> Result<u8> {
         }
     }
     let snapshot = follow::resolve_snapshot(&args.snapshot)?;
+    if let Some(secs) = args.slow {
+        return run_slow(args, &snapshot, secs);
+    }
     let mut args = args.clone();
     if args.at.is_some() {
         let m = argus_sinks::Manifest::read(&snapshot)
@@ -79,6 +84,42 @@ pub(crate) fn run(args: &DebugArgs) -> Result<u8> {
         argus_engine::diagnosis::resolve_target(&graph, args.pid, args.tid, args.comm.as_deref())?;
     let diagnosis = export::diagnose_with(args, &graph, target)?;
     print(args, &diagnosis)
+}
+
+/// `--slow`: the slow requests of the watched threads, diagnosed; exit 1 when there is one.
+fn run_slow(args: &DebugArgs, snapshot: &Path, secs: f64) -> Result<u8> {
+    if !(secs.is_finite() && secs > 0.0) {
+        anyhow::bail!("--slow must be a positive number of seconds, got {secs}");
+    }
+    if !(args.slow_factor.is_finite() && args.slow_factor > 1.0) {
+        anyhow::bail!(
+            "--slow-factor must be a number above 1, got {}",
+            args.slow_factor
+        );
+    }
+    let mut graph = load_graph(snapshot)?;
+    export::attach_app_events(&mut graph, snapshot)?;
+    let (tids, subject) =
+        argus_engine::diagnosis::slow_threads(&graph, args.pid, args.tid, args.comm.as_deref())?;
+    let slow = argus_diagnose::SlowConfig {
+        factor: args.slow_factor,
+        min_ns: (secs * 1e9) as u64,
+        ..argus_diagnose::SlowConfig::default()
+    };
+    let found = export::with_oracle(args, |oracle, config| {
+        Ok(argus_diagnose::slow::slow_requests(
+            &graph, &tids, oracle, config, &slow,
+        )?)
+    })?;
+    let mut out = std::io::stdout().lock();
+    if args.json {
+        serde_json::to_writer_pretty(&mut out, &found)?;
+        writeln!(out)?;
+    } else {
+        write!(out, "{}", found.to_text(&subject))?;
+    }
+    out.flush()?;
+    Ok(u8::from(found.found > 0))
 }
 
 /// Resolves `--at` (if given) to `args.at_ns` for a trace spanning `start..=end` with the

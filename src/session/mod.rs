@@ -31,6 +31,7 @@ pub(crate) fn wanted(args: &DebugArgs) -> bool {
     args.script.is_some()
         || args.session
         || (!args.auto
+            && args.slow.is_none()
             && args.answers.is_none()
             && !args.json
             && !args.follow

@@ -11,4 +11,5 @@ mod findings;
 mod graph;
 mod locks;
 mod scenarios;
+mod slow;
 mod windows;
