@@ -69,6 +69,30 @@ pub fn record_with(record_opts: &[&str], cmd: &[&str], build_opts: &[&str]) -> R
     }
 }
 
+/// Records `argus workload NAME --secs SECS` (a suite's scenario) into `DIR/NAME/trace`
+/// under the recording lock: the trace, where its snapshot goes (`DIR/NAME/snapshot`, not
+/// built), and what `argus record` printed.
+pub fn record_scenario(name: &str, dir: &Path, secs: &str) -> (PathBuf, PathBuf, Output) {
+    let exe = env!("CARGO_BIN_EXE_argus");
+    let trace = dir.join(name).join("trace");
+    let snapshot = dir.join(name).join("snapshot");
+    let out = {
+        let _guard = recording_lock();
+        run(&[
+            "record",
+            "-o",
+            trace.to_str().expect("utf-8"),
+            "--",
+            exe,
+            "workload",
+            name,
+            "--secs",
+            secs,
+        ])
+    };
+    (trace, snapshot, out)
+}
+
 /// Runs `argus build TRACE -o SNAPSHOT OPTS...` and asserts that it succeeded.
 pub fn build_snapshot(trace: &Path, snapshot: &Path, opts: &[&str]) {
     let mut args = vec![

@@ -8,7 +8,7 @@
 //! Every scenario is recorded once (about 2.5 s each, one recording at a time) and shared by
 //! the per-scenario tests.
 
-use crate::common::{blame_cell, blame_top, comms, copy_dir, live_or_skip, recording_lock, run};
+use crate::common::{blame_cell, blame_top, comms, copy_dir, live_or_skip, record_scenario, run};
 use argus_diagnose::{
     AppEvents, DiagnoseConfig, Graph, GraphInput, Oracle, Question, Reply, Target,
 };
@@ -124,23 +124,7 @@ fn load(snapshot: &Path) -> Graph {
 }
 
 fn record_one(name: &'static str, dir: &Path) -> Row {
-    let exe = env!("CARGO_BIN_EXE_argus");
-    let trace = dir.join(name).join("trace");
-    let snapshot = dir.join(name).join("snapshot");
-    let out = {
-        let _guard = recording_lock();
-        run(&[
-            "record",
-            "-o",
-            trace.to_str().expect("utf-8"),
-            "--",
-            exe,
-            "workload",
-            name,
-            "--secs",
-            HANG_SECS,
-        ])
-    };
+    let (trace, snapshot, out) = record_scenario(name, dir, HANG_SECS);
     assert!(
         out.status.success(),
         "{name}: argus record failed: {}",

@@ -24,6 +24,7 @@ mod hang_suite;
 mod identity;
 mod inspect;
 mod kdebug;
+mod latency_suite;
 mod live;
 mod live_equals_batch;
 mod live_query;

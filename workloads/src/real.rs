@@ -42,6 +42,14 @@
 //! | apt-lock | `apt-get` (`DPkg::Lock::Timeout`, a private dpkg directory) retries the dpkg frontend lock with 1 s sleeps while a `perl` holder runs `sleep` under it | RepeatedYield | `sleep` |
 //! | perl-setlkw | perl blocks in `fcntl(F_SETLKW)` on a file a `python3` holder (`py-holder`) locked before computing | LongWait | `py-holder` |
 //!
+//! Latency spikes for the latency suite (`tests/latency_suite.rs`, `argus debug --slow`):
+//! not hangs but one slow request among fast ones; their truth adds `slow_ns` (the slow
+//! request's latency as the client timed it) and `slow_requests` (how many are slow).
+//!
+//! | name | program | the slow request | root cause |
+//! |---|---|---|---|
+//! | redis-spike | a `python3` client's 21st GET of 40 waits while Redis's event loop runs another client's (`redis-cli`) Lua loop, ~0.3 s | its GET | `redis-server` on CPU |
+//!
 //! Servers run in private temporary directories and are stopped on every exit path (a drop
 //! guard). MariaDB is slow to create: when `ARGUS_REAL_MARIADB_SOCKET` names the socket of
 //! a running server (the test suite starts one before recording), the MariaDB hangs use it;
@@ -82,6 +90,11 @@ pub const HANGS: &[Workload] = &[
         "redis-poll",
         "a python3 client selects with 0.25 s timeouts while redis-server runs DEBUG SLEEP",
         redis_poll,
+    ),
+    Workload::real(
+        "redis-spike",
+        "a python3 client's GET, one of 40, waits while redis-server runs another client's slow EVAL (latency)",
+        redis_spike,
     ),
     Workload::real(
         "go-mutex",
@@ -626,6 +639,23 @@ fn redis_blpop(dir: &Path, secs: f64) -> Result<Value> {
     ))
 }
 
+/// Waits for a `python3` client of `server`, stops the server: the truth of a wait the
+/// server's main thread holds, and what the client printed.
+fn redis_client_truth(server: Server, client: Child) -> Result<(Value, String)> {
+    let pid = client.id();
+    let out = finish(client, "python3")?;
+    let server_pid = server.pid();
+    drop(server);
+    let v = truth(
+        "Redis + python3",
+        pid,
+        "LongWait",
+        "redis-server",
+        vec![process("redis-server", server_pid)],
+    );
+    Ok((v, out))
+}
+
 /// A `python3` client sends `DEBUG SLEEP` and waits for the reply with `select` and 0.25 s
 /// timeouts on the same socket: the server's main thread sleeps through it.
 fn redis_poll(dir: &Path, secs: f64) -> Result<Value> {
@@ -651,18 +681,64 @@ print(timeouts)
             .stdin(Stdio::null()),
         "python3",
     )?;
-    let pid = client.id();
-    let timeouts = finish(client, "python3")?;
-    let server_pid = server.pid();
-    drop(server);
-    let mut v = truth(
-        "Redis + python3",
-        pid,
-        "LongWait",
-        "redis-server",
-        vec![process("redis-server", server_pid)],
-    );
+    let (mut v, timeouts) = redis_client_truth(server, client)?;
     v["timeouts"] = json!(timeouts.trim().parse::<u64>().unwrap_or(0));
+    Ok(v)
+}
+
+/// A latency spike, not a hang: a `python3` client sends 40 GETs, 10 ms apart; just before
+/// the 21st, it starts `redis-cli EVAL` of a Lua loop (~`secs` / 5 of CPU, 0.3 s at the
+/// suite's 1.5) and Redis's single event loop serves that first: the 21st GET waits for it.
+fn redis_spike(dir: &Path, secs: f64) -> Result<Value> {
+    let (server, sock) = start_redis(dir)?;
+    // The Lua loop runs about `busy` seconds: its length is calibrated on this machine first.
+    let busy = (secs / 5.0).clamp(0.1, 1.0);
+    let client = spawn(
+        Command::new("python3")
+            .arg("-c")
+            .arg(format!(
+                r#"import json, socket, subprocess, time
+SOCK = {sock:?}
+def call(s, cmd):
+    s.sendall(cmd)
+    return s.recv(4096)
+s = socket.socket(socket.AF_UNIX)
+s.connect(SOCK)
+# Calibrate: how many Lua iterations take `busy` seconds here.
+n = 2000000
+t = time.time()
+call(s, b'EVAL "local i=0 while i<tonumber(ARGV[1]) do i=i+1 end return i" 0 %d\r\n' % n)
+n = int(n * {busy} / max(time.time() - t, 1e-3))
+call(s, b'SET argus:k v\r\n')
+time.sleep(0.2)
+slow = None
+for i in range(40):
+    if i == 20:
+        cli = subprocess.Popen(['redis-cli', '-s', SOCK, 'EVAL',
+            'local i=0 while i<tonumber(ARGV[1]) do i=i+1 end return i', '0', str(n)],
+            stdout=subprocess.DEVNULL)
+        time.sleep(0.03)
+    t = time.time()
+    r = call(s, b'GET argus:k\r\n')
+    assert r.startswith(b'$1'), r
+    if i == 20:
+        slow = time.time() - t
+        cli_pid = cli.pid
+        cli.wait()
+    time.sleep(0.01)
+print(json.dumps({{"cli_pid": cli_pid, "slow_s": slow}}))
+"#,
+                sock = sock.display().to_string()
+            ))
+            .stdout(Stdio::piped())
+            .stdin(Stdio::null()),
+        "python3",
+    )?;
+    let (mut v, out) = redis_client_truth(server, client)?;
+    let info: Value = serde_json::from_str(out.trim()).context("the client's JSON line")?;
+    v["slow_requests"] = json!(1);
+    v["slow_ns"] = json!((info["slow_s"].as_f64().unwrap_or(0.0) * 1e9) as u64);
+    v["input_pid"] = info["cli_pid"].clone();
     Ok(v)
 }
 
