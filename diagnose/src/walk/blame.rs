@@ -508,6 +508,12 @@ impl<'g> Walk<'g, '_> {
             return self.charge_named(ch, on_path, last, BlameState::Blocked, from, t, hops);
         };
         if last.wait_timed_out() {
+            if let Some(e) = self
+                .sent_after_timeout(last, next, w0)
+                .filter(|_| hops < MAX_HOPS)
+            {
+                return self.charge_edge(ch, on_path, last, e, from, t, hops);
+            }
             return self.charge_named(ch, on_path, last, BlameState::Timer, from, t, hops);
         }
         let mut edges: Vec<&'g CausalEdge> = g

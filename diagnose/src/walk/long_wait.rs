@@ -94,6 +94,12 @@ impl<'g> Walk<'g, '_> {
             return;
         };
         if s.wait_timed_out() {
+            // The last timeout came as the data did: a task's message read in the run that
+            // began (sent during the logical wait) is what the thread was waiting for.
+            if let Some(e) = self.sent_after_timeout(s, next, w0) {
+                self.follow(e, next, w0, depth + 1);
+                return;
+            }
             self.root(
                 s,
                 CauseClass::Sleep,
@@ -135,6 +141,27 @@ impl<'g> Walk<'g, '_> {
                 },
             ),
         }
+    }
+
+    /// For a wait `s` that timed out (the logical wait from `w0`), the message a task sent
+    /// during it and `next`'s run read, when exactly one task sent one: the data arrived as
+    /// the last timeout fired (a reply racing a poll's timeout), and it ended the wait.
+    pub(super) fn sent_after_timeout(
+        &self,
+        s: &'g Segment,
+        next: &'g Segment,
+        w0: Nanos,
+    ) -> Option<&'g CausalEdge> {
+        let wakers: Vec<&CausalEdge> = self
+            .g
+            .incoming(next.id)
+            .filter(|e| ended_wait_of(e, next))
+            .collect();
+        let sent = self.couriered(next, w0, &wakers);
+        let first = sent.first()?;
+        (sent.iter().all(|e| e.src.tid() == first.src.tid()) && first.src.tid() != s.tid)
+            .then(|| sent.iter().copied().max_by_key(|e| (e.ts, e.src)))
+            .flatten()
     }
 
     /// The wake-up to follow without asking when every one of `edges` (those that ended the

@@ -1033,3 +1033,64 @@ fn a_reply_delivered_by_a_softirq_is_followed_to_the_send_without_asking() {
         "{r:#?}"
     );
 }
+
+/// A poll loop with 1 s timeouts waits for a server's reply; the reply comes just after the
+/// third timeout, and the run that timeout began reads it. The data, not the timer, ended
+/// the logical wait: the walk follows the server's message, and blame gives it the time.
+#[test]
+fn a_reply_racing_the_last_timeout_of_a_logical_wait_is_what_ended_it() {
+    let mut b = B::new(5000.0);
+    b.thread(10, 10, "client", "client");
+    b.thread(20, 20, "server", "server");
+    let c0 = b.task(10, 0.0, 1.0, 1001.0, "pselect6", 0.5);
+    let c1 = b.task(10, 1001.0, 1002.0, 2001.0, "pselect6", 0.5);
+    let c2 = b.task(10, 2001.0, 2002.0, 3001.0, "pselect6", 0.5);
+    for c in [c0, c1, c2] {
+        b.object(c, 0x50);
+    }
+    let c3 = b.open(10, 3001.0, None, "", 1.0);
+    let s0 = b.task(20, 0.0, 3001.5, 4000.0, "read", 2990.0);
+    let timer = b.irq(
+        0,
+        SegmentKind::Timer {
+            timer: 0x10,
+            function: 0x20,
+        },
+        3001.0,
+        3001.01,
+    );
+    b.edge(
+        c2,
+        timer,
+        EdgeKind::Timer,
+        Strength::Strong,
+        2002.0,
+        "pselect6",
+    );
+    b.wake(timer, c3, 3001.0, "");
+    b.edge(
+        s0,
+        c3,
+        EdgeKind::Message,
+        Strength::Strong,
+        3001.5,
+        "sendto",
+    );
+    b.long_wait(c0);
+    if let Some(s) = b.spins.last_mut() {
+        s.last = c2;
+        s.end_ns = ms(3001.0);
+        s.segments = 3;
+        s.timeouts = 3;
+        s.wait_ns = ms(3000.0).0;
+    }
+    let r = run(&b.graph(), 10, &mut AutoOracle);
+    let rc = r.root_causes.last().expect("a root cause");
+    assert_eq!(
+        (rc.tid, rc.class),
+        (Tid(20), CauseClass::LongRunning),
+        "{r:#?}"
+    );
+    let top = &r.blame.as_ref().expect("blame").contributors[0];
+    assert_eq!(top.tid, Tid(20), "{:#?}", r.blame);
+}
