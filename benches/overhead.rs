@@ -55,7 +55,8 @@
 //! **Idle cost** (`ARGUS_BENCH_IDLE_COST=SECS`, issue 42; 60 for the issue's figures): on
 //! the machine as it is (nothing started by the bench), `argus record`, `argus start` and
 //! `perf record -a` of the same tracepoints, one after the other, each in a session of its
-//! own for SECS seconds: its CPU time (all threads, `/proc/PID/stat`) as a share of one CPU,
+//! own for SECS seconds after `ARGUS_BENCH_IDLE_WARMUP` seconds (5 by default; 60 measures
+//! an always-on job's steady state, past its first minute): its CPU time (all threads, `/proc/PID/stat`) as a share of one CPU,
 //! and its resident memory at a quarter of the run and at the end (flat is the goal). Run it
 //! with nothing else going on; the events/s of the machine are printed beside.
 //! `ARGUS_BENCH_ROUNDS` rounds (default 3), the tracers interleaved; the median CPU share
@@ -800,8 +801,9 @@ fn idle_cost(secs: u64) {
     let set = argus_ingest::linux::event_set("default").expect("the default events");
     let group = PathBuf::new();
     let rounds: usize = env_or("ARGUS_BENCH_ROUNDS", 3);
+    let warmup: u64 = env_or("ARGUS_BENCH_IDLE_WARMUP", 5);
     println!(
-        "idle cost: {secs} s per tracer, each in a session of its own, {rounds} rounds (interleaved), {} cpus",
+        "idle cost: {secs} s per tracer after {warmup} s, each in a session of its own, {rounds} rounds (interleaved), {} cpus",
         cpus()
     );
     println!(
@@ -827,11 +829,18 @@ fn idle_cost(secs: u64) {
                 c
             }
             _ => {
-                let mut c = Command::new("perf");
-                c.args(["record", "-a", "-q", "-o"]).arg(&perf_data);
+                // Without its own records, as `argus record` leaves out its threads': a
+                // `perf record` tracing its own writes of perf.data feeds on itself (98% of a
+                // CPU and 1.6 M events/s on the idle VM). The shell's pid is perf's after exec.
+                let mut line = String::from("exec perf record -a -q -o \"$0\"");
                 for e in set.iter().filter(|e| e.as_str() != "ftrace/print") {
-                    c.args(["-e", &e.replacen('/', ":", 1)]);
+                    line.push_str(&format!(
+                        " -e {} --filter \"common_pid != $$\"",
+                        e.replacen('/', ":", 1)
+                    ));
                 }
+                let mut c = Command::new("sh");
+                c.arg("-c").arg(line).arg(&perf_data);
                 c
             }
         };
@@ -842,8 +851,9 @@ fn idle_cost(secs: u64) {
             .spawn()
             .unwrap_or_else(|e| panic!("{} starts: {e}", mode.name()));
         let pid = child.id();
-        // Past its start (the first scans, the first snapshot's setup).
-        std::thread::sleep(Duration::from_secs(5));
+        // Past its start (the first scans, the first snapshot's setup; with a longer
+        // warm-up, the first minute's new "hangs" of every waiting thread too).
+        std::thread::sleep(Duration::from_secs(warmup));
         let cpu0 = proc_cpu_secs(pid);
         std::thread::sleep(Duration::from_secs(secs / 4));
         let rss_quarter = proc_rss_mib(pid);
@@ -854,7 +864,7 @@ fn idle_cost(secs: u64) {
         unsafe { libc::kill(pid as i32, libc::SIGINT) };
         let _ = child.wait();
         let events_per_s = match mode {
-            SatMode::Perf => perf_counts(&perf_data).0 as f64 / (secs + 5) as f64,
+            SatMode::Perf => perf_counts(&perf_data).0 as f64 / (secs + warmup) as f64,
             _ => {
                 let t = if mode == SatMode::Start {
                     dir.join("job").join("trace")

@@ -248,10 +248,14 @@ pub struct StartArgs {
     /// The job directory: `trace/` (raw ring), `snapshots/<epoch>/`, `latest`.
     #[arg(short, long)]
     pub output: PathBuf,
-    /// Seconds between snapshots. A watched thread's new or grown hang takes one at once
-    /// (at most one extra per half period).
-    #[arg(long, default_value_t = 10.0)]
-    pub snapshot_every: f64,
+    /// Seconds between snapshots [default: 10, and 60 while the machine is quiet]
+    ///
+    /// A watched thread's new or grown hang takes one at once (at most one extra per half
+    /// period). Without this flag a quiet machine (under 5,000 events a second) is
+    /// snapshotted every 60 s, which is most of an idle job's cost saved; live queries
+    /// always see the newest state. Given, the period holds whatever the load.
+    #[arg(long)]
+    pub snapshot_every: Option<f64>,
     /// History kept in the dataflow (`90s`, `10m`, `1h`; a bare number is seconds).
     #[arg(long, default_value = "10m")]
     pub retain: String,

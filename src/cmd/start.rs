@@ -9,6 +9,12 @@ use anyhow::{bail, Result};
 use argus_engine::job::StartConfig;
 use std::time::Duration;
 
+/// Seconds between snapshots without `--snapshot-every`.
+const SNAPSHOT_EVERY: f64 = 10.0;
+
+/// Between snapshots on a quiet machine without `--snapshot-every` (`cycle.rs`).
+const QUIET_SNAPSHOT_EVERY: Duration = Duration::from_secs(60);
+
 fn positive_secs(name: &str, v: f64) -> Result<Duration> {
     if !(v.is_finite() && v > 0.0) {
         bail!("{name} must be a positive number of seconds, got {v}");
@@ -25,6 +31,10 @@ pub fn config(a: &StartArgs) -> Result<StartConfig> {
         bail!("--keep must be at least 1");
     }
     let lag = positive_secs("--lag", a.lag)?;
+    let snapshot_every = positive_secs(
+        "--snapshot-every",
+        a.snapshot_every.unwrap_or(SNAPSHOT_EVERY),
+    )?;
     let threshold = positive_secs("--threshold", a.threshold)?;
     if let Some(file) = &a.rules {
         argus_engine::setup::apply_rules_file(&mut Default::default(), file)?;
@@ -34,7 +44,11 @@ pub fn config(a: &StartArgs) -> Result<StartConfig> {
     super::record::recording_config(&a.recording, false, &mut record)?;
     Ok(StartConfig {
         dir: a.output.clone(),
-        snapshot_every: positive_secs("--snapshot-every", a.snapshot_every)?,
+        snapshot_every,
+        quiet_snapshot_every: match a.snapshot_every {
+            Some(_) => snapshot_every,
+            None => QUIET_SNAPSHOT_EVERY,
+        },
         retain: crate::duration::parse_duration(&a.retain)
             .map_err(|e| anyhow::anyhow!("--retain: {e}"))?,
         lag,

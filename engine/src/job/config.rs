@@ -13,6 +13,8 @@ pub struct StartConfig {
     pub dir: PathBuf,
     /// Between snapshots.
     pub snapshot_every: Duration,
+    /// Between snapshots while the machine is quiet (at least `snapshot_every`).
+    pub quiet_snapshot_every: Duration,
     /// History kept.
     pub retain: Duration,
     /// Watermark lag behind the clock.

@@ -8,8 +8,14 @@
 //! as far apart each time, up to [`QUIET_TICK`]. Every epoch costs each stage a fixed amount
 //! whatever it holds (the dataflow's and the live graph's operators are scheduled, their
 //! arrangements compacted, the spins published): at 200 ms on an idle machine that was most
-//! of the job's CPU. A busy tick goes back to 200 ms at once. Snapshots are due by the clock
-//! (`--snapshot-every`), named by the epoch they are taken at.
+//! of the job's CPU. A busy tick goes back to 200 ms at once, and a live query on a quiet
+//! machine asks for a tick at once (`serve.rs`, `Served::freshen`), so what it reads is as
+//! fresh as on a busy one; only a hang's hook and early snapshot wait up to [`QUIET_TICK`].
+//!
+//! **Snapshots** are due by the clock, named by the epoch they are taken at: every
+//! `--snapshot-every` while the machine is busy, every `quiet_snapshot_every` on a quiet one
+//! (60 s when the flag is not given), and early ones at most one per half of that period
+//! (of `--snapshot-every` with a hook: a hook's user waits for its snapshot).
 
 use super::budget::{Change, Retention};
 use super::flow::SnapRequest;
@@ -23,9 +29,9 @@ use super::snapshots::{
 use super::watch::{HangTracker, OwnExits, Watch};
 use super::{monotonic_ns, StartConfig, TICK};
 
-/// The longest a tick waits on a quiet machine (module docs): a hang's report waits up to
+/// The longest a tick waits on a quiet machine (module docs): a hang's hook waits up to
 /// this much longer than on a busy one.
-pub(crate) const QUIET_TICK: Duration = Duration::from_secs(1);
+pub(crate) const QUIET_TICK: Duration = Duration::from_secs(4);
 
 /// How often the resident set is compared with the memory budget.
 const MEMORY_CHECK: Duration = Duration::from_secs(1);
@@ -140,6 +146,8 @@ impl Snapshots {
 /// The main loop's clocks and counters.
 pub(crate) struct Cycle {
     snapshot_every: Duration,
+    /// Between periodic snapshots while the machine is quiet.
+    quiet_snapshot_every: Duration,
     /// When the next periodic snapshot is due.
     next_snapshot: Instant,
     next_tick: Instant,
@@ -160,9 +168,10 @@ pub(crate) struct Cycle {
 }
 
 impl Cycle {
-    /// A cycle snapshotting every `snapshot_every`.
+    /// A cycle snapshotting every `snapshot_every`, `quiet_snapshot_every` on a quiet machine.
     pub(crate) fn new(
         snapshot_every: Duration,
+        quiet_snapshot_every: Duration,
         status_every: Duration,
         own_threads: Receiver<OwnThread>,
         retention: Retention,
@@ -171,6 +180,7 @@ impl Cycle {
         let now = Instant::now();
         Cycle {
             snapshot_every,
+            quiet_snapshot_every: quiet_snapshot_every.max(snapshot_every),
             next_snapshot: now + snapshot_every,
             next_tick: now + TICK,
             every: TICK,
@@ -186,13 +196,15 @@ impl Cycle {
     }
 
     /// Turns until the recorder has ended and the last snapshot is requested; `woken` wakes
-    /// it between ticks to check for a hang worth an early snapshot.
+    /// it between ticks to check for a hang worth an early snapshot, `asked` (a live query
+    /// on a quiet machine) for a tick at once.
     pub(crate) fn run(
         &mut self,
         job: &mut Job<'_>,
         intake: &mut Intake,
         snaps: &mut Snapshots,
         woken: &Receiver<()>,
+        asked: &Receiver<()>,
     ) -> Result<()> {
         while !intake.closed {
             // Sleep until the tick (or until woken to check for a hang), then decode what
@@ -203,6 +215,7 @@ impl Cycle {
             let tick = if now < self.next_tick {
                 select! {
                     recv(woken) -> _ => false,
+                    recv(asked) -> _ => true,
                     default(self.next_tick - now) => true,
                 }
             } else {
@@ -265,9 +278,12 @@ impl Cycle {
             TICK
         };
         self.next_tick = began.max(self.next_tick) + self.every;
-        if self.next_tick < began {
+        if self.next_tick < began || self.next_tick > began + self.every {
             self.next_tick = began + self.every;
         }
+        job.served
+            .quiet
+            .store(self.every > TICK, std::sync::atomic::Ordering::Relaxed);
         self.errors.extend(intake.merge.take_errors());
         self.errors.truncate(MAX_ERROR_ROWS);
         let t = Instant::now();
@@ -308,11 +324,29 @@ impl Cycle {
             sent_ns = monotonic_ns(),
             "epoch sent"
         );
+        // On a quiet machine periodic snapshots come `quiet_snapshot_every` apart; once it is
+        // busy again, `snapshot_every` from now at the latest.
+        let period = if self.every > TICK {
+            self.quiet_snapshot_every
+        } else {
+            self.snapshot_every
+        };
+        if self.next_snapshot > began + period {
+            self.next_snapshot = began + period;
+        }
+        // Early snapshots at most one per half period; with a hook, one per half of
+        // `snapshot_every` whatever the load (a quiet machine's waiting shells and daemons
+        // make new "hangs" every few seconds: without a hook nobody waits for them).
+        snaps.early.min_gap = if job.cfg.on_hang.is_some() {
+            self.snapshot_every / 2
+        } else {
+            period / 2
+        };
         let due = intake.closed || Instant::now() >= self.next_snapshot;
         if due {
-            self.next_snapshot += self.snapshot_every;
+            self.next_snapshot += period;
             if self.next_snapshot < began {
-                self.next_snapshot = began + self.snapshot_every;
+                self.next_snapshot = began + period;
             }
         }
         if due && !intake.closed && snaps.early.writing() {

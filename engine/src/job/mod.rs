@@ -161,7 +161,9 @@ pub fn run(cfg: &StartConfig, quiet: bool) -> Result<u8> {
     // Collectors (spins changed) and the snapshot thread (a snapshot installed) wake the
     // main loop to check for a hang that should be snapshotted at once.
     let (notify, woken) = crossbeam_channel::bounded::<()>(1);
-    let served = Arc::new(Served::new());
+    // A live query on a quiet machine asks for a tick at once (`Served::freshen`).
+    let (tick_now, ticks_asked) = crossbeam_channel::bounded::<()>(1);
+    let served = Arc::new(Served::new(tick_now));
     let (mut job, replayed) = Job::open(
         cfg,
         first_epoch,
@@ -213,12 +215,13 @@ pub fn run(cfg: &StartConfig, quiet: bool) -> Result<u8> {
     );
     let mut cycle = Cycle::new(
         cfg.snapshot_every,
+        cfg.quiet_snapshot_every,
         cfg.status_every,
         own_reports,
         retention,
         quiet,
     );
-    let mut result = cycle.run(&mut job, &mut intake, &mut snaps, &woken);
+    let mut result = cycle.run(&mut job, &mut intake, &mut snaps, &woken, &ticks_asked);
     // The job is stopping: no more queries (the socket is removed).
     drop(server);
     job.served.set_graphs(Vec::new());
@@ -463,6 +466,7 @@ pub(crate) mod tests {
         StartConfig {
             dir: dir.to_path_buf(),
             snapshot_every: Duration::from_secs(10),
+            quiet_snapshot_every: Duration::from_secs(10),
             retain: Duration::from_secs(600),
             lag: Duration::from_millis(500),
             max_memory: u64::MAX,
@@ -583,7 +587,7 @@ pub(crate) mod tests {
             ),
             epoch: 0,
             watermark: Nanos(0),
-            served: Arc::new(Served::new()),
+            served: Arc::new(Served::new(crossbeam_channel::bounded(1).0)),
             catching_up: Default::default(),
             rules: None,
         };

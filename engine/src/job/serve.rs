@@ -36,6 +36,7 @@ use anyhow::{Context, Result};
 use argus_diagnose::{rounds, AppEvents, Replay, ScriptedOracle, Whole};
 use argus_pipeline::arranged::QueryError;
 use argus_schema::{Event, Nanos, ThreadInfo, Tid};
+use crossbeam_channel::Sender;
 use serde_json::{json, Value};
 use std::collections::{HashMap, VecDeque};
 use std::io::{BufRead, BufReader, Read, Write};
@@ -45,7 +46,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// Clients served at once; one more gets a `busy` error.
 pub(crate) const MAX_CLIENTS: usize = 16;
@@ -59,7 +60,15 @@ pub(crate) struct Served {
     tables: Mutex<VecDeque<(u64, Tables)>>,
     /// The markers and data-flag accesses of the retained window, as released.
     app: Mutex<AppEvents>,
+    /// The main loop ticks far apart on a quiet machine (`cycle.rs`): a query for the
+    /// newest state then asks it for a tick at once ([`Served::freshen`]).
+    pub(crate) quiet: AtomicBool,
+    /// Asks the main loop for a tick now (`try_send`; one pending request is enough).
+    tick_now: Sender<()>,
 }
+
+/// The longest a query waits for the tick it asked for on a quiet machine.
+const FRESH_WAIT: Duration = Duration::from_secs(3);
 
 /// Epochs whose tables are kept: more than a live graph can be read at
 /// ([`QUERY_EPOCHS`](super::live_graph::QUERY_EPOCHS)) plus what its worker may lag.
@@ -74,11 +83,30 @@ pub(crate) struct Tables {
 }
 
 impl Served {
-    pub(crate) fn new() -> Served {
+    /// What the server reads; `tick_now` reaches the main loop ([`Served::freshen`]).
+    pub(crate) fn new(tick_now: Sender<()>) -> Served {
         Served {
             graphs: Mutex::new(Vec::new()),
             tables: Mutex::new(VecDeque::new()),
             app: Mutex::new(AppEvents::default()),
+            quiet: AtomicBool::new(false),
+            tick_now,
+        }
+    }
+
+    /// On a quiet machine, where the main loop ticks up to seconds apart, asks it for a
+    /// tick now and waits (at most [`FRESH_WAIT`]) until `done()` has passed what it was:
+    /// a query for the newest state sees what happened up to the moment it was asked, as
+    /// on a busy machine. On a busy one, nothing (a tick is at most 200 ms away).
+    fn freshen(&self, done: impl Fn() -> Option<u64>) {
+        if !self.quiet.load(Ordering::Relaxed) {
+            return;
+        }
+        let before = done();
+        let _ = self.tick_now.try_send(());
+        let until = Instant::now() + FRESH_WAIT;
+        while done() == before && Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(5));
         }
     }
 
@@ -439,6 +467,7 @@ fn hangs(served: &Served, q: &HangsQuery) -> Result<Value, Failure> {
     // The collector's spins, not the live graph's: the same records, current as soon as the
     // dataflow has done an epoch however far the live graph's worker lags.
     let (g, collected) = served.oldest()?;
+    served.freshen(|| collected.latest().done.map(|(e, _)| e));
     let published = collected.latest();
     let Some((local, watermark)) = published.done else {
         return Err(Failure::new(
@@ -500,6 +529,9 @@ fn diagnose(served: &Served, q: &DiagnoseQuery) -> Result<Value, Failure> {
         ));
     }
     let (g, _) = served.graph(q.generation)?;
+    if q.epoch.is_none() && q.watermark_ns.is_none() {
+        served.freshen(|| g.status().epochs.back().map(|&(e, _)| e));
+    }
     let (local, epoch, watermark) = pick(&g, q.as_of())?;
     let spins = g.spins(local).map_err(read_failure)?;
     let t = served.tables(epoch);
@@ -585,6 +617,35 @@ mod tests {
     use super::*;
     use argus_schema::Pid;
 
+    /// On a quiet machine a query for the newest state asks the main loop for a tick and
+    /// waits until the epoch it read moves; on a busy one it neither asks nor waits.
+    #[test]
+    fn a_query_on_a_quiet_machine_asks_for_a_tick_and_waits_for_it() {
+        let (tx, asked) = crossbeam_channel::bounded(1);
+        let served = Served::new(tx);
+        let epoch = Arc::new(AtomicUsize::new(7));
+        served.freshen(|| Some(epoch.load(Ordering::SeqCst) as u64));
+        assert!(asked.try_recv().is_err(), "busy: no tick asked");
+        served.quiet.store(true, Ordering::SeqCst);
+        let ticker = {
+            let epoch = epoch.clone();
+            std::thread::spawn(move || {
+                asked
+                    .recv_timeout(Duration::from_secs(10))
+                    .expect("a tick is asked");
+                std::thread::sleep(Duration::from_millis(50));
+                epoch.store(8, Ordering::SeqCst);
+            })
+        };
+        served.freshen(|| Some(epoch.load(Ordering::SeqCst) as u64));
+        assert_eq!(
+            epoch.load(Ordering::SeqCst),
+            8,
+            "answered after the new epoch"
+        );
+        ticker.join().unwrap();
+    }
+
     /// Markers and flag hits are kept for the retained window and served up to the epoch's
     /// watermark; other events are not kept.
     #[test]
@@ -606,7 +667,7 @@ mod tests {
                 },
             )
         };
-        let served = Served::new();
+        let served = Served::new(crossbeam_channel::bounded(1).0);
         served.push_app(
             &[
                 marker(10, "argus:hang-begin"),
@@ -655,7 +716,7 @@ mod tests {
         let (graph, forward, worker) = LiveGraph::start(3, 100, Nanos(0), None, None).unwrap();
         let (notify, woken) = crossbeam_channel::bounded(1);
         let spins = LiveSpins::new(notify);
-        let served = Served::new();
+        let served = Served::new(crossbeam_channel::bounded(1).0);
         served.set_graphs(vec![(graph.clone(), spins.clone())]);
         served.set_tables(100, vec![thread(7, "app"), thread(8, "other")], Vec::new());
         let all = HangsQuery::default();

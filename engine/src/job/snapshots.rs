@@ -177,9 +177,11 @@ pub(crate) struct Finisher {
 /// collector freezes its graph (no copy).
 const PRE_ENCODE_EVERY: Duration = Duration::from_secs(2);
 
-/// Rows encoded ahead below which the next time is twice as far (up to
-/// [`AHEAD_MAX_EVERY`]).
-const AHEAD_ROWS: u64 = 20_000;
+/// Rows a second (settled since the last encoding ahead) below which the next time is twice
+/// as far (up to [`AHEAD_MAX_EVERY`]). A part costs about the same to encode whatever its
+/// rows (`parts.rs`): on a quiet machine (a thousand rows a second) encoding every 2 s was
+/// most of the finisher's idle CPU, for snapshots that are quick anyway.
+const AHEAD_RATE: f64 = 10_000.0;
 
 /// The longest wait between two encodings ahead.
 const AHEAD_MAX_EVERY: Duration = Duration::from_secs(32);
@@ -287,8 +289,9 @@ impl SnapshotThread {
 impl Finisher {
     fn run(mut self, rx: Receiver<(SnapshotWriter, Box<SnapJob>)>) -> Result<u64> {
         super::live_graph::below_the_job();
-        // Lengthened while encoding ahead finds little to do (a quiet machine: the
-        // snapshot itself encodes it as one run), back to PRE_ENCODE_EVERY once it does.
+        // Lengthened while encoding ahead finds little to do for the time since the last
+        // (a quiet machine: the snapshot itself encodes it as one run), back to
+        // PRE_ENCODE_EVERY once it does.
         let mut every = PRE_ENCODE_EVERY;
         loop {
             match rx.recv_timeout(every) {
@@ -303,7 +306,8 @@ impl Finisher {
                     Err(e) => return Err(e),
                 },
                 Err(crossbeam_channel::RecvTimeoutError::Timeout) => {
-                    every = if self.encode_ahead()? >= AHEAD_ROWS {
+                    let rows = self.encode_ahead()?;
+                    every = if rows as f64 >= AHEAD_RATE * every.as_secs_f64() {
                         PRE_ENCODE_EVERY
                     } else {
                         (every * 2).min(AHEAD_MAX_EVERY)
