@@ -12,9 +12,15 @@ use serde_json::Value;
 use std::path::Path;
 
 /// The scenarios and the programs each needs.
-const SCENARIOS: &[(&str, &[&str])] = &[("redis-spike", &["redis-server", "redis-cli", "python3"])];
+const SCENARIOS: &[(&str, &[&str])] = &[
+    ("redis-spike", &["redis-server", "redis-cli", "python3"]),
+    (
+        "mariadb-convoy",
+        &["mariadbd", "mariadb", "mariadb-install-db"],
+    ),
+];
 
-/// `--secs` given to each workload (a 0.3 s spike for `redis-spike`).
+/// `--secs` given to each workload (a 0.3 s spike).
 const SECS: &str = "1.5";
 
 struct Row {

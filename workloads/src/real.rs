@@ -97,6 +97,11 @@ pub const HANGS: &[Workload] = &[
         redis_spike,
     ),
     Workload::real(
+        "mariadb-convoy",
+        "a mariadb client's UPDATE, one of 40, waits for a row lock another client's transaction holds through sleep (latency)",
+        mariadb_convoy,
+    ),
+    Workload::real(
         "go-mutex",
         "a Go main thread waits on a sync.Mutex a goroutine on another thread holds while computing",
         go_mutex,
@@ -430,6 +435,95 @@ fn mariadb_rowlock(dir: &Path, secs: f64) -> Result<Value> {
             thread("sleep", None, None),
         ],
     ))
+}
+
+/// A latency spike, not a hang: client B (`mariadb`, fed by `sh`) sends 40 UPDATEs of one
+/// row, 10 ms apart; meanwhile client A opens a transaction, updates the same row and commits
+/// only after `sleep` (`secs` / 5, 0.3 s at the suite's 1.5): the UPDATE of B that comes
+/// while A holds the row lock waits for A's COMMIT, and the others take a millisecond.
+fn mariadb_convoy(dir: &Path, secs: f64) -> Result<Value> {
+    let (_server, sock) = mariadb_socket(dir)?;
+    let server_pid = mariadbd_pid(&sock)?;
+    mariadb_table(&sock)?;
+    // Commits without a log flush each: B's fast UPDATEs stay fast on a slow disk.
+    run_ok(
+        mariadb(&sock)
+            .arg("-e")
+            .arg("SET GLOBAL innodb_flush_log_at_trx_commit = 2;"),
+        "mariadb (settings)",
+    )?;
+    let hold = (secs / 5.0).clamp(0.1, 1.0);
+    let mut b_feed = spawn(
+        Command::new("sh")
+            .arg("-c")
+            .arg(format!(
+                "echo \"{MARIADB_TID}\"; i=0; while [ $i -lt 40 ]; do \
+                 echo 'UPDATE argus.t SET v = v + 1 WHERE id = 1;'; sleep 0.01; i=$((i+1)); done"
+            ))
+            .stdout(Stdio::piped()),
+        "sh (client B's statements)",
+    )?;
+    let b = spawn(
+        mariadb(&sock)
+            .arg("-vvv")
+            .stdin(Stdio::from(b_feed.stdout.take().context("sh stdout")?))
+            .stdout(Stdio::piped()),
+        "mariadb (client B)",
+    )?;
+    let b_pid = b.id();
+    let mut a_feed = spawn(
+        Command::new("sh")
+            .arg("-c")
+            .arg(format!(
+                "sleep 0.15; echo \"{MARIADB_TID} BEGIN; UPDATE argus.t SET v = v + 1 WHERE id = 1;\"; \
+                 sleep {hold}; echo 'COMMIT;'"
+            ))
+            .stdout(Stdio::piped()),
+        "sh (client A's statements)",
+    )?;
+    let a = spawn(
+        mariadb(&sock)
+            .stdin(Stdio::from(a_feed.stdout.take().context("sh stdout")?))
+            .stdout(Stdio::piped()),
+        "mariadb (client A)",
+    )?;
+    let a_pid = a.id();
+    let b_out = finish(b, "mariadb (client B)")?;
+    let a_tid = first_number(&finish(a, "mariadb (client A)")?, "client A")?;
+    let sh_pid = a_feed.id();
+    finish(a_feed, "sh (client A's statements)")?;
+    finish(b_feed, "sh (client B's statements)")?;
+    // `-vvv` draws the result as a table: "|  564 |".
+    let b_tid = first_number(&b_out.replace('|', " "), "client B")?;
+    // `-vvv` prints each statement's time: "Query OK, 1 row affected (0.302 sec)".
+    let times: Vec<f64> = b_out
+        .lines()
+        .filter(|l| l.starts_with("Query OK"))
+        .filter_map(|l| l.rsplit_once('(')?.1.strip_suffix(" sec)")?.parse().ok())
+        .collect();
+    if times.len() != 40 {
+        bail!(
+            "client B printed {} UPDATE times, not 40: {b_out}",
+            times.len()
+        );
+    }
+    let slow = times.iter().copied().fold(0.0, f64::max);
+    let mut v = truth(
+        "MariaDB",
+        b_pid,
+        "LongWait",
+        "sleep",
+        vec![
+            thread("mariadbd", Some(server_pid), Some(b_tid)),
+            thread("mariadbd", Some(server_pid), Some(a_tid)),
+            process("mariadb", a_pid),
+            process("sh", sh_pid),
+            thread("sleep", None, None),
+        ],
+    );
+    v["slow_requests"] = json!(times.iter().filter(|&&t| t >= hold / 2.0).count());
+    v["slow_ns"] = json!((slow * 1e9) as u64);
+    Ok(v)
 }
 
 /// A client waits for `SELECT BENCHMARK(n, SHA2(…))`, sized from a short measured run so
