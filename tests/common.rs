@@ -73,22 +73,29 @@ pub fn record_with(record_opts: &[&str], cmd: &[&str], build_opts: &[&str]) -> R
 /// under the recording lock: the trace, where its snapshot goes (`DIR/NAME/snapshot`, not
 /// built), and what `argus record` printed.
 pub fn record_scenario(name: &str, dir: &Path, secs: &str) -> (PathBuf, PathBuf, Output) {
+    record_scenario_with(name, dir, Some(secs), &[])
+}
+
+/// [`record_scenario`] with `argus record` options `opts` (`--events full`, …), and the
+/// workload's own length when `secs` is `None`.
+pub fn record_scenario_with(
+    name: &str,
+    dir: &Path,
+    secs: Option<&str>,
+    opts: &[&str],
+) -> (PathBuf, PathBuf, Output) {
     let exe = env!("CARGO_BIN_EXE_argus");
     let trace = dir.join(name).join("trace");
     let snapshot = dir.join(name).join("snapshot");
+    let mut args = vec!["record", "-o", trace.to_str().expect("utf-8")];
+    args.extend_from_slice(opts);
+    args.extend_from_slice(&["--", exe, "workload", name]);
+    if let Some(secs) = secs {
+        args.extend_from_slice(&["--secs", secs]);
+    }
     let out = {
         let _guard = recording_lock();
-        run(&[
-            "record",
-            "-o",
-            trace.to_str().expect("utf-8"),
-            "--",
-            exe,
-            "workload",
-            name,
-            "--secs",
-            secs,
-        ])
+        run(&args)
     };
     (trace, snapshot, out)
 }

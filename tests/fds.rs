@@ -2,7 +2,7 @@
 //! `TraceReader::files()` must say what each descriptor of the workload referred to, checked
 //! against the inodes the workload read with `fstat`.
 
-use crate::common::{live_or_skip, recorded_truth, recording_lock, run};
+use crate::common::{live_or_skip, record_scenario_with, recorded_truth};
 use argus_ingest::files::{FileKind, FileTable};
 use argus_ingest::replay::TraceReader;
 use argus_schema::{EventKind, Nanos, Pid, Tid};
@@ -45,20 +45,8 @@ fn descriptors_are_identified_across_fork_sockets_and_scm_rights() {
     assert_eq!(unsafe { libc::fstat(early[0], &mut st) }, 0);
     let early_ino = st.st_ino;
 
-    let guard = recording_lock();
     let dir = tempfile::tempdir().expect("tempdir");
-    let trace = dir.path().join("trace");
-    let exe = env!("CARGO_BIN_EXE_argus");
-    let out = run(&[
-        "record",
-        "-o",
-        trace.to_str().expect("utf-8"),
-        "--",
-        exe,
-        "workload",
-        "fd-pass",
-    ]);
-    drop(guard);
+    let (trace, _, out) = record_scenario_with("fd-pass", dir.path(), None, &[]);
     // SAFETY: closing our own descriptors.
     unsafe {
         libc::close(early[0]);

@@ -5,7 +5,7 @@
 //! the workload did; the dataflow (2 workers, several epochs) must equal it. The call-stack
 //! rule is checked on the snapshot `argus build` makes of a `--stacks` recording.
 
-use crate::common::{live_or_skip, record_with, recorded_truth, recording_lock, run};
+use crate::common::{live_or_skip, record_scenario_with, record_with, recorded_truth};
 use argus_ingest::replay::TraceReader;
 use argus_pipeline::dataflow::{collect_epochs, Batch, DataflowConfig};
 use argus_pipeline::reference;
@@ -37,23 +37,8 @@ fn record(name: &str) -> Live {
 /// Records workload `name` running for `secs` seconds (more rounds for the statistical
 /// checks).
 fn record_for(name: &str, secs: &str) -> Live {
-    let _guard = recording_lock();
     let dir = tempfile::tempdir().expect("tempdir");
-    let trace = dir.path().join("trace");
-    let exe = env!("CARGO_BIN_EXE_argus");
-    let out = run(&[
-        "record",
-        "-o",
-        trace.to_str().expect("utf-8"),
-        "--events",
-        "full",
-        "--",
-        exe,
-        "workload",
-        name,
-        "--secs",
-        secs,
-    ]);
+    let (trace, _, out) = record_scenario_with(name, dir.path(), Some(secs), &["--events", "full"]);
     let truth = recorded_truth(&out);
     let reader = TraceReader::open(&trace).expect("the trace opens");
     let mut base = RulesConfig::default();

@@ -2,8 +2,7 @@
 //! them far slower (the server computes 300 ms instead of 5): that one is found, no fast one
 //! is, and what it waited for is the server's CPU time.
 
-use crate::common::{live_or_skip, record_command, run};
-use serde_json::Value;
+use crate::common::{debug_json_with, live_or_skip, record_command, run};
 
 const SCRIPT: &str = r#"
 import json, os, socket, time
@@ -41,22 +40,8 @@ fn the_slow_request_among_thirty_is_found_and_blamed_on_the_server() {
     let rec = record_command(&["python3", "-c", SCRIPT]);
     let client = rec.truth["client_pid"].as_i64().expect("client_pid");
     let server = rec.truth["server_pid"].as_i64().expect("server_pid");
-    let snap = rec.snapshot.to_str().expect("utf-8");
-    let out = run(&[
-        "debug",
-        snap,
-        "--pid",
-        &client.to_string(),
-        "--slow",
-        "--json",
-    ]);
-    assert_eq!(
-        out.status.code(),
-        Some(1),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let j: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let (code, j) = debug_json_with(&rec.snapshot, client as i32, &["--slow"]);
+    assert_eq!(code, 1, "{j:#}");
     let group = j["groups"]
         .as_array()
         .and_then(|g| {

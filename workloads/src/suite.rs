@@ -290,11 +290,16 @@ fn flock_convoy(h: &Hang<'_>) -> Result<()> {
 }
 
 fn pipe_sleep(h: &Hang<'_>) -> Result<()> {
-    let Hang { name, secs, .. } = *h;
+    sh_into_cat(h, &format!("sleep {}; echo done", h.secs))
+}
+
+/// `cat` reads a pipe that `sh -c SCRIPT` writes to once the script is done: the truth of a
+/// wait for the script's `sleep`.
+fn sh_into_cat(h: &Hang<'_>, script: &str) -> Result<()> {
     let mut sh = spawn(
         Command::new("sh")
             .arg("-c")
-            .arg(format!("sleep {secs}; echo done"))
+            .arg(script)
             .stdout(Stdio::piped()),
         "sh",
     )?;
@@ -308,7 +313,7 @@ fn pipe_sleep(h: &Hang<'_>) -> Result<()> {
     let pid = cat.id();
     wait(sh, "sh")?;
     wait(cat, "cat")?;
-    truth(name, pid, "LongWait", "sleep", &["sh", "sleep"]);
+    truth(h.name, pid, "LongWait", "sleep", &["sh", "sleep"]);
     Ok(())
 }
 
@@ -316,28 +321,13 @@ fn pipe_sleep(h: &Hang<'_>) -> Result<()> {
 /// 300,000 first, ~0.2 s on CPU), so a walk that explains why it started late ends at sh's
 /// work; yet the sleep holds most of the wait.
 fn late_sleep(h: &Hang<'_>) -> Result<()> {
-    let Hang { name, secs, .. } = *h;
-    let mut sh = spawn(
-        Command::new("sh")
-            .arg("-c")
-            .arg(format!(
-                "i=0; while [ $i -lt 300000 ]; do i=$((i+1)); done; sleep {secs}; echo done"
-            ))
-            .stdout(Stdio::piped()),
-        "sh",
-    )?;
-    let out = sh.stdout.take().context("sh stdout")?;
-    let cat = spawn(
-        Command::new("cat")
-            .stdin(Stdio::from(out))
-            .stdout(Stdio::null()),
-        "cat",
-    )?;
-    let pid = cat.id();
-    wait(sh, "sh")?;
-    wait(cat, "cat")?;
-    truth(name, pid, "LongWait", "sleep", &["sh", "sleep"]);
-    Ok(())
+    sh_into_cat(
+        h,
+        &format!(
+            "i=0; while [ $i -lt 300000 ]; do i=$((i+1)); done; sleep {}; echo done",
+            h.secs
+        ),
+    )
 }
 
 fn py_timer(h: &Hang<'_>) -> Result<()> {

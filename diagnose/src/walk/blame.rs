@@ -614,32 +614,22 @@ impl<'g> Walk<'g, '_> {
             .incoming(irq.id)
             .filter(|e| e.kind != EdgeKind::ThreadOrder && e.ts <= irq.end_ns)
             .collect();
-        match pick(&causes, on_path).filter(|_| hops < MAX_HOPS) {
-            Some(e) => {
-                let at = e.ts.clamp(from, t);
-                match g.segment(e.src) {
-                    Some(src) if src.tid.irq_cpu().is_some() => {
-                        ch.leaf(irq, BlameState::Device, at, t);
-                        if at > from {
-                            self.charge_irq(ch, on_path, last, src, from, at, hops + 1);
-                        }
-                    }
-                    Some(src) => {
-                        ch.leaf(irq, BlameState::Device, at, t);
-                        if at > from {
-                            ch.waited(last.tid, src.tid, from, at);
-                            self.charge(ch, on_path, src, from, at, hops + 1);
-                        }
-                    }
-                    None => {
-                        ch.waited(last.tid, irq.tid, from, t);
-                        ch.leaf(irq, BlameState::Device, from, t);
-                    }
-                }
-            }
-            None => {
-                ch.waited(last.tid, irq.tid, from, t);
-                ch.leaf(irq, BlameState::Device, from, t);
+        // The delivery's own cause, when it has one in the graph; else the device is the leaf.
+        let cause = pick(&causes, on_path)
+            .filter(|_| hops < MAX_HOPS)
+            .and_then(|e| Some((e.ts.clamp(from, t), g.segment(e.src)?)));
+        let Some((at, src)) = cause else {
+            ch.waited(last.tid, irq.tid, from, t);
+            ch.leaf(irq, BlameState::Device, from, t);
+            return;
+        };
+        ch.leaf(irq, BlameState::Device, at, t);
+        if at > from {
+            if src.tid.irq_cpu().is_some() {
+                self.charge_irq(ch, on_path, last, src, from, at, hops + 1);
+            } else {
+                ch.waited(last.tid, src.tid, from, at);
+                self.charge(ch, on_path, src, from, at, hops + 1);
             }
         }
     }
