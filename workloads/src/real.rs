@@ -422,7 +422,22 @@ fn mariadb_rowlock(dir: &Path, secs: f64) -> Result<Value> {
     let a_tid = first_number(&finish(a, "mariadb (client A)")?, "client A")?;
     let sh_pid = feeder.id();
     finish(feeder, "sh")?;
-    Ok(truth(
+    Ok(rowlock_truth(
+        server_pid, b_pid, b_tid, a_tid, a_pid, sh_pid,
+    ))
+}
+
+/// The truth of client B's wait for a row lock client A holds until `sh` feeds it COMMIT
+/// after `sleep`: B's connection thread, A's, client A, its `sh`, the `sleep`.
+fn rowlock_truth(
+    server_pid: u32,
+    b_pid: u32,
+    b_tid: u32,
+    a_tid: u32,
+    a_pid: u32,
+    sh_pid: u32,
+) -> Value {
+    truth(
         "MariaDB",
         b_pid,
         "LongWait",
@@ -434,7 +449,7 @@ fn mariadb_rowlock(dir: &Path, secs: f64) -> Result<Value> {
             process("sh", sh_pid),
             thread("sleep", None, None),
         ],
-    ))
+    )
 }
 
 /// A latency spike, not a hang: client B (`mariadb`, fed by `sh`) sends 40 UPDATEs of one
@@ -508,19 +523,7 @@ fn mariadb_convoy(dir: &Path, secs: f64) -> Result<Value> {
         );
     }
     let slow = times.iter().copied().fold(0.0, f64::max);
-    let mut v = truth(
-        "MariaDB",
-        b_pid,
-        "LongWait",
-        "sleep",
-        vec![
-            thread("mariadbd", Some(server_pid), Some(b_tid)),
-            thread("mariadbd", Some(server_pid), Some(a_tid)),
-            process("mariadb", a_pid),
-            process("sh", sh_pid),
-            thread("sleep", None, None),
-        ],
-    );
+    let mut v = rowlock_truth(server_pid, b_pid, b_tid, a_tid, a_pid, sh_pid);
     v["slow_requests"] = json!(times.iter().filter(|&&t| t >= hold / 2.0).count());
     v["slow_ns"] = json!((slow * 1e9) as u64);
     Ok(v)
