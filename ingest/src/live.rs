@@ -114,6 +114,14 @@ pub type LostRange = (u32, u64, u64, Option<u64>);
 pub type GapSink = Box<dyn FnMut(Nanos, Nanos) + Send>;
 
 /// `ev` numbered `seq` (which moves on), and counted.
+/// What a gap's error row says the kernel lost (`events`, if counted).
+pub fn lost_why(events: Option<u64>) -> String {
+    match events {
+        Some(n) => format!("the kernel lost {n} events"),
+        None => "the kernel lost events (count unknown)".to_string(),
+    }
+}
+
 fn numbered(mut ev: Event, seq: &mut u64, count: &mut u64) -> Event {
     ev.seq = *seq;
     *seq += 1;
@@ -141,6 +149,9 @@ pub struct LiveMerge {
     origin: Nanos,
     /// The newest gaps, for [`LiveMerge::gaps_since`].
     ranges: VecDeque<LostRange>,
+    /// The recorder's readers give the kernel's losses ([`LiveMerge::losses_from_reader`]):
+    /// a page flagged with missed events makes no gap of its own.
+    reader_losses: bool,
     /// Stacks and watchpoint hits merged in as a replay of the trace merges them
     /// ([`LiveMerge::push_perf`]), and the time before which every sample is in.
     perf: Option<(PerfMerge, Option<u64>)>,
@@ -167,8 +178,19 @@ impl LiveMerge {
             gaps: Box::new(|_, _| {}),
             origin: Nanos(0),
             ranges: VecDeque::new(),
+            reader_losses: false,
             perf: None,
         })
+    }
+
+    /// The kernel's losses come from the recorder's readers, which write them to the ring's
+    /// `meta.json` too (`argus start` adds them with [`LiveMerge::add_gap`] from the read
+    /// frontier): a page flagged with missed events is counted, but makes no gap of its own.
+    /// The readers' range starts where the CPU had been read up to when that is later than
+    /// its last record, which only they know; a gap of the merge's own started earlier, and
+    /// drew no edge across records already released.
+    pub fn losses_from_reader(&mut self) {
+        self.reader_losses = true;
     }
 
     /// Takes in perf samples (`argus start --stacks`, `--watch`): `items` of `streams`,
@@ -336,18 +358,23 @@ impl LiveMerge {
         for (ts, m) in bad {
             self.error(cpu, ts, m);
         }
-        if missed != Missed::None || tap_dropped > 0 {
+        let kernel = if self.reader_losses {
+            Missed::None
+        } else {
+            missed
+        };
+        if kernel != Missed::None || tap_dropped > 0 {
             let from = before.unwrap_or(self.origin);
             let to = first.unwrap_or(page_ts);
             self.stats.tap_dropped += tap_dropped;
             let mut why = Vec::new();
-            let events = match missed {
+            let events = match kernel {
                 Missed::Count(n) => {
-                    why.push(format!("the kernel lost {n} events"));
+                    why.push(lost_why(Some(n)));
                     Some(n)
                 }
                 Missed::Unknown => {
-                    why.push("the kernel lost events (count unknown)".to_string());
+                    why.push(lost_why(None));
                     None
                 }
                 Missed::None => None,
@@ -762,5 +789,41 @@ pub(crate) mod tests {
             .message
             .starts_with("the kernel lost 3 events from 2100 to 5000 ns"));
         assert_eq!(errs[1].source, "live/cpu1");
+    }
+
+    /// With the readers giving the kernel's losses, a page flagged with missed events is
+    /// counted but makes no gap of its own (the readers' range may start later); pages the
+    /// tap dropped still do.
+    #[test]
+    fn with_the_readers_losses_a_missed_page_makes_no_gap_of_its_own() {
+        let mut m = LiveMerge::new(&waking_formats(), &[], 0).unwrap();
+        let seen: Arc<Mutex<Vec<(Nanos, Nanos)>>> = Arc::default();
+        let sink = seen.clone();
+        m.track_gaps(
+            move |from, to| sink.lock().unwrap().push((from, to)),
+            Nanos(1_000),
+        );
+        m.losses_from_reader();
+        m.push_page(0, &waking_page(2_000, None, &[(2_000, 7)]), 0);
+        m.push_page(0, &waking_page(5_000, Some(3), &[(5_000, 7)]), 0);
+        assert!(seen.lock().unwrap().is_empty());
+        assert_eq!((m.stats.gaps, m.stats.lost.get(&0)), (0, Some(&3)));
+        m.add_gap(0, Nanos(4_000), Nanos(5_000), Some(3), &lost_why(Some(3)));
+        assert_eq!(*seen.lock().unwrap(), vec![(Nanos(4_000), Nanos(5_000))]);
+        m.push_page(0, &waking_page(7_000, Some(2), &[(7_000, 7)]), 1);
+        assert_eq!(
+            seen.lock().unwrap().last(),
+            Some(&(Nanos(5_000), Nanos(7_000))),
+            "the tap's own drop"
+        );
+        let errs = m.take_errors();
+        assert!(errs[0]
+            .message
+            .starts_with("the kernel lost 3 events from 4000 to 5000 ns"));
+        assert!(
+            !errs[1].message.contains("kernel lost"),
+            "{}",
+            errs[1].message
+        );
     }
 }

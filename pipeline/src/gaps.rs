@@ -78,16 +78,20 @@ impl GapSet {
         self.inner.any.store(true, Ordering::Release);
     }
 
-    /// Whether a gap overlaps `[from, to]`.
+    /// Whether something lost may lie between `from` and `to`: a gap's inside (strictly
+    /// after its start, strictly before its end) overlaps `from..to`'s. A gap's ends are
+    /// records the trace has (the last before the loss, the first after it), and a span
+    /// that ends at a gap's start was complete when that record was read: a live consumer
+    /// that released it before the gap was known drew the same edges as a build that knew.
     #[inline]
     pub fn crosses(&self, from: Nanos, to: Nanos) -> bool {
         if !self.inner.any.load(Ordering::Acquire) {
             return false;
         }
         let gaps = self.read();
-        // The first gap that ends at or after `from`; it overlaps when it starts by `to`.
-        let i = gaps.partition_point(|g| g.1 < from);
-        gaps.get(i).is_some_and(|g| g.0 <= to)
+        // The first gap that ends after `from`; it overlaps when it starts before `to`.
+        let i = gaps.partition_point(|g| g.1 <= from);
+        gaps.get(i).is_some_and(|g| g.0 < to)
     }
 
     /// The gaps, sorted and merged.
@@ -186,9 +190,17 @@ mod tests {
         s.add(Nanos(100), Nanos(100));
         s.add(Nanos(70), Nanos(80));
         assert_eq!(s.to_vec(), vec![n(5, 60), n(70, 80), n(100, 100)]);
-        assert!(s.crosses(Nanos(61), Nanos(70)));
-        assert!(!s.crosses(Nanos(61), Nanos(69)));
-        assert!(s.crosses(Nanos(100), Nanos(100)));
+        assert!(s.crosses(Nanos(61), Nanos(71)));
+        assert!(
+            !s.crosses(Nanos(61), Nanos(70)),
+            "ends at the gap's first record"
+        );
+        assert!(
+            !s.crosses(Nanos(80), Nanos(99)),
+            "starts at the gap's last record"
+        );
+        assert!(s.crosses(Nanos(99), Nanos(101)), "across a point gap");
+        assert!(!s.crosses(Nanos(100), Nanos(100)));
         assert!(!s.crosses(Nanos(101), Nanos(200)));
     }
 
@@ -198,8 +210,8 @@ mod tests {
         let b = a.clone();
         let c = a.detached();
         a.add(Nanos(1), Nanos(2));
-        assert!(b.crosses(Nanos(0), Nanos(1)), "a clone sees the new gap");
-        assert!(!c.crosses(Nanos(0), Nanos(1)), "a detached copy does not");
+        assert!(b.crosses(Nanos(0), Nanos(2)), "a clone sees the new gap");
+        assert!(!c.crosses(Nanos(0), Nanos(2)), "a detached copy does not");
         assert!(a.shares(&b) && !a.shares(&c));
         assert_eq!(a, b);
         assert_ne!(a, c);

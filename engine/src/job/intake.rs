@@ -119,6 +119,9 @@ impl Intake {
             gaps,
             live_start,
         )?;
+        if !read.cpus().is_empty() {
+            merge.losses_from_reader();
+        }
         if let Some(r) = replayed {
             // The previous run's gaps are in the rules already; these name them in snapshots.
             for &(cpu, from, to, events) in &r.gaps {
@@ -210,6 +213,17 @@ impl Intake {
                     "the recorder rewrote its exclusion list (records of any task may be missing)",
                 );
             }
+        }
+        // The kernel's losses, as the readers wrote them to the ring (their range starts
+        // where the CPU had been read up to: `ReadFrontier::note_loss`).
+        for (cpu, r) in read.take_losses() {
+            merge.add_gap(
+                cpu,
+                Nanos(r.from_ns),
+                Nanos(r.to_ns),
+                r.events,
+                &argus_ingest::live::lost_why(r.events),
+            );
         }
         let mut sink = |cpu: u32, page: &[u8], lost: u64| merge.push_page(cpu, page, lost);
         // Only what is there now: on a saturated machine the tap refills as fast as it is

@@ -744,7 +744,7 @@ pub(crate) mod tests {
         let cfg = start_config(Path::new("/nonexistent"));
         let generation = cfg.dataflow.clone();
         cfg.dataflow.rules.gaps.add(Nanos(5), Nanos(9));
-        assert!(generation.rules.crosses_gap(Nanos(0), Nanos(5)));
+        assert!(generation.rules.crosses_gap(Nanos(0), Nanos(6)));
         let text = serde_json::to_string(&generation.rules.gaps).unwrap();
         assert_eq!(text, "[[5,9]]");
         let back: GapSet = serde_json::from_str(&text).unwrap();

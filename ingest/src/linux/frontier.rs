@@ -12,6 +12,15 @@
 //! from the next page and read the missing ones back from the ring). A consumer that loads the frontier *before* taking what the tap holds has every
 //! page stamped up to it.
 //!
+//! The kernel's losses go the same way. A page flagged with missed events lost records
+//! stamped after this CPU's last record read and after its frontier (the kernel overwrites
+//! only what was not read yet): the reader notes that range ([`ReadFrontier::note_loss`],
+//! the range it writes to `meta.json`) before it hands the page on or moves the frontier,
+//! and a consumer takes it ([`ReadFrontier::take_losses`]) with the gaps below. A loss
+//! starting at the last record read instead made a CPU idle since long ago (its frontier far
+//! ahead of that record) lose a stretch a live consumer had already released, and draw
+//! edges across it that a build of the ring did not.
+//!
 //! The recorder's own possible losses go the same way. While it rewrites its exclusion list
 //! (`set_event_notrace_pid`, which may drop records of every task for milliseconds) it
 //! *holds* the frontier at the rewrite's start ([`ReadFrontier::hold`]), then leaves the
@@ -23,6 +32,7 @@
 //! record a starved reader delivered after that: 4.1 M of 219 M events in a 10-minute soak
 //! at 377k events/s.
 
+use crate::tracedir::LostRange;
 use argus_schema::Nanos;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -38,11 +48,13 @@ pub struct ReadFrontier {
     own: Arc<Mutex<OwnLoss>>,
 }
 
-/// The recorder's own possible losses: the start of one under way, and those not yet taken.
+/// The recorder's own possible losses: the start of one under way, and those not yet taken;
+/// and the kernel's losses the readers found, not yet taken.
 #[derive(Debug, Default)]
 struct OwnLoss {
     held_at: Option<u64>,
     gaps: Vec<(Nanos, Nanos)>,
+    kernel: Vec<(u32, LostRange)>,
 }
 
 /// Possible-loss gaps kept for a consumer that never takes them (a plain recording).
@@ -89,6 +101,34 @@ impl ReadFrontier {
         std::mem::take(&mut self.own().gaps)
     }
 
+    /// A reader found that the kernel lost `range` of `cpu`'s records (a page flagged with
+    /// missed events): kept for [`ReadFrontier::take_losses`]. Noted before the page goes to
+    /// the tap and before the frontier moves past `range`'s start.
+    pub fn note_loss(&self, cpu: u32, range: LostRange) {
+        let mut own = self.own();
+        if own.kernel.len() >= MAX_OWN_GAPS {
+            own.kernel.remove(0);
+        }
+        own.kernel.push((cpu, range));
+    }
+
+    /// The kernel's losses the readers noted since the last call, each as its CPU's reader
+    /// wrote it to `meta.json` `lost_ranges`. Taken after [`ReadFrontier::min`] in the same
+    /// tick, they include every loss that starts before the time it returned.
+    pub fn take_losses(&self) -> Vec<(u32, LostRange)> {
+        std::mem::take(&mut self.own().kernel)
+    }
+
+    /// The time up to which `cpu`'s buffer has been read (0 before its first read to the
+    /// end, or for a CPU not of the recording): the kernel can lose only records stamped
+    /// after it.
+    pub fn read_up_to(&self, cpu: u32) -> u64 {
+        self.slots
+            .iter()
+            .find(|(c, _)| *c == cpu)
+            .map_or(0, |(_, slot)| slot.load(Ordering::Acquire))
+    }
+
     /// `cpu`'s buffer was read to its end by a read that began at `read_at` (monotonic ns);
     /// its frontier moves to `read_at − COMMIT_MARGIN` (it never goes back).
     pub fn advance(&self, cpu: u32, read_at: u64) {
@@ -128,6 +168,25 @@ mod tests {
         f.advance(7, at(900));
         assert_eq!(f.min(), Some(Nanos(300)), "not a CPU of the recording");
         assert_eq!(ReadFrontier::default().min(), None);
+    }
+
+    #[test]
+    fn the_kernels_losses_are_taken_once_with_their_cpu() {
+        let f = ReadFrontier::new(&[0, 1]);
+        assert_eq!(f.read_up_to(1), 0);
+        f.advance(1, 700 + COMMIT_MARGIN);
+        assert_eq!(
+            (f.read_up_to(1), f.read_up_to(0), f.read_up_to(9)),
+            (700, 0, 0)
+        );
+        let r = LostRange {
+            from_ns: 700,
+            to_ns: 900,
+            events: Some(3),
+        };
+        f.clone().note_loss(1, r);
+        assert_eq!(f.take_losses(), vec![(1, r)]);
+        assert!(f.take_losses().is_empty(), "taken once");
     }
 
     /// A possible loss of the recorder's own holds the frontier at its start until its gap is

@@ -100,6 +100,17 @@ pub(crate) struct ReaderStats {
     pub(crate) unwritten: u64,
 }
 
+/// The records a page flagged with missed events follows: stamped after `last` (the last
+/// record read before it) and after `read_up_to` (this CPU's read frontier: the kernel
+/// overwrites only records not read yet), and before `first` (the page's first record).
+fn loss_range(last: u64, read_up_to: u64, first: u64, events: Option<u64>) -> LostRange {
+    LostRange {
+        from_ns: last.max(read_up_to).min(first),
+        to_ns: first,
+        events,
+    }
+}
+
 /// Everything a reader thread needs.
 pub(crate) struct Reader {
     pub(crate) cpu: u32,
@@ -437,19 +448,23 @@ impl Reader {
                 }
                 _ => None,
             };
-            // From the last record read to the first after the loss, as `argus start`
-            // finds it in the same pages (`live::LiveMerge::push_page`). Only a page after
-            // a loss walks the one before (`benches/fdscan.rs`: a walk costs about 1% of a
-            // core at the peak rate).
+            // From the last record read, or the time this CPU had been read up to if
+            // later (the kernel overwrote only records not read yet: `frontier.rs`), to the
+            // first after the loss; `argus start` takes the same range from the frontier.
+            // Only a page after a loss walks the one before (`benches/fdscan.rs`: a walk
+            // costs about 1% of a core at the peak rate).
             let last = match before {
                 Previous::Page(p) => crate::page::last_record_ts(&self.header_page, p),
                 Previous::Last(last) => last,
             };
-            lost.push(LostRange {
-                from_ns: last.or(*prev_ts).unwrap_or(ts),
-                to_ns: first.unwrap_or(ts),
+            let range = loss_range(
+                last.or(*prev_ts).unwrap_or(ts),
+                self.frontier.read_up_to(self.cpu),
+                first.unwrap_or(ts),
                 events,
-            });
+            );
+            self.frontier.note_loss(self.cpu, range);
+            lost.push(range);
         }
         *prev_ts = Some(ts);
         if partial {
@@ -897,6 +912,17 @@ mod tests {
         let out = zstd::decode_all(&both[..]).expect("decode");
         assert_eq!(out.len(), 8192);
         assert_eq!(out[4096], 2);
+    }
+
+    #[test]
+    fn a_loss_starts_where_its_cpu_was_read_up_to_if_that_is_later() {
+        // Last record at 100, the buffer read to its end at 500: lost after 500.
+        assert_eq!(loss_range(100, 500, 900, Some(4)).from_ns, 500);
+        // Read up to 50 only: lost after the last record.
+        assert_eq!(loss_range(100, 50, 900, None).from_ns, 100);
+        // Never past the first record after the loss.
+        let r = loss_range(100, 950, 900, Some(1));
+        assert_eq!((r.from_ns, r.to_ns, r.events), (900, 900, Some(1)));
     }
 
     #[test]

@@ -64,7 +64,7 @@ impl RulesConfig {
         self.gaps.add(from, to);
     }
 
-    /// Whether a lost-events gap overlaps `[from, to]`.
+    /// Whether a lost-events gap lies between `from` and `to` ([`GapSet::crosses`]).
     pub fn crosses_gap(&self, from: Nanos, to: Nanos) -> bool {
         self.gaps.crosses(from, to)
     }
