@@ -18,6 +18,7 @@ const SCENARIOS: &[(&str, &[&str])] = &[
         "mariadb-convoy",
         &["mariadbd", "mariadb", "mariadb-install-db"],
     ),
+    ("java-gc", &["java", "javac", "python3", "curl"]),
 ];
 
 /// `--secs` given to each workload (a 0.3 s spike).
@@ -89,13 +90,13 @@ fn record_one(name: &'static str, dir: &Path) -> Row {
 fn table(rows: &[Row]) -> String {
     let mut t = String::from(
         "Latency suite (spikes in software we did not write, live recordings, --slow --auto)\n\
-         scenario       program           spike ms  named  fast as slow  root hit  waited for\n",
+         scenario       program                   spike ms  named  fast as slow  root hit  waited for\n",
     );
     for r in rows {
         let s = &r.slow["requests"][0];
         let extra = &s["extra"][0];
         t.push_str(&format!(
-            "{:<14} {:<17} {:<9.0} {:<6} {:<13} {:<9} {}\n",
+            "{:<14} {:<25} {:<9.0} {:<6} {:<13} {:<9} {}\n",
             r.name,
             r.truth["program"].as_str().unwrap_or("-"),
             r.truth["slow_ns"].as_f64().unwrap_or(0.0) / 1e6,

@@ -207,5 +207,8 @@ fn gaps_merge() {
         vec![(Nanos(10), Nanos(30)), (Nanos(40), Nanos(50))]
     );
     assert!(cfg.crosses_gap(Nanos(31), Nanos(41)));
-    assert!(!cfg.crosses_gap(Nanos(31), Nanos(40)), "ends at the gap's first record");
+    assert!(
+        !cfg.crosses_gap(Nanos(31), Nanos(40)),
+        "ends at the gap's first record"
+    );
 }

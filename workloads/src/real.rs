@@ -49,6 +49,8 @@
 //! | name | program | the slow request | root cause |
 //! |---|---|---|---|
 //! | redis-spike | a `python3` client's 21st GET of 40 waits while Redis's event loop runs another client's (`redis-cli`) Lua loop, ~0.3 s | its GET | `redis-server` on CPU |
+//! | mariadb-convoy | a `mariadb` client's UPDATE, one of 40, waits ~0.3 s for a row lock another client's transaction holds through `sleep` | its UPDATE | `sleep` |
+//! | java-gc | a `python3` client's 21st GET of 40 to a JDK `HttpServer` waits while the JVM's `VM Thread` runs the full collection (serial collector, ~0.3 s) another request's `System.gc()` asked for | its GET | `VM Thread` on CPU |
 //!
 //! Servers run in private temporary directories and are stopped on every exit path (a drop
 //! guard). MariaDB is slow to create: when `ARGUS_REAL_MARIADB_SOCKET` names the socket of
@@ -100,6 +102,11 @@ pub const HANGS: &[Workload] = &[
         "mariadb-convoy",
         "a mariadb client's UPDATE, one of 40, waits for a row lock another client's transaction holds through sleep (latency)",
         mariadb_convoy,
+    ),
+    Workload::real(
+        "java-gc",
+        "a python3 client's GET, one of 40, waits while a Java HTTP server's VM Thread runs a full GC another request asked for (latency)",
+        java_gc,
     ),
     Workload::real(
         "go-mutex",
@@ -836,6 +843,185 @@ print(json.dumps({{"cli_pid": cli_pid, "slow_s": slow}}))
     v["slow_requests"] = json!(1);
     v["slow_ns"] = json!((info["slow_s"].as_f64().unwrap_or(0.0) * 1e9) as u64);
     v["input_pid"] = info["cli_pid"].clone();
+    Ok(v)
+}
+
+// ---------------------------------------------------------------------------------------
+// Java
+
+/// A JDK `HttpServer` (a pool of four handler threads) whose heap holds a large live set (a
+/// session store); its `/flush` endpoint calls `System.gc()`, a stop-the-world full
+/// collection under the serial collector, done by the JVM's `VM Thread`. The live set is
+/// sized on the spot so one collection takes `args[1]` seconds. `/get` answers with the
+/// handling thread's tid. Writes `PORT N` to `args[0]` once listening.
+const JAVA_GC: &str = r#"import com.sun.net.httpserver.HttpExchange;
+import com.sun.net.httpserver.HttpServer;
+import java.io.File;
+import java.io.OutputStream;
+import java.net.InetSocketAddress;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.StandardCopyOption;
+import java.util.concurrent.Executors;
+
+public class GcSpike {
+    static Object[] store;
+
+    static Object[] fill(int n) {
+        Object[] a = new Object[n];
+        for (int i = 0; i < n; i++) a[i] = new long[] {i, i * 31L};
+        return a;
+    }
+
+    static String tid() {
+        try {
+            return new File("/proc/thread-self").getCanonicalFile().getName();
+        } catch (Exception e) {
+            return "0";
+        }
+    }
+
+    static void reply(HttpExchange ex, String body) throws java.io.IOException {
+        byte[] b = body.getBytes();
+        ex.sendResponseHeaders(200, b.length);
+        try (OutputStream o = ex.getResponseBody()) {
+            o.write(b);
+        }
+    }
+
+    public static void main(String[] args) throws Exception {
+        double pause = Double.parseDouble(args[1]);
+        int n = 1_000_000;
+        store = fill(n);
+        System.gc();
+        long t = System.nanoTime();
+        System.gc();
+        double took = (System.nanoTime() - t) / 1e9;
+        n = (int) Math.min(n * pause / Math.max(took, 1e-3), 40_000_000);
+        store = fill(n);
+        System.gc();
+        HttpServer s = HttpServer.create(new InetSocketAddress("127.0.0.1", 0), 64);
+        s.createContext("/get", ex -> reply(ex, tid()));
+        s.createContext("/flush", ex -> {
+            System.gc();
+            reply(ex, tid());
+        });
+        s.setExecutor(Executors.newFixedThreadPool(4));
+        s.start();
+        Path tmp = Path.of(args[0] + ".tmp");
+        Files.writeString(tmp, s.getAddress().getPort() + " " + n + "\n");
+        Files.move(tmp, Path.of(args[0]), StandardCopyOption.ATOMIC_MOVE);
+    }
+}
+"#;
+
+/// A latency spike: a `python3` client sends 40 GETs, 10 ms apart, over one keep-alive
+/// connection to a Java HTTP server (`JAVA_GC`); before the 21st, `curl` asks the server's
+/// `/flush`, whose `System.gc()` stops every Java thread for a full collection of about
+/// `secs` / 5 seconds (0.3 s at the suite's 1.5). The GET that arrives meanwhile waits for
+/// the `VM Thread` to finish collecting; the others take a millisecond.
+fn java_gc(dir: &Path, secs: f64) -> Result<Value> {
+    let src = dir.join("GcSpike.java");
+    std::fs::write(&src, JAVA_GC).context("writing GcSpike.java")?;
+    let port_file = dir.join("java.port");
+    let pause = (secs / 5.0).clamp(0.1, 0.45);
+    let mut server = Server::start(
+        Command::new("java")
+            .args(["-XX:+UseSerialGC", "-Xms3g", "-Xmx3g", "-XX:-UsePerfData"])
+            .arg("-Dsun.net.httpserver.nodelay=true")
+            .arg(&src)
+            .arg(&port_file)
+            .arg(pause.to_string())
+            .stdout(Stdio::null()),
+        "java",
+    )?;
+    let mut alive = Ok(());
+    wait_until("the Java server", Duration::from_secs(60), || {
+        alive = server.check_alive();
+        alive.is_err() || port_file.exists()
+    })?;
+    alive?;
+    let line = std::fs::read_to_string(&port_file).context("reading the Java server's port")?;
+    let port: u16 = line
+        .split_whitespace()
+        .next()
+        .and_then(|p| p.parse().ok())
+        .with_context(|| format!("the Java server's port line {line:?}"))?;
+    let client = spawn(
+        Command::new("python3")
+            .arg("-c")
+            .arg(format!(
+                r#"import http.client, json, subprocess, sys, time
+PORT = {port}
+# Warm up, in another process (its first requests run cold, in the interpreter): the JIT
+# compiles the request path before the requests that count.
+WARM = 'import http.client\nc = http.client.HTTPConnection("127.0.0.1", %d)\nfor _ in range(300):\n    c.request("GET", "/get")\n    c.getresponse().read()\n'
+subprocess.run([sys.executable, '-c', WARM % PORT], check=True)
+c = http.client.HTTPConnection('127.0.0.1', PORT)
+def get(path):
+    c.request('GET', path)
+    r = c.getresponse()
+    body = r.read().decode()
+    assert r.status == 200, (r.status, body)
+    return body
+get('/get')
+time.sleep(0.2)
+slow = None
+times = []
+for i in range(40):
+    if i == 20:
+        flush = subprocess.Popen(['curl', '-s', 'http://127.0.0.1:%d/flush' % PORT],
+            stdout=subprocess.PIPE)
+        time.sleep(0.05)
+    t = time.time()
+    tid = get('/get')
+    times.append(round((time.time() - t) * 1000, 1))
+    if i == 20:
+        slow = time.time() - t
+        slow_tid = int(tid)
+        flush_tid = int(flush.communicate()[0].decode())
+    time.sleep(0.01)
+print(json.dumps({{"slow_s": slow, "handler": slow_tid, "flusher": flush_tid, "curl": flush.pid, "ms": times}}))
+"#
+            ))
+            .stdout(Stdio::piped())
+            .stdin(Stdio::null()),
+        "python3",
+    )?;
+    let pid = client.id();
+    let out = finish(client, "python3")?;
+    let info: Value = serde_json::from_str(out.trim()).context("the client's JSON line")?;
+    let server_pid = server.pid();
+    let tid = |k: &str| info[k].as_u64().map(|t| t as u32);
+    // The handler thread's name, while the server runs.
+    let handler = tid("handler")
+        .and_then(|t| std::fs::read_to_string(format!("/proc/{server_pid}/task/{t}/comm")).ok())
+        .map(|c| c.trim().to_string())
+        .context("the slow GET's handler thread is gone")?;
+    drop(server);
+    let mut v = truth(
+        "JDK HttpServer + python3",
+        pid,
+        "LongWait",
+        "VM Thread",
+        vec![
+            thread(&handler, Some(server_pid), tid("handler")),
+            thread("VM Thread", Some(server_pid), None),
+        ],
+    );
+    // The other pool thread waits for the same collection; curl waits for it.
+    v["allowed"] = json!([
+        "pool-1-thread-1",
+        "pool-1-thread-2",
+        "pool-1-thread-3",
+        "pool-1-thread-4",
+        "HTTP-Dispatcher",
+        "curl"
+    ]);
+    v["slow_requests"] = json!(1);
+    v["slow_ns"] = json!((info["slow_s"].as_f64().unwrap_or(0.0) * 1e9) as u64);
+    v["input_pid"] = info["curl"].clone();
+    v["request_ms"] = info["ms"].clone();
     Ok(v)
 }
 

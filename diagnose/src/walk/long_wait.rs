@@ -115,6 +115,7 @@ impl<'g> Walk<'g, '_> {
             .incoming(next.id)
             .filter(|e| ended_wait_of(e, next))
             .collect();
+        self.drop_stale_data(next, &mut edges);
         edges.extend(self.couriered(next, w0, &edges));
         if let Some(e) = self.owner_release(s, &edges) {
             self.follow(e, next, w0, depth + 1);
@@ -140,6 +141,22 @@ impl<'g> Walk<'g, '_> {
                     ended_at: w1,
                 },
             ),
+        }
+    }
+
+    /// Leaves out of `edges` (those that may have ended the wait `next` began after) the data
+    /// that had been there for longer than the floor when a wake-up came as `next` began:
+    /// the thread was not waiting for that data (it would have been woken when it came), the
+    /// wake-up ended its wait. A pool worker woken by its dispatcher reads a request that sat
+    /// in its socket while the dispatcher was held up: the request's sender explains nothing
+    /// of the delay. Data delivered by an interrupt (its courier) is added back by
+    /// [`Walk::couriered`].
+    pub(super) fn drop_stale_data(&self, next: &'g Segment, edges: &mut Vec<&'g CausalEdge>) {
+        let stale =
+            |e: &CausalEdge| e.kind == EdgeKind::Message && e.ts.until(next.start_ns) > self.floor;
+        let woke = |e: &CausalEdge| !stale(e) && e.ts.until(next.start_ns) <= self.floor;
+        if edges.iter().any(|e| woke(e)) {
+            edges.retain(|e| !stale(e));
         }
     }
 
@@ -680,6 +697,7 @@ impl<'g> Walk<'g, '_> {
         self.describe_item(idx, Step::Waker { by, then });
         let mut edges: Vec<&CausalEdge> =
             g.incoming(w.id).filter(|e| ended_wait_of(e, w)).collect();
+        self.drop_stale_data(w, &mut edges);
         // Woken only by interrupts (its own timer), the run then read what a task sent: the
         // sender is why the waker acted when it did, as for the hung thread's own wait.
         edges.extend(self.couriered(w, h0, &edges));

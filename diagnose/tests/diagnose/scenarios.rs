@@ -1094,3 +1094,47 @@ fn a_reply_racing_the_last_timeout_of_a_logical_wait_is_what_ended_it() {
     let top = &r.blame.as_ref().expect("blame").contributors[0];
     assert_eq!(top.tid, Tid(20), "{:#?}", r.blame);
 }
+
+/// A pool worker's request sat in its socket while its dispatcher was held up: the client
+/// sent at 10 ms, but the worker was woken (a weak futex hand-off) by the dispatcher only at
+/// 2990 ms, when a runtime's collector, on CPU since 5 ms, let the dispatcher go. The
+/// request (a strong message, read after the wake-up) explains none of the delay: the walk
+/// follows the wake-ups to the collector, and blame gives it the window.
+#[test]
+fn data_that_sat_while_the_worker_waited_for_its_dispatcher_is_not_the_cause() {
+    let mut b = B::new(4000.0);
+    b.thread(10, 10, "client", "client");
+    b.thread(20, 2, "worker", "server");
+    b.thread(30, 2, "dispatcher", "server");
+    b.thread(40, 2, "collector", "server");
+    let c_send = b.task(10, 0.0, 10.0, 3000.0, "recvfrom", 1.0);
+    let c1 = b.open(10, 3000.0, None, "", 1.0);
+    let w0 = b.task(20, 0.0, 1.0, 2990.0, "futex", 0.5);
+    let w1 = b.open(20, 2990.0, Some(3001.0), "futex", 10.0);
+    let d0 = b.task(30, 0.0, 5.0, 2989.0, "futex", 1.0);
+    let d1 = b.open(30, 2989.0, Some(2990.5), "epoll_wait", 0.5);
+    let g0 = b.open(40, 5.0, Some(2989.5), "futex", 2984.0);
+    b.set_start(g0, StartCause::Woken);
+    b.edge(
+        c_send,
+        w1,
+        EdgeKind::Message,
+        Strength::Strong,
+        10.0,
+        "sendto",
+    );
+    b.edge(d1, w1, EdgeKind::Wakeup, Strength::Weak, 2990.0, "futex");
+    b.edge(g0, d1, EdgeKind::Wakeup, Strength::Weak, 2989.0, "futex");
+    b.edge(w1, c1, EdgeKind::Message, Strength::Strong, 3000.0, "write");
+    let _ = (w0, d0);
+    b.long_wait(c_send);
+    let r = run(&b.graph(), 10, &mut AutoOracle);
+    let rc = r.root_causes.last().expect("a root cause");
+    assert_eq!(
+        (rc.tid, rc.class),
+        (Tid(40), CauseClass::LongRunning),
+        "{r:#?}"
+    );
+    let blame = r.blame.as_ref().expect("a blame");
+    assert_eq!(blame.contributors[0].tid, Tid(40), "{blame:#?}");
+}
