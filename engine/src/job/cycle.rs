@@ -128,6 +128,7 @@ impl Snapshots {
             last_epoch: None,
             last_at: None,
             min_gap: cfg.snapshot_every / 2,
+            new_only: cfg.on_hang.is_none(),
             unwatched: std::collections::HashSet::new(),
         };
         let ctx = SnapContext {
@@ -342,6 +343,9 @@ impl Cycle {
         } else {
             period / 2
         };
+        // Without a hook, a hang that grew is reported with the next periodic snapshot (a
+        // daemon waiting for good doubles its "hang" every few periods).
+        snaps.early.new_only = job.cfg.on_hang.is_none();
         let due = intake.closed || Instant::now() >= self.next_snapshot;
         if due {
             self.next_snapshot += period;

@@ -620,6 +620,9 @@ pub(crate) struct EarlySnapshots {
     /// When the last early one was requested.
     pub(crate) last_at: Option<Instant>,
     pub(crate) min_gap: Duration,
+    /// Only a new hang takes a snapshot at once; one that grew waits for the next periodic
+    /// snapshot (no `--on-hang` hook waits for it, and it is in an earlier snapshot already).
+    pub(crate) new_only: bool,
     /// Spins found not watched (so the thread table is not consulted for them again).
     pub(crate) unwatched: std::collections::HashSet<SegmentId>,
 }
@@ -656,7 +659,10 @@ impl EarlySnapshots {
         let candidates: Vec<&Spin> = spins
             .iter()
             .filter(|s| {
-                !self.unwatched.contains(&s.segment) && tracker.notice(s, job.watermark).is_some()
+                !self.unwatched.contains(&s.segment)
+                    && tracker
+                        .notice(s, job.watermark)
+                        .is_some_and(|n| n.new || !self.new_only)
             })
             .collect();
         drop(tracker);

@@ -5,7 +5,7 @@
 use super::sync::lock;
 use argus_ingest::linux::OwnThread;
 use argus_pipeline::gaps::GapSet;
-use argus_schema::{Nanos, SegmentId, Spin, ThreadInfo};
+use argus_schema::{Nanos, SegmentId, Spin, SpinClass, ThreadInfo};
 use std::collections::HashMap;
 use std::path::Path;
 
@@ -29,6 +29,19 @@ pub(crate) fn is_event_loop_wait(nr: i32) -> bool {
     )
 }
 
+/// A single long wait the default watch does not take for a hang of its own: a sleep (the
+/// thread chose to wait) or a wait for a child process (a shell running a command, `make`
+/// running a compiler: the child's time is the child's, and its main thread is watched in
+/// its own right). On an idle machine these were most of the default watch's "hangs" (every
+/// shell script and every `sleep` in it), each taking a snapshot at once. A loop of sleeps
+/// (a `RepeatedYield`) is still watched.
+pub(crate) fn is_chosen_wait(spin: &Spin) -> bool {
+    let name = argus_schema::syscalls::name(spin.wait_syscall);
+    spin.class == SpinClass::LongWait
+        && (argus_schema::syscalls::is_sleep(spin.wait_syscall)
+            || matches!(name.as_str(), "wait4" | "waitid"))
+}
+
 impl Watch {
     /// Whether `spin` is of a watched thread.
     pub fn watches(&self, spin: &Spin, threads: &HashMap<i32, &ThreadInfo>) -> bool {
@@ -44,7 +57,8 @@ impl Watch {
             return spin.tid.0 == pid
                 && spin.tid.0 > 0
                 && !info.is_some_and(|t| t.kernel)
-                && !is_event_loop_wait(spin.wait_syscall);
+                && !is_event_loop_wait(spin.wait_syscall)
+                && !is_chosen_wait(spin);
         }
         self.pids.contains(&pid)
             || info.is_some_and(|t| {
@@ -455,6 +469,27 @@ pub(crate) mod tests {
         let mut s = spin(1, 10, 10, 0, 1);
         s.wait_syscall = argus_schema::syscalls::number("epoll_wait").unwrap();
         assert!(!w.watches(&s, &threads), "idle in epoll");
+        let nr = |n: &str| argus_schema::syscalls::number(n).unwrap();
+        for (sys, class, watched) in [
+            ("wait4", SpinClass::LongWait, false),
+            ("clock_nanosleep", SpinClass::LongWait, false),
+            ("clock_nanosleep", SpinClass::RepeatedYield, true),
+            ("read", SpinClass::LongWait, true),
+        ] {
+            let mut s = spin(1, 10, 10, 0, 1);
+            (s.wait_syscall, s.class) = (nr(sys), class);
+            assert_eq!(w.watches(&s, &threads), watched, "{sys} {class:?}");
+        }
+        let named = Watch {
+            pids: vec![10],
+            ..Watch::default()
+        };
+        let mut s = spin(1, 10, 10, 0, 1);
+        s.wait_syscall = nr("wait4");
+        assert!(
+            named.watches(&s, &threads),
+            "a process named is watched whole"
+        );
         let w = Watch {
             since: Nanos(5),
             ..Watch::default()
